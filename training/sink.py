@@ -1,0 +1,71 @@
+"""How events leave the training loop (DESIGN §1): a small sink interface.
+
+The worker implements it to write to the database; the CLI implements it with JSONL files. Every method
+must be cheap or buffer internally: the loop calls them synchronously. ``flush()`` is called before the loop
+returns, so a sink that batches must write everything out there (nothing emitted before a clean stop is lost).
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Protocol
+
+
+class Sink(Protocol):
+    def on_metrics(self, step: int, metrics: dict[str, float]) -> None: ...
+    def on_samples(self, step: int, rows: list[dict]) -> None: ...
+    def on_checkpoint(self, step: int, path: str) -> None: ...
+    def on_log(self, line: str) -> None: ...
+    def flush(self) -> None: ...
+
+
+class NullSink:
+    def on_metrics(self, step, metrics): pass
+    def on_samples(self, step, rows): pass
+    def on_checkpoint(self, step, path): pass
+    def on_log(self, line): pass
+    def flush(self): pass
+
+
+class JsonlSink:
+    """Writes metrics.jsonl and samples.jsonl under ``out_dir`` (the CLI's sink).
+
+    On resume the files are truncated back to the checkpoint's step so an interrupted-then-resumed run
+    has exactly the lines of an uninterrupted one.
+    """
+
+    def __init__(self, out_dir: str, echo=None):
+        self.out_dir = out_dir
+        os.makedirs(out_dir, exist_ok=True)
+        self.echo = echo
+        self._metrics = open(os.path.join(out_dir, "metrics.jsonl"), "a", encoding="utf-8")
+        self._samples = open(os.path.join(out_dir, "samples.jsonl"), "a", encoding="utf-8")
+
+    def truncate_after(self, step: int) -> None:
+        for fh in (self._metrics, self._samples):
+            fh.flush()
+            with open(fh.name, encoding="utf-8") as r:
+                keep = [ln for ln in r if ln.strip() and json.loads(ln)["step"] <= step]
+            with open(fh.name, "w", encoding="utf-8") as w:
+                w.writelines(keep)
+
+    def on_metrics(self, step, metrics):
+        self._metrics.write(json.dumps({"step": step, **metrics}, sort_keys=True) + "\n")
+        self._metrics.flush()
+
+    def on_samples(self, step, rows):
+        for row in rows:
+            self._samples.write(json.dumps({"step": step, **row}, sort_keys=True) + "\n")
+        self._samples.flush()
+
+    def on_checkpoint(self, step, path):
+        if self.echo:
+            self.echo(f"checkpoint step {step}: {path}")
+
+    def on_log(self, line):
+        if self.echo:
+            self.echo(line)
+
+    def flush(self):
+        self._metrics.flush()
+        self._samples.flush()
