@@ -1,0 +1,103 @@
+"""Registry, simple verifiers, batch scoring and hybrid rewards."""
+import math
+import sys
+import textwrap
+
+import pytest
+
+from training.verifiers import (
+    VerifierError, VerifierResult, combine_rewards, get_verifier, register_verifier, score_batch,
+)
+
+
+def test_exact_strips_and_compares():
+    v = get_verifier("exact")
+    assert v(" 12 \n", {"answer": "12"}).score == 1.0
+    assert v("12.0", {"answer": "12"}).score == 0.0
+    assert get_verifier("exact", case_sensitive=False)("YES", {"answer": "yes"}).score == 1.0
+
+
+def test_exact_missing_answer_is_verifier_error():
+    with pytest.raises(VerifierError, match="answer"):
+        get_verifier("exact")("1", {"gold": "1"})
+
+
+def test_regex_param_and_example_pattern():
+    assert get_verifier("regex", pattern=r"\bcat\b")("a cat sat", {}).score == 1.0
+    assert get_verifier("regex", pattern=r"\bcat\b")("concatenate", {}).score == 0.0
+    assert get_verifier("regex", mode="fullmatch")(" 17 ", {"pattern": r"\d+"}).score == 1.0
+    assert get_verifier("regex", flags="i", pattern="abc")("ABC", {}).score == 1.0
+    with pytest.raises(ValueError, match="flag"):
+        get_verifier("regex", flags="q", pattern="a")("a", {})
+
+
+def test_unknown_verifier_and_unknown_param_are_named():
+    with pytest.raises(ValueError, match="unknown verifier 'nope'"):
+        get_verifier("nope")
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['bogus'\]"):
+        get_verifier("exact", bogus=1)
+
+
+def test_register_by_decorator_and_dotted_path(tmp_path, monkeypatch):
+    @register_verifier("_test_len")
+    def by_length(completion, example, *, limit=3):
+        return VerifierResult(1.0 if len(completion) <= limit else 0.0, {"len": len(completion)})
+
+    assert get_verifier("_test_len", limit=5)("abcd", {}).score == 1.0
+    assert get_verifier("_test_len")("abcd", {}).score == 0.0
+
+    (tmp_path / "my_rewards.py").write_text(textwrap.dedent("""
+        from training.verifiers import VerifierResult
+        def has_please(completion, example, *, word="please"):
+            return VerifierResult(float(word in completion), {})
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    v = get_verifier("my_rewards:has_please", word="thanks")
+    assert v("thanks!", {}).score == 1.0
+    assert v("please", {}).score == 0.0
+    with pytest.raises(ValueError, match="no attribute 'missing'"):
+        get_verifier("my_rewards:missing")
+    with pytest.raises(ValueError, match="cannot import"):
+        get_verifier("no_such_module_xyz:fn")
+    sys.modules.pop("my_rewards", None)
+
+
+def test_score_batch_keeps_errors_per_item():
+    @register_verifier("_test_flaky")
+    def flaky(completion, example):
+        if completion == "boom":
+            raise VerifierError("server down")
+        return VerifierResult(1.0, {})
+
+    out = score_batch(get_verifier("_test_flaky"), ["a", "boom", "b"], [{}, {}, {}])
+    assert isinstance(out[1], VerifierError) and [r.score for r in (out[0], out[2])] == [1.0, 1.0]
+
+
+def test_combine_rewards_weights_metrics_and_errors():
+    @register_verifier("_test_err_on_x")
+    def err_on_x(completion, example):
+        if completion == "x":
+            raise VerifierError("cannot judge x")
+        return VerifierResult(0.5, {})
+
+    spec = [{"name": "exact", "weight": 1.0}, {"name": "_test_err_on_x", "weight": 0.2},
+            {"name": "exact", "weight": 2.0, "params": {"case_sensitive": False}}]
+    rb = combine_rewards(spec, ["A", "x", "b"], [{"answer": "a"}, {"answer": "x"}, {"answer": "a"}])
+    assert rb.totals == pytest.approx([0.1 + 2.0, 1.0 + 2.0, 0.1])
+    assert rb.failed == [False, True, False] and rb.errors == 1
+    m = rb.metrics()
+    assert m["reward/exact/mean"] == pytest.approx(1 / 3)
+    assert m["reward/exact_2/mean"] == pytest.approx(2 / 3)
+    assert m["reward/_test_err_on_x/mean"] == pytest.approx(0.5)
+    assert m["verifier/errors"] == 1.0
+    assert rb.details[1]["_test_err_on_x"] == {"error": "cannot judge x"}
+
+
+def test_combine_rewards_rejects_bad_spec_naming_item():
+    with pytest.raises(ValueError, match=r"rewards\[1\].weight"):
+        combine_rewards([{"name": "exact"}, {"name": "exact", "weight": "big"}], ["a"], [{"answer": "a"}])
+    with pytest.raises(ValueError, match=r"rewards\[0\]: unknown keys \['wieght'\]"):
+        combine_rewards([{"name": "exact", "wieght": 1}], ["a"], [{"answer": "a"}])
+    with pytest.raises(ValueError, match="empty"):
+        combine_rewards([], [], [])
+    assert math.isnan(combine_rewards([{"name": "exact"}], [], []).metrics()["reward/exact/mean"])

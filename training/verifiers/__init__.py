@@ -1,0 +1,21 @@
+"""Verifiers: ``(completion, example) -> VerifierResult(score, details)``, registered by name (DESIGN §4).
+
+Built in: ``exact``, ``regex``, ``math`` (math-verify in worker processes), ``code`` (a sandbox), ``ifeval``
+(instruction constraints), ``judge`` (a generative reward model). Users add their own with
+:func:`register_verifier` or by dotted path ``"pkg.mod:fn"``. A verifier that cannot judge raises
+:class:`VerifierError` — never a silent 0. :func:`combine_rewards` scores a batch with a weighted reward spec.
+"""
+from training.verifiers.base import (
+    Verifier,
+    VerifierError,
+    VerifierResult,
+    get_verifier,
+    register_verifier,
+    registered_names,
+)
+from training.verifiers.hybrid import RewardBatch, RewardFunction, build_reward, combine_rewards, score_batch
+
+__all__ = [
+    "Verifier", "VerifierError", "VerifierResult", "get_verifier", "register_verifier", "registered_names",
+    "RewardBatch", "RewardFunction", "build_reward", "combine_rewards", "score_batch",
+]

@@ -1,0 +1,147 @@
+"""The verifier contract and registry (DESIGN §4).
+
+A verifier is a callable ``v(completion: str, example: dict) -> VerifierResult``. It is registered under a name
+with :func:`register_verifier` and built with :func:`get_verifier`, which binds its parameters once and
+rejects unknown ones, naming them. A user's own verifier is reached by a dotted path ``"pkg.mod:fn"``.
+
+Two kinds of thing can be registered:
+
+* a plain function ``fn(completion, example, *, param=default, ...)``; ``get_verifier`` binds the keyword
+  parameters;
+* a class whose constructor takes the parameters and whose instances are callables with the shape above.
+  Stateful verifiers (a sandbox pool, an HTTP client) use this form. An instance may also define
+  ``batch(completions, examples) -> list[VerifierResult | VerifierError]`` to judge many at once.
+
+A verifier that cannot judge (server down, sandbox broken, its own deadline passed) raises
+:class:`VerifierError`; a wrong or missing answer is a normal result with score 0 and the reason in details.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+
+@dataclass
+class VerifierResult:
+    """One verdict. ``score`` is the reward (usually in [0, 1]); ``details`` says what was extracted and why."""
+
+    score: float
+    details: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.score = float(self.score)
+
+
+class VerifierError(RuntimeError):
+    """The verifier could not judge this completion (an infrastructure failure, not a wrong answer)."""
+
+
+class Verifier(Protocol):
+    def __call__(self, completion: str, example: dict) -> VerifierResult: ...
+
+
+_REGISTRY: dict[str, Any] = {}
+
+
+def register_verifier(name: str) -> Callable[[Any], Any]:
+    """Decorator registering a verifier function or class under ``name``.
+
+    >>> @register_verifier("_doc_always_one")
+    ... def always_one(completion, example):
+    ...     return VerifierResult(1.0, {})
+    >>> get_verifier("_doc_always_one")("anything", {}).score
+    1.0
+    """
+    if not name or ":" in name:
+        raise ValueError(f"verifier name must be non-empty and contain no ':'; got {name!r}")
+
+    def deco(obj: Any) -> Any:
+        if name in _REGISTRY and _REGISTRY[name] is not obj:
+            raise ValueError(f"verifier {name!r} is already registered")
+        _REGISTRY[name] = obj
+        return obj
+
+    return deco
+
+
+def registered_names() -> list[str]:
+    """Names of all built-in and registered verifiers."""
+    _load_builtins()
+    return sorted(n for n in _REGISTRY if not n.startswith("_"))
+
+
+def _load_builtins() -> None:
+    # Imported lazily so that `import training.verifiers` stays cheap and has no import cycle.
+    from training.verifiers import simple, math_answer, ifeval, judge, code  # noqa: F401
+
+
+def _resolve(name: str) -> Any:
+    if ":" in name:
+        module_name, _, attr = name.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ValueError(f"verifier {name!r}: cannot import module {module_name!r}: {exc}") from exc
+        try:
+            return getattr(module, attr)
+        except AttributeError:
+            raise ValueError(f"verifier {name!r}: module {module_name!r} has no attribute {attr!r}") from None
+    if name not in _REGISTRY:
+        _load_builtins()
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown verifier {name!r}; known: {', '.join(registered_names())} "
+                         f"(or a dotted path 'pkg.module:function')")
+    return _REGISTRY[name]
+
+
+def _check_params(target: Callable, params: dict, name: str, skip: int) -> None:
+    """Reject parameters the verifier does not accept, naming them (no silently ignored typos)."""
+    sig = inspect.signature(target)
+    accepted = list(sig.parameters.values())[skip:]
+    if any(p.kind is p.VAR_KEYWORD for p in accepted):
+        return
+    names = {p.name for p in accepted if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    unknown = sorted(set(params) - names)
+    if unknown:
+        raise ValueError(f"verifier {name!r}: unknown parameter(s) {unknown}; accepted: {sorted(names)}")
+
+
+class _BoundFunction:
+    """A verifier function with its parameters bound (picklable when the function is)."""
+
+    def __init__(self, fn: Callable, params: dict, name: str):
+        self.fn, self.params, self.name = fn, dict(params), name
+
+    def __call__(self, completion: str, example: dict) -> VerifierResult:
+        result = self.fn(completion, example, **self.params)
+        if not isinstance(result, VerifierResult):
+            if isinstance(result, (int, float)) and not isinstance(result, bool):
+                return VerifierResult(float(result), {})
+            raise VerifierError(f"verifier {self.name!r} returned {type(result).__name__}, not VerifierResult")
+        return result
+
+    def __repr__(self) -> str:
+        return f"<verifier {self.name} {self.params}>"
+
+
+def get_verifier(name: str, **params: Any) -> Verifier:
+    """Build the verifier registered as ``name`` (or at dotted path ``"pkg.mod:fn"``) with ``params``.
+
+    >>> v = get_verifier("exact", case_sensitive=False)
+    >>> v("  Paris ", {"answer": "paris"}).score
+    1.0
+    >>> get_verifier("exact", case_sensitve=False)
+    Traceback (most recent call last):
+    ...
+    ValueError: verifier 'exact': unknown parameter(s) ['case_sensitve']; accepted: ['answer_key', 'case_sensitive']
+    """
+    obj = _resolve(name)
+    if inspect.isclass(obj):
+        _check_params(obj.__init__, params, name, skip=1)
+        return obj(**params)
+    if not callable(obj):
+        raise ValueError(f"verifier {name!r} is not callable")
+    _check_params(obj, params, name, skip=2)
+    return _BoundFunction(obj, params, name)
