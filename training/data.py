@@ -1,0 +1,167 @@
+"""Prompts and reference answers: the built-in tasks and users' JSONL/Parquet files.
+
+A task yields examples ``{"prompt": str, "answer": str, ...}``; the verifier sees the whole example. Built-in
+tasks are generated deterministically from an index, so a seed fixes the data order and the held-out set
+(indices drawn from a disjoint range) never overlaps the training prompts.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+from dataclasses import dataclass
+
+import torch
+
+HELD_OUT_OFFSET = 10_000_000  # held-out built-in problems come from indices past this
+
+
+class DatasetError(ValueError):
+    """A dataset that cannot be used; the message names the file and the line or field."""
+
+
+def arithmetic_example(index: int) -> dict:
+    """``"a+b="`` with a, b in 0..99; the answer is the decimal sum."""
+    rng = random.Random(index * 7919 + 17)
+    a, b = rng.randrange(100), rng.randrange(100)
+    return {"prompt": f"{a}+{b}=", "answer": str(a + b)}
+
+
+def countdown_example(index: int) -> dict:
+    """Reach ``target`` with three given numbers, each used at most once, with + - * (a harder task).
+
+    The prompt is ``"3 5 7>22:"``; a completion is an expression such as ``3*5+7``; the verifier
+    ``countdown`` evaluates it safely.
+    """
+    rng = random.Random(index * 104729 + 3)
+    nums = [rng.randrange(1, 10) for _ in range(3)]
+    a, b, c = nums
+    ops = [rng.choice("+-*") for _ in range(2)]
+    target = _safe_eval(f"{a}{ops[0]}{b}{ops[1]}{c}")
+    return {"prompt": f"{a} {b} {c}>{target}:", "answer": str(target), "numbers": nums, "target": target}
+
+
+def _safe_eval(expr: str) -> int:
+    """Evaluate an expression of single digits and + - * only (no eval())."""
+    tokens = list(expr)
+    # precedence: first fold multiplications, then + and - left to right
+    terms: list = []
+    i = 0
+    while i < len(tokens):
+        terms.append(tokens[i])
+        i += 1
+    out = [int(terms[0])]
+    ops = []
+    for j in range(1, len(terms), 2):
+        op, val = terms[j], int(terms[j + 1])
+        if op == "*":
+            out[-1] = out[-1] * val
+        else:
+            ops.append(op)
+            out.append(val)
+    total = out[0]
+    for op, val in zip(ops, out[1:]):
+        total = total + val if op == "+" else total - val
+    return total
+
+
+BUILTIN_TASKS = {"arithmetic": arithmetic_example, "countdown": countdown_example}
+DEFAULT_REWARDS = {"arithmetic": [{"name": "exact", "weight": 1.0}],
+                   "countdown": [{"name": "countdown", "weight": 1.0}],
+                   "file": [{"name": "math", "weight": 1.0}]}
+
+
+def load_file_dataset(path: str, prompt_field: str = "prompt", answer_field: str = "answer") -> list[dict]:
+    """Read a JSONL or Parquet file into examples; a bad row raises DatasetError naming its line."""
+    if not os.path.isfile(path):
+        raise DatasetError(f"data_path: no such file: {path}")
+    rows: list[tuple[int, object]] = []
+    if path.endswith(".jsonl"):
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    rows.append((lineno, json.loads(line)))
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+    elif path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+        for i, row in enumerate(pq.read_table(path).to_pylist(), start=1):
+            rows.append((i, row))
+    else:
+        raise DatasetError(f"data_path: must end in .jsonl or .parquet: {path}")
+    examples = []
+    for lineno, row in rows:
+        where = f"{path}:{lineno}" if path.endswith(".jsonl") else f"{path}: row {lineno}"
+        if not isinstance(row, dict):
+            raise DatasetError(f"{where}: expected an object, got {type(row).__name__}")
+        for name in (prompt_field, answer_field):
+            if name not in row:
+                raise DatasetError(f"{where}: missing field {name!r}")
+        if not isinstance(row[prompt_field], str) or not row[prompt_field].strip():
+            raise DatasetError(f"{where}: field {prompt_field!r} must be a non-empty string")
+        ex = dict(row)
+        ex["prompt"] = row[prompt_field]
+        ex["answer"] = row[answer_field] if isinstance(row[answer_field], str) else json.dumps(row[answer_field])
+        examples.append(ex)
+    if not examples:
+        raise DatasetError(f"{path}: the dataset is empty")
+    return examples
+
+
+@dataclass
+class PromptSource:
+    """Draws training prompts (with a torch Generator, so its state is checkpointed) and held-out ones."""
+
+    task: str
+    examples: list[dict] | None = None  # file datasets; None for built-in generated tasks
+    held_out: list[dict] | None = None
+
+    def sample(self, n: int, generator: torch.Generator) -> list[dict]:
+        if self.examples is None:
+            idx = torch.randint(0, HELD_OUT_OFFSET, (n,), generator=generator).tolist()
+            return [BUILTIN_TASKS[self.task](i) for i in idx]
+        idx = torch.randint(0, len(self.examples), (n,), generator=generator).tolist()
+        return [self.examples[i] for i in idx]
+
+    def eval_set(self, n: int) -> list[dict]:
+        if self.examples is None:
+            return [BUILTIN_TASKS[self.task](HELD_OUT_OFFSET + i) for i in range(n)]
+        return (self.held_out or self.examples)[:n]
+
+
+def make_prompt_source(task: str, data_path: str = "", prompt_field: str = "prompt",
+                       answer_field: str = "answer") -> PromptSource:
+    if task in BUILTIN_TASKS:
+        return PromptSource(task)
+    examples = load_file_dataset(data_path, prompt_field, answer_field)
+    return PromptSource(task, examples=examples)
+
+
+def _register_countdown() -> None:
+    from training.verifiers import VerifierResult, register_verifier
+
+    @register_verifier("countdown")
+    def countdown(completion: str, example: dict) -> VerifierResult:
+        """Score 1.0 when the expression uses only the given digits (each at most once) and + - *, and hits
+        the target.
+
+        >>> countdown("3*5+7", {"numbers": [3, 5, 7], "target": 22}).score
+        1.0
+        """
+        expr = completion.strip()
+        nums = list(example["numbers"])
+        ok_shape = (len(expr) % 2 == 1 and all(c.isdigit() for c in expr[0::2])
+                    and all(c in "+-*" for c in expr[1::2]))
+        if not ok_shape:
+            return VerifierResult(0.0, {"reason": "not an expression of digits and + - *", "expr": expr})
+        for d in expr[0::2]:
+            if int(d) not in nums:
+                return VerifierResult(0.0, {"reason": f"digit {d} not available", "expr": expr})
+            nums.remove(int(d))
+        value = _safe_eval(expr)
+        return VerifierResult(float(value == example["target"]), {"value": value, "target": example["target"]})
+
+
+_register_countdown()

@@ -1,0 +1,169 @@
+"""Rollout engines behind one interface, and the training-side forward that matches them.
+
+``HFRolloutEngine`` samples with the policy's own transformers model and a KV cache (CPU or GPU), keeping
+each token's sampling log-probability (π_old = π_rollout) and, when top-p/top-k truncates the vocabulary,
+the kept-token mask (DeepSeek-V3.2 "keep sampling mask"). ``training.rollout_vllm`` holds the vLLM engine
+(optional ``gpu`` extra). ``sequence_logprobs`` is the training forward: the same prompt+completion layout,
+temperature and (optionally) kept-token mask, so π_θ and π_old are comparable token by token.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Protocol
+
+import torch
+
+from training.routing import RoutingRecorder
+
+
+@dataclass
+class RolloutBatch:
+    """B sequences: left-padded prompts [B, P] followed by right-padded completions [B, T]."""
+
+    prompt_ids: torch.Tensor        # [B, P] long, left-padded
+    prompt_mask: torch.Tensor       # [B, P] long
+    completion_ids: torch.Tensor    # [B, T] long, pad after <eos>
+    completion_mask: torch.Tensor   # [B, T] float, 1 on generated tokens (the <eos> included)
+    sampling_logp: torch.Tensor     # [B, T] float, log π_rollout of each sampled token
+    truncated: torch.Tensor         # [B] bool, no <eos> within max_new_tokens
+    kept_mask: Optional[torch.Tensor] = None  # [B, T, V] bool, tokens top-p/top-k kept when sampling
+    routing: Optional[dict] = None  # keep-routing: router module name -> [B, P+T, k] expert ids (-1 unknown)
+
+    def index(self, idx: torch.Tensor) -> "RolloutBatch":
+        pick = lambda t: None if t is None else t[idx]  # noqa: E731
+        return RolloutBatch(self.prompt_ids[idx], self.prompt_mask[idx], self.completion_ids[idx],
+                            self.completion_mask[idx], self.sampling_logp[idx], self.truncated[idx],
+                            pick(self.kept_mask),
+                            None if self.routing is None else {k: v[idx] for k, v in self.routing.items()})
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return self.completion_mask.sum(-1).long()
+
+
+class RolloutEngine(Protocol):
+    def generate(self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, top_p: float,
+                 top_k: int, generator: torch.Generator, keep_sampling_mask: bool = False,
+                 record_routing: bool = False) -> RolloutBatch: ...
+
+    def sync_weights(self, model) -> None: ...
+
+
+def truncate_logits(logits: torch.Tensor, top_p: float, top_k: int) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """Apply top-k then top-p to [N, V] logits; returns (masked logits, kept mask or None when nothing cut)."""
+    if top_k <= 0 and top_p >= 1.0:
+        return logits, None
+    keep = torch.ones_like(logits, dtype=torch.bool)
+    if 0 < top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        keep &= logits >= kth
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits.masked_fill(~keep, float("-inf")), dim=-1, descending=True)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        # keep a token when the mass strictly before it is < top_p (the top token is always kept)
+        before = probs.cumsum(-1) - probs
+        keep_sorted = before < top_p
+        keep &= torch.zeros_like(keep).scatter(-1, order, keep_sorted)
+    return logits.masked_fill(~keep, float("-inf")), keep
+
+
+def positions_from_mask(mask: torch.Tensor) -> torch.Tensor:
+    return (mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+class HFRolloutEngine:
+    """Batched sampling with the policy model itself (weights are always in sync)."""
+
+    def __init__(self, model, tokenizer):
+        self.model = model
+        self.pad_id = tokenizer.pad_token_id
+        self.eos_id = tokenizer.eos_token_id
+
+    def sync_weights(self, model) -> None:  # same module object: nothing to push
+        self.model = model
+
+    @torch.inference_mode()
+    def generate(self, prompts, *, max_new_tokens, temperature, top_p, top_k, generator,
+                 keep_sampling_mask=False, record_routing=False) -> RolloutBatch:
+        model, dev = self.model, next(self.model.parameters()).device
+        was_training = model.training
+        model.eval()
+        B, P = len(prompts), max(map(len, prompts))
+        prompt_ids = torch.full((B, P), self.pad_id, dtype=torch.long)
+        prompt_mask = torch.zeros((B, P), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            prompt_ids[i, P - len(p):] = torch.tensor(p)
+            prompt_mask[i, P - len(p):] = 1
+        prompt_ids, prompt_mask = prompt_ids.to(dev), prompt_mask.to(dev)
+        recorder = RoutingRecorder(model) if record_routing else None
+        attn, pos = prompt_mask, positions_from_mask(prompt_mask)
+        out = model(input_ids=prompt_ids, attention_mask=attn, position_ids=pos, use_cache=True)
+        cache, logits = out.past_key_values, out.logits[:, -1].float()
+        tokens, logps, kept = [], [], []
+        done = torch.zeros(B, dtype=torch.bool, device=dev)
+        for t in range(max_new_tokens):
+            scaled, keep = truncate_logits(logits / temperature, top_p, top_k)
+            logp_all = torch.log_softmax(scaled, dim=-1)
+            # sampling on CPU with our generator keeps runs reproducible across devices
+            tok = torch.multinomial(logp_all.exp().cpu(), 1, generator=generator).squeeze(1).to(dev)
+            tok = torch.where(done, torch.full_like(tok, self.pad_id), tok)
+            tokens.append(tok)
+            logps.append(logp_all.gather(-1, tok[:, None]).squeeze(1).masked_fill(done, 0.0))
+            if keep_sampling_mask and keep is not None:
+                kept.append(keep)
+            done = done | (tok == self.eos_id)
+            if bool(done.all()) or t == max_new_tokens - 1:
+                break
+            attn = torch.cat([attn, torch.ones((B, 1), dtype=attn.dtype, device=dev)], dim=1)
+            pos = pos[:, -1:] + 1
+            out = model(input_ids=tok[:, None], attention_mask=attn, position_ids=pos, past_key_values=cache,
+                        use_cache=True)
+            cache, logits = out.past_key_values, out.logits[:, -1].float()
+        completion_ids = torch.stack(tokens, dim=1)
+        # a token is part of the completion until and including the first <eos>
+        is_eos = completion_ids == self.eos_id
+        after_eos = (is_eos.long().cumsum(1) - is_eos.long()) > 0
+        completion_mask = (~after_eos).float()
+        truncated = ~is_eos.any(dim=1)
+        kept_mask = None
+        if keep_sampling_mask and kept:
+            kept_mask = torch.stack(kept, dim=1)
+        routing = None
+        if recorder is not None:
+            routing = recorder.finish(B, P + completion_ids.shape[1])
+        if was_training:
+            model.train()
+        return RolloutBatch(prompt_ids, prompt_mask, completion_ids, completion_mask,
+                            torch.stack(logps, dim=1), truncated, kept_mask, routing)
+
+
+def sequence_logprobs(model, batch: RolloutBatch, *, temperature: float, use_kept_mask: bool = False,
+                      with_entropy: bool = False):
+    """Training forward: log π_θ of each completion token, [B, T] (and per-token entropy when asked).
+
+    Logits are divided by the sampling temperature so π_θ is the distribution that was sampled from; with
+    ``use_kept_mask`` they are renormalised over the tokens top-p/top-k kept (keep sampling mask).
+    """
+    ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
+    mask = torch.cat([batch.prompt_mask, batch.completion_mask.long()], dim=1)
+    P, T = batch.prompt_ids.shape[1], batch.completion_ids.shape[1]
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask)).logits
+    logits = logits[:, P - 1:P + T - 1].float() / temperature
+    if use_kept_mask and batch.kept_mask is not None:
+        logits = logits.masked_fill(~batch.kept_mask, float("-inf"))
+    logp_all = torch.log_softmax(logits, dim=-1)
+    logp = logp_all.gather(-1, batch.completion_ids[..., None]).squeeze(-1)
+    if not with_entropy:
+        return logp, None
+    p = logp_all.exp()
+    entropy = -(p * logp_all.masked_fill(p == 0, 0.0)).sum(-1)
+    return logp, entropy.detach()
+
+
+def make_rollout_engine(name: str, model, tokenizer, **kw) -> RolloutEngine:
+    if name == "hf":
+        return HFRolloutEngine(model, tokenizer)
+    if name == "vllm":
+        from training.rollout_vllm import VLLMRolloutEngine  # optional 'gpu' extra
+        return VLLMRolloutEngine(model, tokenizer, **kw)
+    raise ValueError(f"rollout_engine: unknown engine {name!r}")
