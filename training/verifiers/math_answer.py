@@ -1,1 +1,239 @@
-"""(being written)"""
+"""The ``math`` verifier: final-answer extraction plus math-verify, run in worker processes.
+
+Extraction (in the trusted parent, cheap): the content of the completion's last ``\\boxed{...}`` (or
+``\\fbox{...}``), with braces matched; when there is none, the configurable fallback (default: the last
+"Answer: ..." / "Final answer: ..." line). A hedged answer ("3 or 4", "maybe 3") scores 0 unless the gold
+answer itself is phrased that way; no answer scores 0.
+
+Checking: ``math_verify.verify(parse(gold), parse(answer))``, gold first (math-verify's relation is not
+symmetric: a gold set accepts an unordered list, a gold interval fixes its bounds). math-verify times out
+with SIGALRM, which only works on a process's main thread, so checks run in a :class:`WorkerPool` whose
+workers do exactly that, under an outer deadline that kills a stuck worker. A timeout (math-verify's own
+or the outer one) or a dead worker raises :class:`VerifierError`: the verifier could not judge.
+"""
+from __future__ import annotations
+
+import functools
+import re
+import threading
+import time
+from collections import OrderedDict
+
+from training.verifiers.base import VerifierError, VerifierResult, register_verifier
+from training.verifiers.workers import TaskFailed, TaskTimeout, WorkerPool
+
+_BOXED_START = re.compile(r"\\(?:boxed|fbox)\s*")
+_ANSWER_LINE = re.compile(r"(?im)^\W*(?:final\s+answer|answer)\s*(?:is)?\s*[:：]?\s*(.+?)\s*$")
+_HEDGE = re.compile(r"\bor\b|\\lor\b|\beither\b|\bmaybe\b|\bpossibly\b|\bprobably\b|\bperhaps\b|\?")
+
+
+def find_boxed(text: str) -> list[str]:
+    """Contents of every ``\\boxed{...}`` / ``\\fbox{...}`` (braces matched; ``\\boxed 5`` form too), in order.
+
+    >>> find_boxed(r"so \\boxed{\\frac{1}{2}} or \\boxed 3 and \\boxed{")
+    ['\\\\frac{1}{2}', '3']
+    """
+    found = []
+    for m in _BOXED_START.finditer(text):
+        i = m.end()
+        if i < len(text) and text[i] == "{":
+            depth, j = 0, i
+            while j < len(text):
+                if text[j] == "{" and text[j - 1] != "\\":
+                    depth += 1
+                elif text[j] == "}" and text[j - 1] != "\\":
+                    depth -= 1
+                    if depth == 0:
+                        found.append(text[i + 1:j].strip())
+                        break
+                j += 1
+        else:  # "\boxed 5": one token up to whitespace or '$'
+            token = re.match(r"[^\s$]+", text[i:])
+            if token and m.group(0).endswith((" ", "\t")):
+                found.append(token.group(0))
+    return found
+
+
+def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxed: str = "last") -> dict:
+    """Pick the final answer. Returns {"answer": str|None, "method": ..., "n_boxed": int, "reason": ...}.
+
+    >>> extract_answer(r"I think \\boxed{3}. Wait, \\boxed{4}.")["answer"]
+    '4'
+    >>> extract_answer("Work...\\nAnswer: $12$.")["answer"], extract_answer("no idea")["answer"]
+    ('12', None)
+    """
+    boxed = find_boxed(completion)
+    info = {"answer": None, "method": None, "n_boxed": len(boxed), "reason": None}
+    if boxed:
+        if multiple_boxed == "reject" and len(set(boxed)) > 1:
+            info["reason"] = "several different boxed answers"
+            return info
+        info["answer"], info["method"] = boxed[-1], "boxed"
+    elif fallback == "answer_line":
+        lines = _ANSWER_LINE.findall(completion)
+        if lines:
+            info["answer"], info["method"] = lines[-1].strip().rstrip(".").strip("$ ").strip(), "answer_line"
+    if not info["answer"]:
+        info["answer"] = None
+        info["reason"] = info["reason"] or "no final answer found"
+    return info
+
+
+# ---- runs in the worker processes -------------------------------------------------------------------
+
+def _as_latex(text: str) -> str:
+    return text if ("$" in text or "\\boxed" in text) else f"${text}$"
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_gold(gold: str, timeout_s: int):
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
+    return parse(_as_latex(gold), [LatexExtractionConfig(), ExprExtractionConfig()],
+                 parsing_timeout=timeout_s, raise_on_error=True)
+
+
+def check_in_worker(gold: str, answer: str, float_rounding: int, timeout_s: int) -> dict:
+    """math-verify on this process's main thread. Returns {"status": ok|timeout|bad_gold, ...}."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+    from math_verify.errors import TimeoutException
+
+    start = time.perf_counter()
+    try:
+        gold_parsed = _parse_gold(gold, timeout_s)
+    except TimeoutException:
+        return {"status": "timeout", "where": "parsing the gold answer"}
+    except Exception as exc:  # the gold is data we were given: not parseable means we cannot judge
+        return {"status": "bad_gold", "error": f"{type(exc).__name__}: {exc}"}
+    if not gold_parsed:
+        return {"status": "bad_gold", "error": "math-verify extracted nothing from the gold answer"}
+    try:
+        answer_parsed = parse(_as_latex(answer), [LatexExtractionConfig(), ExprExtractionConfig()],
+                              parsing_timeout=timeout_s, raise_on_error=True)
+    except TimeoutException:
+        return {"status": "timeout", "where": "parsing the answer"}
+    except Exception as exc:  # malformed model output: a wrong answer, not an infrastructure failure
+        return {"status": "ok", "correct": False, "gold_parsed": str(gold_parsed[-1]),
+                "answer_parsed": None, "why": f"answer not parseable: {type(exc).__name__}"}
+    if not answer_parsed:
+        return {"status": "ok", "correct": False, "gold_parsed": str(gold_parsed[-1]), "answer_parsed": None,
+                "why": "answer not parseable"}
+    try:
+        correct = verify(gold_parsed, answer_parsed, float_rounding=float_rounding, timeout_seconds=timeout_s,
+                         raise_on_error=True)
+    except TimeoutException:
+        return {"status": "timeout", "where": "comparing"}
+    except Exception as exc:  # sympy could not compare these objects: they are not the same answer
+        correct = False
+        why = f"comparison failed: {type(exc).__name__}"
+    else:
+        why = None if correct else "not equivalent to the gold answer"
+    return {"status": "ok", "correct": bool(correct), "gold_parsed": str(gold_parsed[0]),
+            "answer_parsed": str(answer_parsed[0]), "why": why,
+            "check_s": round(time.perf_counter() - start, 6)}
+
+
+# ---- the verifier (parent side) -------------------------------------------------------------------
+
+_POOLS: dict[tuple, WorkerPool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def shared_pool(processes: int, deadline_s: float) -> WorkerPool:
+    """One pool per (processes, deadline) in this process, shared by every math verifier built."""
+    key = (processes, float(deadline_s))
+    with _POOLS_LOCK:
+        if key not in _POOLS:
+            _POOLS[key] = WorkerPool("training.verifiers.math_answer:check_in_worker", processes=processes,
+                                     deadline_s=deadline_s)
+        return _POOLS[key]
+
+
+@register_verifier("math")
+class MathVerifier:
+    """Score 1.0 when the completion's final answer is mathematically equal to ``example[answer_key]``.
+
+    >>> v = MathVerifier(processes=1)
+    >>> v(r"Half of it: \\boxed{\\dfrac{1}{2}}", {"answer": "0.5"}).score
+    1.0
+    >>> v(r"\\boxed{3 \\text{ or } 4}", {"answer": "3"}).details["reason"]
+    'hedged answer'
+    """
+
+    def __init__(self, *, answer_key: str = "answer", fallback: str = "answer_line", multiple_boxed: str = "last",
+                 processes: int = 2, deadline_s: float = 10.0, timeout_s: int = 3, float_rounding: int = 6,
+                 cache_size: int = 100_000):
+        if fallback not in ("answer_line", "none"):
+            raise ValueError(f"math: fallback must be 'answer_line' or 'none'; got {fallback!r}")
+        if multiple_boxed not in ("last", "reject"):
+            raise ValueError(f"math: multiple_boxed must be 'last' or 'reject'; got {multiple_boxed!r}")
+        if timeout_s < 1 or deadline_s <= timeout_s:
+            raise ValueError(f"math: need 1 <= timeout_s < deadline_s; got timeout_s={timeout_s}, "
+                             f"deadline_s={deadline_s}")
+        self.answer_key, self.fallback, self.multiple_boxed = answer_key, fallback, multiple_boxed
+        self.timeout_s, self.float_rounding = int(timeout_s), float_rounding
+        self.pool = shared_pool(processes, deadline_s)
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple, dict] = OrderedDict()
+
+    def __call__(self, completion: str, example: dict) -> VerifierResult:
+        result = self.batch([completion], [example])[0]
+        if isinstance(result, VerifierError):
+            raise result
+        return result
+
+    def _gold(self, example: dict) -> str:
+        if self.answer_key not in example or example[self.answer_key] is None:
+            raise VerifierError(f"math: example has no field {self.answer_key!r}")
+        return str(example[self.answer_key])
+
+    def batch(self, completions: list[str], examples: list[dict]) -> list:
+        out: list = [None] * len(completions)
+        todo: dict[tuple, list[int]] = {}
+        infos = []
+        for i, (completion, example) in enumerate(zip(completions, examples)):
+            info = extract_answer(completion, self.fallback, self.multiple_boxed)
+            infos.append(info)
+            try:
+                gold = self._gold(example)
+            except VerifierError as exc:
+                out[i] = exc
+                continue
+            info["gold"] = gold
+            if info["answer"] is None:
+                out[i] = VerifierResult(0.0, info)
+            elif _HEDGE.search(info["answer"]) and not _HEDGE.search(gold):
+                info["reason"] = "hedged answer"
+                out[i] = VerifierResult(0.0, info)
+            else:
+                key = (gold, info["answer"])
+                if key in self._cache:
+                    self._cache.move_to_end(key)
+                    out[i] = self._result(info, self._cache[key], cached=True)
+                else:
+                    todo.setdefault(key, []).append(i)
+        if todo:
+            keys = list(todo)
+            replies = self.pool.map([(g, a, self.float_rounding, self.timeout_s) for g, a in keys])
+            for key, reply in zip(keys, replies):
+                if isinstance(reply, dict) and reply.get("status") == "ok" and self.cache_size:
+                    self._cache[key] = reply
+                    if len(self._cache) > self.cache_size:
+                        self._cache.popitem(last=False)
+                for i in todo[key]:
+                    out[i] = self._result(infos[i], reply, cached=False)
+        return out
+
+    @staticmethod
+    def _result(info: dict, reply, cached: bool):
+        if isinstance(reply, TaskTimeout):
+            return VerifierError(f"math: check timed out ({reply}) for answer {info['answer'][:200]!r}")
+        if isinstance(reply, TaskFailed):
+            return VerifierError(f"math: worker failed: {reply}")
+        if reply["status"] == "timeout":
+            return VerifierError(f"math: math-verify timed out while {reply['where']} "
+                                 f"(answer {info['answer'][:200]!r})")
+        if reply["status"] == "bad_gold":
+            return VerifierError(f"math: cannot parse gold answer {info['gold'][:200]!r}: {reply['error']}")
+        details = dict(info, gold_parsed=reply["gold_parsed"], answer_parsed=reply["answer_parsed"],
+                       reason=reply["why"], cached=cached)
+        return VerifierResult(1.0 if reply["correct"] else 0.0, details)

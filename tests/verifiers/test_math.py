@@ -1,0 +1,183 @@
+"""math verifier: ≥ 40 (completion, gold) pairs with known verdicts, extraction rules, deadlines."""
+import os
+
+import pytest
+
+from training.verifiers import VerifierError, get_verifier, score_batch
+from training.verifiers.math_answer import extract_answer, find_boxed
+from training.verifiers.workers import TaskFailed, TaskTimeout, WorkerPool
+
+B = r"\boxed"
+
+# (completion, gold, expected score)
+PAIRS = [
+    # fractions, decimals, \dfrac
+    (B + r"{\frac{1}{2}}", "0.5", 1.0),
+    (B + r"{0.5}", r"\frac{1}{2}", 1.0),
+    (B + r"{\dfrac{3}{4}}", r"\frac34", 1.0),
+    (B + r"{\tfrac{3}{4}}", "0.75", 1.0),
+    (B + r"{0.33}", r"\frac{1}{3}", 0.0),
+    (B + r"{2/3}", r"\frac{2}{3}", 1.0),
+    (B + r"{-\frac{1}{2}}", "-0.5", 1.0),
+    (B + r"{\frac{1}{2}}", "-0.5", 0.0),
+    # radicals
+    (B + r"{2\sqrt{2}}", r"\sqrt{8}", 1.0),
+    (B + r"{\sqrt{2}/2}", r"\frac{\sqrt{2}}{2}", 1.0),
+    (B + r"{\sqrt{3}}", r"\sqrt{2}", 0.0),
+    (B + r"{3\sqrt{5}}", r"\sqrt{45}", 1.0),
+    # intervals
+    (B + r"{[1, 2)}", "[1,2)", 1.0),
+    (B + r"{(1, 2)}", "[1,2)", 0.0),
+    (B + r"{(-\infty, 3]}", r"(-\infty,3]", 1.0),
+    # sets
+    (B + r"{\{2, 1\}}", r"\{1,2\}", 1.0),
+    (B + r"{\{1, 3\}}", r"\{1,2\}", 0.0),
+    (B + r"{1, 2}", r"\{1,2\}", 1.0),
+    # x = 3 vs 3
+    (B + r"{x = 3}", "3", 1.0),
+    (B + r"{3}", "x=3", 1.0),
+    (B + r"{x = 4}", "3", 0.0),
+    # percentages
+    (B + r"{50\%}", "50", 1.0),
+    (B + r"{25\%}", "0.25", 1.0),
+    (B + r"{30\%}", "50", 0.0),
+    # units
+    (B + r"{10 \text{ cm}}", "10", 1.0),
+    (B + r"{12\,\mathrm{m}}", "12", 1.0),
+    (B + r"{11 \text{ cm}}", "10", 0.0),
+    # thousands separators
+    (B + r"{1,000}", "1000", 1.0),
+    (B + r"{1{,}000{,}000}", "1000000", 1.0),
+    (B + r"{1,001}", "1000", 0.0),
+    # matrices
+    (B + r"{\begin{pmatrix}1&2\\3&4\end{pmatrix}}", r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", 1.0),
+    (B + r"{\begin{pmatrix}1&2\\4&3\end{pmatrix}}", r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", 0.0),
+    # algebraic forms, constants
+    (B + r"{(x+1)^2}", "x^2+2x+1", 1.0),
+    (B + r"{\pi/2}", r"\frac{\pi}{2}", 1.0),
+    (B + r"{3.14}", r"\pi", 0.0),
+    (B + r"{-7}", "-7", 1.0),
+    (B + r"{7}", "-7", 0.0),
+    # hedged answers
+    (B + r"{3 \text{ or } 4}", "3", 0.0),
+    (B + r"{3 or 4}", "4", 0.0),
+    (B + r"{\text{maybe } 3}", "3", 0.0),
+    (B + r"{3?}", "3", 0.0),
+    # no boxed answer
+    ("The answer is obviously three.", "3", 0.0),
+    ("", "3", 0.0),
+    (r"\boxed{}", "3", 0.0),
+    # several boxed answers: the last one counts
+    (r"First \boxed{4}, no wait, \boxed{3}.", "3", 1.0),
+    (r"First \boxed{3}, no wait, \boxed{4}.", "3", 0.0),
+    # fallback answer line, nested braces
+    ("Reasoning...\nFinal answer: 42", "42", 1.0),
+    ("Reasoning...\nAnswer: $\\frac{1}{4}$.", "0.25", 1.0),
+    (r"so \boxed{\frac{\sqrt{3}}{2}} done", r"\frac{\sqrt{3}}{2}", 1.0),
+    ("long text $x$ then " + B + "{10}", "10", 1.0),
+]
+
+
+@pytest.fixture(scope="module")
+def math_v():
+    return get_verifier("math", processes=2, cache_size=0)
+
+
+def test_at_least_40_pairs():
+    assert len(PAIRS) >= 40
+
+
+@pytest.mark.parametrize("completion,gold,expected", PAIRS, ids=[f"{i}" for i in range(len(PAIRS))])
+def test_pair(math_v, completion, gold, expected):
+    result = math_v(completion, {"answer": gold})
+    assert result.score == expected, result.details
+
+
+def test_batch_matches_single_and_cache(math_v):
+    cached = get_verifier("math", processes=2)
+    comps = [c for c, _, _ in PAIRS] * 2
+    exs = [{"answer": g} for _, g, _ in PAIRS] * 2
+    results = score_batch(cached, comps, exs)
+    assert [r.score for r in results] == [e for _, _, e in PAIRS] * 2
+    # A second batch is answered from the parent's cache, with the same verdicts.
+    again = score_batch(cached, comps, exs)
+    assert [r.score for r in again] == [r.score for r in results]
+    judged = [r for r in again if r.details.get("answer_parsed") is not None]
+    assert judged and all(r.details["cached"] for r in judged)
+
+
+def test_details_say_what_was_extracted(math_v):
+    r = math_v(r"\boxed{1} then \boxed{2}", {"answer": "2"})
+    assert r.details["answer"] == "2" and r.details["n_boxed"] == 2 and r.details["method"] == "boxed"
+    assert math_v("nothing", {"answer": "2"}).details["reason"] == "no final answer found"
+
+
+def test_hedge_allowed_when_gold_is_phrased_that_way(math_v):
+    assert math_v(r"\boxed{3 \text{ or } 4}", {"answer": r"3 \text{ or } 4"}).score == 1.0
+
+
+def test_multiple_boxed_reject_mode():
+    v = get_verifier("math", processes=2, multiple_boxed="reject")
+    assert v(r"\boxed{3} \boxed{4}", {"answer": "4"}).score == 0.0
+    assert v(r"\boxed{4} \boxed{4}", {"answer": "4"}).score == 1.0
+
+
+def test_fallback_none_needs_boxed():
+    v = get_verifier("math", processes=2, fallback="none")
+    assert v("Answer: 42", {"answer": "42"}).score == 0.0
+
+
+def test_missing_or_unparseable_gold_is_verifier_error(math_v):
+    with pytest.raises(VerifierError, match="no field 'answer'"):
+        math_v(r"\boxed{1}", {"solution": "1"})
+    with pytest.raises(VerifierError, match="gold"):
+        math_v(r"\boxed{1}", {"answer": ""})
+
+
+def test_bad_params_are_named():
+    with pytest.raises(ValueError, match="fallback"):
+        get_verifier("math", fallback="anything")
+    with pytest.raises(ValueError, match="multiple_boxed"):
+        get_verifier("math", multiple_boxed="first")
+
+
+def test_find_boxed_matches_braces():
+    assert find_boxed(r"\boxed{\frac{a}{b}} \fbox{c}") == [r"\frac{a}{b}", "c"]
+    assert extract_answer(r"\boxed{3} \boxed{4}", multiple_boxed="reject")["answer"] is None
+
+
+def test_pool_outer_deadline_kills_stuck_worker_and_recovers():
+    pool = WorkerPool("time:sleep", processes=1, deadline_s=0.5)
+    try:
+        first = pool.map([(0,)])
+        pid_before = pool._workers[0].proc.pid
+        out = pool.map([(30,), (0,)])
+        assert isinstance(out[0], TaskTimeout) and out[1] is None
+        assert pool.restarts == 1 and pool._workers[0].proc.pid != pid_before
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid_before, 0)
+        assert first == [None]
+    finally:
+        pool.close()
+
+
+def test_pool_reports_worker_exception_and_death():
+    pool = WorkerPool("os:_exit", processes=1, deadline_s=5)
+    try:
+        out = pool.map([(3,)])
+        assert isinstance(out[0], TaskFailed) and "died" in str(out[0])
+    finally:
+        pool.close()
+    pool = WorkerPool("operator:truediv", processes=1, deadline_s=5)
+    try:
+        out = pool.map([(1, 0), (4, 2)])
+        assert isinstance(out[0], TaskFailed) and "ZeroDivisionError" in str(out[0]) and out[1] == 2.0
+    finally:
+        pool.close()
+
+
+def test_math_verify_timeout_is_verifier_error_not_zero():
+    v = get_verifier("math", processes=1, timeout_s=1, deadline_s=5)
+    with pytest.raises(VerifierError, match="timed out"):
+        v(r"\boxed{(x+1)^{100000}}", {"answer": "3"})
+    assert v(r"\boxed{3}", {"answer": "3"}).score == 1.0  # the pool still works afterwards
