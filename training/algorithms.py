@@ -39,6 +39,19 @@ __all__ = [
 ]
 
 
+def _integer_arg(name: str, value: object, minimum: int) -> int:
+    """``value`` as a python int ≥ ``minimum`` (python, numpy or 0-dim tensor integers; not bool or float)."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name}: must be an integer >= {minimum}; got {value!r}") from None
+    if number < minimum:
+        raise ValueError(f"{name}: must be an integer >= {minimum}; got {value!r}")
+    return number
+
+
 # --------------------------------------------------------------------------------------------------------
 # Masked reductions
 # --------------------------------------------------------------------------------------------------------
@@ -141,9 +154,8 @@ def group_advantages(rewards: Tensor, group_size: int, estimator: str = "grpo", 
     if estimator not in ADV_ESTIMATORS:
         raise ValueError(f"estimator: unknown advantage estimator {estimator!r}; "
                          f"choose one of {sorted(ADV_ESTIMATORS)}")
-    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
-        # G = 1 has no group statistics: the std is undefined and RLOO has no "others".
-        raise ValueError(f"group_size: must be an integer >= 2; got {group_size!r}")
+    # G = 1 has no group statistics: the std is undefined and RLOO has no "others".
+    group_size = _integer_arg("group_size", group_size, 2)
     if rewards.dim() != 1:
         raise ValueError(f"rewards: must be 1-D [N]; got shape {tuple(rewards.shape)}")
     if rewards.numel() % group_size != 0:
@@ -212,8 +224,8 @@ def aggregate_loss(token_loss: Tensor, mask: Tensor, agg: str, max_len: Optional
         raise ValueError(f"token_loss: must be [B, T]; got shape {tuple(token_loss.shape)}")
     if mask.shape != token_loss.shape:
         raise ValueError(f"mask: shape {tuple(mask.shape)} does not match token_loss {tuple(token_loss.shape)}")
-    if max_len is not None and (isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1):
-        raise ValueError(f"max_len: must be an integer >= 1 or None; got {max_len!r}")
+    if max_len is not None:
+        max_len = _integer_arg("max_len", max_len, 1)
     return LOSS_AGGREGATIONS[agg](token_loss, mask, max_len)
 
 
@@ -278,7 +290,10 @@ def policy_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor
         ratio_d = ratio.detach()
         low = (adv < 0) & (ratio_d < 1.0 - eps_low)
         high = (adv > 0) & (ratio_d > 1.0 + eps_high)
-        frac = lambda flags: masked_mean(flags.to(logp.dtype), mask).item()  # noqa: E731
+
+        def frac(flags: Tensor) -> float:
+            return masked_mean(flags.to(logp.dtype), mask).item()
+
         has_tokens = bool(in_mask.any())
         stats = {
             "clip/low_frac": frac(low),
@@ -398,10 +413,10 @@ def overlong_penalty(lengths: Tensor, max_len: int, buffer_len: int, factor: flo
     ``buffer_len`` = 0 gives 0 up to L and −factor beyond. Shapes: ``lengths`` [B] (ints or floats);
     returns float [B] (float32 unless ``lengths`` is already floating).
     """
-    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
-        raise ValueError(f"max_len: must be an integer >= 1; got {max_len!r}")
-    if isinstance(buffer_len, bool) or not isinstance(buffer_len, int) or not 0 <= buffer_len <= max_len:
-        raise ValueError(f"buffer_len: must be an integer in [0, max_len={max_len}]; got {buffer_len!r}")
+    max_len = _integer_arg("max_len", max_len, 1)
+    buffer_len = _integer_arg("buffer_len", buffer_len, 0)
+    if buffer_len > max_len:
+        raise ValueError(f"buffer_len: must be <= max_len ({max_len}); got {buffer_len}")
     if factor < 0:
         raise ValueError(f"factor: must be >= 0; got {factor}")
     lengths = torch.as_tensor(lengths)
