@@ -1,0 +1,282 @@
+"""Early-stopping benchmark (issue 5): Seedbed's policies against Optuna's pruners on seed-sweep curves.
+
+Every sweep is replayed as it really runs: all seeds in parallel, step by step; after each step each method
+may stop seeds, which then log nothing more. For every method and curve set it prints
+
+- compute saved: 1 - (steps run) / (steps if every seed ran to its end);
+- near-best retention: share of sweeps whose surviving seeds include one whose final value (mean of the last
+  10 % of its steps) is within 0.02 of the best seed's final;
+- mean regret: mean over sweeps of (best final - best surviving final).
+
+Curve sets: ``synthetic`` (noisy saturating curves with seeds that collapse, plateau low or bloom late; a
+``tune`` split with another generator seed is what defaults were tuned on, ``--tune`` prints that grid) and
+``real`` (bench/curves/*.json, recorded from the tiny task by bench/record_curves.py).
+
+    .venv/bin/python bench/early_stopping.py            # both sets, every method
+    .venv/bin/python bench/early_stopping.py --tune     # the grid the defaults were chosen from
+
+Optuna's pruners see raw intermediate values (they do not smooth). Its MedianPruner compares only with
+COMPLETE trials, of which a parallel sweep has none until the end, so it cannot prune there; its
+SuccessiveHalving and Hyperband pruners with ``min_resource="auto"`` / ``max_resource="auto"`` likewise wait
+for a completed trial, so the rows below also give them explicit resources matched to ours.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import os
+import random
+import sys
+from dataclasses import dataclass
+from typing import Callable, Hashable, Sequence
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from webapp.sweeps.policies import replay  # noqa: E402
+
+Curve = list[tuple[int, float]]
+Sweep = dict[Hashable, Curve]
+NEAR_BEST = 0.02
+
+
+# --------------------------------------------------------------------------------------------------
+# Curve sets
+# --------------------------------------------------------------------------------------------------
+
+def _saturating(t: float, start: float, level: float, tau: float) -> float:
+    """start + (level - start) * (1 - exp(-t / tau))."""
+    return start + (level - start) * (1.0 - math.exp(-t / tau))
+
+
+def synthetic_seed_curve(rng: random.Random, steps: int, kind: str, batch: int = 64) -> Curve:
+    """One seed's reward curve in [0, 1]: an expected curve of the given kind, observed through a batch of
+    ``batch`` Bernoulli rewards per step (std ~ sqrt(p(1-p)/batch) ~ 0.06), with a 3 % chance per step of one
+    bad batch that scores 30 % of its usual value (the "one noisy batch" a policy must survive).
+
+    kinds: ``normal`` (saturates at 0.55-0.85), ``collapse`` (like normal, then decays to 0-0.2 from a step
+    in 30-80 % of the run), ``plateau`` (saturates low, 0.2-0.45), ``late`` (flat until 30-60 % of the run,
+    then rises to the same 0.55-0.85 as normal seeds).
+    """
+    start = rng.uniform(0.05, 0.2)
+    tau = rng.uniform(0.1, 0.35) * steps
+    level = rng.uniform(0.55, 0.85)
+    collapse_at = rng.uniform(0.3, 0.8) * steps
+    collapse_to = rng.uniform(0.0, 0.2)
+    bloom_at = rng.uniform(0.3, 0.6) * steps
+    if kind == "plateau":
+        level = rng.uniform(0.2, 0.45)
+    if kind == "late":
+        level = rng.uniform(0.55, 0.85)
+    points = []
+    for t in range(steps):
+        if kind == "late":
+            p = start if t < bloom_at else _saturating(t - bloom_at, start, level, 0.1 * steps)
+        else:
+            p = _saturating(t, start, level, tau)
+        if kind == "collapse" and t >= collapse_at:
+            p = collapse_to + (p - collapse_to) * math.exp(-(t - collapse_at) / 2.0)
+        value = sum(rng.random() < p for _ in range(batch)) / batch
+        if rng.random() < 0.03:
+            value *= 0.3
+        points.append((t, round(value, 4)))
+    return points
+
+
+def synthetic_sweeps(seed: int, n_sweeps: int = 60, n_seeds: int = 8, steps: int = 40) -> list[Sweep]:
+    """Sweeps of ``n_seeds`` seeds; each seed is normal (55 %), collapse, plateau or late (15 % each)."""
+    rng = random.Random(seed)
+    sweeps = []
+    for _ in range(n_sweeps):
+        kinds = rng.choices(["normal", "collapse", "plateau", "late"], weights=[55, 15, 15, 15], k=n_seeds)
+        sweeps.append({f"seed-{i}": synthetic_seed_curve(rng, steps, kind) for i, kind in enumerate(kinds)})
+    return sweeps
+
+
+def real_sweeps(metric: str, folder: str = os.path.join(ROOT, "bench", "curves")) -> list[Sweep]:
+    """Sweeps recorded by bench/record_curves.py: one JSON file per sweep, ``runs[seed][metric]`` = values
+    of steps 0, 1, ..."""
+    sweeps = []
+    for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        sweeps.append({seed: list(enumerate(series[metric])) for seed, series in data["runs"].items()})
+    return sweeps
+
+
+# --------------------------------------------------------------------------------------------------
+# Methods: each maps a sweep to (stopped seed -> number of steps it ran)
+# --------------------------------------------------------------------------------------------------
+
+Method = Callable[[Sweep], dict[Hashable, int]]
+
+
+def seedbed_method(config: dict) -> Method:
+    def run(sweep: Sweep) -> dict[Hashable, int]:
+        steps = max(len(curve) for curve in sweep.values())
+        result = replay({"metric": "reward", "mode": "max", "max_steps": steps, **config}, sweep)
+        return {run_id: result.steps_run[run_id] for run_id in result.stopped_at}
+    return run
+
+
+def optuna_method(make_pruner: Callable[[int], object]) -> Method:
+    """Replay a sweep through an Optuna pruner: one trial per seed, all asked up front (they run in
+    parallel), each reporting its raw value at every step and asking ``should_prune`` right after."""
+    import optuna
+    from optuna.trial import TrialState
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+    def run(sweep: Sweep) -> dict[Hashable, int]:
+        steps = max(len(curve) for curve in sweep.values())
+        study = optuna.create_study(direction="maximize", pruner=make_pruner(steps),
+                                    sampler=optuna.samplers.RandomSampler(seed=0))
+        trials = {run_id: study.ask() for run_id in sweep}
+        stopped: dict[Hashable, int] = {}
+        for index in range(steps):
+            for run_id, trial in trials.items():
+                if run_id in stopped or index >= len(sweep[run_id]):
+                    continue
+                step, value = sweep[run_id][index]
+                trial.report(value, step)
+                if trial.should_prune():
+                    study.tell(trial, state=TrialState.PRUNED)
+                    stopped[run_id] = index + 1
+        for run_id, trial in trials.items():
+            if run_id not in stopped:
+                study.tell(trial, sweep[run_id][-1][1])
+        return stopped
+    return run
+
+
+def methods(grace_fraction: float = 0.25) -> dict[str, Method]:
+    """Seedbed's policies with their defaults, then Optuna's pruners (defaults, and resources matched)."""
+    import optuna.pruners as P
+
+    def grace(steps: int) -> int:
+        return math.ceil(grace_fraction * steps)
+
+    return {
+        "seedbed manual": seedbed_method({"name": "manual"}),
+        "seedbed median": seedbed_method({"name": "median"}),
+        "seedbed asha": seedbed_method({"name": "asha"}),
+        "seedbed patience": seedbed_method({"name": "threshold", "patience": 10}),
+        "optuna median (defaults)": optuna_method(lambda steps: P.MedianPruner()),
+        "optuna median (warmup=grace)": optuna_method(
+            lambda steps: P.MedianPruner(n_startup_trials=1, n_warmup_steps=grace(steps))),
+        "optuna SH (defaults)": optuna_method(lambda steps: P.SuccessiveHalvingPruner()),
+        "optuna SH (r=grace, eta=2)": optuna_method(
+            lambda steps: P.SuccessiveHalvingPruner(min_resource=grace(steps), reduction_factor=2)),
+        "optuna SH (r=grace, eta=4)": optuna_method(
+            lambda steps: P.SuccessiveHalvingPruner(min_resource=grace(steps), reduction_factor=4)),
+        "optuna hyperband (max=T)": optuna_method(lambda steps: P.HyperbandPruner(max_resource=steps)),
+        "optuna hyperband (r=grace, max=T, eta=2)": optuna_method(
+            lambda steps: P.HyperbandPruner(min_resource=grace(steps), max_resource=steps, reduction_factor=2)),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Scoring
+# --------------------------------------------------------------------------------------------------
+
+def final_value(curve: Sequence[tuple[int, float]]) -> float:
+    """Mean of the last 10 % of the curve's points (at least one), over the whole recorded curve."""
+    tail = max(1, math.ceil(0.1 * len(curve)))
+    return sum(value for _, value in curve[-tail:]) / tail
+
+
+@dataclass
+class Score:
+    compute_saved: float
+    retention: float
+    mean_regret: float
+    n_sweeps: int
+
+
+def score(method: Method, sweeps: list[Sweep]) -> Score:
+    """Run a method on every sweep. A sweep where every seed was stopped counts as not retained, with regret
+    best final - worst final."""
+    run_steps = total_steps = 0
+    retained = 0
+    regrets = []
+    for sweep in sweeps:
+        stopped = method(sweep)
+        total_steps += sum(len(curve) for curve in sweep.values())
+        run_steps += sum(stopped.get(run_id, len(curve)) for run_id, curve in sweep.items())
+        finals = {run_id: final_value(curve) for run_id, curve in sweep.items()}
+        best = max(finals.values())
+        survivors = [finals[run_id] for run_id in sweep if run_id not in stopped]
+        best_survivor = max(survivors) if survivors else min(finals.values())
+        retained += bool(survivors) and best - best_survivor <= NEAR_BEST
+        regrets.append(best - best_survivor)
+    return Score(compute_saved=1 - run_steps / total_steps, retention=retained / len(sweeps),
+                 mean_regret=sum(regrets) / len(regrets), n_sweeps=len(sweeps))
+
+
+def print_table(title: str, scores: dict[str, Score]) -> None:
+    n = next(iter(scores.values())).n_sweeps
+    print(f"\n== {title} ({n} sweeps) ==")
+    print(f"{'method':44s} {'saved':>7s} {'near-best':>10s} {'regret':>8s}")
+    for name, s in scores.items():
+        print(f"{name:44s} {s.compute_saved:7.1%} {s.retention:10.1%} {s.mean_regret:8.4f}")
+
+
+def dominating(scores: dict[str, Score], ours: str) -> list[str]:
+    """Methods at least as good as ``ours`` on saved compute and retention, and strictly better on one."""
+    mine = scores[ours]
+    return [name for name, s in scores.items() if name != ours and s.compute_saved >= mine.compute_saved
+            and s.retention >= mine.retention and (s.compute_saved > mine.compute_saved or s.retention > mine.retention)]
+
+
+# --------------------------------------------------------------------------------------------------
+# Tuning grid (synthetic tune split only)
+# --------------------------------------------------------------------------------------------------
+
+def tuning_grid() -> dict[str, dict]:
+    grid = {}
+    for weight in (0.6, 0.8, 0.9):
+        for grace in (0.2, 0.25, 0.3):
+            for min_peers in (2, 3, 4):
+                grid[f"median w={weight} g={grace} p={min_peers}"] = {
+                    "name": "median", "smoothing_weight": weight, "grace_steps": int(grace * 40),
+                    "min_peers": min_peers}
+            for eta in (2, 3):
+                grid[f"asha w={weight} g={grace} eta={eta}"] = {
+                    "name": "asha", "smoothing_weight": weight, "grace_steps": int(grace * 40), "eta": eta}
+    return grid
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--set", choices=("synthetic", "real", "all"), default="all")
+    parser.add_argument("--metric", default="reward/mean", help="metric of the recorded curves to replay")
+    parser.add_argument("--tune", action="store_true", help="print the tuning grid on the synthetic tune split")
+    args = parser.parse_args(argv)
+
+    if args.tune:
+        tune = synthetic_sweeps(seed=1)
+        print_table("synthetic tune split, tuning grid",
+                    {name: score(seedbed_method(cfg), tune) for name, cfg in tuning_grid().items()})
+        return 0
+    sets = {}
+    if args.set in ("synthetic", "all"):
+        sets["synthetic (test split)"] = synthetic_sweeps(seed=2)
+    if args.set in ("real", "all"):
+        real = real_sweeps(args.metric)
+        if real:
+            sets[f"real tiny-task sweeps, {args.metric}"] = real
+        else:
+            print("no recorded curves under bench/curves/; run bench/record_curves.py first")
+    for title, sweeps in sets.items():
+        scores = {name: score(method, sweeps) for name, method in methods().items()}
+        print_table(title, scores)
+        for ours in ("seedbed median", "seedbed asha"):
+            better = dominating(scores, ours)
+            print(f"  pruners better than {ours} on both saved compute and retention: {', '.join(better) or 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
