@@ -71,7 +71,7 @@ def synthetic_seed_curve(rng: random.Random, steps: int, kind: str, batch: int =
     if kind == "late":
         level = rng.uniform(0.55, 0.85)
     points = []
-    for t in range(steps):
+    for t in range(1, steps + 1):
         if kind == "late":
             p = start if t < bloom_at else _saturating(t - bloom_at, start, level, 0.1 * steps)
         else:
@@ -97,12 +97,12 @@ def synthetic_sweeps(seed: int, n_sweeps: int = 60, n_seeds: int = 8, steps: int
 
 def real_sweeps(metric: str, folder: str = os.path.join(ROOT, "bench", "curves")) -> list[Sweep]:
     """Sweeps recorded by bench/record_curves.py: one JSON file per sweep, ``runs[seed][metric]`` = values
-    of steps 0, 1, ..."""
+    of steps 1, 2, ... (the training loop counts completed steps from 1)."""
     sweeps = []
     for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
-        sweeps.append({seed: list(enumerate(series[metric])) for seed, series in data["runs"].items()})
+        sweeps.append({seed: list(enumerate(series[metric], start=1)) for seed, series in data["runs"].items()})
     return sweeps
 
 

@@ -10,7 +10,7 @@ from webapp.sweeps.policies import (Decision, PolicyConfigError, debiased_ema, m
 
 
 def constant_curves(levels: dict, steps: int) -> dict:
-    return {run_id: [(t, level) for t in range(steps)] for run_id, level in levels.items()}
+    return {run_id: [(t, level) for t in range(1, steps + 1)] for run_id, level in levels.items()}
 
 
 def stops(result) -> dict:
@@ -95,13 +95,13 @@ def test_median_stops_runs_below_the_peer_median_at_the_grace_step():
     # b equals the median of its peers (0.2, 0.5, 0.7, 0.8 -> 0.6): not worse, kept. At step 4 only b, c, d
     # reached the step, so b has 2 peers < min_peers: nothing more is decided.
     assert result.stopped_at == {"a": 3, "e": 3}
-    assert result.steps_run == {"a": 4, "b": 10, "c": 10, "d": 10, "e": 4}
-    assert result.compute_saved == pytest.approx(1 - 38 / 50)
+    assert result.steps_run == {"a": 3, "b": 10, "c": 10, "d": 10, "e": 3}     # steps 1, 2, 3 for a and e
+    assert result.compute_saved == pytest.approx(1 - 36 / 50)
 
 
 def test_median_grace_period_keeps_a_bad_run_until_the_grace_step():
     curves = constant_curves({"a": 0.5, "b": 0.6, "c": 0.7, "d": 0.8, "e": 0.0}, steps=10)
-    for grace in (0, 6):
+    for grace in (1, 6):
         result = replay({**MEDIAN, "grace_steps": grace}, curves)
         assert result.stopped_at["e"] == grace
 
@@ -125,10 +125,10 @@ def test_median_mode_min_stops_the_highest_loss():
 def test_one_noisy_batch_does_not_kill_a_seed_with_smoothing():
     # "a" is the best seed (0.8); its batch at step 8, the first judged step, scores 0.2. Peers: 0.5, 0.55, 0.6.
     curves = constant_curves({"a": 0.8, "b": 0.5, "c": 0.55, "d": 0.6}, steps=12)
-    curves["a"][8] = (8, 0.2)
+    curves["a"][7] = (8, 0.2)
     smoothed = {**MEDIAN, "grace_steps": 8, "smoothing": "ema", "smoothing_weight": 0.8}
-    # debiased EMA at step 8 (9 points): the last point weighs 0.2 / (1 - 0.8**9) = 0.231 -> 0.661 > 0.55
-    assert smooth([0.8] * 8 + [0.2], weight=0.8)[-1] == pytest.approx(0.8 - 0.6 * 0.2 / (1 - 0.8 ** 9))
+    # debiased EMA at step 8 (8 points): the last point weighs 0.2 / (1 - 0.8**8) = 0.240 -> 0.656 > 0.55
+    assert smooth([0.8] * 7 + [0.2], weight=0.8)[-1] == pytest.approx(0.8 - 0.6 * 0.2 / (1 - 0.8 ** 8))
     assert "a" not in replay(smoothed, curves).stopped_at
     # The same batch without smoothing does kill it: the smoothing is what saves the seed.
     assert replay({**MEDIAN, "grace_steps": 8}, curves).stopped_at["a"] == 8
@@ -199,8 +199,8 @@ THRESHOLD = {"name": "threshold", "metric": "entropy", "max_steps": 20, "smoothi
 
 
 def test_threshold_stops_when_entropy_collapses_below_the_bound():
-    collapsing = [(t, 1.0 - 0.1 * t) for t in range(20)]       # 0.45 would be crossed after step 5
-    healthy = [(t, 0.9) for t in range(20)]
+    collapsing = [(t, 1.0 - 0.1 * t) for t in range(1, 21)]       # 0.45 would be crossed after step 5
+    healthy = [(t, 0.9) for t in range(1, 21)]
     result = replay({**THRESHOLD, "lower_bound": 0.45}, {"x": collapsing, "y": healthy})
     assert result.stopped_at == {"x": 6}
     d = stops(result)["x"]
@@ -211,13 +211,13 @@ def test_threshold_stops_when_entropy_collapses_below_the_bound():
 
 def test_threshold_upper_bound():
     result = replay({**THRESHOLD, "metric": "length", "upper_bound": 7.5},
-                    {"x": [(t, float(t)) for t in range(20)]})
+                    {"x": [(t, float(t)) for t in range(1, 21)]})
     assert result.stopped_at == {"x": 8}
     assert "rose above the upper bound 7.5" in stops(result)["x"].reason
 
 
 def test_patience_stops_a_run_that_stopped_improving():
-    improving_then_flat = [(t, min(t, 5) * 0.1) for t in range(20)]   # best 0.5 from step 5 on
+    improving_then_flat = [(t, min(t, 5) * 0.1) for t in range(1, 21)]   # best 0.5 from step 5 on
     result = replay({**THRESHOLD, "metric": "accuracy", "patience": 4}, {"x": improving_then_flat})
     assert result.stopped_at == {"x": 9}
     d = stops(result)["x"]
@@ -228,7 +228,7 @@ def test_patience_stops_a_run_that_stopped_improving():
 
 def test_patience_in_mode_min_and_min_delta():
     # loss falls by 0.01 a step after step 3: improvements smaller than min_delta=0.05 do not count.
-    loss = [(t, 1.0 - 0.2 * min(t, 3) - 0.01 * max(0, t - 3)) for t in range(20)]
+    loss = [(t, 1.0 - 0.2 * min(t, 3) - 0.01 * max(0, t - 3)) for t in range(1, 21)]
     result = replay({**THRESHOLD, "metric": "loss", "mode": "min", "patience": 3, "min_delta": 0.05},
                     {"x": loss})
     assert result.stopped_at == {"x": 6}
@@ -236,7 +236,7 @@ def test_patience_in_mode_min_and_min_delta():
 
 
 def test_threshold_respects_grace_and_min_peers():
-    dead = [(t, 0.0) for t in range(20)]
+    dead = [(t, 0.0) for t in range(1, 21)]
     assert replay({**THRESHOLD, "lower_bound": 0.1, "grace_steps": 7}, {"x": dead}).stopped_at == {"x": 7}
     assert replay({**THRESHOLD, "lower_bound": 0.1, "min_peers": 1}, {"x": dead}).decisions == []
 
@@ -274,8 +274,12 @@ def test_manual_never_decides():
 def test_no_decision_at_the_final_step():
     policy = make_policy({**MEDIAN, "grace_steps": 0})
     for run_id, level in {"a": 0.1, "b": 0.5, "c": 0.6, "d": 0.7}.items():
-        policy.observe(run_id, 9, level)                          # step 9 is the last of max_steps=10
+        policy.observe(run_id, 10, level)                         # step 10 is the last of max_steps=10
     assert policy.decide() == []
+    one_before = make_policy({**MEDIAN, "grace_steps": 0})
+    for run_id, level in {"a": 0.1, "b": 0.6, "c": 0.6, "d": 0.7}.items():
+        one_before.observe(run_id, 9, level)
+    assert [d.run_id for d in one_before.decide()] == ["a"]
 
 
 def test_extend_proposes_the_best_survivor_once_per_freed_slot():
@@ -285,7 +289,7 @@ def test_extend_proposes_the_best_survivor_once_per_freed_slot():
     # two stops at step 3 free two slots: d (0.8) then c (0.7) get 5 more steps each
     assert [(d.run_id, d.step, d.extra_steps) for d in extends] == [("d", 3, 5), ("c", 3, 5)]
     assert extends[0].reason == ("best live run: smoothed reward/mean 0.8 at step 3; a stopped run freed a slot, "
-                                 "so it gets 5 more steps (until step 14)")
+                                 "so it gets 5 more steps (until step 15)")
     assert result.stopped_at == {"a": 3, "e": 3}
 
 

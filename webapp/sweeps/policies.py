@@ -25,8 +25,8 @@ step, so one noisy batch or a lonely early run does not kill a seed. ``mode`` sa
 smaller (``min``) values are better. A run is never judged at or after its final step (stopping it would
 save nothing), observations of a stopped run are ignored, and a run gets at most one stop and one extension.
 
-Steps: a run with ``max_steps`` steps logs steps ``0 .. max_steps - 1`` (the training loop's convention);
-points must arrive in increasing step order per run, and a repeated or older step is ignored, so the database
+Steps: a run with ``max_steps`` steps logs steps ``1 .. max_steps`` (the training loop's convention: step k
+is the k-th completed step); points must arrive in increasing step order per run, and a repeated or older step is ignored, so the database
 layer may feed the same rows twice.
 
 Extensions (optional, ``extend_survivors_by: N`` > 0): every stop frees a slot; ``decide`` then proposes to
@@ -171,7 +171,7 @@ class CommonParams:
     metric: str
     """The logged metric the policy watches, e.g. ``reward/mean``, ``accuracy``, ``entropy``."""
     max_steps: int
-    """Steps each run is configured for (the run's ``total_steps``); nothing is decided at the final step."""
+    """Steps each run is configured for (the run's ``total_steps``); nothing is decided at step ``max_steps``."""
     mode: str = "max"
     """``max`` when larger values are better (reward, accuracy), ``min`` when smaller are (loss)."""
     smoothing: str = "ema"
@@ -250,10 +250,10 @@ class AshaParams(CommonParams):
     """Reduction factor: at each rung only the top 1/eta of the runs that reached it continue."""
 
     def rungs(self) -> list[int]:
-        """Rung steps r*eta**k that lie before the final step and not before the grace period."""
+        """Rung steps r*eta**k that lie before the final step ``max_steps`` and not before the grace period."""
         first = self.min_steps if self.min_steps is not None else max(1, self.grace())
         rungs, rung = [], first
-        while rung < self.max_steps - 1:
+        while rung < self.max_steps:
             if rung >= self.grace():
                 rungs.append(rung)
             rung *= self.eta
@@ -437,7 +437,7 @@ class Policy:
         grace = self.params.grace()
         return [(run_id, curve) for run_id, curve in self.curves.items()
                 if run_id not in self.stopped and curve.steps
-                and grace <= curve.last_step < self.horizon(run_id) - 1]
+                and grace <= curve.last_step < self.horizon(run_id)]
 
     def peer_values(self, run_id: Hashable, step: int) -> list[float]:
         """Smoothed values at ``step`` of every other run that reached it (stopped ones included)."""
@@ -478,7 +478,7 @@ class Policy:
                 threshold=curve.last_value, n_peers=len(others), extra_steps=p.extend_survivors_by,
                 reason=(f"best live run: smoothed {self.describe(curve.last_value)} at step {curve.last_step}; "
                         f"a stopped run freed a slot, so it gets {p.extend_survivors_by} more steps "
-                        f"(until step {self.horizon(run_id) + p.extend_survivors_by - 1})"))
+                        f"(until step {self.horizon(run_id) + p.extend_survivors_by})"))
             self.extended[run_id] = decision
             self._extension_credits -= 1
             decisions.append(decision)
@@ -568,7 +568,7 @@ class AshaPolicy(Policy):
                 if run_id in self.passed[k] or run_id in self.stopped or run_id in stops:
                     continue
                 curve = self.curves[run_id]
-                if curve.last_step >= self.horizon(run_id) - 1:
+                if curve.last_step >= self.horizon(run_id):
                     continue  # already at its final step: stopping saves nothing
                 if self.worse(value, cutoff):
                     rank = 1 + sum(1 for v in recorded.values() if self.sort_key(v) < self.sort_key(value))
