@@ -150,7 +150,9 @@ def sequence_logprobs(model, batch: RolloutBatch, *, temperature: float, use_kep
     logits = model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask)).logits
     logits = logits[:, P - 1:P + T - 1].float() / temperature
     if use_kept_mask and batch.kept_mask is not None:
-        logits = logits.masked_fill(~batch.kept_mask, float("-inf"))
+        # positions after <eos> keep the whole vocabulary so no -inf reaches the (masked) loss terms
+        kept = batch.kept_mask | (batch.completion_mask[..., None] == 0)
+        logits = logits.masked_fill(~kept, float("-inf"))
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, batch.completion_ids[..., None]).squeeze(-1)
     if not with_entropy:

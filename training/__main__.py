@@ -1,0 +1,145 @@
+"""Command line: ``python -m training {run,eval,bootstrap-tiny}``.
+
+    python -m training bootstrap-tiny --out var/models/tiny
+    python -m training run CONFIG.yaml --out DIR      # writes config.json, metrics.jsonl, samples.jsonl, checkpoints/
+    python -m training eval --model DIR --data FILE --n 16 --k 1,2,4,8,16
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from training.config import ConfigError, TrainConfig
+
+
+class _Progress:
+    """A one-line progress display on a terminal (nothing when output is piped)."""
+
+    def __init__(self, total: int):
+        self.total, self.tty = total, sys.stderr.isatty()
+
+    def __call__(self, step: int, metrics: dict) -> None:
+        line = (f"step {step}/{self.total}  reward {metrics.get('reward/mean', 0):.3f}  "
+                f"acc {metrics.get('accuracy', 0):.3f}  {metrics.get('step_time_s', 0):.2f}s/step")
+        if self.tty:
+            bar = "#" * int(30 * step / self.total)
+            sys.stderr.write(f"\r[{bar:<30}] {line}")
+            if step == self.total:
+                sys.stderr.write("\n")
+        else:
+            print(line, file=sys.stderr)
+
+
+def cmd_run(args) -> int:
+    from training.loop import train
+    from training.sink import JsonlSink
+
+    try:
+        cfg = TrainConfig.from_file(args.config)
+        if args.set:
+            overrides = dict(kv.split("=", 1) for kv in args.set)
+            cfg = TrainConfig.from_dict({**cfg.to_dict(), **overrides})
+    except ConfigError as exc:
+        for name, msg in exc.errors.items():
+            print(f"config error: {name}: {msg}", file=sys.stderr)
+        return 2
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "config.json"), "w", encoding="utf-8") as fh:
+        fh.write(cfg.to_json())
+    progress = _Progress(cfg.total_steps)
+
+    class CliSink(JsonlSink):
+        def on_metrics(self, step, metrics):
+            super().on_metrics(step, metrics)
+            progress(step, metrics)
+
+    result = train(cfg, args.out, CliSink(args.out, echo=lambda s: print(s, file=sys.stderr)))
+    print(json.dumps({"status": result.status, "step": result.step, "out": args.out}))
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from training.data import DEFAULT_REWARDS, DatasetError, load_file_dataset, make_prompt_source
+    from training.evaluate import evaluate_examples
+    from training.loop import load_model
+
+    ks = [int(k) for k in args.k.split(",")]
+    if not os.path.isfile(os.path.join(args.model, "config.json")):
+        print(f"error: --model: not a model folder: {args.model}", file=sys.stderr)
+        return 2
+    try:
+        if args.data in ("arithmetic", "countdown"):
+            examples, task = make_prompt_source(args.data).eval_set(args.problems), args.data
+        else:
+            examples, task = load_file_dataset(args.data, args.prompt_field, args.answer_field), "file"
+    except DatasetError as exc:
+        print(f"error: --data: {exc}", file=sys.stderr)
+        return 2
+    rewards = json.loads(args.rewards) if args.rewards else DEFAULT_REWARDS[task]
+    model, tokenizer = load_model(args.model, "cpu")
+    model.eval()
+    try:
+        res = evaluate_examples(model, tokenizer, examples, n=args.n, ks=ks, temperature=args.temperature,
+                                top_p=args.top_p, max_new_tokens=args.max_new_tokens, rewards=rewards, seed=args.seed,
+                                keep_completions=args.keep_completions)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out = json.dumps(res, indent=None if args.compact else 2)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(out)
+    print(out)
+    return 0
+
+
+def cmd_bootstrap(args) -> int:
+    from training.tiny import bootstrap_tiny
+
+    if os.path.isfile(os.path.join(args.out, "config.json")) and not args.force:
+        print(f"tiny model already at {args.out} (use --force to rebuild)", file=sys.stderr)
+        return 0
+    info = bootstrap_tiny(args.out, task=args.task, seed=args.seed, log=lambda s: print(s, file=sys.stderr))
+    print(json.dumps(info))
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m training", description="Seedbed's training core")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="train one run from a YAML/JSON config")
+    r.add_argument("config")
+    r.add_argument("--out", required=True)
+    r.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="override config keys")
+    r.set_defaults(fn=cmd_run)
+    e = sub.add_parser("eval", help="pass@k of a model folder on a dataset")
+    e.add_argument("--model", required=True)
+    e.add_argument("--data", required=True, help="JSONL/Parquet file, or a built-in task name")
+    e.add_argument("--n", type=int, default=16)
+    e.add_argument("--k", default="1,2,4,8,16")
+    e.add_argument("--problems", type=int, default=100, help="held-out problems of a built-in task")
+    e.add_argument("--temperature", type=float, default=1.0)
+    e.add_argument("--top-p", type=float, default=1.0)
+    e.add_argument("--max-new-tokens", type=int, default=8)
+    e.add_argument("--rewards", default="", help="reward spec as JSON (default: the task's verifier)")
+    e.add_argument("--prompt-field", default="prompt")
+    e.add_argument("--answer-field", default="answer")
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--keep-completions", type=int, default=0)
+    e.add_argument("--out", default="")
+    e.add_argument("--compact", action="store_true")
+    e.set_defaults(fn=cmd_eval)
+    b = sub.add_parser("bootstrap-tiny", help="build the built-in tiny model (offline, < 1 min)")
+    b.add_argument("--out", required=True)
+    b.add_argument("--task", default="arithmetic")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--force", action="store_true")
+    b.set_defaults(fn=cmd_bootstrap)
+    args = ap.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

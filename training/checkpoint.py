@@ -1,0 +1,61 @@
+"""Checkpoints: a model folder (loadable by transformers, usable as a new run's model_path) plus the trainer
+state (optimizer, scheduler, RNG generators, step) and the run's config, for exact resume.
+
+Layout: ``<out_dir>/checkpoints/step_000012/`` with ``config.json`` + weights + tokenizer (the model),
+``seedbed_config.json`` (the TrainConfig) and ``trainer_state.pt``. Written to a temporary folder and renamed,
+so a crash mid-write never leaves a half checkpoint that resume would pick.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+
+import torch
+
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+
+
+def checkpoint_dir(out_dir: str) -> str:
+    return os.path.join(out_dir, "checkpoints")
+
+
+def latest_checkpoint(out_dir: str) -> tuple[int, str] | None:
+    root = checkpoint_dir(out_dir)
+    if not os.path.isdir(root):
+        return None
+    found = [(int(m.group(1)), os.path.join(root, d)) for d in os.listdir(root) if (m := _STEP_DIR.match(d))]
+    found = [(s, p) for s, p in found if os.path.isfile(os.path.join(p, "trainer_state.pt"))]
+    return max(found) if found else None
+
+
+def save_checkpoint(out_dir: str, step: int, *, model, tokenizer, optimizer, scheduler, generators: dict,
+                    config_dict: dict) -> str:
+    final = os.path.join(checkpoint_dir(out_dir), f"step_{step:06d}")
+    tmp = final + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    with open(os.path.join(tmp, "seedbed_config.json"), "w", encoding="utf-8") as fh:
+        json.dump(config_dict, fh, indent=2, sort_keys=True)
+    torch.save({"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                "generators": {k: g.get_state() for k, g in generators.items()},
+                "torch_rng": torch.get_rng_state(), "python_rng": random.getstate()},
+               os.path.join(tmp, "trainer_state.pt"))
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    return final
+
+
+def load_trainer_state(path: str, *, optimizer, scheduler, generators: dict) -> int:
+    state = torch.load(os.path.join(path, "trainer_state.pt"), weights_only=False)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    for k, g in generators.items():
+        g.set_state(state["generators"][k])
+    torch.set_rng_state(state["torch_rng"])
+    random.setstate(state["python_rng"])
+    return int(state["step"])

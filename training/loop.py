@@ -1,0 +1,264 @@
+"""The training loop (DESIGN §3), one function to read top to bottom: ``train``.
+
+Per step: sample prompts → G completions each (keeping sampling log-probs) → verifiers + overlong shaping →
+group advantages, with DAPO dynamic sampling re-drawing until the batch has enough informative groups →
+one or more minibatch optimizer steps → metrics, samples, checkpoints → ``should_stop()``.
+Every algorithm is a config switch on this loop; the math lives in ``training.algorithms``.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from training.algorithms import (aggregate_loss, group_advantages, kl_penalty, masked_mean,
+                                 off_policy_sequence_mask, overlong_penalty, policy_loss)
+from training.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
+from training.config import TrainConfig
+from training.data import DEFAULT_REWARDS, make_prompt_source
+from training.evaluate import decode_completions, evaluate_examples, is_correct
+from training.rollout import RolloutBatch, make_rollout_engine, sequence_logprobs
+from training.routing import RoutingReplay
+from training.sink import Sink
+from training.tiny import encode_prompt
+from training.verifiers import build_reward
+
+
+@dataclass
+class TrainResult:
+    status: str  # "succeeded" or "stopped"
+    step: int    # last completed step
+    out_dir: str
+
+
+def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], bool] = lambda: False) -> TrainResult:
+    """Run (or resume) one training run; events go to ``sink``; returns when done or asked to stop."""
+    device = torch.device("cuda" if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+                          else "cpu")
+    os.makedirs(out_dir, exist_ok=True)
+    torch.manual_seed(cfg.seed)
+    resume = latest_checkpoint(out_dir)
+    model, tokenizer = load_model(resume[1] if resume else cfg.resolved_model_path(), device)
+    # the reference policy is the run's starting model (its checkpoint parent for iterative RLVR)
+    ref_model = load_model(cfg.resolved_model_path(), device)[0].eval().requires_grad_(False) if cfg.kl_coef > 0 else None
+    source = make_prompt_source(cfg.task, cfg.data_path, cfg.prompt_field, cfg.answer_field)
+    reward_fn = build_reward(cfg.rewards or DEFAULT_REWARDS[cfg.task])
+    engine = make_rollout_engine(cfg.rollout_engine, model, tokenizer)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / (cfg.warmup_steps + 1)))
+    gens = {name: torch.Generator().manual_seed(cfg.seed * 1000 + i)
+            for i, name in enumerate(("data", "sampling", "shuffle"))}
+    start = load_trainer_state(resume[1], optimizer=optimizer, scheduler=scheduler, generators=gens) if resume else 0
+    if hasattr(sink, "truncate_after"):
+        sink.truncate_after(start)  # a resumed run's files hold exactly the steps of its checkpoint
+    sink.on_log(f"{'resuming at step ' + str(start) if resume else 'starting'}: {cfg.total_steps} steps on {device}")
+
+    def checkpoint(step: int) -> None:
+        path = save_checkpoint(out_dir, step, model=model, tokenizer=tokenizer, optimizer=optimizer,
+                               scheduler=scheduler, generators=gens, config_dict=cfg.to_dict())
+        sink.on_checkpoint(step, path)
+
+    step = start
+    for step in range(start + 1, cfg.total_steps + 1):
+        if should_stop():
+            step -= 1
+            if step > start and (cfg.checkpoint_every == 0 or step % cfg.checkpoint_every):
+                checkpoint(step)  # the last completed step, so a killed run can be resumed
+            sink.flush()
+            return TrainResult("stopped", step, out_dir)
+        t0 = time.perf_counter()
+        roll = collect_rollouts(cfg, model, tokenizer, engine, source, reward_fn, gens, device)
+        ref_logp = None
+        if ref_model is not None and roll.batch is not None:
+            with torch.no_grad(), RoutingReplay(ref_model, roll.batch.routing if cfg.keep_routing else None):
+                ref_logp = sequence_logprobs(ref_model, roll.batch, temperature=cfg.temperature,
+                                             use_kept_mask=cfg.keep_sampling_mask)[0]
+        upd = update_policy(cfg, model, optimizer, roll, ref_logp, gens["shuffle"]) if roll.batch is not None else {}
+        scheduler.step()
+        engine.sync_weights(model)  # vLLM: push the new weights; hf: same module, nothing to do
+        seconds = time.perf_counter() - t0
+        metrics = {**roll.metrics, **upd, "lr": optimizer.param_groups[0]["lr"], "step_time_s": seconds,
+                   "tokens_per_s": roll.metrics["length/mean"] * roll.n_generated / seconds}
+        if cfg.eval_every and step % cfg.eval_every == 0:
+            metrics.update(periodic_eval(cfg, model, tokenizer, source, step))
+        sink.on_metrics(step, metrics)
+        sink.on_samples(step, roll.samples[:cfg.samples_per_step])
+        if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.total_steps:
+            checkpoint(step)
+    sink.flush()
+    return TrainResult("succeeded", step, out_dir)
+
+
+def load_model(path: str, device):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
+    model.train()
+    return model, tokenizer
+
+
+@dataclass
+class Rollouts:
+    batch: RolloutBatch | None   # the sequences to train on (None when no group was informative)
+    advantages: torch.Tensor | None
+    loss_mask: torch.Tensor | None  # [B] 1 = train on it (0: overlong-filtered or verifier failed)
+    metrics: dict
+    samples: list
+    n_generated: int
+
+
+def collect_rollouts(cfg, model, tokenizer, engine, source, reward_fn, gens, device) -> Rollouts:
+    """Generate, score and (DAPO) filter groups until ``prompts_per_step`` informative groups or the limit."""
+    G = cfg.group_size
+    kept, all_rewards, all_correct, all_lengths, all_trunc, samples, verifier_metrics = [], [], [], [], [], [], []
+    n_groups = n_zero_std = n_errors = 0
+    for gen_batch in range(1, cfg.max_gen_batches + 1):
+        examples = [ex for ex in source.sample(cfg.prompts_per_step, gens["data"]) for _ in range(G)]
+        batch = engine.generate([encode_prompt(tokenizer, ex["prompt"]) for ex in examples],
+                                max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
+                                top_k=cfg.top_k, generator=gens["sampling"],
+                                keep_sampling_mask=cfg.keep_sampling_mask, record_routing=cfg.keep_routing)
+        texts = decode_completions(tokenizer, batch)
+        rb = reward_fn(texts, examples)
+        n_errors += rb.errors
+        lengths = batch.lengths.cpu()
+        rewards = torch.tensor(rb.totals, dtype=torch.float32)
+        if cfg.overlong_buffer_len > 0:
+            rewards = rewards + overlong_penalty(lengths, cfg.max_new_tokens, cfg.overlong_buffer_len,
+                                                 cfg.overlong_penalty_factor)
+        correct = torch.tensor([is_correct(rb, i) for i in range(len(texts))], dtype=torch.float32)
+        usable = torch.ones(len(texts))
+        usable[torch.tensor(rb.failed, dtype=torch.bool)] = 0.0
+        if cfg.overlong_filtering:
+            usable[batch.truncated.cpu()] = 0.0
+        group_std = rewards.view(-1, G).std(dim=1)
+        informative = group_std > 0
+        n_groups += len(group_std)
+        n_zero_std += int((~informative).sum())
+        keep_groups = informative if cfg.dynamic_sampling else torch.ones_like(informative)
+        for g in torch.nonzero(keep_groups).flatten().tolist():
+            kept.append((batch, slice(g * G, (g + 1) * G), rewards[g * G:(g + 1) * G], usable[g * G:(g + 1) * G]))
+        all_rewards.append(rewards)
+        all_correct.append(correct)
+        all_lengths.append(lengths)
+        all_trunc.append(batch.truncated.cpu())
+        verifier_metrics.append(rb.metrics())
+        samples += [{"prompt": ex["prompt"], "completion": t, "reward": float(r), "answer": ex.get("answer"),
+                     "details": d} for ex, t, r, d in zip(examples[::G], texts[::G], rewards[::G].tolist(),
+                                                          rb.details[::G])]
+        if not cfg.dynamic_sampling or len(kept) >= cfg.prompts_per_step:
+            break
+    n_generated = sum(len(r) for r in all_rewards)
+    if n_errors > cfg.max_verifier_error_rate * n_generated:
+        raise RuntimeError(f"verifier errors: {n_errors} of {n_generated} completions could not be judged, more "
+                           f"than max_verifier_error_rate={cfg.max_verifier_error_rate}")
+    kept = kept[:cfg.prompts_per_step]
+    r_all, lengths, trunc = torch.cat(all_rewards), torch.cat(all_lengths).float(), torch.cat(all_trunc)
+    metrics = {"reward/mean": r_all.mean().item(), "reward/std": r_all.std().item(),
+               "accuracy": torch.cat(all_correct).mean().item(), "frac_zero_std_groups": n_zero_std / n_groups,
+               "length/mean": lengths.mean().item(), "length/max": lengths.max().item(),
+               "length/clipped_frac": trunc.float().mean().item(), "num_gen_batches": float(gen_batch),
+               "num_groups_trained": float(len(kept))}
+    for key in verifier_metrics[0]:
+        vals = [m[key] for m in verifier_metrics]
+        metrics[key] = sum(vals) if key.startswith("verifier/") else sum(vals) / len(vals)
+    if not kept:
+        return Rollouts(None, None, None, metrics, samples, n_generated)
+    batch = concat_batches([b.index(torch.arange(sl.start, sl.stop)) for b, sl, _, _ in kept])
+    rewards = torch.cat([r for _, _, r, _ in kept])
+    advantages = group_advantages(rewards, G, cfg.adv_estimator, norm_std=cfg.norm_adv_by_std).to(device)
+    loss_mask = torch.cat([u for _, _, _, u in kept]).to(device)
+    return Rollouts(batch, advantages, loss_mask, metrics, samples, n_generated)
+
+
+def update_policy(cfg, model, optimizer, roll: Rollouts, ref_logp, shuffle_gen) -> dict:
+    """``ppo_epochs`` passes of minibatch steps; returns the update's metrics (means over minibatches)."""
+    batch, n = roll.batch, roll.batch.completion_ids.shape[0]
+    size = cfg.minibatch_size or n
+    totals: dict[str, float] = {}
+    count = 0
+    for epoch in range(cfg.ppo_epochs):
+        for idx in torch.randperm(n, generator=shuffle_gen).split(size):
+            mb = batch.index(idx.to(batch.completion_ids.device))
+            adv = roll.advantages[idx]
+            mask = mb.completion_mask * roll.loss_mask[idx][:, None]
+            with RoutingReplay(model, mb.routing if cfg.keep_routing else None):
+                logp, entropy = sequence_logprobs(model, mb, temperature=cfg.temperature,
+                                                  use_kept_mask=cfg.keep_sampling_mask, with_entropy=True)
+            stats = {"entropy": masked_mean(entropy, mb.completion_mask).item()}
+            if cfg.opsm_delta is not None:  # DeepSeek-V3.2 off-policy sequence masking
+                keep = off_policy_sequence_mask(mb.sampling_logp, logp.detach(), adv, mask, cfg.opsm_delta)
+                stats["opsm/masked_frac"] = 1.0 - keep.float().mean().item()
+                mask = mask * keep[:, None]
+            loss, pstats = policy_loss(logp, mb.sampling_logp, adv, mask, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
+                                       dual_clip=cfg.dual_clip, agg=cfg.loss_agg, max_len=cfg.max_new_tokens)
+            stats["loss/policy"] = loss.item()
+            stats.update({k: v for k, v in pstats.items() if k.startswith("clip/")})
+            if ref_logp is not None:
+                kl = kl_penalty(logp, ref_logp[idx], cfg.kl_estimator,
+                                old_logp=mb.sampling_logp if cfg.unbiased_kl else None)
+                kl_loss = aggregate_loss(kl, mask, cfg.loss_agg, max_len=cfg.max_new_tokens)
+                stats["kl"] = kl_loss.item()
+                loss = loss + cfg.kl_coef * kl_loss
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
+            stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
+            optimizer.step()
+            for k, v in stats.items():
+                totals[k] = totals.get(k, 0.0) + v
+            count += 1
+    return {k: v / count for k, v in totals.items()}
+
+
+def concat_batches(parts: list[RolloutBatch]) -> RolloutBatch:
+    """Stack rollout batches of different prompt/completion widths (prompts left-, completions right-padded)."""
+    if len(parts) == 1:
+        return parts[0]
+    P = max(p.prompt_ids.shape[1] for p in parts)
+    T = max(p.completion_ids.shape[1] for p in parts)
+
+    def left(t, width, value):
+        return torch.nn.functional.pad(t, (width - t.shape[1], 0), value=value)
+
+    def right(t, width, value):
+        pad = (0, 0, 0, width - t.shape[1]) if t.dim() == 3 else (0, width - t.shape[1])
+        return torch.nn.functional.pad(t, pad, value=value)
+
+    pad_id = 0  # masked out everywhere it appears
+    kept = None
+    if parts[0].kept_mask is not None:
+        kept = torch.cat([right(p.kept_mask, T, True) for p in parts])
+    routing = None
+    if parts[0].routing is not None:
+        routing = {}
+        for name in parts[0].routing:
+            chunks = []
+            for p in parts:
+                r = p.routing[name]
+                pp, tt = p.prompt_ids.shape[1], p.completion_ids.shape[1]
+                prompt_r = torch.nn.functional.pad(r[:, :pp], (0, 0, P - pp, 0), value=-1)
+                comp_r = torch.nn.functional.pad(r[:, pp:pp + tt], (0, 0, 0, T - tt), value=-1)
+                chunks.append(torch.cat([prompt_r, comp_r], dim=1))
+            routing[name] = torch.cat(chunks)
+    return RolloutBatch(
+        torch.cat([left(p.prompt_ids, P, pad_id) for p in parts]),
+        torch.cat([left(p.prompt_mask, P, 0) for p in parts]),
+        torch.cat([right(p.completion_ids, T, pad_id) for p in parts]),
+        torch.cat([right(p.completion_mask, T, 0.0) for p in parts]),
+        torch.cat([right(p.sampling_logp, T, 0.0) for p in parts]),
+        torch.cat([p.truncated for p in parts]), kept, routing)
+
+
+def periodic_eval(cfg, model, tokenizer, source, step: int) -> dict:
+    model.eval()
+    res = evaluate_examples(model, tokenizer, source.eval_set(cfg.eval_problems), n=cfg.eval_n, ks=cfg.eval_k,
+                            temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
+                            rewards=cfg.rewards or DEFAULT_REWARDS[cfg.task], seed=cfg.seed * 7 + step)
+    model.train()
+    return {f"eval/pass@{k}": v for k, v in res["pass@k"].items()}
