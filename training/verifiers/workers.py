@@ -127,18 +127,21 @@ class WorkerPool:
     """
 
     def __init__(self, target: str, *, processes: int = 2, deadline_s: float = 10.0,
-                 max_tasks_per_worker: int = 20000, start_timeout_s: float = 60.0):
+                 max_tasks_per_worker: int = 20000, start_timeout_s: float = 60.0, worker_factory=None):
         if processes < 1:
             raise ValueError(f"processes must be >= 1; got {processes}")
         self.target, self.processes, self.deadline_s = target, processes, deadline_s
         self.max_tasks_per_worker, self.start_timeout_s = max_tasks_per_worker, start_timeout_s
-        self._workers: list[_Worker] = []
+        # worker_factory: another kind of worker with the same surface as _Worker (conn, proc, ready,
+        # tasks_done, wait_ready, kill, stop): the sandbox's fork servers.
+        self._new_worker = worker_factory or (lambda: _Worker(target))
+        self._workers: list = []
         self._lock = threading.Lock()  # one batch at a time; callers from several threads queue up
         self.restarts = 0
 
     def _ensure_workers(self) -> None:
         while len(self._workers) < self.processes:
-            self._workers.append(_Worker(self.target))
+            self._workers.append(self._new_worker())
         for w in list(self._workers):
             try:
                 w.wait_ready(self.start_timeout_s)
@@ -148,7 +151,7 @@ class WorkerPool:
 
     def _replace(self, worker: _Worker) -> _Worker:
         worker.kill()
-        fresh = _Worker(self.target)
+        fresh = self._new_worker()
         self._workers[self._workers.index(worker)] = fresh
         self.restarts += 1
         return fresh

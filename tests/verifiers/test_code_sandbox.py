@@ -1,0 +1,405 @@
+"""code verifier: correct programs pass, a corpus of hostile programs fails and leaves nothing behind."""
+import os
+import textwrap
+import threading
+import time
+
+import pytest
+
+from training.verifiers import VerifierError, get_verifier, score_batch
+from training.verifiers.code import extract_program, plan_tests
+from training.verifiers.sandbox import probe_bwrap, sandbox_ids
+
+# Put a secret in this (the trusted) process's environment: no sandboxed program may see it.
+SECRET = "seedbed-secret-7f3a"
+os.environ["SEEDBED_TEST_SECRET"] = SECRET
+HOSTILE_MARK = "seedbed_hostile_"
+
+
+def fenced(code: str) -> str:
+    return "Here is my solution:\n```python\n" + textwrap.dedent(code).strip() + "\n```\n"
+
+
+@pytest.fixture(scope="module")
+def code_v():
+    return get_verifier("code", timeout_s=1.5, memory_mb=512, cache_size=0)
+
+
+def sandbox_uid() -> int:
+    return sandbox_ids()[0]
+
+
+def processes_of_uid(uid: int) -> list[int]:
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/status") as f:
+                    for line in f:
+                        if line.startswith("Uid:"):
+                            if int(line.split()[1]) == uid:
+                                pids.append(int(name))
+                            break
+            except OSError:
+                pass
+    return pids
+
+
+def stray_files(uid: int) -> list[str]:
+    found = []
+    for folder in ("/tmp", "/dev/shm", "/var/tmp", os.getcwd(), "/"):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                owner = os.lstat(path).st_uid
+            except OSError:
+                continue
+            if name.startswith(HOSTILE_MARK) or (owner == uid and uid != os.getuid()):
+                found.append(path)
+    return found
+
+
+def wait_until(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)  # polling a condition with a deadline, not a fixed sleep
+    return predicate()
+
+
+# ---- correct and wrong programs -------------------------------------------------------------------
+
+GOOD_SQUARE = fenced("""
+    def square(x):
+        return x * x
+""")
+
+
+def test_correct_programs_pass(code_v):
+    assert code_v(GOOD_SQUARE, {"tests": "assert square(3) == 9\nassert square(-2) == 4"}).score == 1.0
+    io = {"entry_point": "square", "inputs": [[1], [2], [12]], "outputs": [1, 4, 144]}
+    assert code_v(GOOD_SQUARE, io).score == 1.0
+    prog = fenced("""
+        def pair(a):
+            return (a, a + 1)
+        def words(s):
+            return sorted(set(s.split()))
+    """)
+    tests = textwrap.dedent("""
+        import math
+        x = pair(1)
+        assert x == (1, 2)
+        assert pair(2) != (2, 4)
+        assert words("b a b") == ["a", "b"]
+        assert len(words("a a")) == 1
+        assert pair(3)[0] == math.floor(3.5)
+        assert isinstance(pair(0), tuple)
+        for i in range(3):
+            assert pair(i)[1] == i + 1
+    """)
+    result = code_v(prog, {"tests": tests})
+    assert result.score == 1.0, result.details
+    assert result.details["passed"] == result.details["total"] == 9
+
+
+def test_wrong_programs_fail_with_reason(code_v):
+    wrong = fenced("def square(x):\n    return x + x")
+    r = code_v(wrong, {"tests": "assert square(2) == 4\nassert square(3) == 9"})
+    assert r.score == 0.0 and r.details["passed"] == 1 and "got 6" in r.details["first_failure"]
+    r = code_v(wrong, {"entry_point": "square", "inputs": [[3]], "outputs": [9]})
+    assert r.score == 0.0
+    assert code_v("no code at all", {"tests": "assert True"}).details["reason"] == "no ```python block"
+    tup = fenced("def f():\n    return (1, 2)")
+    assert code_v(tup, {"tests": "assert f() == [1, 2]"}).score == 0.0  # Python: (1, 2) != [1, 2]
+    assert code_v(tup, {"entry_point": "f", "inputs": [[]], "outputs": [[1, 2]]}).score == 1.0  # JSON: no tuples
+    loop_fail = fenced("def f(i):\n    return i")
+    assert code_v(loop_fail, {"tests": "for i in range(3):\n    assert f(i) == 1"}).score == 0.0
+
+
+def test_partial_credit_and_details_layers():
+    v = get_verifier("code", timeout_s=2, partial_credit=True)
+    r = v(fenced("def f(x):\n    return 1"), {"tests": "assert f(0) == 1\nassert f(1) == 2\nassert f(2) == 1"})
+    assert r.score == pytest.approx(2 / 3)
+    layers = r.details["layers"]
+    expect_ns = probe_bwrap()["works"]
+    assert layers["uid_switch"] is (os.geteuid() == 0)
+    assert layers["net_namespace"] is expect_ns and layers["pid_namespace"] is expect_ns
+    assert layers["seccomp"] is True and layers["rlimits"] is True
+
+
+def test_cache_by_code_and_tests():
+    v = get_verifier("code", timeout_s=2)
+    ex = {"tests": "assert square(5) == 25"}
+    first, second = v(GOOD_SQUARE, ex), v(GOOD_SQUARE, ex)
+    assert first.score == second.score == 1.0 and not first.details["cached"] and second.details["cached"]
+    assert not v(GOOD_SQUARE, {"tests": "assert square(6) == 36"}).details["cached"]
+
+
+def test_bad_examples_are_verifier_errors(code_v):
+    with pytest.raises(VerifierError, match="tests"):
+        code_v(GOOD_SQUARE, {"tests": "assert ("})
+    with pytest.raises(VerifierError, match="'tests' or 'entry_point'"):
+        code_v(GOOD_SQUARE, {"answer": 3})
+    with pytest.raises(VerifierError, match="equal length"):
+        code_v(GOOD_SQUARE, {"entry_point": "square", "inputs": [[1]], "outputs": []})
+
+
+def test_extract_and_plan():
+    assert extract_program("```\nx = 1\n```") == "x = 1\n"
+    assert extract_program("```python\na\n```\n```\nb\n```") == "a\n"  # a tagged block wins
+    steps, checks = plan_tests("assert f(1) == g(1)\nassert f(2) != 3\ny = 2")
+    assert [s["src"] for s in steps] == ["f(1)", "g(1)", "f(2)", "y = 2"]
+    assert [c.kind for _, c in checks] == ["equal_steps", "equal", "ok"] and checks[1][1].negate
+    assert 3 not in [s.get("src") for s in steps]  # the expected value stays on the trusted side
+
+
+# ---- the hostile corpus ---------------------------------------------------------------------------
+
+TESTS = {"tests": "assert f(2) == 4\nassert f(3) == 9"}
+HOSTILE = {
+    "infinite_loop": "def f(x):\n    return x * x\nwhile True:\n    pass",
+    "fork_bomb": """
+        import os
+        def f(x):
+            return x * x
+        while True:
+            try:
+                os.fork()
+            except OSError:
+                pass
+    """,
+    "memory_bomb": """
+        blocks = []
+        while True:
+            blocks.append(bytearray(50 * 1024 * 1024))
+        def f(x):
+            return x * x
+    """,
+    "huge_output": """
+        import sys
+        while True:
+            sys.stdout.write("x" * 1000000)
+        def f(x):
+            return x * x
+    """,
+    "read_etc_passwd": """
+        def f(x):
+            return {2: 4, 3: 9}[x] if open("/etc/passwd").read().startswith("root") else 0
+    """,
+    "read_parent_environment": f"""
+        import glob, os
+        def found():
+            blobs = [" ".join(os.environ.values())]
+            for path in glob.glob("/proc/*/environ"):
+                try:
+                    blobs.append(open(path, "rb").read().decode(errors="replace"))
+                except OSError:
+                    pass
+            return any("{SECRET}" in b for b in blobs)
+        def f(x):
+            return x * x if found() else -1
+    """,
+    "write_outside_dir": f"""
+        import os
+        for path in ("../{HOSTILE_MARK}up", "/{HOSTILE_MARK}root", "{os.getcwd()}/{HOSTILE_MARK}repo"):
+            open(path, "w").write("pwned")
+        def f(x):
+            return x * x
+    """,
+    "write_tmp": f"""
+        open("/tmp/{HOSTILE_MARK}tmp", "w").write("pwned")
+        def f(x):
+            return x * x
+    """,
+    "write_dev_shm": f"""
+        open("/dev/shm/{HOSTILE_MARK}shm", "w").write("pwned")
+        def f(x):
+            return x * x
+    """,
+    "socket_to_redis": """
+        import socket
+        s = socket.create_connection(("127.0.0.1", 6379), timeout=1)
+        s.sendall(b"PING\\r\\n")
+        reply = s.recv(10)
+        def f(x):
+            return x * x if reply.startswith(b"+PONG") else 0
+    """,
+    "kill_parent": """
+        import os, signal
+        os.kill(os.getppid(), signal.SIGKILL)
+        os.kill(1, signal.SIGKILL)
+        def f(x):
+            return x * x
+    """,
+    "sys_exit_before_tests": "import sys\nsys.exit(0)\ndef f(x):\n    return x * x",
+    "os_exit_before_tests": "import os\nos._exit(0)\ndef f(x):\n    return x * x",
+    "atexit_trick": """
+        import atexit, os, sys
+        atexit.register(lambda: os.write(3, b'{"i": 0, "value": 4}\\n{"i": 1, "value": 9}\\n'))
+        sys.exit(0)
+    """,
+    "patch_builtins": """
+        import builtins
+        builtins.AssertionError = type("Never", (Exception,), {})
+        builtins.isinstance = lambda *a: True
+        builtins.bool = lambda *a: True
+        builtins.print = lambda *a, **k: None
+        def f(x):
+            return None
+    """,
+    "eq_always_true": """
+        class Yes:
+            def __eq__(self, other):
+                return True
+            __hash__ = object.__hash__
+        def f(x):
+            return Yes()
+    """,
+    "int_subclass_eq": """
+        class Liar(int):
+            def __eq__(self, other):
+                return True
+            __hash__ = int.__hash__
+        def f(x):
+            return Liar(0)
+    """,
+    "forge_pass_marker": """
+        import os, sys
+        print("ALL TESTS PASSED")
+        sys.stderr.write("OK\\n")
+        for fd in range(3, 10):
+            try:
+                os.write(fd, b'{"program_ok": true}\\n{"i": 0, "value": 4}\\n{"i": 1, "value": 9}\\n')
+            except OSError:
+                pass
+        def f(x):
+            return 0
+    """,
+    "deep_recursion": """
+        import sys
+        sys.setrecursionlimit(10 ** 8)
+        def down(n):
+            return down(n + 1) + 1
+        down(0)
+        def f(x):
+            return x * x
+    """,
+    "ctypes_segfault": """
+        import ctypes
+        ctypes.string_at(0)
+        def f(x):
+            return x * x
+    """,
+    "spawn_shell": """
+        import subprocess
+        out = subprocess.run(["sh", "-c", "echo 4"], capture_output=True).stdout
+        def f(x):
+            return int(out) if x == 2 else 9
+    """,
+    "sleeping": "import time\ntime.sleep(60)\ndef f(x):\n    return x * x",
+    "double_fork_daemon": f"""
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                time.sleep(3)
+                open("/tmp/{HOSTILE_MARK}daemon", "w").write("late")
+                while True:
+                    time.sleep(1)
+            os._exit(0)
+        def f(x):
+            return 0
+    """,
+    "ptrace_parent": """
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        attached = libc.ptrace(16, os.getppid(), 0, 0) == 0
+        def f(x):
+            return x * x if attached else 0
+    """,
+    "unshare_user_namespace": """
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        became_root = libc.unshare(0x10000000) == 0
+        def f(x):
+            return x * x if became_root else 0
+    """,
+    "flood_report_pipe": """
+        import os
+        while True:
+            os.write(3, b"x" * 65536)
+    """,
+    "close_report_fd": """
+        import os
+        os.dup2(os.open("/dev/null", os.O_WRONLY), 3)
+        def f(x):
+            return x * x
+    """,
+    "thread_bomb": """
+        import threading, time
+        def f(x):
+            return x * x
+        while True:
+            threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+    """,
+}
+
+
+def test_hostile_corpus_fails_and_leaves_nothing_behind(code_v):
+    assert len(HOSTILE) >= 20
+    uid = sandbox_uid()
+    names = list(HOSTILE)
+    completions = [fenced(HOSTILE[n]) for n in names] + [GOOD_SQUARE.replace("square", "f")]
+    examples = [TESTS] * len(completions)
+    results = score_batch(code_v, completions, examples)
+    verdicts = {n: r for n, r in zip(names, results)}
+    errors = {n: r for n, r in verdicts.items() if isinstance(r, VerifierError)}
+    assert not errors, errors
+    passed = {n: r.details for n, r in verdicts.items() if r.score != 0.0}
+    assert not passed, passed
+    # The correct program in the same batch still passes: the servers survived everything above.
+    assert results[-1].score == 1.0, results[-1].details
+    for name in ("infinite_loop", "sleeping"):
+        assert "timed out" in verdicts[name].details["first_failure"]
+    assert verdicts["socket_to_redis"].details["first_failure"].startswith("program raised PermissionError")
+    if uid != os.getuid():
+        assert wait_until(lambda: not processes_of_uid(uid), timeout=10), processes_of_uid(uid)
+    assert not stray_files(uid)
+
+
+def test_daemon_cannot_write_later(code_v):
+    """The double-forked daemon was killed with its run: even after its sleep, no file appears."""
+    r = code_v(fenced(HOSTILE["double_fork_daemon"]), TESTS)
+    assert r.score == 0.0
+    uid = sandbox_uid()
+    if uid != os.getuid():
+        assert not processes_of_uid(uid)
+    deadline = time.monotonic() + 3.5
+    assert not wait_until(lambda: bool(stray_files(uid)), timeout=max(0.0, deadline - time.monotonic()))
+
+
+def test_server_killed_mid_run_is_verifier_error():
+    v = get_verifier("code", timeout_s=20, processes=1, memory_mb=600)  # its own sandbox (other limits key)
+    sandbox = v.sandbox
+    uid = sandbox_uid()
+    program = fenced("import time\ntime.sleep(30)\ndef f(x):\n    return x")
+
+    def kill_server_once_running():
+        if wait_until(lambda: bool(processes_of_uid(uid)), timeout=20):
+            for worker in sandbox.pool._workers:
+                worker.proc.kill()
+
+    killer = threading.Thread(target=kill_server_once_running)
+    killer.start()
+    try:
+        with pytest.raises(VerifierError, match="sandbox failed"):
+            v(program, {"tests": "assert f(1) == 1"})
+    finally:
+        killer.join()
+    assert wait_until(lambda: not processes_of_uid(uid), timeout=10)
+    assert v(GOOD_SQUARE, {"tests": "assert square(2) == 4"}).score == 1.0  # a fresh server took over

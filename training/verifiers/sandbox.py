@@ -1,0 +1,246 @@
+"""Host side of the code sandbox: starts the fork servers, probes the layers, and runs programs.
+
+One fork server per core (:mod:`training.verifiers.sandbox_server`), each inside bubblewrap when it works
+here (network, PID, IPC and UTS namespaces; a mount namespace with a read-only view of only /usr, /lib*,
+/bin, /sbin and the Python installation, and private root-owned /tmp and /dev/shm), else directly on the
+host. The servers are driven through :class:`WorkerPool` with an outer deadline: a server that stops
+answering is killed (its PID namespace dies with it) and the request fails with VerifierError.
+
+Which layers are active is probed once at start-up (bubblewrap by running it, seccomp by the server's own
+test fork) and copied into every result's details.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import select
+import shutil
+import subprocess
+import sys
+import threading
+from typing import Any
+
+from training.verifiers.base import VerifierError
+from training.verifiers.workers import TaskFailed, WorkerPool
+
+SANDBOX_USER = "seedbed-sandbox"
+_SERVER_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_server.py")
+_SERVER_IN_SANDBOX = "/seedbed/sandbox_server.py"
+_BWRAP_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_KILL", "CAP_DAC_OVERRIDE", "CAP_FOWNER")
+
+
+def sandbox_ids(user: str = SANDBOX_USER) -> tuple[int, int]:
+    """(uid, gid) the programs run as. As root the dedicated user must exist (the setup script creates it)."""
+    if os.geteuid() != 0:
+        return os.getuid(), os.getgid()  # cannot switch: recorded as layers["uid_switch"] = False
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        raise VerifierError(f"code sandbox: user {user!r} does not exist; create it with `useradd --system "
+                            f"--no-create-home --shell /usr/sbin/nologin {user}`") from None
+    if entry.pw_uid == 0:
+        raise VerifierError(f"code sandbox: user {user!r} must not be root")
+    return entry.pw_uid, entry.pw_gid
+
+
+def _python_paths() -> tuple[str, str]:
+    """(real interpreter path, its installation prefix): what must be visible inside the namespace."""
+    exe = os.path.realpath(sys.executable)
+    prefix = os.path.realpath(sys.base_prefix)
+    return exe, prefix
+
+
+def bwrap_command(python: str, prefix: str) -> list[str] | None:
+    """The bubblewrap prefix for a fork server, or None when bwrap is not installed."""
+    bwrap = shutil.which("bwrap")
+    if not bwrap:
+        return None
+    cmd = [bwrap, "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid", "--unshare-ipc",
+           "--unshare-uts", "--unshare-cgroup-try"]
+    for top in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"):
+        if os.path.islink(top):
+            cmd += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            cmd += ["--ro-bind", top, top]
+    if not prefix.startswith("/usr/"):
+        # bwrap would copy the modes of the host's ancestors (e.g. /root is 0700): make them traversable.
+        ancestors = []
+        parent = os.path.dirname(prefix)
+        while parent not in ("/", ""):
+            ancestors.append(parent)
+            parent = os.path.dirname(parent)
+        for folder in reversed(ancestors):
+            cmd += ["--perms", "0755", "--dir", folder]
+        cmd += ["--ro-bind", prefix, prefix]
+    if not python.startswith((prefix + "/", "/usr/")):
+        cmd += ["--ro-bind", python, python]
+    cmd += ["--ro-bind", _SERVER_FILE, _SERVER_IN_SANDBOX, "--proc", "/proc", "--dev", "/dev",
+            "--perms", "0755", "--tmpfs", "/tmp", "--perms", "0755", "--tmpfs", "/dev/shm", "--chdir", "/"]
+    for cap in _BWRAP_CAPS:
+        cmd += ["--cap-add", cap]
+    return cmd
+
+
+_PROBE: dict[str, Any] = {}
+_PROBE_LOCK = threading.Lock()
+
+
+def probe_bwrap() -> dict:
+    """Run ``bwrap ... python -c`` once and cache whether it works here (it needs namespaces)."""
+    with _PROBE_LOCK:
+        if not _PROBE:
+            python, prefix = _python_paths()
+            cmd = bwrap_command(python, prefix)
+            if cmd is None:
+                _PROBE.update(works=False, why="bwrap is not installed")
+            else:
+                try:
+                    done = subprocess.run(cmd + [python, "-I", "-c", "print('ok')"], capture_output=True,
+                                          timeout=30, env=_clean_env())
+                    ok = done.returncode == 0 and done.stdout.strip() == b"ok"
+                    _PROBE.update(works=ok, why="" if ok else done.stderr.decode(errors="replace")[-500:])
+                except (OSError, subprocess.TimeoutExpired) as exc:
+                    _PROBE.update(works=False, why=f"{type(exc).__name__}: {exc}")
+        return dict(_PROBE)
+
+
+def _clean_env() -> dict:
+    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+class _JsonConn:
+    """Line-delimited JSON over a server's stdin/stdout, shaped like a multiprocessing Connection for the pool."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self._proc = proc
+        self.closed = False
+
+    def fileno(self) -> int:
+        return self._proc.stdout.fileno()
+
+    def poll(self, timeout: float) -> bool:
+        return bool(select.select([self.fileno()], [], [], timeout)[0])
+
+    def send(self, message) -> None:
+        if message is None:
+            self._proc.stdin.close()
+            return
+        task_id, (request,) = message
+        self._proc.stdin.write(json.dumps({"id": task_id, **request}).encode() + b"\n")
+        self._proc.stdin.flush()
+
+    def recv(self):
+        line = self._proc.stdout.readline()
+        if not line:
+            raise EOFError("sandbox server closed its output")
+        reply = json.loads(line)
+        if "ready" in reply:
+            return reply
+        ok = reply.get("status") != "server_error"
+        return reply.get("id"), ok, (reply if ok else f"sandbox server error: {reply.get('error')}")
+
+    def close(self) -> None:
+        self.closed = True
+        for stream in (self._proc.stdin, self._proc.stdout):
+            try:
+                stream.close()
+            except (OSError, ValueError):
+                pass
+
+
+class SandboxServerProcess:
+    """One fork server (inside bwrap when it works), with the surface WorkerPool drives."""
+
+    def __init__(self, uid: int, gid: int, use_bwrap: bool):
+        python, prefix = _python_paths()
+        if use_bwrap:
+            cmd = bwrap_command(python, prefix) + [python, "-I", _SERVER_IN_SANDBOX, str(uid), str(gid), "bwrap"]
+        else:
+            cmd = [python, "-I", _SERVER_FILE, str(uid), str(gid), "host"]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_clean_env(),
+                                     close_fds=True, start_new_session=True)
+        self.conn = _JsonConn(self.proc)
+        self.ready = False
+        self.tasks_done = 0
+        self.layers: dict = {}
+
+    def wait_ready(self, timeout: float) -> None:
+        if self.ready:
+            return
+        try:
+            if not self.conn.poll(timeout):
+                raise TaskFailed(f"sandbox server did not start within {timeout:.0f}s")
+            hello = self.conn.recv()
+        except (EOFError, OSError, ValueError) as exc:
+            self.kill()
+            raise TaskFailed(f"sandbox server failed to start (exit code {self.proc.poll()}): {exc}") from None
+        except TaskFailed:
+            self.kill()
+            raise
+        self.layers = hello["layers"]
+        self.ready = True
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()  # bwrap's PID namespace dies with it, taking every sandboxed process along
+        self.proc.wait(5)
+        self.conn.close()
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+            self.proc.wait(2)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+
+
+class Sandbox:
+    """``processes`` fork servers. :meth:`run_many` executes requests and returns raw server replies."""
+
+    def __init__(self, *, processes: int | None = None, user: str = SANDBOX_USER, use_bwrap: str = "auto",
+                 max_wall_s: float = 60.0):
+        if use_bwrap not in ("auto", "always", "never"):
+            raise ValueError(f"code: use_bwrap must be auto, always or never; got {use_bwrap!r}")
+        self.uid, self.gid = sandbox_ids(user)
+        probe = probe_bwrap() if use_bwrap != "never" else {"works": False, "why": "disabled"}
+        if use_bwrap == "always" and not probe["works"]:
+            raise VerifierError(f"code sandbox: bubblewrap required but unusable: {probe['why']}")
+        self.use_bwrap = probe["works"]
+        self.bwrap_probe = probe
+        processes = processes or os.cpu_count() or 1
+        if not self.use_bwrap and os.geteuid() == 0:
+            # Without a PID namespace per server, killing "every process of the uid" would hit the other
+            # servers' runs: one server only.
+            processes = 1
+        self.processes = processes
+        self.pool = WorkerPool("sandbox", processes=processes, deadline_s=max_wall_s,
+                               worker_factory=lambda: SandboxServerProcess(self.uid, self.gid, self.use_bwrap))
+
+    @property
+    def layers(self) -> dict:
+        for worker in self.pool._workers:
+            if worker.ready:
+                return dict(worker.layers)
+        return {}
+
+    def run_many(self, requests: list[dict]) -> list:
+        """Each item: the server's reply dict, or a TaskTimeout / TaskFailed (the sandbox itself failed)."""
+        return self.pool.map([(req,) for req in requests])
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+_SANDBOXES: dict[tuple, Sandbox] = {}
+_SANDBOXES_LOCK = threading.Lock()
+
+
+def shared_sandbox(processes: int | None, user: str, use_bwrap: str, max_wall_s: float) -> Sandbox:
+    """One Sandbox per configuration in this process, shared by every code verifier built with it."""
+    key = (processes, user, use_bwrap, max_wall_s)
+    with _SANDBOXES_LOCK:
+        if key not in _SANDBOXES:
+            _SANDBOXES[key] = Sandbox(processes=processes, user=user, use_bwrap=use_bwrap, max_wall_s=max_wall_s)
+        return _SANDBOXES[key]
