@@ -326,16 +326,19 @@ class Server:
         pidfd = os.pidfd_open(pid)
         chunks, size, status, exit_info = [], 0, None, {}
         deadline = start + timeout_s
+        watched = [report_r, pidfd]
         try:
             while status is None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     status = "timeout"
                     break
-                readable, _, _ = select.select([report_r, pidfd], [], [], remaining)
+                readable, _, _ = select.select(watched, [], [], remaining)
                 if report_r in readable:
                     data = os.read(report_r, 65536)
-                    if data:
+                    if not data:  # EOF: every writer closed it; only the exit is left to wait for
+                        watched = [pidfd]
+                    else:
                         size += len(data)
                         if size > cap:
                             status = "report_overflow"
