@@ -102,8 +102,18 @@ def test_batch_matches_single_and_cache(math_v):
     # A second batch is answered from the parent's cache, with the same verdicts.
     again = score_batch(cached, comps, exs)
     assert [r.score for r in again] == [r.score for r in results]
-    judged = [r for r in again if r.details.get("answer_parsed") is not None]
+    judged = [r for r in again if r.details.get("answer_parsed") is not None and not r.details.get("fast_path")]
     assert judged and all(r.details["cached"] for r in judged)
+
+
+def test_integer_fast_path_agrees_with_math_verify(math_v):
+    """Plain integers are decided in the parent; the verdicts must equal math-verify's own."""
+    from training.verifiers.math_answer import check_in_worker
+    for gold, answer in [("1000", "1,000"), ("1000", "1000"), ("-7", "-7"), ("7", "-7"), ("12", "13"),
+                         ("1000000", "1{,}000{,}000"), ("042", "42")]:
+        fast = math_v(rf"\boxed{{{answer}}}", {"answer": gold})
+        assert fast.details["fast_path"] is True
+        assert fast.score == float(check_in_worker(gold, answer, 6, 3)["correct"]), (gold, answer)
 
 
 def test_details_say_what_was_extracted(math_v):
