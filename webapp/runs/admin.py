@@ -1,0 +1,40 @@
+from django.contrib import admin
+
+from .models import Checkpoint, MetricPoint, Run, Sample, Sweep
+
+
+@admin.register(Sweep)
+class SweepAdmin(admin.ModelAdmin):
+    list_display = ("id", "name", "concurrency", "created_by", "created_at")
+    search_fields = ("name",)
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ("id", "name", "sweep", "seed", "status", "queue", "last_step", "worker", "heartbeat_at",
+                    "killed_by", "created_at")
+    list_filter = ("status", "queue")
+    search_fields = ("name", "worker", "killed_by")
+    raw_id_fields = ("sweep", "parent_run")
+    # Status moves only through services (which check transitions); the admin shows it read-only.
+    readonly_fields = ("status", "created_at", "enqueued_at", "started_at", "ended_at", "heartbeat_at",
+                       "kill_requested_at", "attempts", "last_step", "pid", "worker")
+
+
+@admin.register(MetricPoint)
+class MetricPointAdmin(admin.ModelAdmin):
+    list_display = ("run", "step", "key", "value")
+    list_filter = ("key",)
+    raw_id_fields = ("run",)
+
+
+@admin.register(Sample)
+class SampleAdmin(admin.ModelAdmin):
+    list_display = ("run", "step", "index", "reward")
+    raw_id_fields = ("run",)
+
+
+@admin.register(Checkpoint)
+class CheckpointAdmin(admin.ModelAdmin):
+    list_display = ("run", "step", "path", "created_at")
+    raw_id_fields = ("run",)

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class RunsConfig(AppConfig):
+    name = "webapp.runs"
+    label = "runs"
+    verbose_name = "Runs and sweeps"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,122 @@
+"""The "New run" form, generated from the training config schema (training.config.field_specs()).
+
+Every knob is a text-like field so that the schema, not Django, decides what is valid: the form only
+collects strings, ``TrainConfig.from_dict`` coerces and validates them, and its per-field messages
+(``ConfigError.errors``) are attached to the matching fields.
+
+Presets: the knobs are rendered filled with the selected preset's values (``rendered_preset`` records
+which). A knob still equal to that rendered value is left out of the submitted config, so the preset
+finally chosen applies to every knob the user did not touch.
+"""
+from __future__ import annotations
+
+import json
+
+from django import forms
+
+from training.config import PRESETS, ConfigError, TrainConfig, field_specs
+
+# Knobs shown first, in this order; the rest follow in schema order.
+PRIMARY_KNOBS = ("preset", "model_path", "task", "seed", "total_steps", "prompts_per_step", "group_size",
+                 "max_new_tokens", "lr", "eps_low", "eps_high", "kl_coef")
+
+
+def preset_values(preset: str) -> dict:
+    """Every knob's value under ``preset`` (preset over the schema's defaults), as the form shows it."""
+    base = TrainConfig().to_dict()
+    base.update(PRESETS.get(preset, {}))
+    base["preset"] = preset
+    return base
+
+
+def to_form_text(kind: str, value) -> str | bool:
+    if kind == "bool":
+        return bool(value)
+    if kind == "json":
+        return json.dumps(value)
+    return "" if value is None else str(value)
+
+
+class RunForm(forms.Form):
+    name = forms.CharField(required=False, max_length=200, help_text="Optional label for the run or sweep.")
+    seeds = forms.IntegerField(min_value=1, max_value=256, initial=1,
+                               help_text="Number of seeds. More than 1 launches a sweep with seeds "
+                                         "seed, seed+1, ...")
+    concurrency = forms.IntegerField(min_value=1, max_value=256, initial=2,
+                                     help_text="Sweep only: how many of its runs may hold a slot at once.")
+    rendered_preset = forms.CharField(widget=forms.HiddenInput, required=False)
+
+    def __init__(self, *args, preset: str = "grpo", initial_config: dict | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.specs = {s["name"]: s for s in field_specs()}
+        values = preset_values(preset if preset in PRESETS else "grpo")
+        if initial_config:
+            values.update(initial_config)
+        self.fields["rendered_preset"].initial = values["preset"]
+        order = list(PRIMARY_KNOBS) + [n for n in self.specs if n not in PRIMARY_KNOBS]
+        for name in order:
+            spec = self.specs[name]
+            self.fields[name] = self._field_for(spec)
+            self.fields[name].initial = to_form_text(spec["kind"], values.get(name))
+        self.config: dict | None = None
+
+    @staticmethod
+    def _field_for(spec: dict) -> forms.Field:
+        label = spec["name"]
+        help_text = spec["help"]
+        kind = spec["kind"]
+        if kind == "choice":
+            choices = [(c, c) for c in spec["choices"]]
+            # A ChoiceField would reject an unknown value with Django's message; let the schema name it.
+            return forms.CharField(label=label, help_text=help_text, required=False,
+                                   widget=forms.Select(choices=choices))
+        if kind == "bool":
+            return forms.BooleanField(label=label, help_text=help_text, required=False)
+        if kind == "json":
+            return forms.CharField(label=label, help_text=help_text, required=False,
+                                   widget=forms.Textarea(attrs={"rows": 2}))
+        attrs = {"inputmode": "decimal"} if kind in ("int", "float") else {}
+        return forms.CharField(label=label, help_text=help_text, required=False, strip=True,
+                               widget=forms.TextInput(attrs=attrs))
+
+    def knob_names(self) -> list[str]:
+        return [n for n in self.fields if n in self.specs]
+
+    def submitted_config(self) -> dict:
+        """The knobs the user set: those differing from the preset the form was rendered with."""
+        rendered = preset_values(self.cleaned_data.get("rendered_preset") or "grpo")
+        config = {}
+        for name in self.knob_names():
+            kind = self.specs[name]["kind"]
+            if kind != "bool" and name not in self.data:
+                continue  # not submitted at all (an unchecked checkbox is absent too, and means false)
+            value = self.cleaned_data.get(name)
+            if name != "preset" and value == to_form_text(kind, rendered.get(name)):
+                continue
+            config[name] = value
+        return config
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        try:
+            cfg = TrainConfig.from_dict(self.submitted_config(), check_paths=True)
+        except ConfigError as exc:
+            for name, message in exc.errors.items():
+                self.add_error(name if name in self.fields else None, message)
+            return cleaned
+        self.config = cfg.to_dict()
+        return cleaned
+
+    def knob_groups(self):
+        """Bound fields split for display: the primary knobs, then the advanced ones."""
+        names = self.knob_names()
+        return ([self[n] for n in names if n in PRIMARY_KNOBS], [self[n] for n in names if n not in PRIMARY_KNOBS])
+
+
+def preset_form_values() -> dict:
+    """Each preset's knob values as form text, for the page's preset switcher."""
+    specs = {s["name"]: s for s in field_specs()}
+    return {p: {n: to_form_text(specs[n]["kind"], v) for n, v in preset_values(p).items() if n in specs}
+            for p in PRESETS}

@@ -1,0 +1,26 @@
+"""Launch the demo seed sweep: 4 seeds on the built-in tiny arithmetic task."""
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from training.config import ConfigError
+from webapp.runs import services
+
+
+class Command(BaseCommand):
+    help = "Launch a seed sweep on the tiny arithmetic task (the README's demo)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--seeds", type=int, default=4)
+        parser.add_argument("--concurrency", type=int, default=2)
+        parser.add_argument("--steps", type=int, default=60)
+        parser.add_argument("--preset", default="grpo")
+
+    def handle(self, *args, seeds: int, concurrency: int, steps: int, preset: str, **options):
+        user = get_user_model().objects.filter(is_superuser=True).order_by("pk").first()
+        config = {"preset": preset, "task": "arithmetic", "total_steps": steps, "samples_per_step": 4}
+        try:
+            sweep = services.sweep_launch(config=config, seeds=range(seeds), concurrency=concurrency,
+                                          name=f"demo: {preset} x {seeds} seeds, tiny arithmetic", user=user)
+        except ConfigError as exc:
+            raise CommandError(f"demo sweep config rejected: {exc}") from exc
+        self.stdout.write(f"demo sweep {sweep.pk} launched: runs {list(sweep.runs.values_list('pk', flat=True))}")

@@ -1,0 +1,156 @@
+"""Runs, sweeps and what training leaves behind (DESIGN §2).
+
+Only ``services.py`` changes a status; it checks the current one first (see ``LEGAL_TRANSITIONS``).
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    KILLED = "killed"
+    LOST = "lost"
+
+
+ENDED_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.KILLED, RunStatus.LOST})
+
+# from-status -> statuses a service may move a run to. Anything else is refused loudly.
+LEGAL_TRANSITIONS: dict[str, frozenset[str]] = {
+    RunStatus.QUEUED: frozenset({RunStatus.RUNNING, RunStatus.KILLED, RunStatus.FAILED}),
+    RunStatus.RUNNING: frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.KILLED, RunStatus.LOST,
+                                  RunStatus.RUNNING}),  # running -> running: a redelivered task takes over
+    # A lost run can be taken over by its redelivered task, resumed by a user, or closed.
+    RunStatus.LOST: frozenset({RunStatus.RUNNING, RunStatus.QUEUED, RunStatus.KILLED, RunStatus.FAILED}),
+    # A killed run can be resumed from its last checkpoint (back to the queue).
+    RunStatus.KILLED: frozenset({RunStatus.QUEUED}),
+    RunStatus.SUCCEEDED: frozenset(),
+    RunStatus.FAILED: frozenset(),
+}
+
+
+class Sweep(models.Model):
+    """One config x N seeds, with a concurrency limit and an early-stopping policy."""
+
+    name = models.CharField(max_length=200)
+    config = models.JSONField(help_text="The validated TrainConfig.to_dict() shared by every seed.")
+    seeds = models.JSONField(default=list, help_text="The seeds launched, in order.")
+    concurrency = models.PositiveIntegerField(default=2, help_text="How many of its runs may hold a slot at once.")
+    policy = models.JSONField(default=dict, blank=True,
+                              help_text='Early-stopping policy config, e.g. {"name": "median", "metric": ...}; '
+                                        "empty = manual (kill buttons only).")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"sweep {self.pk}: {self.name}"
+
+
+class Run(models.Model):
+    """One seed of one config, from the queue to its end."""
+
+    Status = RunStatus
+
+    name = models.CharField(max_length=200, blank=True)
+    sweep = models.ForeignKey(Sweep, null=True, blank=True, related_name="runs", on_delete=models.CASCADE)
+    config = models.JSONField(help_text="The validated TrainConfig.to_dict().")
+    seed = models.BigIntegerField()
+    queue = models.CharField(max_length=20, default="cpu", help_text="Celery queue (slot kind): cpu or gpu.")
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
+
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True, help_text="When its task was sent to the broker.")
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    worker = models.CharField(max_length=200, blank=True, help_text="Worker host and slot running it.")
+    pid = models.IntegerField(null=True, blank=True, help_text="Process id of the training child process.")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0, help_text="How many times a worker started it (resumes).")
+
+    last_step = models.IntegerField(default=0, help_text="Last step whose metrics are stored.")
+    error = models.TextField(blank=True)
+
+    kill_requested_at = models.DateTimeField(null=True, blank=True)
+    killed_by = models.CharField(max_length=200, blank=True,
+                                 help_text='Who or what killed it: "user:<name>", "policy:<rule>", "system".')
+    kill_reason = models.TextField(blank=True)
+
+    # Lineage: a run started from another run's checkpoint.
+    parent_run = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
+    parent_step = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["sweep", "status"])]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.status})"
+
+    @property
+    def is_ended(self) -> bool:
+        return self.status in ENDED_STATUSES
+
+    @property
+    def display_name(self) -> str:
+        return self.name or f"run {self.pk}"
+
+    @property
+    def total_steps(self) -> int:
+        return int(self.config.get("total_steps", 0))
+
+
+class MetricPoint(models.Model):
+    """One logged value. ``value`` is null for a non-finite number (NaN/inf): a gap, not a crash."""
+
+    run = models.ForeignKey(Run, related_name="metrics", on_delete=models.CASCADE)
+    step = models.IntegerField()
+    key = models.CharField(max_length=100)
+    value = models.FloatField(null=True)
+    logged_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "key", "step"], name="metric_unique_run_key_step")]
+        # Reads are "this run, these keys, steps after N": the unique index (run, key, step) serves them;
+        # this one serves "everything of this run after step N" (the live endpoint).
+        indexes = [models.Index(fields=["run", "step"], name="metric_run_step")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}@{self.step} {self.key}={self.value}"
+
+
+class Sample(models.Model):
+    """A sampled completion of one step with its reward and the verifier's details."""
+
+    run = models.ForeignKey(Run, related_name="samples", on_delete=models.CASCADE)
+    step = models.IntegerField()
+    index = models.PositiveIntegerField(default=0)
+    prompt = models.TextField()
+    completion = models.TextField()
+    answer = models.TextField(blank=True)
+    reward = models.FloatField(null=True)
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-step", "index"]
+        indexes = [models.Index(fields=["run", "step"], name="sample_run_step")]
+
+
+class Checkpoint(models.Model):
+    run = models.ForeignKey(Run, related_name="checkpoints", on_delete=models.CASCADE)
+    step = models.IntegerField()
+    path = models.CharField(max_length=1000)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-step"]
+        constraints = [models.UniqueConstraint(fields=["run", "step"], name="checkpoint_unique_run_step")]

@@ -1,0 +1,81 @@
+"""Read queries for runs and sweeps (the views and the JSON endpoints call these, nothing else)."""
+from __future__ import annotations
+
+from django.db.models import Count, Max, Q, QuerySet
+
+from .models import Checkpoint, MetricPoint, Run, RunStatus, Sample, Sweep
+
+# The run page's charts, in display order (DESIGN §3 metric names).
+CHART_METRICS: tuple[tuple[str, ...], ...] = (
+    ("reward/mean",), ("accuracy",), ("entropy",), ("length/mean",), ("kl",), ("clip/low_frac", "clip/high_frac"),
+)
+
+
+def run_list(*, status: str | None = None) -> QuerySet[Run]:
+    qs = Run.objects.select_related("sweep", "created_by")
+    if status:
+        qs = qs.filter(status=status)
+    return qs
+
+
+def sweep_list() -> QuerySet[Sweep]:
+    return Sweep.objects.annotate(
+        n_runs=Count("runs"),
+        n_running=Count("runs", filter=Q(runs__status=RunStatus.RUNNING)),
+        n_queued=Count("runs", filter=Q(runs__status=RunStatus.QUEUED)),
+        n_killed=Count("runs", filter=Q(runs__status=RunStatus.KILLED)),
+        n_succeeded=Count("runs", filter=Q(runs__status=RunStatus.SUCCEEDED)),
+    )
+
+
+def run_metrics_since(*, run_id: int, since_step: int = 0, keys: list[str] | None = None) -> dict[str, dict]:
+    """Points with step > ``since_step``: ``{key: {"x": [steps...], "y": [values...]}}``, steps ascending."""
+    qs = MetricPoint.objects.filter(run_id=run_id, step__gt=since_step)
+    if keys:
+        qs = qs.filter(key__in=keys)
+    series: dict[str, dict] = {}
+    for step, key, value in qs.order_by("key", "step").values_list("step", "key", "value"):
+        s = series.setdefault(key, {"x": [], "y": []})
+        s["x"].append(step)
+        s["y"].append(value)
+    return series
+
+
+def run_metric_keys(*, run_id: int) -> list[str]:
+    return list(MetricPoint.objects.filter(run_id=run_id).values_list("key", flat=True).distinct().order_by("key"))
+
+
+def run_last_metric_step(*, run_id: int) -> int:
+    return MetricPoint.objects.filter(run_id=run_id).aggregate(m=Max("step"))["m"] or 0
+
+
+def run_samples_since(*, run_id: int, since_step: int = 0, limit_steps: int = 5) -> list[dict]:
+    """Samples of the newest ``limit_steps`` steps after ``since_step``, newest step first."""
+    steps = list(Sample.objects.filter(run_id=run_id, step__gt=since_step).values_list("step", flat=True)
+                 .distinct().order_by("-step")[:limit_steps])
+    rows = Sample.objects.filter(run_id=run_id, step__in=steps).order_by("-step", "index")
+    return [{"step": s.step, "index": s.index, "prompt": s.prompt, "completion": s.completion, "answer": s.answer,
+             "reward": s.reward, "details": s.details} for s in rows]
+
+
+def run_checkpoints(*, run_id: int) -> QuerySet[Checkpoint]:
+    return Checkpoint.objects.filter(run_id=run_id).order_by("-step")
+
+
+def run_live_state(*, run_id: int, since_step: int = 0) -> dict:
+    """Everything the run page polls for: status, new metric points and new samples."""
+    run = Run.objects.get(pk=run_id)
+    return {
+        "id": run.pk,
+        "status": run.status,
+        "ended": run.is_ended,
+        "kill_requested": run.kill_requested_at is not None,
+        "killed_by": run.killed_by,
+        "kill_reason": run.kill_reason,
+        "error": run.error,
+        "last_step": run.last_step,
+        "total_steps": run.total_steps,
+        "heartbeat_at": run.heartbeat_at.isoformat() if run.heartbeat_at else None,
+        "series": run_metrics_since(run_id=run_id, since_step=since_step),
+        "samples": run_samples_since(run_id=run_id, since_step=since_step),
+    }

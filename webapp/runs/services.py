@@ -1,0 +1,320 @@
+"""Every write to runs and sweeps (HackSoft style): keyword-only, atomic, status checked before it changes.
+
+Tasks are enqueued with ``transaction.on_commit`` and carry ids only; the worker re-reads the row.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from datetime import timedelta
+from typing import Iterable
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from training.config import ConfigError, TrainConfig
+
+from .models import ENDED_STATUSES, LEGAL_TRANSITIONS, Checkpoint, MetricPoint, Run, RunStatus, Sample, Sweep
+
+log = logging.getLogger("seedbed.runs")
+
+
+class TransitionError(Exception):
+    """A service was asked for a status change the run's current status does not allow."""
+
+
+def _move(run: Run, new_status: str) -> None:
+    """Change ``run.status`` in memory after checking the transition is legal (caller saves)."""
+    if new_status not in LEGAL_TRANSITIONS[run.status]:
+        raise TransitionError(f"run {run.pk} is {run.status}; it cannot become {new_status}")
+    run.status = new_status
+
+
+def _locked(run_id: int) -> Run:
+    return Run.objects.select_for_update().get(pk=run_id)
+
+
+def validate_config(data: dict) -> TrainConfig:
+    """The one schema (training.config) validates; raises ConfigError with per-field messages."""
+    return TrainConfig.from_dict(data, check_paths=True)
+
+
+def queue_for(cfg: TrainConfig) -> str:
+    """Slot kind a run needs: cuda -> gpu, cpu -> cpu, auto -> the deployment's choice."""
+    if cfg.device == "cuda" or cfg.rollout_engine == "vllm":
+        return "gpu"
+    if cfg.device == "cpu":
+        return "cpu"
+    return settings.SEEDBED_AUTO_QUEUE
+
+
+# --- creating and dispatching -----------------------------------------------------------------------------
+
+@transaction.atomic
+def run_create(*, config: dict, user=None, name: str = "", sweep: Sweep | None = None,
+               parent_run: Run | None = None, parent_step: int | None = None) -> Run:
+    """Validate ``config`` and create a queued run; a run outside a sweep is enqueued at once (on commit)."""
+    cfg = validate_config(config)
+    run = Run.objects.create(name=name, sweep=sweep, config=cfg.to_dict(), seed=cfg.seed, queue=queue_for(cfg),
+                             created_by=user, parent_run=parent_run, parent_step=parent_step)
+    if sweep is None:
+        _dispatch(run)
+    return run
+
+
+@transaction.atomic
+def sweep_launch(*, config: dict, seeds: Iterable[int], concurrency: int, name: str = "", policy: dict | None = None,
+                 user=None) -> Sweep:
+    """Create a sweep of one run per seed (all queued) and start as many as its concurrency allows."""
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ConfigError({"seeds": "give at least one seed"})
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError({"seeds": f"seeds must be distinct; got {seeds}"})
+    if concurrency < 1:
+        raise ConfigError({"concurrency": f"must be at least 1; got {concurrency}"})
+    base = validate_config({k: v for k, v in config.items() if k != "seed"})
+    sweep = Sweep.objects.create(name=name or f"{base.preset} x {len(seeds)} seeds", config=base.to_dict(),
+                                 seeds=seeds, concurrency=concurrency, policy=policy or {}, created_by=user)
+    for seed in seeds:
+        run_create(config={**base.to_dict(), "seed": seed}, user=user, sweep=sweep,
+                   name=f"{sweep.name} / seed {seed}")
+    sweep_fill_slots(sweep_id=sweep.pk)
+    return sweep
+
+
+def _dispatch(run: Run) -> None:
+    """Mark the run as sent and send its task once the transaction commits (ids only)."""
+    run.enqueued_at = timezone.now()
+    run.save(update_fields=["enqueued_at"])
+    run_id, queue = run.pk, run.queue
+
+    def send() -> None:
+        from workers.tasks import train_run
+
+        train_run.apply_async(args=[run_id], queue=queue)
+
+    transaction.on_commit(send)
+
+
+@transaction.atomic
+def sweep_fill_slots(*, sweep_id: int) -> list[int]:
+    """Enqueue the sweep's next queued runs while fewer than ``concurrency`` hold a slot; returns their ids.
+
+    A run holds a slot when it is running, or queued and already sent to the broker.
+    """
+    sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
+    holding = sweep.runs.filter(Q(status=RunStatus.RUNNING) |
+                                Q(status=RunStatus.QUEUED, enqueued_at__isnull=False)).count()
+    free = sweep.concurrency - holding
+    if free <= 0:
+        return []
+    waiting = list(sweep.runs.filter(status=RunStatus.QUEUED, enqueued_at__isnull=True).order_by("pk")[:free])
+    for run in waiting:
+        _dispatch(run)
+    return [r.pk for r in waiting]
+
+
+def _after_end(run: Run) -> None:
+    """A run ended: its slot goes to the next queued run of its sweep."""
+    if run.sweep_id is not None:
+        sweep_fill_slots(sweep_id=run.sweep_id)
+
+
+# --- the worker's side ----------------------------------------------------------------------------------------
+
+@transaction.atomic
+def run_start(*, run_id: int, worker: str) -> str:
+    """Claim a run for a worker slot. Returns what the task should do: "start", "resume" or "skip".
+
+    - queued -> running: "start" (the loop resumes by itself if a checkpoint exists, e.g. a resumed kill);
+    - lost, or running with a heartbeat older than the lost threshold (its worker died and the broker
+      re-delivered the task) -> running: "resume";
+    - ended, or running with a fresh heartbeat (another slot has it), or queued with a kill request: "skip".
+    """
+    run = _locked(run_id)
+    now = timezone.now()
+    stale_before = now - timedelta(seconds=settings.SEEDBED_LOST_AFTER_S)
+    if run.status == RunStatus.QUEUED:
+        action = "start"
+    elif run.status == RunStatus.LOST or (
+            run.status == RunStatus.RUNNING and (run.heartbeat_at is None or run.heartbeat_at < stale_before)):
+        action = "resume"
+    else:
+        return "skip"
+    if run.kill_requested_at is not None:
+        return "skip"
+    _move(run, RunStatus.RUNNING)
+    run.worker = worker
+    run.started_at = run.started_at or now
+    run.heartbeat_at = now
+    run.attempts += 1
+    run.error = ""
+    run.save()
+    log.info("run %s: %s on %s (attempt %s)", run.pk, action, worker, run.attempts)
+    return action
+
+
+@transaction.atomic
+def run_heartbeat(*, run_id: int, pid: int | None = None) -> bool:
+    """Record that the run's process is alive. Returns False when the run is no longer ``running``
+    (it was declared lost, or ended): the worker must then stop it."""
+    updates = {"heartbeat_at": timezone.now()}
+    if pid is not None:
+        updates["pid"] = pid
+    return Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(**updates) == 1
+
+
+@transaction.atomic
+def run_finish(*, run_id: int, status: str, error: str = "") -> Run:
+    """End a running run with ``status`` (succeeded, failed, killed or lost) and hand its slot on."""
+    if status not in ENDED_STATUSES:
+        raise ValueError(f"{status!r} is not an end status")
+    run = _locked(run_id)
+    _move(run, status)
+    run.ended_at = timezone.now()
+    run.error = error
+    if status == RunStatus.KILLED and not run.killed_by:
+        run.killed_by, run.kill_reason = "system", run.kill_reason or "stopped"
+    run.save()
+    _after_end(run)
+    log.info("run %s: %s", run.pk, status)
+    return run
+
+
+@transaction.atomic
+def runs_mark_lost(*, older_than_s: float | None = None) -> list[int]:
+    """Mark running runs whose heartbeat is older than ``older_than_s`` (default: settings) as lost."""
+    age = settings.SEEDBED_LOST_AFTER_S if older_than_s is None else older_than_s
+    cutoff = timezone.now() - timedelta(seconds=age)
+    stale = Run.objects.select_for_update().filter(status=RunStatus.RUNNING, heartbeat_at__lt=cutoff)
+    lost = []
+    for run in stale:
+        _move(run, RunStatus.LOST)
+        run.ended_at = timezone.now()
+        run.error = f"no heartbeat since {run.heartbeat_at.isoformat()} (more than {age:g} s)"
+        run.save()
+        _after_end(run)
+        lost.append(run.pk)
+    if lost:
+        log.warning("runs marked lost (stale heartbeat): %s", lost)
+    return lost
+
+
+# --- users' actions ---------------------------------------------------------------------------------------
+
+@transaction.atomic
+def run_kill(*, run_id: int, killed_by: str, reason: str = "") -> Run:
+    """Kill a run. Running: set the flag the loop reads through should_stop() (status becomes killed when
+    it exits, or when the worker terminates it after the grace period). Queued or lost: killed at once.
+    An ended run, or one already being killed, is refused."""
+    run = _locked(run_id)
+    if run.status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.KILLED):
+        raise TransitionError(f"run {run.pk} already ended ({run.status}); nothing to kill")
+    if run.kill_requested_at is not None:
+        raise TransitionError(f"run {run.pk} is already being killed (requested by {run.killed_by})")
+    run.kill_requested_at = timezone.now()
+    run.killed_by = killed_by
+    run.kill_reason = reason
+    if run.status in (RunStatus.QUEUED, RunStatus.LOST):
+        _move(run, RunStatus.KILLED)
+        run.ended_at = run.kill_requested_at
+        run.save()
+        _after_end(run)
+    else:
+        run.save()
+    log.info("run %s: kill requested by %s (%s)", run.pk, killed_by, reason or "no reason given")
+    return run
+
+
+@transaction.atomic
+def run_resume(*, run_id: int) -> Run:
+    """Put a killed or lost run back in the queue; the worker resumes it from its last checkpoint."""
+    run = _locked(run_id)
+    _move(run, RunStatus.QUEUED)
+    run.kill_requested_at, run.killed_by, run.kill_reason = None, "", ""
+    run.ended_at, run.enqueued_at, run.error = None, None, ""
+    run.save()
+    if run.sweep_id is None:
+        _dispatch(run)
+    else:
+        sweep_fill_slots(sweep_id=run.sweep_id)
+    return run
+
+
+# --- what the training loop emits (through workers.sink.DatabaseSink) ----------------------------------------
+
+def _finite_or_none(value) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+@transaction.atomic
+def run_metrics_append(*, run_id: int, points: list[tuple[int, str, float]]) -> int:
+    """Bulk-insert (step, key, value) points; a point already stored for (run, key, step) is replaced."""
+    if not points:
+        return 0
+    steps = sorted({step for step, _, _ in points})
+    # A resumed run re-emits steps after its checkpoint: drop what an interrupted attempt left there.
+    MetricPoint.objects.filter(run_id=run_id, step__in=steps).delete()
+    MetricPoint.objects.bulk_create(
+        [MetricPoint(run_id=run_id, step=s, key=k, value=_finite_or_none(v)) for s, k, v in points],
+        batch_size=500)
+    Run.objects.filter(pk=run_id, last_step__lt=steps[-1]).update(last_step=steps[-1])
+    return len(points)
+
+
+@transaction.atomic
+def run_discard_after(*, run_id: int, step: int) -> None:
+    """Forget metrics and samples after ``step`` (a resumed run restarts from its checkpoint at ``step``)."""
+    MetricPoint.objects.filter(run_id=run_id, step__gt=step).delete()
+    Sample.objects.filter(run_id=run_id, step__gt=step).delete()
+    Run.objects.filter(pk=run_id).update(last_step=step)
+
+
+@transaction.atomic
+def run_samples_append(*, run_id: int, step: int, rows: list[dict]) -> int:
+    Sample.objects.filter(run_id=run_id, step=step).delete()
+    Sample.objects.bulk_create([
+        Sample(run_id=run_id, step=step, index=i, prompt=str(r.get("prompt", "")),
+               completion=str(r.get("completion", "")), answer=str(r.get("answer", "") or ""),
+               reward=None if r.get("reward") is None else _finite_or_none(r["reward"]),
+               details=r.get("details") or {})
+        for i, r in enumerate(rows)])
+    return len(rows)
+
+
+@transaction.atomic
+def run_checkpoint_add(*, run_id: int, step: int, path: str) -> Checkpoint:
+    ckpt, _ = Checkpoint.objects.update_or_create(run_id=run_id, step=step, defaults={"path": path})
+    return ckpt
+
+
+# --- sweeps' early-stopping policies ---------------------------------------------------------------------------
+
+def sweep_apply_policy(*, sweep_id: int) -> list[int]:
+    """Hook for early-stopping policies (webapp/sweeps/policies.py, issue 5): feed the sweep's curves to
+    ``make_policy(sweep.policy)`` and kill the runs it decides to stop. Returns the ids killed.
+
+    Manual sweeps (empty policy or name "manual") do nothing here."""
+    sweep = Sweep.objects.get(pk=sweep_id)
+    if not sweep.policy or sweep.policy.get("name", "manual") == "manual":
+        return []
+    from webapp.sweeps.policies import make_policy
+
+    policy = make_policy(sweep.policy)
+    metric = sweep.policy["metric"]
+    runs = {r.pk: r for r in sweep.runs.all()}
+    for run_id, step, value in (MetricPoint.objects.filter(run__sweep_id=sweep_id, key=metric, value__isnull=False)
+                                .order_by("step").values_list("run_id", "step", "value")):
+        policy.observe(run_id, step, value)
+    killed = []
+    for decision in policy.decide():
+        run = runs.get(decision.run_id)
+        if decision.action != "stop" or run is None or run.status != RunStatus.RUNNING or run.kill_requested_at:
+            continue
+        run_kill(run_id=run.pk, killed_by=f"policy:{sweep.policy['name']}", reason=decision.reason)
+        killed.append(run.pk)
+    return killed

@@ -1,0 +1,16 @@
+from django.urls import path
+
+from . import views
+
+app_name = "runs"
+
+urlpatterns = [
+    path("", views.run_list, name="list"),
+    path("new/", views.run_new, name="new"),
+    path("<int:run_id>/", views.run_detail, name="detail"),
+    path("<int:run_id>/live.json", views.run_live, name="live"),
+    path("<int:run_id>/kill/", views.run_kill, name="kill"),
+    path("<int:run_id>/resume/", views.run_resume, name="resume"),
+    path("sweeps/", views.sweep_list, name="sweeps"),
+    path("sweeps/<int:sweep_id>/", views.sweep_detail, name="sweep"),
+]

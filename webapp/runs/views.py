@@ -1,0 +1,111 @@
+"""Thin views: validate input, call one service or selector, render."""
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from training.config import ConfigError
+
+from . import selectors, services
+from .forms import RunForm, preset_form_values
+from .models import Run, RunStatus, Sweep
+
+
+@require_GET
+def run_list(request: HttpRequest) -> HttpResponse:
+    status = request.GET.get("status") or None
+    return render(request, "runs/run_list.html", {
+        "runs": selectors.run_list(status=status)[:500], "status": status, "statuses": RunStatus.values})
+
+
+def run_new(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        form = RunForm(request.POST)
+        if form.is_valid():
+            return _launch(request, form)
+    else:
+        form = RunForm(preset=request.GET.get("preset", "grpo"))
+    return render(request, "runs/run_new.html", {"form": form, "preset_values": preset_form_values()},
+                  status=400 if form.errors else 200)
+
+
+def _launch(request: HttpRequest, form: RunForm) -> HttpResponse:
+    data = form.cleaned_data
+    user = request.user
+    try:
+        if data["seeds"] == 1:
+            run = services.run_create(config=form.config, user=user, name=data["name"])
+            messages.success(request, f"Run {run.pk} queued.")
+            return redirect("runs:detail", run_id=run.pk)
+        first = form.config["seed"]
+        sweep = services.sweep_launch(config=form.config, seeds=range(first, first + data["seeds"]),
+                                      concurrency=data["concurrency"], name=data["name"], user=user)
+    except ConfigError as exc:  # e.g. a model folder removed between validation and launch
+        for name, message in exc.errors.items():
+            form.add_error(name if name in form.fields else None, message)
+        return render(request, "runs/run_new.html", {"form": form, "preset_values": preset_form_values()},
+                      status=400)
+    messages.success(request, f"Sweep {sweep.pk} launched with {data['seeds']} seeds.")
+    return redirect("runs:sweep", sweep_id=sweep.pk)
+
+
+@require_GET
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.select_related("sweep", "parent_run"), pk=run_id)
+    return render(request, "runs/run_detail.html", {
+        "run": run,
+        "config_json": json.dumps(run.config, indent=2, sort_keys=True),
+        "charts": [list(keys) for keys in selectors.CHART_METRICS],
+        "checkpoints": selectors.run_checkpoints(run_id=run.pk),
+    })
+
+
+@require_GET
+def run_live(request: HttpRequest, run_id: int) -> JsonResponse:
+    """Polled by the run page: new metric points (step > ?since=) and samples, and the status."""
+    try:
+        since = int(request.GET.get("since", "0"))
+    except ValueError:
+        return JsonResponse({"error": "since must be an integer step"}, status=400)
+    get_object_or_404(Run, pk=run_id)
+    return JsonResponse(selectors.run_live_state(run_id=run_id, since_step=since))
+
+
+@require_POST
+def run_kill(request: HttpRequest, run_id: int) -> HttpResponse:
+    get_object_or_404(Run, pk=run_id)
+    reason = request.POST.get("reason", "").strip() or "killed from the run page"
+    try:
+        services.run_kill(run_id=run_id, killed_by=f"user:{request.user.get_username()}", reason=reason)
+        messages.info(request, f"Kill requested for run {run_id}.")
+    except services.TransitionError as exc:
+        messages.error(request, str(exc))
+    return redirect("runs:detail", run_id=run_id)
+
+
+@require_POST
+def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+    get_object_or_404(Run, pk=run_id)
+    try:
+        services.run_resume(run_id=run_id)
+        messages.info(request, f"Run {run_id} queued again; it resumes from its last checkpoint.")
+    except services.TransitionError as exc:
+        messages.error(request, str(exc))
+    return redirect("runs:detail", run_id=run_id)
+
+
+@require_GET
+def sweep_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "runs/sweep_list.html", {"sweeps": selectors.sweep_list()[:200]})
+
+
+@require_GET
+def sweep_detail(request: HttpRequest, sweep_id: int) -> HttpResponse:
+    sweep = get_object_or_404(Sweep, pk=sweep_id)
+    return render(request, "runs/sweep_detail.html", {
+        "sweep": sweep, "runs": sweep.runs.order_by("pk"),
+        "config_json": json.dumps(sweep.config, indent=2, sort_keys=True)})

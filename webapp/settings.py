@@ -1,0 +1,154 @@
+"""Django settings for Seedbed.
+
+Everything a deployment changes comes from environment variables (listed in README "Configuration"):
+the embedded default is SQLite under var/ and a local broker; $DATABASE_URL switches to PostgreSQL.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+# Everything Seedbed writes at run time (database, run folders, broker files, admin password) lives here.
+SEEDBED_HOME = Path(os.environ.get("SEEDBED_HOME", BASE_DIR / "var")).resolve()
+SEEDBED_HOME.mkdir(parents=True, exist_ok=True)
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    return os.environ.get(name, str(default)).strip().lower() in ("1", "true", "yes", "on")
+
+
+def _secret_key() -> str:
+    """$DJANGO_SECRET_KEY, else a key generated once and kept in $SEEDBED_HOME/secret_key."""
+    if os.environ.get("DJANGO_SECRET_KEY"):
+        return os.environ["DJANGO_SECRET_KEY"]
+    path = SEEDBED_HOME / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = _env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "*").split(",") if h.strip()]
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "webapp.runs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Every page needs a login unless its view is marked login_not_required (only the login page is).
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "webapp.urls"
+WSGI_APPLICATION = "webapp.wsgi.application"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "runs:list"
+LOGOUT_REDIRECT_URL = "login"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database() -> dict:
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        db = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    else:
+        db = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(SEEDBED_HOME / "seedbed.sqlite3")}
+    if db["ENGINE"].endswith("sqlite3"):
+        # Several processes write at once (web, worker, each run's child): WAL lets readers and one writer
+        # proceed together; IMMEDIATE transactions take the write lock up front so two writers queue on
+        # the busy timeout instead of failing with "database is locked" on lock upgrade.
+        db.setdefault("OPTIONS", {}).update(
+            {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+             "transaction_mode": "IMMEDIATE", "timeout": 30})
+        # Worker subprocesses in tests must see the same test database, so it is a file, not memory.
+        test_name = str(SEEDBED_HOME / f"test_{Path(db['NAME']).stem}_{os.getpid()}.sqlite3")
+    else:
+        test_name = f"test_{db['NAME']}_{os.getpid()}"
+    # One test database per test session (pid), so test sessions running side by side never share one.
+    db.setdefault("TEST", {}).setdefault("NAME", test_name)
+    return db
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = SEEDBED_HOME / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)
+STATICFILES_DIRS = [BASE_DIR / "static"]
+
+
+def _plotly_js_dir() -> str:
+    """Plotly.js is served locally from the `plotly` Python package (the machine may be offline)."""
+    import plotly
+
+    return str(Path(plotly.__file__).parent / "package_data")
+
+
+STATICFILES_DIRS.append(("plotly", _plotly_js_dir()))
+# Serve static files from the finders directly (no collectstatic step needed for the embedded default).
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {"seedbed": {"handlers": ["console"], "level": os.environ.get("SEEDBED_LOG_LEVEL", "INFO")}},
+}
+
+# --- Seedbed's own knobs ------------------------------------------------------------------------------
+SEEDBED_RUNS_DIR = SEEDBED_HOME / "runs"
+# Seconds between a running run's heartbeats, and the age at which a heartbeat means the run is lost.
+SEEDBED_HEARTBEAT_S = float(os.environ.get("SEEDBED_HEARTBEAT_S", "5"))
+SEEDBED_LOST_AFTER_S = float(os.environ.get("SEEDBED_LOST_AFTER_S", "60"))
+# After a kill request, how long the loop gets to stop by itself before its process group is terminated.
+SEEDBED_KILL_GRACE_S = float(os.environ.get("SEEDBED_KILL_GRACE_S", "30"))
+# Queue for runs whose config says device "auto": "cpu" in the embedded default, "gpu" in production.
+SEEDBED_AUTO_QUEUE = os.environ.get("SEEDBED_AUTO_QUEUE", "cpu")
+SEEDBED_QUEUES = ("cpu", "gpu")

@@ -1,0 +1,13 @@
+"""Seedbed's URLs. Every page needs a login (LoginRequiredMiddleware) except the login page itself."""
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from django.views.generic import RedirectView
+
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="runs:list", permanent=False)),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("runs/", include("webapp.runs.urls")),
+]

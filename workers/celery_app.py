@@ -1,0 +1,68 @@
+"""The Celery app: long training tasks on queues named by slot kind (cpu, gpu), maintenance on its own.
+
+Settings follow Celery's advice for long tasks: ack late (a task whose worker dies is re-delivered), prefetch 1
+(a slot never hoards a second run), a broker visibility timeout longer than any run, results ignored
+(the database is the source of truth).
+"""
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+from kombu import Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+
+from workers.broker import FILESYSTEM_URL, filesystem_options, redis_url, seedbed_home  # noqa: E402
+
+# Longer than any run: Redis re-delivers an unacknowledged task after this many seconds.
+VISIBILITY_TIMEOUT_S = int(os.environ.get("SEEDBED_VISIBILITY_TIMEOUT_S", str(12 * 3600)))
+MAINTENANCE_QUEUE = "maintenance"
+# How often the maintenance worker's beat checks heartbeats and applies sweep policies.
+MAINTENANCE_EVERY_S = float(os.environ.get("SEEDBED_MAINTENANCE_EVERY_S", "5"))
+
+
+def broker_url() -> str:
+    return os.environ.get("CELERY_BROKER_URL") or redis_url()
+
+
+def transport_options(url: str) -> dict:
+    if url.startswith(FILESYSTEM_URL):
+        return filesystem_options(seedbed_home())
+    return {"visibility_timeout": VISIBILITY_TIMEOUT_S}
+
+
+app = Celery("seedbed")
+_url = broker_url()
+app.conf.update(
+    broker_url=_url,
+    broker_transport_options=transport_options(_url),
+    broker_connection_retry_on_startup=True,
+    task_ignore_result=True,
+    result_backend=None,
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    worker_prefetch_multiplier=1,
+    task_default_queue="cpu",
+    task_queues=[Queue("cpu"), Queue("gpu"), Queue(MAINTENANCE_QUEUE)],
+    task_routes={"workers.tasks.maintenance": {"queue": MAINTENANCE_QUEUE}},
+    task_serializer="json",
+    accept_content=["json"],
+    worker_hijack_root_logger=False,
+    beat_schedule={
+        "maintenance": {"task": "workers.tasks.maintenance", "schedule": MAINTENANCE_EVERY_S,
+                        "options": {"queue": MAINTENANCE_QUEUE, "expires": MAINTENANCE_EVERY_S * 2}},
+    },
+    beat_schedule_filename=str(seedbed_home() / "celerybeat-schedule"),
+    timezone="UTC",
+)
+app.conf.imports = ("workers.tasks",)
+
+
+def ensure_django() -> None:
+    """Set Django up in a worker process (the web process already has it)."""
+    import django
+    from django.apps import apps
+
+    if not apps.ready:
+        django.setup()

@@ -1,0 +1,59 @@
+"""DatabaseSink: the training loop's events (training.sink.Sink) written to the database in batches.
+
+Metrics and samples are buffered and bulk-inserted at most every ``flush_every_s`` seconds (a step slower
+than that is written as soon as it is emitted), or when ``max_points`` are waiting; ``flush()`` (called
+by the loop before it returns, also on a clean stop) writes whatever is left, so nothing is lost.
+"""
+from __future__ import annotations
+
+import time
+
+from webapp.runs import services
+
+
+class DatabaseSink:
+    def __init__(self, run_id: int, *, flush_every_s: float = 0.5, max_points: int = 500,
+                 clock=time.monotonic, echo=print):
+        self.run_id = run_id
+        self.flush_every_s = flush_every_s
+        self.max_points = max_points
+        self.clock = clock
+        self.echo = echo
+        self._points: list[tuple[int, str, float]] = []
+        self._samples: dict[int, list[dict]] = {}
+        self._last_flush = float("-inf")
+
+    def truncate_after(self, step: int) -> None:
+        """Called by the loop when it (re)starts at ``step``: forget whatever an interrupted attempt stored
+        after its checkpoint, so a resumed run's history has each step exactly once."""
+        self._points, self._samples = [], {}
+        services.run_discard_after(run_id=self.run_id, step=step)
+
+    def on_metrics(self, step: int, metrics: dict[str, float]) -> None:
+        self._points.extend((step, key, value) for key, value in metrics.items())
+        self._maybe_flush()
+
+    def on_samples(self, step: int, rows: list[dict]) -> None:
+        self._samples.setdefault(step, []).extend(rows)
+        self._maybe_flush()
+
+    def on_checkpoint(self, step: int, path: str) -> None:
+        self.flush()
+        services.run_checkpoint_add(run_id=self.run_id, step=step, path=path)
+
+    def on_log(self, line: str) -> None:
+        if self.echo:
+            self.echo(line, flush=True)
+
+    def _maybe_flush(self) -> None:
+        if len(self._points) >= self.max_points or self.clock() - self._last_flush >= self.flush_every_s:
+            self.flush()
+
+    def flush(self) -> None:
+        # Samples first: the page polls metrics by step, so when a step's metrics appear its samples exist.
+        samples, self._samples = self._samples, {}
+        for step, rows in sorted(samples.items()):
+            services.run_samples_append(run_id=self.run_id, step=step, rows=rows)
+        points, self._points = self._points, []
+        services.run_metrics_append(run_id=self.run_id, points=points)
+        self._last_flush = self.clock()

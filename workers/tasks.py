@@ -1,0 +1,143 @@
+"""Thin, idempotent Celery tasks. Decisions live in webapp.runs.services; these only supervise processes.
+
+``train_run(run_id)`` claims the run (a finished run or one another slot holds: nothing to do), starts the
+training child in its own process group, heartbeats while it lives, terminates the group when a kill is
+not honoured within the grace period, and records how it ended.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from workers.celery_app import app, ensure_django
+from workers.runner import EXIT_STOPPED, EXIT_SUCCEEDED
+
+ensure_django()
+
+from django.conf import settings  # noqa: E402
+from django.db import close_old_connections  # noqa: E402
+
+from webapp.runs import services  # noqa: E402
+from webapp.runs.models import Run, RunStatus  # noqa: E402
+
+log = logging.getLogger("seedbed.workers")
+POLL_S = 0.2
+TERM_TO_KILL_S = 5.0  # after SIGTERM to the group, SIGKILL if it is still there
+
+
+def run_dir(run_id: int) -> Path:
+    return Path(settings.SEEDBED_RUNS_DIR) / str(run_id)
+
+
+def log_tail(path: Path, max_chars: int = 4000) -> str:
+    try:
+        return path.read_text(errors="replace")[-max_chars:]
+    except OSError:
+        return ""
+
+
+def _terminate_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the child's whole process group, then SIGKILL whatever is left."""
+    for sig, wait_s in ((signal.SIGTERM, TERM_TO_KILL_S), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _supervise(run_id: int, proc: subprocess.Popen) -> bool:
+    """Wait for the child, heartbeating; returns True when it had to be terminated after a kill request."""
+    next_beat = 0.0
+    while proc.poll() is None:
+        now = time.monotonic()
+        if now >= next_beat:
+            next_beat = now + settings.SEEDBED_HEARTBEAT_S
+            services.run_heartbeat(run_id=run_id, pid=proc.pid)
+        requested = Run.objects.values_list("kill_requested_at", flat=True).get(pk=run_id)
+        if requested is not None:
+            from django.utils import timezone
+
+            if (timezone.now() - requested).total_seconds() > settings.SEEDBED_KILL_GRACE_S:
+                log.warning("run %s: kill not honoured within %.0f s; terminating its process group",
+                            run_id, settings.SEEDBED_KILL_GRACE_S)
+                _terminate_group(proc)
+                return True
+        time.sleep(POLL_S)
+    return False
+
+
+def _record_end(run_id: int, returncode: int, forced: bool, log_path: Path) -> str:
+    run = Run.objects.get(pk=run_id)
+    if run.status != RunStatus.RUNNING:
+        return run.status  # declared lost meanwhile (or ended elsewhere): leave it as it is
+    if forced or run.kill_requested_at is not None:
+        status, error = RunStatus.KILLED, ("terminated after the kill grace period" if forced else "")
+    elif returncode == EXIT_SUCCEEDED:
+        status, error = RunStatus.SUCCEEDED, ""
+    elif returncode == EXIT_STOPPED:
+        # Stopped without a kill request (SIGTERM, e.g. the worker shutting down): resumable later.
+        status, error = RunStatus.LOST, "stopped by a signal before the end; resume it from its checkpoint"
+    else:
+        status, error = RunStatus.FAILED, f"training process exited with code {returncode}\n{log_tail(log_path)}"
+    services.run_finish(run_id=run_id, status=status, error=error)
+    return status
+
+
+@app.task(name="workers.tasks.train_run", acks_late=True, ignore_result=True)
+def train_run(run_id: int) -> str:
+    """Train one run in a child process; safe to deliver twice (see services.run_start)."""
+    close_old_connections()
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    try:
+        action = services.run_start(run_id=run_id, worker=worker)
+    except Run.DoesNotExist:
+        log.warning("run %s: no such run; task dropped", run_id)
+        return "missing"
+    if action == "skip":
+        log.info("run %s: nothing to do (already ended or held by another slot)", run_id)
+        return "skip"
+    out = run_dir(run_id)
+    out.mkdir(parents=True, exist_ok=True)
+    log_path = out / "worker.log"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with open(log_path, "a", encoding="utf-8") as log_file:
+        proc = subprocess.Popen([sys.executable, "-m", "workers.runner", str(run_id)], stdout=log_file,
+                                stderr=subprocess.STDOUT, start_new_session=True, env=env,
+                                cwd=str(Path(__file__).resolve().parent.parent))
+        try:
+            services.run_heartbeat(run_id=run_id, pid=proc.pid)
+            forced = _supervise(run_id, proc)
+        except BaseException:
+            _terminate_group(proc)  # the task is going away (worker shutdown): take the child with it
+            raise
+    status = _record_end(run_id, proc.returncode, forced, log_path)
+    log.info("run %s: ended %s (exit code %s)", run_id, status, proc.returncode)
+    return status
+
+
+@app.task(name="workers.tasks.maintenance", ignore_result=True)
+def maintenance() -> dict:
+    """Periodic (celery beat): mark runs with a stale heartbeat lost, then apply sweeps' policies."""
+    close_old_connections()
+    lost = services.runs_mark_lost()
+    killed = {}
+    from webapp.runs.models import Sweep
+
+    for sweep_id in Sweep.objects.filter(runs__status=RunStatus.RUNNING).exclude(policy={}).values_list(
+            "pk", flat=True).distinct():
+        try:
+            killed[sweep_id] = services.sweep_apply_policy(sweep_id=sweep_id)
+        except ImportError as exc:  # the policy module (webapp/sweeps/policies.py) is not there yet
+            log.warning("sweep %s: policy not applied: %s", sweep_id, exc)
+    return {"lost": lost, "killed": killed}
