@@ -1,0 +1,176 @@
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from training.config import ConfigError
+from webapp.runs import services
+from webapp.runs.models import Checkpoint, MetricPoint, Run, RunStatus, Sample
+
+pytestmark = pytest.mark.django_db
+
+
+def make_running(run, *, heartbeat_age_s=0.0):
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, started_at=timezone.now(),
+                                         heartbeat_at=timezone.now() - timedelta(seconds=heartbeat_age_s))
+    run.refresh_from_db()
+    return run
+
+
+def test_run_create_stores_the_validated_config_and_enqueues_after_commit(config, user,
+                                                                         django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as callbacks:
+        run = services.run_create(config={**config, "seed": "42"}, user=user, name="first")
+    assert run.status == RunStatus.QUEUED
+    assert run.seed == 42 and run.config["seed"] == 42
+    assert run.config["kl_coef"] == 0.04  # the grpo preset was applied
+    assert run.config["eps_high"] == 0.2 and run.queue == "cpu"
+    assert run.enqueued_at is not None
+    assert len(callbacks) == 1
+
+
+def test_run_create_rejects_a_bad_config_and_creates_nothing(config, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as callbacks, pytest.raises(ConfigError) as err:
+        services.run_create(config={**config, "eps_low": 0.3, "eps_high": 0.2, "group_size": 1})
+    assert set(err.value.errors) == {"eps_high", "group_size"}
+    assert Run.objects.count() == 0 and callbacks == []
+
+
+def test_run_start_claims_a_queued_run_once(config):
+    run = services.run_create(config=config)
+    assert services.run_start(run_id=run.pk, worker="w:1") == "start"
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING and run.worker == "w:1" and run.attempts == 1
+    # a re-delivered copy of the task while the first one heartbeats: nothing to do
+    assert services.run_start(run_id=run.pk, worker="w:2") == "skip"
+    run.refresh_from_db()
+    assert run.worker == "w:1" and run.attempts == 1
+
+
+def test_run_start_resumes_a_run_whose_worker_died(config, settings):
+    run = make_running(services.run_create(config=config), heartbeat_age_s=settings.SEEDBED_LOST_AFTER_S + 5)
+    assert services.run_start(run_id=run.pk, worker="w:2") == "resume"
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING and run.worker == "w:2" and run.attempts == 1
+
+
+@pytest.mark.parametrize("status", [RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.KILLED])
+def test_run_start_does_nothing_for_a_finished_run(config, status):
+    run = services.run_create(config=config)
+    Run.objects.filter(pk=run.pk).update(status=status)
+    assert services.run_start(run_id=run.pk, worker="w") == "skip"
+    run.refresh_from_db()
+    assert run.status == status
+
+
+def test_illegal_transitions_are_refused_loudly(config):
+    run = services.run_create(config=config)
+    with pytest.raises(services.TransitionError, match="queued; it cannot become succeeded"):
+        services.run_finish(run_id=run.pk, status=RunStatus.SUCCEEDED)
+    make_running(run)
+    services.run_finish(run_id=run.pk, status=RunStatus.SUCCEEDED)
+    with pytest.raises(services.TransitionError, match="already ended"):
+        services.run_kill(run_id=run.pk, killed_by="user:ada")
+    with pytest.raises(services.TransitionError):
+        services.run_finish(run_id=run.pk, status=RunStatus.FAILED)
+    with pytest.raises(services.TransitionError):
+        services.run_resume(run_id=run.pk)
+    with pytest.raises(ValueError, match="not an end status"):
+        services.run_finish(run_id=run.pk, status=RunStatus.RUNNING)
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED
+
+
+def test_kill_of_a_running_run_only_raises_the_flag(config):
+    run = make_running(services.run_create(config=config))
+    services.run_kill(run_id=run.pk, killed_by="user:ada", reason="flat reward")
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING  # the loop ends it (or the worker after the grace period)
+    assert run.kill_requested_at is not None and run.killed_by == "user:ada" and run.kill_reason == "flat reward"
+    with pytest.raises(services.TransitionError, match="already being killed"):
+        services.run_kill(run_id=run.pk, killed_by="user:bob")
+    services.run_finish(run_id=run.pk, status=RunStatus.KILLED)
+    run.refresh_from_db()
+    assert run.status == RunStatus.KILLED and run.killed_by == "user:ada" and run.ended_at is not None
+
+
+def test_kill_of_a_queued_run_ends_it_at_once(config):
+    run = services.run_create(config=config)
+    services.run_kill(run_id=run.pk, killed_by="user:ada")
+    run.refresh_from_db()
+    assert run.status == RunStatus.KILLED and run.ended_at is not None
+    assert services.run_start(run_id=run.pk, worker="w") == "skip"
+
+
+def test_stale_heartbeats_mark_runs_lost_and_fresh_ones_do_not(config):
+    stale = make_running(services.run_create(config=config), heartbeat_age_s=61)
+    fresh = make_running(services.run_create(config=config), heartbeat_age_s=30)
+    assert services.runs_mark_lost() == [stale.pk]
+    stale.refresh_from_db(), fresh.refresh_from_db()
+    assert stale.status == RunStatus.LOST and "no heartbeat" in stale.error
+    assert fresh.status == RunStatus.RUNNING
+    assert services.run_heartbeat(run_id=stale.pk) is False  # a lost run's worker must stop
+    assert services.run_heartbeat(run_id=fresh.pk) is True
+
+
+def test_sweep_respects_its_concurrency_and_hands_slots_on(config, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as callbacks:
+        sweep = services.sweep_launch(config=config, seeds=[0, 1, 2, 3], concurrency=2, name="s")
+    runs = list(sweep.runs.order_by("pk"))
+    assert [r.seed for r in runs] == [0, 1, 2, 3]
+    assert [r.enqueued_at is not None for r in runs] == [True, True, False, False]
+    assert len(callbacks) == 2
+    make_running(runs[0])
+    with django_capture_on_commit_callbacks() as callbacks:
+        services.run_finish(run_id=runs[0].pk, status=RunStatus.SUCCEEDED)
+    assert len(callbacks) == 1
+    assert Run.objects.get(pk=runs[2].pk).enqueued_at is not None
+    assert Run.objects.get(pk=runs[3].pk).enqueued_at is None
+    # killing a queued, not yet sent run frees nothing: still two hold a slot (runs 1 and 2)
+    with django_capture_on_commit_callbacks() as callbacks:
+        services.run_kill(run_id=runs[3].pk, killed_by="user:ada")
+    assert callbacks == []
+
+
+def test_sweep_launch_refuses_bad_seeds_and_concurrency(config):
+    with pytest.raises(ConfigError) as err:
+        services.sweep_launch(config=config, seeds=[1, 1], concurrency=2)
+    assert "seeds" in err.value.errors
+    with pytest.raises(ConfigError) as err:
+        services.sweep_launch(config=config, seeds=[1, 2], concurrency=0)
+    assert "concurrency" in err.value.errors
+    assert Run.objects.count() == 0
+
+
+def test_metrics_append_replaces_a_steps_points_and_tracks_the_last_step(config):
+    run = services.run_create(config=config)
+    services.run_metrics_append(run_id=run.pk, points=[(1, "reward/mean", 0.1), (1, "entropy", 2.0),
+                                                       (2, "reward/mean", float("nan"))])
+    services.run_metrics_append(run_id=run.pk, points=[(2, "reward/mean", 0.3)])
+    run.refresh_from_db()
+    assert run.last_step == 2
+    assert dict(run.metrics.filter(key="reward/mean").values_list("step", "value")) == {1: 0.1, 2: 0.3}
+    services.run_metrics_append(run_id=run.pk, points=[(3, "entropy", float("inf"))])
+    assert MetricPoint.objects.get(run=run, step=3).value is None  # non-finite: stored as a gap
+
+
+def test_discard_after_forgets_what_follows_a_checkpoint(config):
+    run = services.run_create(config=config)
+    services.run_metrics_append(run_id=run.pk, points=[(s, "reward/mean", s / 10) for s in range(1, 6)])
+    services.run_samples_append(run_id=run.pk, step=4, rows=[{"prompt": "1+1=", "completion": "2", "reward": 1.0}])
+    services.run_checkpoint_add(run_id=run.pk, step=3, path="/x/ckpt-3")
+    services.run_discard_after(run_id=run.pk, step=3)
+    run.refresh_from_db()
+    assert sorted(run.metrics.values_list("step", flat=True)) == [1, 2, 3]
+    assert Sample.objects.filter(run=run).count() == 0 and run.last_step == 3
+    assert Checkpoint.objects.get(run=run).step == 3
+
+
+def test_resume_puts_a_killed_run_back_in_the_queue(config, django_capture_on_commit_callbacks):
+    run = services.run_create(config=config)
+    services.run_kill(run_id=run.pk, killed_by="user:ada")
+    with django_capture_on_commit_callbacks() as callbacks:
+        services.run_resume(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == RunStatus.QUEUED and run.kill_requested_at is None and run.killed_by == ""
+    assert len(callbacks) == 1

@@ -1,0 +1,144 @@
+import re
+
+import pytest
+from django.urls import reverse
+
+from webapp.runs import services
+from webapp.runs.forms import RunForm
+from webapp.runs.models import Run, RunStatus, Sweep
+
+pytestmark = pytest.mark.django_db
+
+
+def form_post(rendered="grpo", **changes):
+    """What a browser submits for the form as rendered for preset ``rendered``, with ``changes`` typed in."""
+    form = RunForm(preset=rendered)
+    data = {"rendered_preset": rendered, "seeds": "1", "concurrency": "2", "name": ""}
+    for name in form.knob_names():
+        initial = form.fields[name].initial
+        if initial is True:
+            data[name] = "on"
+        elif initial is not False:
+            data[name] = initial
+    for name, value in changes.items():
+        if value is None:
+            data.pop(name, None)
+        else:
+            data[name] = value
+    return data
+
+
+def field_errors(response) -> dict[str, str]:
+    html = response.content.decode()
+    return {m.group(1): m.group(2) for m in re.finditer(r'data-field="(\w+)"><li>([^<]*)</li>', html)}
+
+
+def run_urls(run_id, sweep_id):
+    return [reverse("runs:list"), reverse("runs:new"), reverse("runs:detail", args=[run_id]),
+            reverse("runs:live", args=[run_id]), reverse("runs:sweeps"), reverse("runs:sweep", args=[sweep_id])]
+
+
+def test_every_page_requires_login(client, config):
+    sweep = services.sweep_launch(config=config, seeds=[0], concurrency=1)
+    run = sweep.runs.get()
+    for url in run_urls(run.pk, sweep.pk):
+        response = client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith("/accounts/login/"), url
+    for url in (reverse("runs:kill", args=[run.pk]), reverse("runs:resume", args=[run.pk])):
+        response = client.post(url)
+        assert response.status_code == 302 and response["Location"].startswith("/accounts/login/"), url
+    run.refresh_from_db()
+    assert run.kill_requested_at is None
+    assert client.get(reverse("login")).status_code == 200
+
+
+def test_pages_render_for_a_logged_in_user(client_in, config):
+    sweep = services.sweep_launch(config=config, seeds=[0, 1], concurrency=1, name="two seeds")
+    run = sweep.runs.order_by("pk").first()
+    for url in run_urls(run.pk, sweep.pk):
+        assert client_in.get(url).status_code == 200, url
+    page = client_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert "plotly/plotly.min.js" in page and 'id="kill"' in page and "&quot;total_steps&quot;: 6" in page
+    assert "two seeds" in client_in.get(reverse("runs:sweeps")).content.decode()
+
+
+def test_the_form_shows_every_knob_with_its_help(client_in):
+    from training.config import field_specs
+
+    html = client_in.get(reverse("runs:new")).content.decode()
+    for spec in field_specs():
+        assert f'name="{spec["name"]}"' in html, spec["name"]
+    assert "Upper clip range" in html  # eps_high's help text
+    assert 'value="dapo"' in html and 'value="dr_grpo"' in html
+
+
+@pytest.mark.parametrize("changes, field, message", [
+    ({"eps_low": "0.3", "eps_high": "0.2"}, "eps_high", "must be &gt;= eps_low"),
+    ({"group_size": "1"}, "group_size", "must be at least 2"),
+    ({"lr": "-0.001"}, "lr", "must be &gt; 0"),
+    ({"preset": "ppo-ish"}, "preset", "unknown preset"),
+    ({"model_path": "/nonexistent/model"}, "model_path", "no such folder"),
+    ({"seed": "forty-two"}, "seed", "expected an integer"),
+])
+def test_bad_input_gives_a_field_error_and_launches_nothing(client_in, model_dir, django_capture_on_commit_callbacks,
+                                                            changes, field, message):
+    data = form_post(**{"model_path": model_dir, **changes})
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = client_in.post(reverse("runs:new"), data)
+    assert response.status_code == 400
+    errors = field_errors(response)
+    assert field in errors and message in errors[field], errors
+    assert Run.objects.count() == 0 and Sweep.objects.count() == 0
+    assert callbacks == []  # nothing enqueued
+
+
+def test_a_valid_form_creates_one_queued_run_and_enqueues_it(client_in, model_dir, django_capture_on_commit_callbacks):
+    data = form_post(model_path=model_dir, seed="5", total_steps="6", name="my run")
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = client_in.post(reverse("runs:new"), data)
+    run = Run.objects.get()
+    assert response.status_code == 302 and response["Location"] == reverse("runs:detail", args=[run.pk])
+    assert run.status == RunStatus.QUEUED and run.seed == 5 and run.name == "my run"
+    assert run.config["total_steps"] == 6 and run.config["kl_coef"] == 0.04
+    assert run.created_by.username == "ada"
+    assert len(callbacks) == 1
+
+
+def test_knobs_left_as_rendered_take_the_chosen_preset(client_in, model_dir):
+    # rendered for grpo, preset switched to dapo without the page refilling the knobs (no JavaScript):
+    # untouched knobs still follow dapo, the one typed in wins.
+    data = form_post("grpo", model_path=model_dir, preset="dapo", lr="0.001")
+    client_in.post(reverse("runs:new"), data)
+    cfg = Run.objects.get().config
+    assert cfg["preset"] == "dapo" and cfg["eps_high"] == 0.28 and cfg["loss_agg"] == "token-mean"
+    assert cfg["dynamic_sampling"] is True and cfg["lr"] == 0.001
+
+
+def test_several_seeds_launch_a_sweep(client_in, model_dir, django_capture_on_commit_callbacks):
+    data = form_post(model_path=model_dir, seed="10", seeds="3", concurrency="2")
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = client_in.post(reverse("runs:new"), data)
+    sweep = Sweep.objects.get()
+    assert response["Location"] == reverse("runs:sweep", args=[sweep.pk])
+    assert sorted(sweep.runs.values_list("seed", flat=True)) == [10, 11, 12]
+    assert sweep.concurrency == 2 and len(callbacks) == 2
+
+
+def test_live_endpoint_returns_points_after_since(client_in, config):
+    run = services.run_create(config=config)
+    services.run_metrics_append(run_id=run.pk, points=[(s, "reward/mean", s / 10) for s in (1, 2, 3)])
+    body = client_in.get(reverse("runs:live", args=[run.pk]), {"since": "1"}).json()
+    assert body["status"] == "queued" and body["series"]["reward/mean"] == {"x": [2, 3], "y": [0.2, 0.3]}
+    assert client_in.get(reverse("runs:live", args=[run.pk]), {"since": "x"}).status_code == 400
+    assert client_in.get(reverse("runs:live", args=[run.pk + 1000])).status_code == 404
+
+
+def test_kill_button_flags_the_run_and_refuses_twice(client_in, config):
+    run = services.run_create(config=config)
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
+    client_in.post(reverse("runs:kill", args=[run.pk]), {"reason": "diverging"})
+    run.refresh_from_db()
+    assert run.kill_requested_at is not None and run.killed_by == "user:ada" and run.kill_reason == "diverging"
+    response = client_in.post(reverse("runs:kill", args=[run.pk]), follow=True)
+    assert "already being killed" in response.content.decode()
+    assert client_in.get(reverse("runs:kill", args=[run.pk])).status_code == 405
