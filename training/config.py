@@ -98,7 +98,7 @@ class TrainConfig:
     overlong_filtering: bool = _f(False, "Mask truncated completions (no EOS within max_new_tokens) from the loss.")
 
     # --- optimisation ------------------------------------------------------------------------------
-    lr: float = _f(2e-4, "AdamW learning rate.")
+    lr: float = _f(1e-4, "AdamW learning rate.")
     warmup_steps: int = _f(0, "Linear learning-rate warm-up steps.")
     weight_decay: float = _f(0.0, "AdamW weight decay.")
     max_grad_norm: float = _f(1.0, "Gradient clipping norm (0 = off).")

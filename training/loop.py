@@ -77,8 +77,10 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
             with torch.no_grad(), RoutingReplay(ref_model, roll.batch.routing if cfg.keep_routing else None):
                 ref_logp = sequence_logprobs(ref_model, roll.batch, temperature=cfg.temperature,
                                              use_kept_mask=cfg.keep_sampling_mask)[0]
-        upd = update_policy(cfg, model, optimizer, roll, ref_logp, gens["shuffle"]) if roll.batch is not None else {}
-        scheduler.step()
+        upd = {}
+        if roll.batch is not None:  # no informative group at all: nothing to learn from this step
+            upd = update_policy(cfg, model, optimizer, roll, ref_logp, gens["shuffle"])
+            scheduler.step()
         engine.sync_weights(model)  # vLLM: push the new weights; hf: same module, nothing to do
         seconds = time.perf_counter() - t0
         metrics = {**roll.metrics, **upd, "lr": optimizer.param_groups[0]["lr"], "step_time_s": seconds,

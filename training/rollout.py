@@ -82,7 +82,7 @@ class HFRolloutEngine:
     def sync_weights(self, model) -> None:  # same module object: nothing to push
         self.model = model
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def generate(self, prompts, *, max_new_tokens, temperature, top_p, top_k, generator,
                  keep_sampling_mask=False, record_routing=False) -> RolloutBatch:
         model, dev = self.model, next(self.model.parameters()).device

@@ -1,0 +1,72 @@
+import json
+
+import pytest
+
+from training.config import PRESETS, ConfigError, TrainConfig, field_specs
+
+
+@pytest.mark.parametrize("data,field", [
+    ({"eps_low": 0.2, "eps_high": 0.1}, "eps_high"),
+    ({"group_size": 1}, "group_size"),
+    ({"lr": -1e-4}, "lr"),
+    ({"lr": 0}, "lr"),
+    ({"top_p": 0}, "top_p"),
+    ({"top_p": 1.5}, "top_p"),
+    ({"max_new_tokens": 0}, "max_new_tokens"),
+    ({"max_new_tokens": 4, "overlong_buffer_len": 4}, "overlong_buffer_len"),
+    ({"preset": "ppo"}, "preset"),
+    ({"seed": "abc"}, "seed"),
+    ({"learning_rate": 1e-3}, "learning_rate"),
+    ({"loss_agg": "sum"}, "loss_agg"),
+    ({"dual_clip": 0.5}, "dual_clip"),
+    ({"task": "file"}, "data_path"),
+    ({"rewards": [{"weight": 1}]}, "rewards"),
+    ({"eval_k": [1, 64], "eval_n": 8}, "eval_k"),
+])
+def test_bad_values_name_the_field(data, field, tiny_model_dir):
+    with pytest.raises(ConfigError) as info:
+        TrainConfig.from_dict(data)
+    assert field in info.value.errors, info.value.errors
+    assert field in str(info.value)
+
+
+def test_model_path_must_be_a_model_folder(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        TrainConfig.from_dict({"model_path": str(tmp_path / "missing")})
+    assert "no such folder" in info.value.errors["model_path"]
+    with pytest.raises(ConfigError) as info:
+        TrainConfig.from_dict({"model_path": str(tmp_path)})
+    assert "not a model folder" in info.value.errors["model_path"]
+
+
+def test_presets_set_their_knobs_and_user_values_win(tiny_model_dir):
+    dapo = TrainConfig.from_dict({"preset": "dapo"})
+    assert (dapo.eps_high, dapo.loss_agg, dapo.dynamic_sampling, dapo.kl_coef) == (0.28, "token-mean", True, 0.0)
+    dr = TrainConfig.from_dict({"preset": "dr_grpo"})
+    assert (dr.norm_adv_by_std, dr.loss_agg) == (False, "seq-mean-token-sum-norm")
+    grpo = TrainConfig.from_dict({"preset": "grpo", "kl_coef": 0.0})
+    assert grpo.kl_coef == 0.0 and grpo.loss_agg == "seq-mean-token-mean"
+    assert set(PRESETS) == {"grpo", "dapo", "dr_grpo"}
+
+
+def test_form_strings_are_coerced(tiny_model_dir):
+    cfg = TrainConfig.from_dict({"seed": "7", "lr": "0.001", "dynamic_sampling": "on", "dual_clip": "",
+                                 "eval_k": "[1, 2]"})
+    assert (cfg.seed, cfg.lr, cfg.dynamic_sampling, cfg.dual_clip, cfg.eval_k) == (7, 1e-3, True, None, [1, 2])
+
+
+def test_yaml_round_trip(tmp_path, tiny_model_dir):
+    path = tmp_path / "c.yaml"
+    path.write_text("preset: dapo\nseed: 3\ngroup_size: 4\n")
+    cfg = TrainConfig.from_file(str(path))
+    again = TrainConfig.from_dict(json.loads(cfg.to_json()))
+    assert again == cfg and cfg.seed == 3 and cfg.group_size == 4
+
+
+def test_every_knob_has_help_text():
+    specs = field_specs()
+    assert len(specs) >= 40
+    for spec in specs:
+        assert len(spec["help"]) > 15, spec["name"]
+        if spec["kind"] == "choice":
+            assert spec["default"] in spec["choices"]

@@ -1,0 +1,63 @@
+import torch
+
+from training.data import arithmetic_example
+from training.loop import concat_batches, load_model
+from training.rollout import HFRolloutEngine, sequence_logprobs, truncate_logits
+from training.tiny import encode_prompt
+
+
+def _generate(model_dir, **kw):
+    model, tok = load_model(model_dir, "cpu")
+    prompts = [encode_prompt(tok, arithmetic_example(i)["prompt"]) for i in range(12)]
+    args = dict(max_new_tokens=6, temperature=1.0, top_p=1.0, top_k=0, generator=torch.Generator().manual_seed(0))
+    args.update(kw)
+    return model, tok, HFRolloutEngine(model, tok).generate(prompts, **args)
+
+
+def test_sampling_logprobs_match_the_training_forward(tiny_model_dir):
+    model, tok, b = _generate(tiny_model_dir, temperature=0.7)
+    logp, _ = sequence_logprobs(model, b, temperature=0.7)
+    m = b.completion_mask.bool()
+    assert torch.allclose(logp[m], b.sampling_logp[m], atol=1e-4)
+    # completions end at the first <eos>; truncated ones have none
+    for ids, mask, trunc in zip(b.completion_ids.tolist(), b.completion_mask.tolist(), b.truncated.tolist()):
+        n = int(sum(mask))
+        assert (tok.eos_token_id in ids[:n]) != trunc
+        if not trunc:
+            assert ids[n - 1] == tok.eos_token_id
+
+
+def test_keep_sampling_mask_renormalises_over_kept_tokens(tiny_model_dir):
+    model, _, b = _generate(tiny_model_dir, top_p=0.6, keep_sampling_mask=True)
+    m = b.completion_mask.bool()
+    with_mask, _ = sequence_logprobs(model, b, temperature=1.0, use_kept_mask=True)
+    without, _ = sequence_logprobs(model, b, temperature=1.0, use_kept_mask=False)
+    assert torch.allclose(with_mask[m], b.sampling_logp[m], atol=1e-4)
+    # over the full vocabulary a kept token is less likely than under the truncated distribution
+    assert (without[m] <= b.sampling_logp[m] + 1e-5).all()
+    assert (without[m] < b.sampling_logp[m] - 1e-3).any()
+    assert b.kept_mask.shape[:2] == b.completion_ids.shape
+    # every sampled token was inside the kept set
+    assert b.kept_mask.gather(-1, b.completion_ids[..., None]).squeeze(-1)[m].all()
+
+
+def test_truncate_logits_top_k_and_top_p():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    _, keep = truncate_logits(logits, top_p=1.0, top_k=2)
+    assert keep.tolist() == [[True, True, False, False]]
+    _, keep = truncate_logits(logits, top_p=0.75, top_k=0)
+    assert keep.tolist() == [[True, True, False, False]]  # 0.5 + 0.3 reaches 0.75
+    _, keep = truncate_logits(logits, top_p=0.5, top_k=0)
+    assert keep.tolist() == [[True, False, False, False]]
+    out, keep = truncate_logits(logits, top_p=1.0, top_k=0)
+    assert keep is None and torch.equal(out, logits)
+
+
+def test_concat_batches_keeps_each_sequence_intact(tiny_model_dir):
+    model, tok, a = _generate(tiny_model_dir)
+    _, _, b = _generate(tiny_model_dir, max_new_tokens=3, generator=torch.Generator().manual_seed(5))
+    both = concat_batches([a, b])
+    logp, _ = sequence_logprobs(model, both, temperature=1.0)
+    m = both.completion_mask.bool()
+    assert torch.allclose(logp[m], both.sampling_logp[m], atol=1e-4)
+    assert both.completion_ids.shape[0] == a.completion_ids.shape[0] + b.completion_ids.shape[0]
