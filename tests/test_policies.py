@@ -52,9 +52,12 @@ def test_invalid_config_names_the_key(config, key):
 
 def test_defaults_fill_every_other_parameter():
     policy = make_policy({"name": "asha", "metric": "reward/mean", "mode": "max", "max_steps": 40})
-    assert policy.params.grace() == 10          # 25 % of max_steps
-    assert policy.rung_steps == [10, 20]        # 40 > final step 39: no rung there
+    assert policy.params.grace() == 8           # 20 % of max_steps
+    assert policy.rung_steps == [10, 20]        # first rung at 25 % of max_steps; 40 is the final step
     assert policy.params.min_peers == 3 and policy.params.smoothing == "ema"
+    assert policy.params.smoothing_weight == 0.8 and policy.params.extend_survivors_by == 0
+    median = make_policy({"name": "median", "metric": "reward/mean", "max_steps": 40})
+    assert (median.params.mode, median.params.min_delta, median.params.eval_every) == ("max", 0.05, 1)
 
 
 def test_observe_rejects_bad_points():
@@ -78,7 +81,7 @@ def test_debiased_ema_starts_at_the_first_value_and_follows_the_formula():
 # --- median rule ------------------------------------------------------------------------------------
 
 MEDIAN = {"name": "median", "metric": "reward/mean", "mode": "max", "max_steps": 10, "smoothing": "none",
-          "grace_steps": 3, "min_peers": 3}
+          "grace_steps": 3, "min_peers": 3, "min_delta": 0.0}
 
 
 def test_median_stops_runs_below_the_peer_median_at_the_grace_step():

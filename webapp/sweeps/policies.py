@@ -182,7 +182,7 @@ class CommonParams:
     smoothing_window: int = 5
     """Window of the running mean (``smoothing: mean``)."""
     grace_steps: Optional[int] = None
-    """No run is judged before this step. Empty means 25 % of ``max_steps``."""
+    """No run is judged before this step. Empty means 20 % of ``max_steps`` (rounded up)."""
     min_peers: int = 3
     """A comparison needs at least this many other runs that reached the same step (0 allowed for
     ``threshold``, which needs no peers)."""
@@ -190,7 +190,7 @@ class CommonParams:
     """When > 0, every stop also proposes to extend the best live run by this many steps (0 = never)."""
 
     def grace(self) -> int:
-        return self.grace_steps if self.grace_steps is not None else math.ceil(0.25 * self.max_steps)
+        return self.grace_steps if self.grace_steps is not None else math.ceil(0.2 * self.max_steps)
 
     def errors(self) -> dict[str, str]:
         e: dict[str, str] = {}
@@ -224,8 +224,9 @@ class ManualParams(CommonParams):
 class MedianParams(CommonParams):
     """Median stopping rule."""
 
-    min_delta: float = 0.0
-    """Stop only when the run is worse than the peer median by more than this margin."""
+    min_delta: float = 0.05
+    """Stop only when the run is worse than the peer median by more than this margin, in the metric's units
+    (the default suits rewards and accuracies in [0, 1]; set it for other scales)."""
     eval_every: int = 1
     """Judge a run every this many steps after the grace period (1 = every step)."""
 
@@ -245,13 +246,14 @@ class AshaParams(CommonParams):
     """Asynchronous successive halving."""
 
     min_steps: Optional[int] = None
-    """First rung (r in r*eta**k). Empty means the grace period (25 % of ``max_steps`` by default)."""
+    """First rung (r in r*eta**k). Empty means 25 % of ``max_steps`` (rounded up), but not before the grace
+    period."""
     eta: int = 2
     """Reduction factor: at each rung only the top 1/eta of the runs that reached it continue."""
 
     def rungs(self) -> list[int]:
         """Rung steps r*eta**k that lie before the final step ``max_steps`` and not before the grace period."""
-        first = self.min_steps if self.min_steps is not None else max(1, self.grace())
+        first = self.min_steps if self.min_steps is not None else max(1, self.grace(), math.ceil(0.25 * self.max_steps))
         rungs, rung = [], first
         while rung < self.max_steps:
             if rung >= self.grace():
