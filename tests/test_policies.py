@@ -42,6 +42,7 @@ def test_module_imports_without_django():
     ({"name": "threshold", "metric": "m", "max_steps": 10, "lower_bound": True}, "lower_bound"),
     ({"name": "manual", "metric": "m", "max_steps": 10, "eta": 2}, "eta"),
     ({"name": "hyperband", "metric": "m", "max_steps": 10}, "name"),
+    ({"name": ["median"], "metric": "m", "max_steps": 10}, "name"),
 ])
 def test_invalid_config_names_the_key(config, key):
     with pytest.raises(ValueError, match=key) as info:
@@ -258,6 +259,16 @@ def test_a_run_is_stopped_once_and_later_points_are_ignored():
             policy.observe(run_id, step, level)
         assert all(d.run_id != "a" for d in policy.decide())
     assert policy.curves["a"].last_step == 0
+
+
+def test_runs_ended_elsewhere_get_no_decision_but_still_count_as_peers():
+    policy = make_policy({**MEDIAN, "grace_steps": 0})
+    policy.mark_stopped("a")                                   # killed by a user before the policy saw it
+    for run_id, level in {"a": 0.0, "b": 0.6, "c": 0.6, "d": 0.7, "e": 0.1}.items():
+        policy.observe(run_id, 1, level)
+    decisions = policy.decide()
+    assert [d.run_id for d in decisions] == ["e"]             # a gets no decision
+    assert decisions[0].n_peers == 4 and decisions[0].threshold == pytest.approx(0.6)   # a's 0.0 is a peer
 
 
 def test_repeated_points_are_ignored():

@@ -23,7 +23,8 @@ What every policy shares (``CommonParams``): the metric is smoothed per run (deb
 judged before ``grace_steps``, and a comparison needs at least ``min_peers`` other runs that reached the same
 step, so one noisy batch or a lonely early run does not kill a seed. ``mode`` says whether larger (``max``) or
 smaller (``min``) values are better. A run is never judged at or after its final step (stopping it would
-save nothing), observations of a stopped run are ignored, and a run gets at most one stop and one extension.
+save nothing), points a run logs after its stop are ignored, and a run gets at most one stop and one
+extension. ``mark_stopped(run_id)`` tells the policy about a run that ended otherwise (killed by a user).
 
 Steps: a run with ``max_steps`` steps logs steps ``1 .. max_steps`` (the training loop's convention: step k
 is the k-th completed step); points must arrive in increasing step order per run, and a repeated or older step is ignored, so the database
@@ -361,8 +362,6 @@ class _RunCurve:
         self.smoother = smoother
         self.steps: list[int] = []
         self.smoothed: list[float] = []
-        self.best: Optional[float] = None
-        self.best_step = -1
 
     @property
     def last_step(self) -> int:
@@ -398,18 +397,20 @@ class Policy:
     def __init__(self, params: CommonParams):
         self.params = params
         self.curves: dict[Hashable, _RunCurve] = {}
-        self.stopped: dict[Hashable, Decision] = {}
+        self.stopped: dict[Hashable, Optional[Decision]] = {}  # None: ended for another reason (mark_stopped)
         self.extended: dict[Hashable, Decision] = {}
         self._extension_credits = 0
 
     # -- the interface ---------------------------------------------------------------------------
     def observe(self, run_id: Hashable, step: int, value: float) -> None:
-        """Record one logged point of ``run_id``'s metric. Points of a stopped run are ignored."""
+        """Record one logged point of ``run_id``'s metric. Points a run logs after the step at which this
+        policy stopped it (while it winds down) are ignored."""
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise ValueError(f"step: expected an integer >= 0; got {step!r}")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"value: expected a finite number for run {run_id!r} at step {step}; got {value!r}")
-        if run_id in self.stopped:
+        decision = self.stopped.get(run_id)
+        if decision is not None and step > decision.step:
             return
         curve = self.curves.get(run_id)
         if curve is None:
@@ -417,6 +418,12 @@ class Policy:
             curve = self.curves[run_id] = _RunCurve(_make_smoother(p.smoothing, p.smoothing_weight,
                                                                    p.smoothing_window))
         curve.add(step, float(value))
+
+    def mark_stopped(self, run_id: Hashable) -> None:
+        """Tell the policy that ``run_id`` ended for another reason (a user killed it, it failed): no decision is
+        made about it from now on; the points it logged still count for its peers. A database layer that
+        rebuilds a policy from stored metrics calls this for every run that already ended before ``decide``."""
+        self.stopped.setdefault(run_id, None)
 
     def decide(self) -> list[Decision]:
         """New decisions since the last call: stops first, then any extensions the stops paid for."""
@@ -554,8 +561,9 @@ class AshaPolicy(Policy):
             if run_id in self.stopped:
                 continue
             for k, rung in enumerate(self.rung_steps):
-                if run_id not in self.rung_values[k] and curve.value_at(rung) is not None:
-                    self.rung_values[k][run_id] = curve.value_at(rung)
+                value = curve.value_at(rung)
+                if run_id not in self.rung_values[k] and value is not None:
+                    self.rung_values[k][run_id] = value
         # 2. judge pending runs, lowest rung first, each against everything recorded at its rung
         stops: dict[Hashable, Decision] = {}
         for k, rung in enumerate(self.rung_steps):
@@ -646,7 +654,7 @@ def parse_config(config: dict) -> CommonParams:
     if not isinstance(config, dict):
         raise PolicyConfigError({"config": f"expected a mapping; got {type(config).__name__}"})
     name = config.get("name")
-    if name not in _REGISTRY:
+    if not isinstance(name, str) or name not in _REGISTRY:
         raise PolicyConfigError({"name": f"must be one of {', '.join(POLICY_NAMES)}; got {name!r}"})
     params_cls, _ = _REGISTRY[name]
     return _parse_params(params_cls, config)
