@@ -29,7 +29,11 @@ def broker_url() -> str:
 def transport_options(url: str) -> dict:
     if url.startswith(FILESYSTEM_URL):
         return filesystem_options(seedbed_home())
-    return {"visibility_timeout": VISIBILITY_TIMEOUT_S}
+    options = {"visibility_timeout": VISIBILITY_TIMEOUT_S}
+    # Several Seedbeds (or test sessions) can share one Redis: a key prefix keeps their queues apart.
+    if os.environ.get("SEEDBED_BROKER_PREFIX"):
+        options["global_keyprefix"] = os.environ["SEEDBED_BROKER_PREFIX"]
+    return options
 
 
 app = Celery("seedbed")

@@ -1,0 +1,118 @@
+"""Shared test helpers: waiting on conditions, the real tiny model, and a real Celery worker subprocess.
+
+The worker tests and the browser tests run against real parts: the Redis on 127.0.0.1:6379, a
+``celery worker`` subprocess, and the same test database (SQLite file or PostgreSQL) as the test process.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+# Tasks of this test session travel under their own Redis key prefix, so test sessions (and a running
+# Seedbed) sharing the one Redis never take each other's tasks. Set before anything imports the Celery app.
+os.environ.setdefault("SEEDBED_BROKER_PREFIX", f"seedbed-test-{uuid.uuid4().hex[:10]}:")
+os.environ.setdefault("CELERY_BROKER_URL", os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+
+
+def wait_for(condition, *, timeout: float, what: str, every: float = 0.1):
+    """Poll ``condition()`` until it returns something truthy (returned) or fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(every)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir():
+    """The built-in tiny model (made by the set-up command; built here if missing)."""
+    from training.config import default_tiny_model_dir
+
+    path = default_tiny_model_dir()
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        subprocess.run([sys.executable, "-m", "training", "bootstrap-tiny", "--out", path], cwd=REPO, check=True)
+    return path
+
+
+def database_url_of(settings_dict: dict) -> str:
+    """A DATABASE_URL naming the database the test process uses (the test database once it is set up)."""
+    if settings_dict["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{settings_dict['NAME']}"
+    user = settings_dict.get("USER") or "postgres"
+    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
+    host = settings_dict.get("HOST") or "127.0.0.1"
+    port = settings_dict.get("PORT") or 5432
+    return f"postgres://{user}{password}@{host}:{port}/{settings_dict['NAME']}"
+
+
+class WorkerProcess:
+    """A real ``celery worker`` subprocess consuming the cpu and maintenance queues."""
+
+    def __init__(self, env: dict, home: Path, concurrency: int = 2):
+        self.home = home
+        self.log_path = home / "worker.log"
+        self.name = f"test-{uuid.uuid4().hex[:8]}@%h"
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", "cpu,maintenance",
+             "-c", str(concurrency), "-P", "prefork", "--without-mingle", "--without-gossip", "-n", self.name,
+             "-l", "INFO"],
+            cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for(lambda: "ready." in self.log() or self.proc.poll() is not None, timeout=120,
+                 what="the celery worker to be ready")
+        assert self.proc.poll() is None, f"celery worker exited:\n{self.log()[-3000:]}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._log.close()
+
+
+@pytest.fixture(scope="session")
+def worker_env(django_db_setup, django_db_blocker, tiny_model_dir, tmp_path_factory):
+    """Environment for subprocesses (worker, training children) that must share the test database."""
+    from django.db import connection
+
+    home = tmp_path_factory.mktemp("seedbed-home")
+    env = {**os.environ,
+           "DATABASE_URL": database_url_of(connection.settings_dict),
+           "SEEDBED_HOME": str(home),
+           "SEEDBED_TINY_MODEL": tiny_model_dir,
+           "SEEDBED_KILL_GRACE_S": "8",
+           "PYTHONPATH": str(REPO)}
+    return env, home
+
+
+@pytest.fixture(scope="session")
+def celery_worker(worker_env):
+    env, home = worker_env
+    worker = WorkerProcess(env, home)
+    yield worker
+    worker.stop()
+
+
+def tiny_config(**overrides) -> dict:
+    """A run on the tiny arithmetic task small enough for tests (each step well under a second)."""
+    config = {"preset": "grpo", "task": "arithmetic", "total_steps": 6, "prompts_per_step": 4, "group_size": 4,
+              "max_new_tokens": 6, "samples_per_step": 2, "device": "cpu"}
+    config.update(overrides)
+    return config
