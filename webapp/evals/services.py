@@ -1,0 +1,367 @@
+"""Every write to evaluation jobs: keyword-only, atomic, status checked before it changes.
+
+``eval_create`` validates everything first and creates nothing when any input is wrong: ``EvalInputError``
+maps each bad field to a message. The task is enqueued on commit with the job's id only.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from training.config import CHOICES, ConfigError, TrainConfig
+from training.data import BUILTIN_TASKS, DEFAULT_REWARDS, DatasetError, load_file_dataset
+from training.passk import MAX_N, doubling_ks
+from webapp.runs.models import Checkpoint, Run, Sweep
+from webapp.runs.services import queue_for
+
+from .models import EVAL_TRANSITIONS, EvalJob, EvalModel, EvalResult, EvalStatus
+
+log = logging.getLogger("seedbed.evals")
+
+MAX_PROBLEMS = 10_000
+MAX_KEEP_COMPLETIONS = 16
+BASE_KEY = "base"
+
+
+class EvalInputError(ValueError):
+    """Invalid evaluation input; ``errors`` maps each bad field name to a precise message."""
+
+    def __init__(self, errors: dict[str, str]):
+        self.errors = dict(errors)
+        super().__init__("; ".join(f"{k}: {v}" for k, v in self.errors.items()))
+
+
+class EvalTransitionError(Exception):
+    """A status change the job's current status does not allow."""
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """A model the user may evaluate from a run's or sweep's page: its base model or one of its checkpoints."""
+
+    key: str                 # "base" or "ckpt:<Checkpoint id>"
+    label: str
+    path: str
+    run_id: int | None = None
+    step: int | None = None
+    checkpoint_id: int | None = None
+
+
+def origin_config(*, run: Run | None, sweep: Sweep | None) -> dict:
+    if (run is None) == (sweep is None):
+        raise ValueError("give exactly one of run or sweep")
+    return run.config if run is not None else sweep.config
+
+
+def base_model_path(config: dict) -> str:
+    """The model a run started from (its model_path, or the built-in tiny model when empty)."""
+    return TrainConfig.from_dict(config, check_paths=False).resolved_model_path()
+
+
+def checkpoint_label(ckpt: Checkpoint, *, with_run: bool) -> str:
+    return f"{ckpt.run.display_name} step {ckpt.step}" if with_run else f"step {ckpt.step}"
+
+
+def model_choices(*, run: Run | None = None, sweep: Sweep | None = None) -> list[ModelChoice]:
+    """Base model first, then every checkpoint of the run (or of each run of the sweep), oldest first."""
+    config = origin_config(run=run, sweep=sweep)
+    base = ModelChoice(BASE_KEY, "base", base_model_path(config))
+    ckpts = (Checkpoint.objects.filter(run=run) if run is not None else Checkpoint.objects.filter(run__sweep=sweep))
+    return [base] + [ModelChoice(f"ckpt:{c.pk}", checkpoint_label(c, with_run=sweep is not None), c.path,
+                                 run_id=c.run_id, step=c.step, checkpoint_id=c.pk)
+                     for c in ckpts.select_related("run").order_by("run_id", "step")]
+
+
+# --- validation -----------------------------------------------------------------------------------------------
+
+def _is_model_folder(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "config.json"))
+
+
+def _resolve_models(keys: list[str], *, run: Run | None, sweep: Sweep | None, errors: dict) -> list[ModelChoice]:
+    if not keys:
+        errors["models"] = "choose at least one model (the base model or a checkpoint)"
+        return []
+    if len(set(keys)) != len(keys):
+        errors["models"] = f"a model is listed twice: {keys}"
+        return []
+    available = {c.key: c for c in model_choices(run=run, sweep=sweep)}
+    chosen, problems = [], []
+    for key in keys:
+        choice = available.get(key)
+        if choice is None:
+            problems.append(f"checkpoint {key.removeprefix('ckpt:')} no longer exists"
+                            if key.startswith("ckpt:") else f"unknown model {key!r}")
+        elif not _is_model_folder(choice.path):
+            problems.append(f"{choice.label}: its folder no longer exists (or has no config.json): {choice.path}")
+        else:
+            chosen.append(choice)
+    if problems:
+        errors["models"] = "; ".join(problems)
+    return chosen
+
+
+def _check_rewards(rewards, errors: dict) -> None:
+    from training.verifiers import registered_names
+
+    if not isinstance(rewards, list) or not rewards:
+        errors["rewards"] = "must be a non-empty list of {\"name\": verifier, \"weight\": w, \"params\": {...}}"
+        return
+    known = set(registered_names())
+    for i, item in enumerate(rewards):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            errors["rewards"] = f"item {i} must be a mapping with a string 'name'"
+            return
+        extra = set(item) - {"name", "weight", "params"}
+        if extra:
+            errors["rewards"] = f"item {i} has unknown keys {sorted(extra)}"
+            return
+        if item["name"] not in known and ":" not in item["name"]:
+            errors["rewards"] = f"item {i}: unknown verifier {item['name']!r}; registered: {', '.join(sorted(known))}"
+            return
+
+
+def _check_dataset(*, task: str, data_path: str, prompt_field: str, answer_field: str, problems: int,
+                   errors: dict) -> int:
+    """Checks the dataset can be read and is not empty; returns the number of problems the job will use."""
+    if task not in CHOICES["task"]:
+        errors["task"] = f"must be one of {', '.join(CHOICES['task'])}; got {task!r}"
+        return 0
+    if task in BUILTIN_TASKS:
+        if not 1 <= problems <= MAX_PROBLEMS:
+            errors["problems"] = (f"must be at least 1 (an empty dataset has nothing to evaluate); got {problems}"
+                                  if problems < 1 else f"must be at most {MAX_PROBLEMS}; got {problems}")
+            return 0
+        return problems
+    if not data_path:
+        errors["data_path"] = "required when task is 'file' (a .jsonl or .parquet file of held-out problems)"
+        return 0
+    if problems < 0:
+        errors["problems"] = f"must be 0 (all rows) or more; got {problems}"
+        return 0
+    try:
+        rows = load_file_dataset(data_path, prompt_field or "prompt", answer_field or "answer")
+    except DatasetError as exc:
+        errors["data_path"] = str(exc).removeprefix("data_path: ")
+        return 0
+    return min(problems, len(rows)) if problems else len(rows)
+
+
+@dataclass(frozen=True)
+class EvalInput:
+    """Validated inputs of one job."""
+
+    models: list[ModelChoice]
+    task: str
+    data_path: str
+    prompt_field: str
+    answer_field: str
+    problems: int
+    n: int
+    ks: list[int]
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    rewards: list
+    seed: int
+    keep_completions: int
+
+
+def validate_eval_input(*, run: Run | None, sweep: Sweep | None, models: list[str], task: str, data_path: str = "",
+                        prompt_field: str = "prompt", answer_field: str = "answer", problems: int, n: int,
+                        ks: list[int] | None = None, temperature: float = 1.0, top_p: float = 1.0,
+                        max_new_tokens: int = 8, rewards: list | None = None, seed: int = 0,
+                        keep_completions: int = 4) -> EvalInput:
+    """Every check of an evaluation request; raises EvalInputError naming each bad field."""
+    errors: dict[str, str] = {}
+    chosen = _resolve_models(list(models), run=run, sweep=sweep, errors=errors)
+    if not 1 <= n <= MAX_N:
+        errors["n"] = f"must lie in 1..{MAX_N} (samples per problem); got {n}"
+    ks = sorted(set(ks)) if ks else (doubling_ks(n) if 1 <= n <= MAX_N else [])
+    if "n" not in errors:
+        bad = [k for k in ks if not 1 <= k <= n]
+        if bad:
+            errors["k"] = f"every k must lie in 1..n (n = {n}); got {bad}"
+    if not temperature > 0:
+        errors["temperature"] = f"must be > 0; got {temperature}"
+    if not 0 < top_p <= 1:
+        errors["top_p"] = f"must lie in (0, 1]; got {top_p}"
+    if not 1 <= max_new_tokens <= 8192:
+        errors["max_new_tokens"] = f"must lie in 1..8192; got {max_new_tokens}"
+    if not 0 <= keep_completions <= MAX_KEEP_COMPLETIONS:
+        errors["keep_completions"] = f"must lie in 0..{MAX_KEEP_COMPLETIONS}; got {keep_completions}"
+    if seed < 0:
+        errors["seed"] = f"must be >= 0; got {seed}"
+    count = _check_dataset(task=task, data_path=data_path, prompt_field=prompt_field, answer_field=answer_field,
+                           problems=problems, errors=errors)
+    rewards = list(rewards) if rewards else list(DEFAULT_REWARDS.get("file" if task == "file" else task, []))
+    _check_rewards(rewards, errors)
+    if errors:
+        raise EvalInputError(errors)
+    return EvalInput(chosen, task, data_path, prompt_field or "prompt", answer_field or "answer", count, n, ks,
+                     float(temperature), float(top_p), max_new_tokens, rewards, seed, keep_completions)
+
+
+# --- creating and dispatching ---------------------------------------------------------------------------------
+
+def _queue_of(config: dict) -> str:
+    """Same slot kinds as training runs: the origin run's device decides cpu or gpu."""
+    try:
+        return queue_for(TrainConfig.from_dict(config, check_paths=False))
+    except ConfigError:
+        return settings.SEEDBED_AUTO_QUEUE
+
+
+@transaction.atomic
+def eval_create(*, run: Run | None = None, sweep: Sweep | None = None, models: list[str], name: str = "",
+                user=None, **inputs) -> EvalJob:
+    """Validate, create a queued job with its models, and enqueue it once the transaction commits.
+
+    ``inputs`` are those of ``validate_eval_input`` (task, data_path, problems, n, ks, temperature, ...)."""
+    valid = validate_eval_input(run=run, sweep=sweep, models=models, **inputs)
+    job = EvalJob.objects.create(
+        name=name, run=run, sweep=sweep, task=valid.task, data_path=valid.data_path,
+        prompt_field=valid.prompt_field, answer_field=valid.answer_field, problems=valid.problems, n=valid.n,
+        ks=valid.ks, temperature=valid.temperature, top_p=valid.top_p, max_new_tokens=valid.max_new_tokens,
+        rewards=valid.rewards, seed=valid.seed, keep_completions=valid.keep_completions,
+        queue=_queue_of(origin_config(run=run, sweep=sweep)), created_by=user,
+        total_units=valid.problems * len(valid.models))
+    EvalModel.objects.bulk_create([
+        EvalModel(job=job, position=i, label=m.label, path=m.path, is_base=m.key == BASE_KEY,
+                  checkpoint_id=m.checkpoint_id, run_id=m.run_id, step=m.step)
+        for i, m in enumerate(valid.models)])
+    _dispatch(job)
+    return job
+
+
+def _dispatch(job: EvalJob) -> None:
+    job.enqueued_at = timezone.now()
+    job.save(update_fields=["enqueued_at"])
+    job_id, queue = job.pk, job.queue
+
+    def send() -> None:
+        from workers.eval_tasks import eval_job
+
+        eval_job.apply_async(args=[job_id], queue=queue)
+
+    transaction.on_commit(send)
+
+
+# --- the worker's side ----------------------------------------------------------------------------------------
+
+def _move(job: EvalJob, new_status: str) -> None:
+    if new_status not in EVAL_TRANSITIONS[job.status]:
+        raise EvalTransitionError(f"eval {job.pk} is {job.status}; it cannot become {new_status}")
+    job.status = new_status
+
+
+@transaction.atomic
+def eval_start(*, job_id: int, worker: str) -> str:
+    """Claim a job for a worker slot: "start" (queued), "resume" (lost, or running with a stale heartbeat:
+    the results already stored are kept) or "skip" (ended, held by a live slot, or cancelled)."""
+    job = EvalJob.objects.select_for_update().get(pk=job_id)
+    now = timezone.now()
+    stale_before = now - timedelta(seconds=settings.SEEDBED_LOST_AFTER_S)
+    if job.cancel_requested_at is not None:
+        return "skip"
+    if job.status == EvalStatus.QUEUED:
+        action = "start"
+    elif job.status == EvalStatus.LOST or (
+            job.status == EvalStatus.RUNNING and (job.heartbeat_at is None or job.heartbeat_at < stale_before)):
+        action = "resume"
+    else:
+        return "skip"
+    _move(job, EvalStatus.RUNNING)
+    job.worker, job.heartbeat_at, job.error = worker, now, ""
+    job.started_at = job.started_at or now
+    job.ended_at = None
+    job.attempts += 1
+    job.save()
+    log.info("eval %s: %s on %s (attempt %s)", job.pk, action, worker, job.attempts)
+    return action
+
+
+def eval_heartbeat(*, job_id: int) -> bool:
+    """Record that the job is alive; False when it should stop (cancel requested, or no longer running)."""
+    alive = EvalJob.objects.filter(pk=job_id, status=EvalStatus.RUNNING, cancel_requested_at__isnull=True)
+    return alive.update(heartbeat_at=timezone.now()) == 1
+
+
+@transaction.atomic
+def eval_results_add(*, model_id: int, rows: list[dict], seconds: float = 0.0) -> int:
+    """Store one chunk of per-problem results of a model (a re-run chunk replaces what was there) and count
+    them into the job's progress. ``rows``: {"index", "prompt", "answer", "n", "c", "samples"}."""
+    model = EvalModel.objects.select_related("job").get(pk=model_id)
+    indices = [r["index"] for r in rows]
+    replaced = EvalResult.objects.filter(model=model, index__in=indices).delete()[0]
+    EvalResult.objects.bulk_create([
+        EvalResult(model=model, index=r["index"], prompt=r["prompt"], answer=str(r.get("answer") or ""), n=r["n"],
+                   c=r["c"], samples=r.get("samples") or []) for r in rows])
+    EvalModel.objects.filter(pk=model_id).update(seconds=model.seconds + seconds)
+    job = EvalJob.objects.select_for_update().get(pk=model.job_id)
+    job.done_units = EvalResult.objects.filter(model__job=job).count()
+    job.heartbeat_at = timezone.now()
+    job.save(update_fields=["done_units", "heartbeat_at"])
+    return len(rows) - replaced
+
+
+@transaction.atomic
+def eval_finish(*, job_id: int, status: str, error: str = "") -> EvalJob:
+    job = EvalJob.objects.select_for_update().get(pk=job_id)
+    _move(job, status)
+    job.ended_at = timezone.now()
+    job.error = error
+    job.save()
+    log.info("eval %s: %s", job.pk, status)
+    return job
+
+
+@transaction.atomic
+def eval_cancel(*, job_id: int) -> EvalJob:
+    """Cancel a job: queued or lost at once; running through the flag the task reads between chunks."""
+    job = EvalJob.objects.select_for_update().get(pk=job_id)
+    if job.is_ended and job.status != EvalStatus.LOST:
+        raise EvalTransitionError(f"eval {job.pk} already ended ({job.status}); nothing to cancel")
+    if job.cancel_requested_at is not None:
+        raise EvalTransitionError(f"eval {job.pk} is already being cancelled")
+    job.cancel_requested_at = timezone.now()
+    if job.status in (EvalStatus.QUEUED, EvalStatus.LOST):
+        _move(job, EvalStatus.CANCELLED)
+        job.ended_at = job.cancel_requested_at
+    job.save()
+    return job
+
+
+@transaction.atomic
+def eval_resume(*, job_id: int) -> EvalJob:
+    """Put a lost job back in the queue; the worker evaluates only the problems not stored yet."""
+    job = EvalJob.objects.select_for_update().get(pk=job_id)
+    _move(job, EvalStatus.QUEUED)
+    job.ended_at, job.error = None, ""
+    _dispatch(job)
+    job.save()
+    return job
+
+
+@transaction.atomic
+def eval_jobs_mark_lost(*, older_than_s: float | None = None) -> list[int]:
+    """Running jobs whose heartbeat is older than the lost threshold become lost (a re-delivered task
+    resumes them, keeping the results stored so far)."""
+    age = settings.SEEDBED_LOST_AFTER_S if older_than_s is None else older_than_s
+    cutoff = timezone.now() - timedelta(seconds=age)
+    lost = []
+    for job in EvalJob.objects.select_for_update().filter(status=EvalStatus.RUNNING, heartbeat_at__lt=cutoff):
+        _move(job, EvalStatus.LOST)
+        job.ended_at = timezone.now()
+        job.error = f"no heartbeat since {job.heartbeat_at.isoformat()} (more than {age:g} s)"
+        job.save()
+        lost.append(job.pk)
+    if lost:
+        log.warning("eval jobs marked lost (stale heartbeat): %s", lost)
+    return lost
