@@ -10,4 +10,5 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("runs/", include("webapp.runs.urls")),
+    path("evals/", include("webapp.evals.urls")),
 ]

@@ -49,18 +49,21 @@ app.conf.update(
     worker_prefetch_multiplier=1,
     task_default_queue="cpu",
     task_queues=[Queue("cpu"), Queue("gpu"), Queue(MAINTENANCE_QUEUE)],
-    task_routes={"workers.tasks.maintenance": {"queue": MAINTENANCE_QUEUE}},
+    task_routes={"workers.tasks.maintenance": {"queue": MAINTENANCE_QUEUE},
+                 "workers.eval_tasks.eval_maintenance": {"queue": MAINTENANCE_QUEUE}},
     task_serializer="json",
     accept_content=["json"],
     worker_hijack_root_logger=False,
     beat_schedule={
         "maintenance": {"task": "workers.tasks.maintenance", "schedule": MAINTENANCE_EVERY_S,
                         "options": {"queue": MAINTENANCE_QUEUE, "expires": MAINTENANCE_EVERY_S * 2}},
+        "eval-maintenance": {"task": "workers.eval_tasks.eval_maintenance", "schedule": MAINTENANCE_EVERY_S,
+                             "options": {"queue": MAINTENANCE_QUEUE, "expires": MAINTENANCE_EVERY_S * 2}},
     },
     beat_schedule_filename=str(seedbed_home() / "celerybeat-schedule"),
     timezone="UTC",
 )
-app.conf.imports = ("workers.tasks",)
+app.conf.imports = ("workers.tasks", "workers.eval_tasks")
 
 
 def ensure_django() -> None:
