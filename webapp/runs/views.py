@@ -9,10 +9,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from training.config import ConfigError
+from webapp.evals.selectors import new_run_prefill
 
 from . import selectors, services
 from .forms import RunForm, preset_form_values
-from .models import Run, RunStatus, Sweep
+from .models import Checkpoint, Run, RunStatus, Sweep
 
 
 @require_GET
@@ -22,23 +23,42 @@ def run_list(request: HttpRequest) -> HttpResponse:
         "runs": selectors.run_list(status=status)[:500], "status": status, "statuses": RunStatus.values})
 
 
+def _parent_checkpoint(request: HttpRequest) -> Checkpoint | None:
+    """"New run from this checkpoint": ?from_checkpoint=ID on the form, a hidden field once submitted."""
+    value = (request.POST if request.method == "POST" else request.GET).get("from_checkpoint")
+    if not value:
+        return None
+    try:
+        return Checkpoint.objects.select_related("run").get(pk=int(value))
+    except (ValueError, Checkpoint.DoesNotExist):
+        messages.error(request, f"from_checkpoint: checkpoint {value} no longer exists; starting from scratch.")
+        return None
+
+
 def run_new(request: HttpRequest) -> HttpResponse:
+    parent = _parent_checkpoint(request)
     if request.method == "POST":
         form = RunForm(request.POST)
         if form.is_valid():
-            return _launch(request, form)
+            return _launch(request, form, parent)
+    elif parent is not None:
+        _, config = new_run_prefill(checkpoint_id=parent.pk)
+        form = RunForm(preset=config.get("preset", "grpo"), initial_config=config)
     else:
         form = RunForm(preset=request.GET.get("preset", "grpo"))
-    return render(request, "runs/run_new.html", {"form": form, "preset_values": preset_form_values()},
+    return render(request, "runs/run_new.html", {"form": form, "preset_values": preset_form_values(),
+                                                 "parent_checkpoint": parent},
                   status=400 if form.errors else 200)
 
 
-def _launch(request: HttpRequest, form: RunForm) -> HttpResponse:
+def _launch(request: HttpRequest, form: RunForm, parent: Checkpoint | None = None) -> HttpResponse:
     data = form.cleaned_data
     user = request.user
     try:
         if data["seeds"] == 1:
-            run = services.run_create(config=form.config, user=user, name=data["name"])
+            run = services.run_create(config=form.config, user=user, name=data["name"],
+                                      parent_run=parent.run if parent else None,
+                                      parent_step=parent.step if parent else None)
             messages.success(request, f"Run {run.pk} queued.")
             return redirect("runs:detail", run_id=run.pk)
         first = form.config["seed"]
@@ -47,8 +67,8 @@ def _launch(request: HttpRequest, form: RunForm) -> HttpResponse:
     except ConfigError as exc:  # e.g. a model folder removed between validation and launch
         for name, message in exc.errors.items():
             form.add_error(name if name in form.fields else None, message)
-        return render(request, "runs/run_new.html", {"form": form, "preset_values": preset_form_values()},
-                      status=400)
+        return render(request, "runs/run_new.html", {"form": form, "preset_values": preset_form_values(),
+                                                     "parent_checkpoint": parent}, status=400)
     messages.success(request, f"Sweep {sweep.pk} launched with {data['seeds']} seeds.")
     return redirect("runs:sweep", sweep_id=sweep.pk)
 
