@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from celery.signals import worker_shutting_down
+
 from workers.celery_app import app, ensure_django
 from workers.runner import EXIT_STOPPED, EXIT_SUCCEEDED
 
@@ -86,8 +88,9 @@ def _record_end(run_id: int, returncode: int, forced: bool, log_path: Path) -> s
     elif returncode == EXIT_SUCCEEDED:
         status, error = RunStatus.SUCCEEDED, ""
     elif returncode == EXIT_STOPPED:
-        # Stopped without a kill request (SIGTERM, e.g. the worker shutting down): resumable later.
-        status, error = RunStatus.LOST, "stopped by a signal before the end; resume it from its checkpoint"
+        # Stopped cleanly without a kill request: SIGTERM from this worker shutting down (see below).
+        services.run_requeue(run_id=run_id, reason="worker shut down; resumes from its checkpoint")
+        return RunStatus.QUEUED
     else:
         status, error = RunStatus.FAILED, f"training process exited with code {returncode}\n{log_tail(log_path)}"
     services.run_finish(run_id=run_id, status=status, error=error)
@@ -141,3 +144,27 @@ def maintenance() -> dict:
         except ImportError as exc:  # the policy module (webapp/sweeps/policies.py) is not there yet
             log.warning("sweep %s: policy not applied: %s", sweep_id, exc)
     return {"lost": lost, "killed": killed}
+
+
+@worker_shutting_down.connect
+def _stop_local_runs(sig=None, how=None, **_: object) -> None:
+    """On a warm shutdown (SIGTERM, Ctrl-C), ask this host's training processes to stop: each saves a
+    checkpoint, its task puts the run back in the queue, and the worker can exit without waiting for the end
+    of every run. (A cold shutdown kills the slots; their children then get SIGTERM through PDEATHSIG.)"""
+    if how != "Warm":
+        return
+    close_old_connections()
+    host = socket.gethostname()
+    for pid in Run.objects.filter(status=RunStatus.RUNNING, worker__startswith=f"{host}:", pid__isnull=False
+                                  ).values_list("pid", flat=True):
+        if _is_runner(pid):
+            log.info("worker shutting down: asking training process %s to checkpoint and stop", pid)
+            os.kill(pid, signal.SIGTERM)
+
+
+def _is_runner(pid: int) -> bool:
+    """True when ``pid`` is one of our training processes (a recorded pid may have been reused)."""
+    try:
+        return b"workers.runner" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False

@@ -14,13 +14,15 @@ function startRunPage({liveUrl, runId, intervalMs}) {
     return {
       title: {text: keys.join(" · "), font: {size: 14}},
       uirevision: "run-" + runId + "-" + keys.join(","),
-      margin: {l: 50, r: 10, t: 36, b: 36},
+      margin: {l: 50, r: 10, t: 36, b: keys.length > 1 ? 64 : 40},
       xaxis: {title: {text: "step"}},
       showlegend: keys.length > 1,
-      legend: {orientation: "h", y: -0.25},
+      legend: {orientation: "h", y: -0.38},
       height: 260,
     };
   }
+
+  let ended = false;
 
   function draw() {
     for (const div of charts) {
@@ -33,7 +35,7 @@ function startRunPage({liveUrl, runId, intervalMs}) {
       div.dataset.points = String(points);
       const layout = layoutFor(keys);
       if (points === 0) {
-        layout.annotations = [{text: "no data yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5}];
+        layout.annotations = [{text: ended ? "not logged by this run" : "no data yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5}];
       }
       Plotly.react(div, traces, layout, {displaylogo: false, responsive: true});
     }
@@ -97,7 +99,8 @@ function startRunPage({liveUrl, runId, intervalMs}) {
       }
       changed = changed || s.x.length > 0;
     }
-    if (changed || !charts[0].data) draw();
+    ended = state.ended;
+    if (changed || ended || !charts[0].data) draw();
     addSamples(state.samples);
     showStatus(state);
     if (state.ended) {

@@ -22,8 +22,10 @@ ENDED_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.KIL
 # from-status -> statuses a service may move a run to. Anything else is refused loudly.
 LEGAL_TRANSITIONS: dict[str, frozenset[str]] = {
     RunStatus.QUEUED: frozenset({RunStatus.RUNNING, RunStatus.KILLED, RunStatus.FAILED}),
+    # running -> running: a redelivered task takes over; running -> queued: its worker shut down, it was
+    # checkpointed and goes back to the queue to resume on the next worker.
     RunStatus.RUNNING: frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.KILLED, RunStatus.LOST,
-                                  RunStatus.RUNNING}),  # running -> running: a redelivered task takes over
+                                  RunStatus.RUNNING, RunStatus.QUEUED}),
     # A lost run can be taken over by its redelivered task, resumed by a user, or closed.
     RunStatus.LOST: frozenset({RunStatus.RUNNING, RunStatus.QUEUED, RunStatus.KILLED, RunStatus.FAILED}),
     # A killed run can be resumed from its last checkpoint (back to the queue).

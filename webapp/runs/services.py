@@ -185,6 +185,20 @@ def run_finish(*, run_id: int, status: str, error: str = "") -> Run:
 
 
 @transaction.atomic
+def run_requeue(*, run_id: int, reason: str) -> Run:
+    """A running run was stopped cleanly because its worker is shutting down (it saved a checkpoint):
+    back to the queue, sent again, so the next worker resumes it."""
+    run = _locked(run_id)
+    _move(run, RunStatus.QUEUED)
+    run.error = reason
+    run.worker, run.pid = "", None
+    run.save()
+    _dispatch(run)
+    log.info("run %s: requeued (%s)", run.pk, reason)
+    return run
+
+
+@transaction.atomic
 def runs_mark_lost(*, older_than_s: float | None = None) -> list[int]:
     """Mark running runs whose heartbeat is older than ``older_than_s`` (default: settings) as lost."""
     age = settings.SEEDBED_LOST_AFTER_S if older_than_s is None else older_than_s

@@ -12,7 +12,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--seeds", type=int, default=4)
         parser.add_argument("--concurrency", type=int, default=2)
-        parser.add_argument("--steps", type=int, default=60)
+        parser.add_argument("--steps", type=int, default=150)
         parser.add_argument("--preset", default="grpo")
 
     def handle(self, *args, seeds: int, concurrency: int, steps: int, preset: str, **options):

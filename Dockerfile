@@ -1,0 +1,32 @@
+# Seedbed's image for the web app and the workers (docker-compose.yml).
+# One Python 3.11 image; the GPU worker is built with EXTRAS=gpu (vLLM). PyTorch's and vLLM's wheels carry
+# their own CUDA runtime libraries, and the NVIDIA container toolkit mounts the host driver, so the same
+# slim base serves CPU and GPU services.
+FROM python:3.11-slim
+
+ARG EXTRAS=""
+ENV PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    DJANGO_SETTINGS_MODULE=webapp.settings \
+    SEEDBED_HOME=/data \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility
+
+RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap curl && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+
+# Dependencies first (cached while only the code changes); pinned in pyproject.toml and nowhere else.
+COPY pyproject.toml ./
+RUN mkdir -p training webapp workers && touch training/__init__.py webapp/__init__.py workers/__init__.py \
+    && pip install --no-cache-dir ".${EXTRAS:+[$EXTRAS]}" && pip uninstall -y seedbed
+
+COPY manage.py ./
+COPY training ./training
+COPY webapp ./webapp
+COPY workers ./workers
+COPY templates ./templates
+COPY static ./static
+RUN pip install --no-cache-dir --no-deps . && mkdir -p /data
+
+EXPOSE 8000
+CMD ["gunicorn", "webapp.wsgi", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "4"]

@@ -1,0 +1,93 @@
+"""A person's path through Seedbed in a real browser (Playwright driving Debian's Chromium):
+log in, launch a run on the tiny task from the form, watch its chart grow, kill it, see it killed with
+every metric up to the kill on the chart and in the database.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, wait_for
+from webapp.runs.models import Checkpoint, MetricPoint, Run, RunStatus
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls below are plain blocking calls.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM = "/usr/bin/chromium"
+SCREENSHOTS = REPO / "var" / "screenshots"
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def browser_page():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        yield page
+        browser.close()
+
+
+def chart_points(page, index: int = 0) -> int:
+    return int(page.get_attribute(f"#chart-{index}", "data-points") or 0)
+
+
+def test_launch_watch_and_kill_a_run_from_the_browser(live_server, celery_worker, django_user_model, browser_page):
+    django_user_model.objects.create_user(username="ada", password="a-long-test-password")
+    page = browser_page
+
+    # every page needs a login: asking for the form lands on the login page first
+    page.goto(f"{live_server.url}/runs/new/")
+    assert "/accounts/login/" in page.url
+    page.fill("#id_username", "ada")
+    page.fill("#id_password", "a-long-test-password")
+    page.click("button[type=submit]")
+    page.wait_for_url("**/runs/new/")
+
+    page.fill("#id_name", "browser run")
+    page.select_option("#id_preset", "dapo")
+    page.fill("#id_seed", "11")
+    page.fill("#id_total_steps", "400")
+    page.fill("#id_prompts_per_step", "4")
+    page.fill("#id_group_size", "4")
+    page.fill("#id_max_new_tokens", "6")
+    clicked_launch = time.monotonic()
+    page.click("#launch")
+    page.wait_for_url("**/runs/*/")
+    run = Run.objects.get(name="browser run")
+    assert run.config["preset"] == "dapo" and run.config["eps_high"] == 0.28 and run.seed == 11
+
+    wait_for(lambda: chart_points(page) >= 1, timeout=240, what="the first point on the chart")
+    first_point_s = time.monotonic() - clicked_launch
+    wait_for(lambda: chart_points(page) >= 3, timeout=120, what="3 steps on the chart")
+    assert page.text_content(".run-head .status") == "running"
+
+    clicked_kill = time.monotonic()
+    page.click("#kill")
+    page.wait_for_selector(".run-head .status[data-status=killed]", timeout=60_000)
+    killed_s = time.monotonic() - clicked_kill
+    page.wait_for_selector("body[data-run-ended=true]", timeout=10_000)
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.KILLED and run.killed_by == "user:ada" and run.error == ""
+    steps = list(MetricPoint.objects.filter(run=run, key="reward/mean").order_by("step")
+                 .values_list("step", flat=True))
+    assert run.last_step >= 3 and steps == list(range(1, run.last_step + 1))
+    assert Checkpoint.objects.filter(run=run).order_by("-step").first().step == run.last_step
+    # the chart shows every stored step, in order
+    assert page.evaluate("document.getElementById('chart-0').data[0].x") == steps
+    assert page.locator("#samples tbody tr").count() > 0
+    assert "killed" in page.text_content(".run-head .status")
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "run_page.png"), full_page=True)
+    timings = {"launch_to_first_point_s": round(first_point_s, 2), "kill_to_killed_s": round(killed_s, 2),
+               "steps_before_kill": run.last_step}
+    (SCREENSHOTS / "e2e_timings.json").write_text(json.dumps(timings, indent=2))
+    print("e2e timings:", timings)

@@ -1,0 +1,47 @@
+"""docker-compose.yml is valid (Debian's docker-compose checks it; Docker's engine does not run here)."""
+import os
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+ENV = {**os.environ, "POSTGRES_PASSWORD": "pw", "DJANGO_SECRET_KEY": "key"}
+
+
+def compose(*args, env=ENV):
+    assert shutil.which("docker-compose"), "docker-compose is installed by ./seedbed (apt package docker-compose)"
+    return subprocess.run(["docker-compose", "-f", str(REPO / "docker-compose.yml"), *args], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_compose_file_is_valid():
+    result = compose("config", "-q")
+    assert result.returncode == 0, result.stderr
+
+
+def test_compose_has_the_services_health_checks_and_one_gpu_per_worker():
+    result = compose("config")
+    assert result.returncode == 0, result.stderr
+    config = yaml.safe_load(result.stdout)
+    services = config["services"]
+    assert {"postgres", "redis", "web", "maintenance", "worker-gpu0"} <= set(services)
+    for name, service in services.items():
+        assert "healthcheck" in service, f"{name} has no health check"
+    gpu = services["worker-gpu0"]
+    devices = gpu["deploy"]["resources"]["reservations"]["devices"]
+    assert devices == [{"driver": "nvidia", "device_ids": ["0"], "capabilities": ["gpu"]}]
+    assert gpu["build"]["args"]["EXTRAS"] == "gpu"
+    command = gpu["command"]
+    assert command[command.index("-Q") + 1] == "gpu" and command[command.index("-c") + 1] == "1"
+    assert services["web"]["environment"]["DATABASE_URL"].startswith("postgres://")
+    assert {"depends_on", "volumes"} <= set(services["web"])
+    assert {"seedbed-data", "postgres-data", "redis-data"} <= set(config["volumes"])
+
+
+def test_compose_refuses_to_start_without_its_secrets():
+    env = {k: v for k, v in ENV.items() if k not in ("POSTGRES_PASSWORD", "DJANGO_SECRET_KEY")}
+    result = compose("config", "-q", env=env)
+    assert result.returncode != 0 and "POSTGRES_PASSWORD" in result.stderr + result.stdout

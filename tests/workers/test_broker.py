@@ -1,0 +1,84 @@
+"""The broker choice (README "Configuration") and the filesystem fallback with a real worker."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.conftest import REPO, WorkerProcess, tiny_config, wait_for
+from webapp.runs.models import Run, RunStatus
+from workers import broker
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_explicit_broker_url_wins(monkeypatch):
+    monkeypatch.setenv("CELERY_BROKER_URL", "redis://example.invalid:6379/3")
+    url, line = broker.choose(start_local=True)
+    assert url == "redis://example.invalid:6379/3" and "CELERY_BROKER_URL" in line
+
+
+def test_reachable_redis_is_used(monkeypatch):
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:6379/0")
+    url, line = broker.choose(start_local=False)
+    assert url == "redis://127.0.0.1:6379/0" and line == "broker: Redis at redis://127.0.0.1:6379/0 (reachable)"
+
+
+def test_without_redis_a_local_redis_server_is_started(monkeypatch, tmp_path):
+    port = free_port()
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
+    monkeypatch.setenv("REDIS_URL", f"redis://127.0.0.1:{port}/0")
+    monkeypatch.setenv("SEEDBED_HOME", str(tmp_path))
+    url, line = broker.choose(start_local=True)
+    try:
+        assert url == f"redis://127.0.0.1:{port}/0" and "started a local redis-server" in line
+        assert broker.redis_answers(url)
+    finally:
+        pid = int((tmp_path / "redis.pid").read_text())
+        subprocess.run(["kill", str(pid)], check=True)
+    wait_for(lambda: not broker.redis_answers(url), timeout=10, what="the local redis-server to stop")
+
+
+def test_without_any_redis_the_filesystem_transport_is_chosen(monkeypatch, tmp_path):
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
+    monkeypatch.setenv("REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")
+    monkeypatch.setenv("SEEDBED_HOME", str(tmp_path))
+    url, line = broker.choose(start_local=False)
+    assert url == "filesystem://"
+    assert line.startswith(f"broker: Celery filesystem transport under {tmp_path / 'broker'}")
+    assert (tmp_path / "broker" / "queue").is_dir()
+
+
+def test_the_cli_prints_the_url_and_one_log_line(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "SEEDBED_HOME": str(tmp_path), "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}
+    result = subprocess.run([sys.executable, "-m", "workers.broker", "choose", "--no-start"], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "filesystem://"
+    assert len(result.stderr.strip().splitlines()) == 1 and "filesystem transport" in result.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_on_the_filesystem_transport_processes_tasks(worker_env, tmp_path):
+    env, _ = worker_env
+    env = {**env, "CELERY_BROKER_URL": "filesystem://", "SEEDBED_HOME": str(tmp_path)}
+    now = timezone.now()
+    stale = Run.objects.create(config=tiny_config(), seed=0, status=RunStatus.RUNNING, started_at=now,
+                               heartbeat_at=now - timedelta(seconds=120))
+    worker = WorkerProcess(env, tmp_path, concurrency=1)
+    try:
+        send = "from workers.tasks import maintenance; maintenance.apply_async(queue='maintenance')"
+        subprocess.run([sys.executable, "-c", send], cwd=REPO, env=env, check=True, timeout=120)
+        wait_for(lambda: Run.objects.get(pk=stale.pk).status == RunStatus.LOST, timeout=60,
+                 what="the maintenance task to run through the filesystem transport")
+    finally:
+        worker.stop()
