@@ -218,6 +218,8 @@ class TrainConfig:
         rerr = _check_rewards(self.rewards)
         if rerr:
             e["rewards"] = rerr
+        if self.rollout_engine == "vllm" and (self.keep_sampling_mask or self.keep_routing):
+            e["rollout_engine"] = "vllm returns no kept-token masks or expert choices: use hf for keep_sampling_mask/keep_routing"
         if self.task == "file" and not self.data_path:
             e["data_path"] = "required when task is 'file'"
         if check_paths:

@@ -70,3 +70,9 @@ def test_every_knob_has_help_text():
         assert len(spec["help"]) > 15, spec["name"]
         if spec["kind"] == "choice":
             assert spec["default"] in spec["choices"]
+
+
+def test_vllm_cannot_keep_sampling_masks(tiny_model_dir):
+    with pytest.raises(ConfigError) as info:
+        TrainConfig.from_dict({"rollout_engine": "vllm", "keep_sampling_mask": True})
+    assert "rollout_engine" in info.value.errors

@@ -61,3 +61,19 @@ def test_concat_batches_keeps_each_sequence_intact(tiny_model_dir):
     m = both.completion_mask.bool()
     assert torch.allclose(logp[m], both.sampling_logp[m], atol=1e-4)
     assert both.completion_ids.shape[0] == a.completion_ids.shape[0] + b.completion_ids.shape[0]
+
+
+def test_vllm_engine_is_an_optional_extra(tiny_model_dir):
+    import importlib.util
+
+    import pytest
+
+    from training.rollout import make_rollout_engine
+
+    if importlib.util.find_spec("vllm") is not None:  # a GPU machine with the extra: nothing to check here
+        return
+    model, tok = load_model(tiny_model_dir, "cpu")
+    with pytest.raises(ImportError, match=r"\.\[gpu\]"):
+        make_rollout_engine("vllm", model, tok)
+    with pytest.raises(ValueError, match="unknown engine"):
+        make_rollout_engine("sglang", model, tok)
