@@ -1,0 +1,56 @@
+"""The training CLI as a user runs it: a subprocess per command."""
+import json
+import os
+import subprocess
+import sys
+
+from .conftest import REPO
+
+
+def cli(*args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "training", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_run_writes_its_files_and_eval_reports_pass_at_k(tmp_path, tiny_model_dir):
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text("preset: dapo\ntotal_steps: 3\nprompts_per_step: 4\ngroup_size: 4\nmax_new_tokens: 6\n")
+    out = tmp_path / "out"
+    proc = cli("run", str(cfg), "--out", str(out))
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"status": "succeeded", "step": 3, "out": str(out)}
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["preset"] == "dapo" and saved["eps_high"] == 0.28
+    metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2, 3]
+    assert (out / "samples.jsonl").read_text().strip()
+    ckpt = out / "checkpoints" / "step_000003"
+    assert (ckpt / "config.json").is_file() and (ckpt / "trainer_state.pt").is_file()
+
+    data = tmp_path / "held.jsonl"
+    data.write_text("\n".join(json.dumps({"prompt": f"{i}+{i}=", "answer": str(2 * i)}) for i in range(6)))
+    proc = cli("eval", "--model", str(ckpt), "--data", str(data), "--n", "4", "--k", "1,2,4", "--compact",
+               "--rewards", '[{"name": "exact"}]')
+    res = json.loads(proc.stdout)
+    assert [p["n"] for p in res["problems"]] == [4] * 6
+    assert all(0 <= p["c"] <= 4 for p in res["problems"])
+    assert 0 <= res["pass@k"]["1"] <= res["pass@k"]["2"] <= res["pass@k"]["4"] <= 1
+
+
+def test_bad_inputs_name_the_field(tmp_path, tiny_model_dir):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("preset: dapo\ngroup_size: 1\nlr: -1\n")
+    proc = cli("run", str(cfg), "--out", str(tmp_path / "o"), check=False)
+    assert proc.returncode == 2
+    assert "group_size" in proc.stderr and "lr" in proc.stderr
+    assert not (tmp_path / "o").exists()
+    proc = cli("eval", "--model", tiny_model_dir, "--data", "arithmetic", "--n", "2", "--k", "1,4", check=False)
+    assert proc.returncode == 2 and "k" in proc.stderr
+    proc = cli("eval", "--model", str(tmp_path), "--data", "arithmetic", check=False)
+    assert proc.returncode == 2 and "--model" in proc.stderr
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    proc = cli("eval", "--model", tiny_model_dir, "--data", str(empty), check=False)
+    assert proc.returncode == 2 and "empty" in proc.stderr
