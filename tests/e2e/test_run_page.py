@@ -87,7 +87,12 @@ def test_launch_watch_and_kill_a_run_from_the_browser(live_server, celery_worker
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "run_page.png"), full_page=True)
+    first_metric_at = MetricPoint.objects.filter(run=run, step=1).order_by("logged_at").first().logged_at
     timings = {"launch_to_first_point_s": round(first_point_s, 2), "kill_to_killed_s": round(killed_s, 2),
-               "steps_before_kill": run.last_step}
+               "steps_before_kill": run.last_step,
+               # the server's share: run created -> started -> step 1 stored; kill flag -> status killed
+               "server_created_to_started_s": round((run.started_at - run.created_at).total_seconds(), 2),
+               "server_started_to_first_metric_s": round((first_metric_at - run.started_at).total_seconds(), 2),
+               "server_kill_flag_to_killed_s": round((run.ended_at - run.kill_requested_at).total_seconds(), 2)}
     (SCREENSHOTS / "e2e_timings.json").write_text(json.dumps(timings, indent=2))
     print("e2e timings:", timings)
