@@ -32,7 +32,7 @@ function drawPassK(div, series, {n, jobId, filename}) {
     displaylogo: false, responsive: true, displayModeBar: true,
     toImageButtonOptions: {format: "png", filename: filename, scale: 2},
     modeBarButtonsToAdd: [{
-      name: "download-svg", title: "Download plot as SVG", icon: Plotly.Icons.camera,
+      name: "download-svg", title: "Download plot as SVG", icon: Plotly.Icons.disk || Plotly.Icons.camera,
       click: gd => Plotly.downloadImage(gd, {format: "svg", filename: filename}),
     }],
   };

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import json
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
@@ -77,7 +78,7 @@ def eval_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         "job": job, "curves": curves, "chart": chart, "coverage": cov, "models": list(job.models.all()),
         "problem_rows": selectors.job_problem_rows(job=job, counts=counts),
         "table_ks": [k for k in sorted(set(job.ks) | {1, job.n})],
-        "crossing": selectors.curves_crossing(curves=curves)})
+        "crossing": selectors.curves_crossing(curves=curves), "rewards_json": json.dumps(job.rewards)})
 
 
 @require_GET

@@ -1,0 +1,87 @@
+"""The pass@k page in a real browser (Playwright + Debian's Chromium): one line per model on a log-x chart,
+the coverage table, a problem's completions on click, and Plotly's own PNG/SVG export."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.conftest import REPO
+from tests.evals.conftest import make_job_with_results
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls below are plain blocking calls.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM = "/usr/bin/chromium"
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def browser_page():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        yield context.new_page()
+        browser.close()
+
+
+def log_in(page, live_server, django_user_model) -> None:
+    django_user_model.objects.create_user(username="kat", password="a-long-test-password")
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("#id_username", "kat")
+    page.fill("#id_password", "a-long-test-password")
+    page.click("button[type=submit]")
+    page.wait_for_url("**/runs/")
+
+
+def test_the_pass_at_k_page_shows_base_and_checkpoint(live_server, django_user_model, browser_page,
+                                                      run_with_checkpoints):
+    run = run_with_checkpoints
+    # a gpu-queue job: no test worker consumes it, so the hand-made results stay as they are
+    run.config = {**run.config, "device": "cuda"}
+    run.save()
+    job = make_job_with_results(run)
+    page = browser_page
+    log_in(page, live_server, django_user_model)
+
+    # from the run page, the evaluation is one click away
+    page.goto(f"{live_server.url}/runs/{run.pk}/")
+    page.click(f"#evaluations a[href='/evals/{job.pk}/']")
+    page.wait_for_selector("#passk-chart[data-ready=true]", timeout=30_000)
+
+    traces = page.evaluate("""() => document.getElementById('passk-chart').data.map(
+        t => ({name: t.name, x: Array.from(t.x), y: Array.from(t.y)}))""")
+    assert [t["name"] for t in traces] == ["base", "step 4"]
+    assert traces[0]["x"] == [1, 2, 4]
+    assert traces[0]["y"][0] == pytest.approx(3 / 20) and traces[1]["y"][-1] == pytest.approx(3 / 5)
+    assert page.evaluate("() => document.getElementById('passk-chart')._fullLayout.xaxis.type") == "log"
+    assert page.locator("#passk-chart .scatterlayer .trace").count() == 2  # two lines drawn
+
+    # coverage: base only 1, checkpoint only 2, both 1, neither 1
+    cells = {cell: page.text_content(f"#coverage tr[data-cell={cell}] td") for cell in
+             ("a_only", "b_only", "both", "neither")}
+    assert cells == {"a_only": "1", "b_only": "2", "both": "1", "neither": "1"}
+    assert "base only" in page.text_content("#coverage tr[data-cell=a_only] th")
+
+    # clicking a problem shows a few completions of each model with their verdicts
+    page.click("#problem-1")
+    page.wait_for_selector("#problem-detail .problem-detail[data-problem='1']")
+    detail = page.text_content("#problem-detail")
+    assert "base: 0 / 4 correct" in detail and "step 4: 4 / 4 correct" in detail
+    assert page.locator("#problem-detail td.verdict.ok").count() == 2
+    assert page.locator("#problem-detail td.verdict.wrong").count() == 2
+
+    # export: PNG from the modebar's camera, SVG from the added button (both Plotly's own toImage)
+    with page.expect_download() as svg:
+        page.click("#passk-chart .modebar-btn[data-title='Download plot as SVG']")
+    assert svg.value.suggested_filename == f"seedbed-eval-{job.pk}-passk.svg"
+    assert "<svg" in open(svg.value.path(), encoding="utf-8").read(2000)
+    with page.expect_download() as png:
+        page.click("#passk-chart .modebar-btn[data-title='Download plot as a PNG']")
+    assert png.value.suggested_filename.endswith(".png")
+
+    (REPO / "var" / "screenshots").mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(REPO / "var" / "screenshots" / "passk_page.png"), full_page=True)
