@@ -158,7 +158,8 @@ def eval_job(job_id: int) -> str:
 
 
 @app.task(name="workers.eval_tasks.eval_maintenance", ignore_result=True)
-def eval_maintenance() -> list[int]:
-    """Periodic (celery beat): mark evaluation jobs with a stale heartbeat lost."""
+def eval_maintenance() -> dict:
+    """Periodic (celery beat): jobs with a stale heartbeat are marked lost and, within an attempt cap,
+    queued again to resume from their stored results."""
     close_old_connections()
-    return services.eval_jobs_mark_lost()
+    return services.eval_jobs_recover()

@@ -191,3 +191,18 @@ def test_run_page_eval_chart_lists_configured_and_stored_eval_keys(run_with_chec
 
     MetricPoint.objects.create(run=run, step=5, key="eval/pass@16", value=0.5)
     assert selectors.run_eval_metric_keys(run=run) == ["eval/pass@1", "eval/pass@4", "eval/pass@16"]
+
+
+def test_lost_jobs_are_requeued_until_the_attempt_cap(run_with_checkpoints, django_capture_on_commit_callbacks):
+    jobs = []
+    for attempts in (1, 3):
+        job = services.eval_create(run=run_with_checkpoints, models=["base"], **GOOD)
+        services.eval_start(job_id=job.pk, worker="w")
+        EvalJob.objects.filter(pk=job.pk).update(attempts=attempts,
+                                                 heartbeat_at=timezone.now() - timedelta(seconds=300))
+        jobs.append(job.pk)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        outcome = services.eval_jobs_recover(max_attempts=3)
+    assert outcome == {"lost": jobs, "resumed": [jobs[0]]} and len(callbacks) == 1
+    assert [EvalJob.objects.get(pk=j).status for j in jobs] == [EvalStatus.QUEUED, EvalStatus.LOST]
+

@@ -356,7 +356,7 @@ def eval_jobs_mark_lost(*, older_than_s: float | None = None) -> list[int]:
     age = settings.SEEDBED_LOST_AFTER_S if older_than_s is None else older_than_s
     cutoff = timezone.now() - timedelta(seconds=age)
     lost = []
-    for job in EvalJob.objects.select_for_update().filter(status=EvalStatus.RUNNING, heartbeat_at__lt=cutoff):
+    for job in EvalJob.objects.select_for_update().filter(status=EvalStatus.RUNNING, heartbeat_at__lt=cutoff).order_by("pk"):
         _move(job, EvalStatus.LOST)
         job.ended_at = timezone.now()
         job.error = f"no heartbeat since {job.heartbeat_at.isoformat()} (more than {age:g} s)"
@@ -365,3 +365,20 @@ def eval_jobs_mark_lost(*, older_than_s: float | None = None) -> list[int]:
     if lost:
         log.warning("eval jobs marked lost (stale heartbeat): %s", lost)
     return lost
+
+
+MAX_AUTO_ATTEMPTS = 3
+
+
+def eval_jobs_recover(*, max_attempts: int = MAX_AUTO_ATTEMPTS) -> dict[str, list[int]]:
+    """Mark stale running jobs lost, then put back in the queue those tried fewer than ``max_attempts``
+    times: unlike a training run, a job loses nothing by resuming (its stored chunks are kept), and the cap
+    keeps a job that kills its worker (say, out of memory) from looping forever."""
+    lost = eval_jobs_mark_lost()
+    resumed = []
+    for job_id in lost:
+        if EvalJob.objects.values_list("attempts", flat=True).get(pk=job_id) < max_attempts:
+            eval_resume(job_id=job_id)
+            resumed.append(job_id)
+    return {"lost": lost, "resumed": resumed}
+
