@@ -121,7 +121,8 @@ def export_payload(*, job: EvalJob) -> dict:
                     "run_id": c.model.run_id, "step": c.model.step, "problems_evaluated": c.problems,
                     "solved": c.solved, "seconds": round(c.model.seconds, 3),
                     "pass_at_k": {str(k): v for k, v in c.curve.items()},
-                    "per_problem": [{"index": i, "n": n, "c": cnt} for i, (n, cnt) in sorted(counts[c.model.pk].items())]}
+                    "per_problem": [{"index": i, "n": n, "c": cnt}
+                                    for i, (n, cnt) in sorted(counts[c.model.pk].items())]}
                    for c in curves],
     }
 

@@ -356,7 +356,8 @@ def eval_jobs_mark_lost(*, older_than_s: float | None = None) -> list[int]:
     age = settings.SEEDBED_LOST_AFTER_S if older_than_s is None else older_than_s
     cutoff = timezone.now() - timedelta(seconds=age)
     lost = []
-    for job in EvalJob.objects.select_for_update().filter(status=EvalStatus.RUNNING, heartbeat_at__lt=cutoff).order_by("pk"):
+    stale = EvalJob.objects.select_for_update().filter(status=EvalStatus.RUNNING, heartbeat_at__lt=cutoff)
+    for job in stale.order_by("pk"):
         _move(job, EvalStatus.LOST)
         job.ended_at = timezone.now()
         job.error = f"no heartbeat since {job.heartbeat_at.isoformat()} (more than {age:g} s)"
