@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from celery.signals import worker_shutting_down
+from celery.signals import worker_init, worker_shutting_down
 
 from workers.celery_app import app, ensure_django
 from workers.runner import EXIT_STOPPED, EXIT_SUCCEEDED
@@ -23,7 +23,7 @@ from workers.runner import EXIT_STOPPED, EXIT_SUCCEEDED
 ensure_django()
 
 from django.conf import settings  # noqa: E402
-from django.db import close_old_connections  # noqa: E402
+from django.db import close_old_connections, connections  # noqa: E402
 
 from webapp.runs import services  # noqa: E402
 from webapp.runs.models import Run, RunStatus  # noqa: E402
@@ -44,7 +44,43 @@ def log_tail(path: Path, max_chars: int = 4000) -> str:
         return ""
 
 
-def _terminate_group(proc: subprocess.Popen) -> None:
+class ForkedChild:
+    """The run's training process, forked from this slot (which preloaded torch and transformers, see
+    ``_preload_training``), with the small part of Popen's interface the supervisor uses."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    @classmethod
+    def start(cls, run_id: int, log_path: Path) -> "ForkedChild":
+        from workers.runner import run_in_forked_child
+
+        connections.close_all()  # the child must not share the slot's database connections
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            run_in_forked_child(run_id, str(log_path))  # never returns
+        return cls(pid)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"run process {self.pid}", timeout)
+            time.sleep(0.05)
+        return self.returncode
+
+
+def _terminate_group(proc: ForkedChild) -> None:
     """SIGTERM the child's whole process group, then SIGKILL whatever is left."""
     for sig, wait_s in ((signal.SIGTERM, TERM_TO_KILL_S), (signal.SIGKILL, 10.0)):
         try:
@@ -58,7 +94,7 @@ def _terminate_group(proc: subprocess.Popen) -> None:
             continue
 
 
-def _supervise(run_id: int, proc: subprocess.Popen) -> bool:
+def _supervise(run_id: int, proc: ForkedChild) -> bool:
     """Wait for the child, heartbeating; returns True when it had to be terminated after a kill request."""
     next_beat = 0.0
     while proc.poll() is None:
@@ -113,17 +149,13 @@ def train_run(run_id: int) -> str:
     out = run_dir(run_id)
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / "worker.log"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with open(log_path, "a", encoding="utf-8") as log_file:
-        proc = subprocess.Popen([sys.executable, "-m", "workers.runner", str(run_id)], stdout=log_file,
-                                stderr=subprocess.STDOUT, start_new_session=True, env=env,
-                                cwd=str(Path(__file__).resolve().parent.parent))
-        try:
-            services.run_heartbeat(run_id=run_id, pid=proc.pid)
-            forced = _supervise(run_id, proc)
-        except BaseException:
-            _terminate_group(proc)  # the task is going away (worker shutdown): take the child with it
-            raise
+    proc = ForkedChild.start(run_id, log_path)
+    try:
+        services.run_heartbeat(run_id=run_id, pid=proc.pid)
+        forced = _supervise(run_id, proc)
+    except BaseException:
+        _terminate_group(proc)  # the task is going away (worker shutdown): take the child with it
+        raise
     status = _record_end(run_id, proc.returncode, forced, log_path)
     log.info("run %s: ended %s (exit code %s)", run_id, status, proc.returncode)
     return status
@@ -155,16 +187,32 @@ def _stop_local_runs(sig=None, how=None, **_: object) -> None:
         return
     close_old_connections()
     host = socket.gethostname()
-    for pid in Run.objects.filter(status=RunStatus.RUNNING, worker__startswith=f"{host}:", pid__isnull=False
-                                  ).values_list("pid", flat=True):
-        if _is_runner(pid):
+    for pid, worker in Run.objects.filter(status=RunStatus.RUNNING, worker__startswith=f"{host}:",
+                                          pid__isnull=False).values_list("pid", "worker"):
+        slot_pid = int(worker.rsplit(":", 1)[1])
+        if _parent_pid(pid) == slot_pid:  # still the child of that slot (a recorded pid may have been reused)
             log.info("worker shutting down: asking training process %s to checkpoint and stop", pid)
             os.kill(pid, signal.SIGTERM)
 
 
-def _is_runner(pid: int) -> bool:
-    """True when ``pid`` is one of our training processes (a recorded pid may have been reused)."""
+def _parent_pid(pid: int) -> int | None:
+    """The parent pid of ``pid`` from /proc (None if it is gone)."""
     try:
-        return b"workers.runner" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return False
+        return None
+    # /proc/PID/stat: "pid (comm) state ppid ..."; comm may contain spaces, so split after the last ")".
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+@worker_init.connect
+def _preload_training(sender=None, **_: object) -> None:
+    """A training worker (queue cpu or gpu) imports the training stack once, before forking its slots."""
+    queues = set(getattr(sender.app.amqp.queues, "consume_from", None) or {}) if sender else set()
+    if queues and not queues & set(settings.SEEDBED_QUEUES):
+        return  # the maintenance worker trains nothing
+    started = time.monotonic()
+    from workers.runner import preload_training
+
+    preload_training()
+    log.info("training stack preloaded in %.1f s", time.monotonic() - started)

@@ -60,6 +60,8 @@ def test_launch_watch_and_kill_a_run_from_the_browser(live_server, celery_worker
     clicked_launch = time.monotonic()
     page.click("#launch")
     page.wait_for_url("**/runs/*/")
+    page.wait_for_function("typeof Plotly !== 'undefined'")
+    run_page_s = time.monotonic() - clicked_launch
     run = Run.objects.get(name="browser run")
     assert run.config["preset"] == "dapo" and run.config["eps_high"] == 0.28 and run.seed == 11
 
@@ -88,7 +90,7 @@ def test_launch_watch_and_kill_a_run_from_the_browser(live_server, celery_worker
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "run_page.png"), full_page=True)
     first_metric_at = MetricPoint.objects.filter(run=run, step=1).order_by("logged_at").first().logged_at
-    timings = {"launch_to_first_point_s": round(first_point_s, 2), "kill_to_killed_s": round(killed_s, 2),
+    timings = {"launch_to_first_point_s": round(first_point_s, 2), "launch_to_run_page_loaded_s": round(run_page_s, 2), "kill_to_killed_s": round(killed_s, 2),
                "steps_before_kill": run.last_step,
                # the server's share: run created -> started -> step 1 stored; kill flag -> status killed
                "server_created_to_started_s": round((run.started_at - run.created_at).total_seconds(), 2),
