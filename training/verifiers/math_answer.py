@@ -5,26 +5,37 @@ Extraction (in the trusted parent, cheap): the content of the completion's last 
 "Answer: ..." / "Final answer: ..." line). A hedged answer ("3 or 4", "maybe 3") scores 0 unless the gold
 answer itself is phrased that way; no answer scores 0.
 
-Checking: ``math_verify.verify(parse(gold), parse(answer))``, gold first (math-verify's relation is not
-symmetric: a gold set accepts an unordered list, a gold interval fixes its bounds). math-verify times out
-with SIGALRM, which only works on a process's main thread, so checks run in a :class:`WorkerPool` whose
-workers do exactly that, under an outer deadline that kills a stuck worker. A timeout (math-verify's own
-or the outer one) or a dead worker raises :class:`VerifierError`: the verifier could not judge.
+Checking, fast: when gold and answer both fall in the small grammar of :mod:`math_fastpath` (integers,
+decimals, fractions, percentages, simple radicals, ``x = v``), the parent decides exactly in microseconds,
+and only where that module's rules give math-verify's own verdict; anything else, or too close to call, goes
+to math-verify.
+
+Checking, general: ``math_verify.verify(parse(gold), parse(answer))``, gold first (math-verify's relation
+is not symmetric: a gold set accepts an unordered list, a gold interval fixes its bounds). math-verify times
+out with SIGALRM, which only works on a process's main thread, so checks run in a :class:`WorkerPool` whose
+workers do exactly that, under an outer deadline that kills a stuck worker. Pairs travel in chunks (one
+message per chunk, not per pair); a worker stops starting new pairs once a chunk has used its time budget,
+and a chunk that times out is retried one pair per task so only the stuck pair fails. A timeout
+(math-verify's own or the outer one) or a dead worker raises :class:`VerifierError`: the verifier could not
+judge.
 """
 from __future__ import annotations
 
 import functools
+import math
 import re
 import threading
 import time
 from collections import OrderedDict
 
 from training.verifiers.base import VerifierError, VerifierResult, register_verifier
+from training.verifiers.math_fastpath import decide, parse_fast
 from training.verifiers.workers import TaskFailed, TaskTimeout, WorkerPool
 
 _BOXED_START = re.compile(r"\\(?:boxed|fbox)\s*")
 _ANSWER_LINE = re.compile(r"(?im)^\W*(?:final\s+answer|answer)\s*(?:is)?\s*[:：]?\s*(.+?)\s*$")
-_PLAIN_INT = re.compile(r"[+-]?(?:\d{1,3}(?:(?:,|\{,\})\d{3})+|\d+)")
+MAX_CHUNK = 16  # pairs per pool message: one round trip per chunk instead of per pair
+
 _HEDGE = re.compile(r"\bor\b|\\lor\b|\beither\b|\bmaybe\b|\bpossibly\b|\bprobably\b|\bperhaps\b|\?")
 
 
@@ -80,21 +91,6 @@ def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxe
     return info
 
 
-def plain_int(text: str) -> int | None:
-    """The integer a plain integer string denotes ("1,000", "-7", "1{,}000"), else None.
-
-    Integer vs integer is exact symbolic equality in math-verify too, so when gold and answer are both plain
-    integers the parent decides without a worker round trip (most RL math datasets have integer answers).
-
-    >>> plain_int("1{,}000"), plain_int("$-7$"), plain_int("1,00"), plain_int("3.0")
-    (1000, -7, None, None)
-    """
-    text = text.strip().strip("$").strip()
-    if not _PLAIN_INT.fullmatch(text):
-        return None
-    return int(text.replace("{,}", "").replace(",", ""))
-
-
 # ---- runs in the worker processes -------------------------------------------------------------------
 
 def _as_latex(text: str) -> str:
@@ -148,6 +144,23 @@ def check_in_worker(gold: str, answer: str, float_rounding: int, timeout_s: int)
             "check_s": round(time.perf_counter() - start, 6)}
 
 
+def check_chunk_in_worker(pairs: list[tuple[str, str]], float_rounding: int, timeout_s: int,
+                          budget_s: float) -> list[dict | None]:
+    """:func:`check_in_worker` on each (gold, answer) pair; None for the pairs not started within ``budget_s``.
+
+    The first pair always runs, so every chunk makes progress; the budget keeps a chunk (at most ``budget_s``
+    plus one item's worst case, 3 x timeout_s) inside the pool's outer deadline.
+    """
+    start = time.perf_counter()
+    replies: list[dict | None] = []
+    for i, (gold, answer) in enumerate(pairs):
+        if i and time.perf_counter() - start > budget_s:
+            replies.extend([None] * (len(pairs) - i))
+            break
+        replies.append(check_in_worker(gold, answer, float_rounding, timeout_s))
+    return replies
+
+
 # ---- the verifier (parent side) -------------------------------------------------------------------
 
 _POOLS: dict[tuple, WorkerPool] = {}
@@ -159,7 +172,7 @@ def shared_pool(processes: int, deadline_s: float) -> WorkerPool:
     key = (processes, float(deadline_s))
     with _POOLS_LOCK:
         if key not in _POOLS:
-            _POOLS[key] = WorkerPool("training.verifiers.math_answer:check_in_worker", processes=processes,
+            _POOLS[key] = WorkerPool("training.verifiers.math_answer:check_chunk_in_worker", processes=processes,
                                      deadline_s=deadline_s)
         return _POOLS[key]
 
@@ -220,11 +233,8 @@ class MathVerifier:
             elif _HEDGE.search(info["answer"]) and not _HEDGE.search(gold):
                 info["reason"] = "hedged answer"
                 out[i] = VerifierResult(0.0, info)
-            elif plain_int(gold) is not None and plain_int(info["answer"]) is not None:
-                correct = plain_int(gold) == plain_int(info["answer"])
-                out[i] = VerifierResult(1.0 if correct else 0.0, dict(
-                    info, gold_parsed=str(plain_int(gold)), answer_parsed=str(plain_int(info["answer"])),
-                    reason=None if correct else "not equivalent to the gold answer", cached=False, fast_path=True))
+            elif (fast := self._fast(gold, info)) is not None:
+                out[i] = fast
             else:
                 key = (gold, info["answer"])
                 if key in self._cache:
@@ -233,9 +243,7 @@ class MathVerifier:
                 else:
                     todo.setdefault(key, []).append(i)
         if todo:
-            keys = list(todo)
-            replies = self.pool.map([(g, a, self.float_rounding, self.timeout_s) for g, a in keys])
-            for key, reply in zip(keys, replies):
+            for key, reply in self._check_in_pool(list(todo)).items():
                 if isinstance(reply, dict) and reply.get("status") == "ok" and self.cache_size:
                     self._cache[key] = reply
                     if len(self._cache) > self.cache_size:
@@ -243,6 +251,50 @@ class MathVerifier:
                 for i in todo[key]:
                     out[i] = self._result(infos[i], reply, cached=False)
         return out
+
+    def _fast(self, gold: str, info: dict) -> VerifierResult | None:
+        """The in-process verdict when both sides are in the fast grammar and it is certain, else None."""
+        gold_parsed = parse_fast(gold)  # lru-cached: a group's G completions share one gold
+        if gold_parsed is None:
+            return None
+        answer_parsed = parse_fast(info["answer"])
+        if answer_parsed is None:
+            return None
+        correct = decide(gold_parsed, answer_parsed, self.float_rounding)
+        if correct is None:
+            return None
+        return VerifierResult(1.0 if correct else 0.0, dict(
+            info, gold_parsed=str(gold_parsed), answer_parsed=str(answer_parsed),
+            reason=None if correct else "not equivalent to the gold answer", cached=False, fast_path=True))
+
+    def _check_in_pool(self, keys: list[tuple[str, str]]) -> dict[tuple, object]:
+        """math-verify on every (gold, answer) key, in chunks; a reply dict or TaskTimeout/TaskFailed per key.
+
+        Chunks of up to ``MAX_CHUNK`` keys, about 4 per worker so the workers stay evenly loaded. Keys a
+        worker did not reach within its budget go round again; the keys of a chunk that timed out or whose
+        worker died are retried one per task, so only the item that is really stuck gets the error.
+        """
+        budget_s = max(0.05, self.pool.deadline_s - 3 * self.timeout_s - 0.5)
+        replies: dict[tuple, object] = {}
+        size = max(1, min(MAX_CHUNK, math.ceil(len(keys) / (4 * self.pool.processes))))
+        pending = [keys[i:i + size] for i in range(0, len(keys), size)]
+        while pending:
+            chunk_replies = self.pool.map([(chunk, self.float_rounding, self.timeout_s, budget_s)
+                                           for chunk in pending])
+            retry: list[list[tuple]] = []
+            for chunk, chunk_reply in zip(pending, chunk_replies):
+                if isinstance(chunk_reply, (TaskTimeout, TaskFailed)):
+                    if len(chunk) == 1:
+                        replies[chunk[0]] = chunk_reply
+                    else:
+                        retry.extend([key] for key in chunk)
+                    continue
+                not_reached = [key for key, reply in zip(chunk, chunk_reply) if reply is None]
+                replies.update((key, reply) for key, reply in zip(chunk, chunk_reply) if reply is not None)
+                if not_reached:
+                    retry.append(not_reached)
+            pending = retry
+        return replies
 
     @staticmethod
     def _result(info: dict, reply, cached: bool):
@@ -256,5 +308,5 @@ class MathVerifier:
         if reply["status"] == "bad_gold":
             return VerifierError(f"math: cannot parse gold answer {info['gold'][:200]!r}: {reply['error']}")
         details = dict(info, gold_parsed=reply["gold_parsed"], answer_parsed=reply["answer_parsed"],
-                       reason=reply["why"], cached=cached)
+                       reason=reply["why"], cached=cached, fast_path=False)
         return VerifierResult(1.0 if reply["correct"] else 0.0, details)
