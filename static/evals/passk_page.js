@@ -19,7 +19,9 @@ function drawPassK(div, series, {n, jobId, filename}) {
   const layout = {
     uirevision: "eval-" + jobId,
     margin: {l: 60, r: 10, t: 20, b: 50},
-    xaxis: {type: "log", title: {text: "k (samples per problem)"}, tickvals: ks, ticktext: ks.map(String)},
+    // log axes take their range in log10 units; fixed so an empty chart already spans 1 … n
+    xaxis: {type: "log", title: {text: "k (samples per problem)"}, tickvals: ks, ticktext: ks.map(String),
+            range: [-0.05, Math.log10(Math.max(n, 2)) + 0.05]},
     yaxis: {title: {text: "pass@k"}, range: [0, 1.02]},
     legend: {orientation: "h", y: -0.2},
     height: 420,

@@ -85,3 +85,33 @@ def test_the_pass_at_k_page_shows_base_and_checkpoint(live_server, django_user_m
 
     (REPO / "var" / "screenshots").mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(REPO / "var" / "screenshots" / "passk_page.png"), full_page=True)
+
+
+def test_evaluate_from_the_run_page_opens_the_form_and_queues_a_job(live_server, django_user_model, browser_page,
+                                                                    run_with_checkpoints):
+    from webapp.evals.models import EvalJob, EvalStatus
+
+    run = run_with_checkpoints
+    run.config = {**run.config, "device": "cuda"}  # gpu queue: nothing in the tests consumes it
+    run.save()
+    page = browser_page
+    log_in(page, live_server, django_user_model)
+    page.goto(f"{live_server.url}/runs/{run.pk}/")
+    page.click("#evaluate")
+    page.wait_for_url(f"**/evals/new/?run={run.pk}")
+    # a bad k is refused on its field, and the form keeps what was typed
+    page.fill("#id_n", "4")
+    page.fill("#id_k", "1,8")
+    page.click("#start-eval")
+    assert "every k must lie in 1..n (n = 4)" in page.text_content("#field-k .errorlist")
+    assert EvalJob.objects.count() == 0
+    page.fill("#id_k", "1,4")
+    page.fill("#id_problems", "3")
+    page.click("#start-eval")
+    page.wait_for_url("**/evals/*/")
+    job = EvalJob.objects.get()
+    assert (job.n, job.ks, job.problems, job.queue, job.status) == (4, [1, 4], 3, "gpu", EvalStatus.QUEUED)
+    assert [m.label for m in job.models.all()] == ["base", "step 4"]  # the defaults: base + last checkpoint
+    assert page.text_content(".run-head .status") == "queued"
+    assert page.get_attribute("#progress", "max") == "6"
+    page.screenshot(path=str(REPO / "var" / "screenshots" / "eval_queued.png"), full_page=True)
