@@ -19,6 +19,12 @@ Optuna's pruners see raw intermediate values (they do not smooth). Its MedianPru
 COMPLETE trials, of which a parallel sweep has none until the end, so it cannot prune there; its
 SuccessiveHalving and Hyperband pruners with ``min_resource="auto"`` / ``max_resource="auto"`` likewise wait
 for a completed trial, so the rows below also give them explicit resources matched to ours.
+
+Findings when the defaults were set (200 synthetic test sweeps; 10 real sweeps x 8 seeds x 40 steps):
+asha saves 50 % and keeps a near-best seed in 69 % (synthetic) / 70 % (real) of sweeps; median saves 51 % / 34 %
+with 66 % / 70 %. The 90 % retention target is not reached: on the real tiny-task sweeps the seeds' finals
+spread about as much as one final's own noise (sd 0.02-0.07 vs 0.02-0.04), so which seed ends best is mostly
+chance, and a random stop of 5 of 8 seeds at 20 % also keeps a near-best seed in 70 % of them.
 """
 from __future__ import annotations
 
