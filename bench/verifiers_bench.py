@@ -1,9 +1,11 @@
 """Verifier throughput: math verifications/s (1 and 2 worker processes) and sandboxed code executions/s
 (a trivial passing program and a 10-assert test; sequential and with 2 fork servers).
 
-    python bench/verifiers_bench.py [--math-n 2000] [--code-n 300]
+    python bench/verifiers_bench.py [--math-n 4000] [--complex-n 400] [--code-n 300] [--only math|code]
 
-Every item is distinct (caches off) so each figure counts real work. Targets on a 2-core machine:
+Math runs on a realistic mix (60 % integer answers, 25 % fractions/decimals/percentages, 15 % complex LaTeX
+that needs math-verify), in groups of 8 completions sharing a gold as in GRPO, and on complex LaTeX alone.
+Every (gold, answer) pair is distinct and the result cache is off, so each figure counts real work. Targets on a 2-core machine:
 >= 500 math verifications/s across 2 processes, >= 100 sandboxed executions/s.
 """
 from __future__ import annotations
@@ -18,45 +20,107 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from training.verifiers import VerifierError, get_verifier, score_batch  # noqa: E402
 
 
-def math_items(n: int):
-    """Distinct (completion, example) pairs mixing fractions, radicals, decimals and wrong answers."""
+GROUP = 8  # completions per prompt, as in GRPO: the G answers of a group share one gold
+
+
+def _integer_pair(i: int) -> tuple[str, str, float]:
+    """GSM8K/AIME style: right, wrong, or right with thousands separators."""
+    gold = 1000 + i // GROUP
+    answer, expected = [(f"{gold:,}", 1.0), (str(gold + 1), 0.0), (str(gold), 1.0),
+                        (f"{gold:,}".replace(",", "{,}"), 1.0), (f"0{gold}", 1.0), (str(gold - 1), 0.0),
+                        (f"+{gold}", 1.0), (str(10 * gold), 0.0)][i % GROUP]
+    return str(gold), answer, expected
+
+
+def _number_pair(i: int) -> tuple[str, str, float]:
+    """Fractions, decimals and percentages: one gold per group, answers right or wrong in several notations."""
+    group, j = divmod(i, GROUP)
+    d = (4, 5, 8, 20, 25)[group % 5]
+    k = (group // 5) * d + 1 + group % (d - 1)  # k/d in lowest terms for d = 4, 5, 8, 20, 25 when k % 2, k % 5
+    value = k / d
+    if group % 3 == 0:  # a fraction gold
+        gold = rf"\frac{{{k}}}{{{d}}}"
+        answers = [(rf"\dfrac{{{k}}}{{{d}}}", 1.0), (f"{k}/{d}", 1.0), (f"{value:g}", 1.0),
+                   (rf"\frac{{{2 * k}}}{{{2 * d}}}", 1.0), (f"{k + 1}/{d}", 0.0), (f"{value + 0.1:g}", 0.0),
+                   (rf"-\frac{{{k}}}{{{d}}}", 0.0), (f"{100 * value:g}%", 1.0)]
+    elif group % 3 == 1:  # a decimal gold
+        gold = f"{value:g}"
+        answers = [(rf"\frac{{{k}}}{{{d}}}", 1.0), (f"{value:.4f}", 1.0), (f"{k}/{d}", 1.0), (f"{value * 10:g}", 0.0),
+                   (f"{value + 1:g}", 0.0), (rf"\tfrac{{{k}}}{{{d}}}", 1.0), (f"-{value:g}", 0.0),
+                   (f"{value:g}" + ("0" if "." in f"{value:g}" else ".0"), 1.0)]
+    else:  # a percentage gold
+        p = group // 3 % 100 + 1
+        gold = rf"{p}\%"
+        answers = [(f"{p}", 1.0), (f"{p / 100:g}", 1.0), (f"{p}%", 1.0), (rf"\frac{{{p}}}{{100}}", 1.0),
+                   (rf"{p + 1}\%", 0.0), (f"{p + 1}", 0.0), (f"{p / 10:g}", 0.0), (f"{p:d}.0%", 1.0)]
+    answer, expected = answers[j]
+    return gold, answer, expected
+
+
+def _complex_pair(i: int) -> tuple[str, str, float]:
+    """Shapes outside the fast path (pi, polynomials, intervals, sets, radical sums): one gold per group,
+    its GROUP answers right or wrong in different notations, as a model's samples would be."""
+    group, j = divmod(i, GROUP)
+    k = group // 5 + 2
+    sq = k * k
+    groups = [
+        (rf"\frac{{\pi}}{{{k}}}", [(rf"\pi/{k}", 1.0), (rf"\frac{{\pi}}{{{k}}}", 1.0), (rf"\frac{{1}}{{{k}}}\pi", 1.0),
+                                  (rf"\frac{{\pi}}{{{k + 1}}}", 0.0), (rf"\frac{{2\pi}}{{{2 * k}}}", 1.0),
+                                  (rf"{k}\pi", 0.0), (rf"\dfrac{{\pi}}{{{k}}}", 1.0), (rf"\pi^{k}", 0.0)]),
+        (f"(x+{k})^2", [(f"x^2+{2 * k}x+{sq}", 1.0), (f"(x+{k})^2", 1.0), (f"({k}+x)^2", 1.0), (f"x^2+{sq}", 0.0),
+                        (f"(x-{k})^2", 0.0), (f"x^2+{2 * k}x+{sq + 1}", 0.0), (f"(x+{k})(x+{k})", 1.0),
+                        (f"x^2+{k}x+{sq}", 0.0)]),
+        (f"[{k}, {k + 2})", [(f"[{k},{k + 2})", 1.0), (f"({k},{k + 2})", 0.0), (f"[{k},{k + 2}]", 0.0),
+                              (f"[{k}, {k + 2})", 1.0), (f"[{k},{k + 3})", 0.0), (f"({k}, {k + 2}]", 0.0),
+                              (rf"\left[{k}, {k + 2}\right)", 1.0), (f"[{k + 1},{k + 2})", 0.0)]),
+        (rf"\{{{k}, {k + 1}\}}", [(rf"\{{{k + 1}, {k}\}}", 1.0), (rf"\{{{k}, {k + 1}\}}", 1.0), (f"{k}, {k + 1}", 1.0),
+                                   (f"{k + 1}, {k}", 1.0), (rf"\{{{k}, {k + 2}\}}", 0.0), (rf"\{{{k}\}}", 0.0),
+                                   (rf"\{{{k}, {k + 1}, {k + 2}\}}", 0.0), (rf"\{{{k},{k + 1}\}}", 1.0)]),
+        (rf"{k}\sqrt{{2}}+1", [(rf"1+{k}\sqrt{{2}}", 1.0), (rf"{k}\sqrt{{2}}+1", 1.0), (rf"\sqrt{{{2 * sq}}}+1", 1.0),
+                               (rf"{k}\sqrt{{3}}+1", 0.0), (rf"{k}\sqrt{{2}}-1", 0.0), (rf"1+\sqrt{{2}}\cdot {k}", 1.0),
+                               (rf"({k}+1)\sqrt{{2}}", 0.0), (rf"{k}\sqrt{{2}}+2", 0.0)]),
+    ]
+    gold, answers = groups[group % len(groups)]
+    answer, expected = answers[j]
+    return gold, answer, expected
+
+
+def math_items(n: int, mix: tuple[float, float, float]) -> list[tuple[str, dict, float, str]]:
+    """n distinct (completion, example, expected score, kind) items in groups of GROUP sharing a gold.
+
+    ``mix``: the shares of integer answers, fraction/decimal/percent answers and complex LaTeX answers
+    (the last need math-verify). Shares are exact over every 20 groups.
+    """
     items = []
-    for i in range(n):
-        kind = i % 4
-        if kind == 0:
-            items.append((rf"so \boxed{{\frac{{{i}}}{{2}}}}", {"answer": f"{i / 2}"}))
-        elif kind == 1:
-            items.append((rf"\boxed{{{i}\sqrt{{2}}}}", {"answer": rf"\sqrt{{{2 * i * i}}}"}))
-        elif kind == 2:
-            items.append((rf"The answer is \boxed{{{i + 1}}}", {"answer": str(i)}))
-        else:
-            items.append((rf"\boxed{{x = {i}}}", {"answer": str(i)}))
+    counters = {"integer": 0, "number": 0, "complex": 0}
+    makers = {"integer": _integer_pair, "number": _number_pair, "complex": _complex_pair}
+    for g in range(max(1, n // GROUP)):
+        slot = g % 20  # kinds interleaved in cycles of 20 groups, as in a shuffled dataset
+        kind = "integer" if slot < mix[0] * 20 else ("number" if slot < (mix[0] + mix[1]) * 20 else "complex")
+        for _ in range(GROUP):
+            gold, answer, expected = makers[kind](counters[kind])
+            counters[kind] += 1
+            items.append((f"Reasoning... so the answer is \\boxed{{{answer}}}.", {"answer": gold}, expected, kind))
     return items
 
 
-def int_items(n: int):
-    """Integer answers (GSM8K/AIME style): right, wrong, with thousands separators; decided in the parent."""
-    items = []
-    for i in range(n):
-        gold = 1000 + i
-        answer = [f"{gold:,}", str(gold + 1), str(gold), f"{gold}"][i % 4]
-        items.append((f"Work... so the total is \\boxed{{{answer}}}.", {"answer": str(gold)}))
-    return items
-
-
-def bench_math(n: int, processes: int, integers: bool = False) -> float:
+def bench_math(n: int, processes: int, mix: tuple[float, float, float]) -> tuple[float, float]:
+    """Verifications/s over ``math_items(n, mix)`` (result cache off), and the share decided in-process."""
     v = get_verifier("math", processes=processes, cache_size=0)
-    v(r"\boxed{1}", {"answer": "1"})  # start the workers outside the timing
-    score_batch(v, [r"\boxed{1}"] * 4 * processes, [{"answer": "1"}] * 4 * processes)
-    items = int_items(n) if integers else math_items(n)
+    # start the workers outside the timing
+    score_batch(v, [r"\boxed{\pi}"] * 4 * processes, [{"answer": r"\pi"}] * 4 * processes)
+    items = math_items(n, mix)
     start = time.perf_counter()
-    out = score_batch(v, [c for c, _ in items], [e for _, e in items])
+    out = score_batch(v, [c for c, _, _, _ in items], [e for _, e, _, _ in items])
     elapsed = time.perf_counter() - start
-    errors = sum(isinstance(o, VerifierError) for o in out)
-    expected = [1.0, 0.0, 1.0, 1.0] if integers else [1.0, 1.0, 0.0, 1.0]
-    wrong = sum(o.score != expected[i % 4] for i, o in enumerate(out) if not isinstance(o, VerifierError))
-    assert not errors and not wrong, (errors, wrong)
-    return n / elapsed
+    errors = [o for o in out if isinstance(o, VerifierError)]
+    wrong = [(item, o.details) for item, o in zip(items, out) if not isinstance(o, VerifierError)
+             and o.score != item[2]]
+    assert not errors and not wrong, (errors[:2], wrong[:2])
+    # every complex item really went to math-verify, every other one was decided in the parent
+    assert all(o.details["fast_path"] == (item[3] != "complex") for item, o in zip(items, out)), "fast-path split"
+    fast_share = sum(o.details["fast_path"] for o in out) / len(out)
+    return len(items) / elapsed, fast_share
 
 
 TEN_ASSERTS = "\n".join(f"assert add({i}, {i + 1}) == {2 * i + 1}" for i in range(10))
@@ -91,7 +155,9 @@ def bench_code(n: int, processes: int, ten_asserts: bool, sequential: bool) -> f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--math-n", type=int, default=2000)
+    parser.add_argument("--math-n", type=int, default=4000)
+    parser.add_argument("--complex-n", type=int, default=400)
+    parser.add_argument("--only", choices=("math", "code"), default=None, help="run one half of the benchmark")
     parser.add_argument("--code-n", type=int, default=300)
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}")
@@ -100,12 +166,17 @@ def main() -> None:
         print(f"load average (1 min): {load:.1f}  (figures scale down with other work on the machine)")
     except OSError:
         pass
-    for processes in (1, 2):
-        rate = bench_math(args.math_n, processes)
-        print(f"math  LaTeX answers   {processes} process(es): {rate:8.1f} verifications/s  (n={args.math_n})")
-    for processes in (1, 2):
-        rate = bench_math(args.math_n * 5, processes, integers=True)
-        print(f"math  integer answers {processes} process(es): {rate:8.1f} verifications/s  (n={args.math_n * 5})")
+    realistic, complex_only = (0.60, 0.25, 0.15), (0.0, 0.0, 1.0)
+    for processes in (1, 2) if args.only != "code" else ():
+        rate, fast = bench_math(args.math_n, processes, realistic)
+        print(f"math  mix 60% int/25% frac-dec-pct/15% complex {processes} process(es): {rate:8.1f} "
+              f"verifications/s  (n={args.math_n}, {fast:.0%} decided in-process)")
+    for processes in (1, 2) if args.only != "code" else ():
+        rate, _ = bench_math(args.complex_n, processes, complex_only)
+        print(f"math  complex LaTeX only (math-verify)      {processes} process(es): {rate:8.1f} "
+              f"verifications/s  (n={args.complex_n})")
+    if args.only == "math":
+        return
     layers = None
     for ten, label in ((False, "trivial program"), (True, "10-assert test")):
         for sequential, processes, mode in ((True, 1, "sequential, 1 server"), (False, 2, "batch, 2 servers")):

@@ -222,3 +222,52 @@ def test_verifier_uses_fast_path_and_says_so():
     assert r.score == 0.0 and r.details["fast_path"] is True and r.details["reason"]
     slow = v(r"\boxed{\frac{\pi}{2}}", {"answer": r"\pi/2"})
     assert slow.score == 1.0 and slow.details["fast_path"] is False
+
+
+def test_same_text_shortcut_in_worker_matches_full_check():
+    """An answer identical to its gold skips math-verify's second parse; the verdict must not change."""
+    from training.verifiers.math_answer import check_in_worker
+    golds = [r"\frac{\pi}{2}", "(x+1)^2", "[1, 3)", r"\{1, 2\}", r"2\sqrt{2}+1", r"3 \text{ cm}", "3/0",
+             r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", "x^2 - 1 = 0", r"\infty", r"\text{Monday}", "a=b=3"]
+    for gold in golds:
+        fast = check_in_worker(gold, gold, 6, 5)
+        full = check_in_worker(gold, gold, 6, 5, same_text_shortcut=False)
+        assert (fast["status"], fast.get("correct")) == (full["status"], full.get("correct")), gold
+
+
+def hang_or_check(pairs, float_rounding, timeout_s, budget_s):
+    """Pool target for the test below: a chunk holding the answer "HANG" never returns (a stuck sympy call
+    that SIGALRM cannot interrupt); any other chunk is checked as usual."""
+    import time as _time
+    from training.verifiers.math_answer import check_chunk_in_worker
+    if any(answer == "HANG" for _, answer in pairs):
+        _time.sleep(3600)
+    return check_chunk_in_worker(pairs, float_rounding, timeout_s, budget_s)
+
+
+def test_chunk_past_deadline_is_retried_one_by_one_so_only_the_stuck_pair_fails():
+    from training.verifiers import VerifierError, score_batch
+    v = get_verifier("math", processes=2, cache_size=0)
+    v.pool = WorkerPool("tests.verifiers.test_math_fastpath:hang_or_check", processes=2, deadline_s=4)
+    try:
+        golds = [rf"\frac{{\pi}}{{{k}}}" for k in range(2, 14)]
+        completions = [rf"\boxed{{\pi/{k}}}" for k in range(2, 14)]
+        completions[5] = r"\boxed{HANG}"
+        out = score_batch(v, completions, [{"answer": g} for g in golds])
+        assert isinstance(out[5], VerifierError) and "timed out" in str(out[5])
+        assert [o.score for i, o in enumerate(out) if i != 5] == [1.0] * 11
+        assert v.pool.restarts >= 2  # the chunk's worker, then the single stuck pair's worker
+    finally:
+        v.pool.close()
+
+
+def test_chunk_stops_starting_pairs_past_its_budget_and_the_rest_are_sent_again():
+    from training.verifiers import score_batch
+    from training.verifiers.math_answer import check_chunk_in_worker
+    replies = check_chunk_in_worker([(r"\pi", r"\pi"), (r"\pi", "3"), (r"\pi", "4")], 6, 3, budget_s=0.0)
+    assert replies[0]["correct"] is True and replies[1:] == [None, None]
+    # timeout_s=3 in a 9.6 s deadline leaves a 0.1 s budget per chunk: every pair still gets judged.
+    v = get_verifier("math", processes=2, cache_size=0, timeout_s=3, deadline_s=9.6)
+    golds = [rf"(x+{k})^2" for k in range(40)]
+    out = score_batch(v, [rf"\boxed{{x^2+{2 * k}x+{k * k}}}" for k in range(40)], [{"answer": g} for g in golds])
+    assert [o.score for o in out] == [1.0] * 40
