@@ -53,11 +53,12 @@ _FRAC_CMD = r"\\[dt]?frac"
 
 _NUMBER_RE = re.compile(rf"{_SIGN}(?P<num>{_DEC}|{_INT})")
 _PERCENT_RE = re.compile(r"(?P<num>\d*\.\d+|\d+)\\?%")  # "1,000%" is a set to math-verify
-_SLASH_RE = re.compile(r"(?P<a>[+-]?\d+)/(?P<b>\d+)")
-_FRAC_RE = re.compile(rf"{_SIGN}{_FRAC_CMD}(?:\{{(?P<a>[+-]?\d+)\}}\{{(?P<b>\d+)\}}|(?P<a1>\d)(?P<b1>\d))")
-_SQRT = r"(?P<coef>\d*)\\sqrt(?:\{(?P<rad>\d+)\}|\s?(?P<rad1>\d)(?!\d))"
-_RADICAL_RE = re.compile(rf"{_SIGN}{_SQRT}(?:/(?P<den>\d+))?")
-_FRAC_RADICAL_RE = re.compile(rf"{_SIGN}{_FRAC_CMD}\{{(?P<isign>-?){_SQRT}\}}\{{(?P<den>\d+)\}}")
+_PART = r"(?:0|[1-9]\d*)"                                # fraction parts: no leading zeros
+_SLASH_RE = re.compile(rf"(?P<a>-?{_PART})/(?P<b>{_PART})")
+_FRAC_RE = re.compile(rf"{_SIGN}{_FRAC_CMD}(?:\{{(?P<a>-?{_PART})\}}\{{(?P<b>{_PART})\}}|(?P<a1>\d)(?P<b1>\d))")
+_SQRT = r"(?P<coef>(?:[1-9]\d*)?)\\sqrt(?:\{(?P<rad>\d+)\}|\s?(?P<rad1>\d)(?!\d))"
+_RADICAL_RE = re.compile(rf"{_SIGN}{_SQRT}(?:/(?P<den>{_PART}))?")
+_FRAC_RADICAL_RE = re.compile(rf"{_SIGN}{_FRAC_CMD}\{{(?P<isign>-?){_SQRT}\}}\{{(?P<den>{_PART})\}}")
 _ASSIGNMENT_RE = re.compile(r"(?P<var>[a-df-hj-zA-DF-HJ-Z])\s*=\s*(?P<rhs>.+)")
 
 
@@ -158,6 +159,8 @@ def _parse_scalar(text: str) -> Scalar | None:
         return Scalar(Fraction(int(m["a"]), int(m["b"]))) if int(m["b"]) else None
     m = _FRAC_RE.fullmatch(text)
     if m:
+        if m["sign"] == "-" and (m["a"] or "").startswith("-"):
+            return None
         a, b = int(m["a"] or m["a1"]), int(m["b"] or m["b1"])
         return Scalar(Fraction(a, b) * (-1 if m["sign"] == "-" else 1)) if b else None
     m = _RADICAL_RE.fullmatch(text)
