@@ -45,7 +45,12 @@ def build_model(tokenizer, seed: int = 0, hidden: int = 128, layers: int = 4):
 
 
 def encode_prompt(tokenizer, prompt: str) -> list[int]:
-    return [tokenizer.bos_token_id] + tokenizer.encode(prompt, add_special_tokens=False)
+    """Prompt token ids: the tokenizer's BOS (when it has one and does not add it itself), then the text."""
+    ids = tokenizer.encode(prompt, add_special_tokens=True)
+    bos = tokenizer.bos_token_id
+    if bos is not None and (not ids or ids[0] != bos):
+        ids = [bos] + ids
+    return ids
 
 
 def _sft_batch(tokenizer, indices: list[int], task: str):
@@ -66,7 +71,7 @@ def _sft_batch(tokenizer, indices: list[int], task: str):
 
 
 def bootstrap_tiny(out_dir: str, *, task: str = "arithmetic", seed: int = 0, band=(0.15, 0.45),
-                   max_steps: int = 4000, log=print) -> dict:
+                   max_steps: int = 4000, lr: float = 1e-3, log=print) -> dict:
     """Build, warm up and save the tiny model; returns what happened (steps, pass@1, seconds)."""
     from training.evaluate import evaluate_examples
 
@@ -74,7 +79,7 @@ def bootstrap_tiny(out_dir: str, *, task: str = "arithmetic", seed: int = 0, ban
     torch.manual_seed(seed)
     tokenizer = build_tokenizer()
     model = build_model(tokenizer, seed=seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
     held_out = [BUILTIN_TASKS[task](HELD_OUT_OFFSET + i) for i in range(200)]
     pass1, step = 0.0, 0
