@@ -71,6 +71,31 @@ def positions_from_mask(mask: torch.Tensor) -> torch.Tensor:
     return (mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+def shared_prefill(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor):
+    """Run the prompts through the model once per *distinct* prompt and fan the KV cache out to every row.
+
+    GRPO samples G completions of each prompt, so a batch holds each prompt G times; computing the prompt
+    once saves (G-1)/G of the prompt compute in sampling and in the training forward. The fan-out is an
+    index on the cached keys/values, so gradients from every completion flow back into the one prompt
+    computation (exactly the same math as G separate copies). Returns (last-position logits [B, V], cache).
+    """
+    rows = torch.cat([prompt_ids, prompt_mask], dim=1)
+    uniq, inverse = torch.unique(rows, dim=0, return_inverse=True)
+    if uniq.shape[0] == rows.shape[0]:
+        inverse = None
+    else:
+        P = prompt_ids.shape[1]
+        prompt_ids, prompt_mask = uniq[:, :P], uniq[:, P:]
+    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions_from_mask(prompt_mask),
+                use_cache=True)
+    cache, last = out.past_key_values, out.logits[:, -1]
+    if inverse is not None:
+        for layer in cache.layers:
+            layer.batch_select_indices(inverse)
+        last = last[inverse]
+    return last, cache
+
+
 class HFRolloutEngine:
     """Batched sampling with the policy model itself (weights are always in sync)."""
 
@@ -97,8 +122,12 @@ class HFRolloutEngine:
         prompt_ids, prompt_mask = prompt_ids.to(dev), prompt_mask.to(dev)
         recorder = RoutingRecorder(model) if record_routing else None
         attn, pos = prompt_mask, positions_from_mask(prompt_mask)
-        out = model(input_ids=prompt_ids, attention_mask=attn, position_ids=pos, use_cache=True)
-        cache, logits = out.past_key_values, out.logits[:, -1].float()
+        if record_routing:  # the recorder expects one router call covering every row's prompt
+            out = model(input_ids=prompt_ids, attention_mask=attn, position_ids=pos, use_cache=True)
+            cache, logits = out.past_key_values, out.logits[:, -1].float()
+        else:
+            logits, cache = shared_prefill(model, prompt_ids, prompt_mask)
+            logits = logits.float()
         tokens, logps, kept = [], [], []
         done = torch.zeros(B, dtype=torch.bool, device=dev)
         for t in range(max_new_tokens):
@@ -144,11 +173,18 @@ def sequence_logprobs(model, batch: RolloutBatch, *, temperature: float, use_kep
     Logits are divided by the sampling temperature so π_θ is the distribution that was sampled from; with
     ``use_kept_mask`` they are renormalised over the tokens top-p/top-k kept (keep sampling mask).
     """
-    ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
     mask = torch.cat([batch.prompt_mask, batch.completion_mask.long()], dim=1)
     P, T = batch.prompt_ids.shape[1], batch.completion_ids.shape[1]
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask)).logits
-    logits = logits[:, P - 1:P + T - 1].float() / temperature
+    if batch.routing is None:
+        last, cache = shared_prefill(model, batch.prompt_ids, batch.prompt_mask)
+        out = model(input_ids=batch.completion_ids, attention_mask=mask,
+                    position_ids=positions_from_mask(mask)[:, P:], past_key_values=cache, use_cache=True)
+        logits = torch.cat([last[:, None], out.logits[:, :-1]], dim=1)
+    else:  # keep routing replays one recorded expert choice per row and position: one full forward
+        ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask)).logits
+        logits = logits[:, P - 1:P + T - 1]
+    logits = logits.float() / temperature
     if use_kept_mask and batch.kept_mask is not None:
         # positions after <eos> keep the whole vocabulary so no -inf reaches the (masked) loss terms
         kept = batch.kept_mask | (batch.completion_mask[..., None] == 0)
