@@ -1,21 +1,5 @@
-import os
-import subprocess
-import sys
-
-import pytest
-
-from training.config import default_tiny_model_dir
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@pytest.fixture(scope="session")
-def tiny_model_dir():
-    """The built-in tiny model; built once by the set-up command (or here, if missing)."""
-    path = default_tiny_model_dir()
-    if not os.path.isfile(os.path.join(path, "config.json")):
-        subprocess.run([sys.executable, "-m", "training", "bootstrap-tiny", "--out", path], cwd=REPO, check=True)
-    return path
+"""Helpers of the training-core tests (the ``tiny_model_dir`` fixture comes from tests/conftest.py)."""
+from tests.conftest import REPO  # noqa: F401  (re-exported for the CLI tests)
 
 
 def small_config(**overrides):
