@@ -47,8 +47,14 @@ function startRunPage({liveUrl, runId, intervalMs}) {
     return td;
   }
 
+  let lastSampleStep = 0;  // a step's samples are stored in one transaction: all of a step arrive together
+
   function addSamples(rows) {
+    // Samples are written just before their step's metrics, so a poll can see a step's samples while
+    // `since` is still below that step: skip rows already shown.
+    rows = rows.filter(r => r.step > lastSampleStep);
     if (!rows.length) return;
+    lastSampleStep = Math.max(lastSampleStep, ...rows.map(r => r.step));
     const tbody = document.querySelector("#samples tbody");
     // rows come newest step first; insert them above what is there, keeping their order
     const first = tbody.firstChild;

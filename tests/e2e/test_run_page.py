@@ -84,7 +84,11 @@ def test_launch_watch_and_kill_a_run_from_the_browser(live_server, celery_worker
     assert Checkpoint.objects.filter(run=run).order_by("-step").first().step == run.last_step
     # the chart shows every stored step, in order
     assert page.evaluate("document.getElementById('chart-0').data[0].x") == steps
-    assert page.locator("#samples tbody tr").count() > 0
+    shown_steps = page.eval_on_selector_all("#samples tbody tr", "rows => rows.map(r => Number(r.dataset.step))")
+    assert shown_steps and max(shown_steps) == run.last_step
+    # each step's sampled completions appear once (samples_per_step rows at most), newest step first
+    assert all(shown_steps.count(s) <= run.config["samples_per_step"] for s in set(shown_steps))
+    assert shown_steps == sorted(shown_steps, reverse=True)
     assert "killed" in page.text_content(".run-head .status")
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
