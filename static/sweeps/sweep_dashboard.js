@@ -1,0 +1,304 @@
+// Sweep dashboard live island (plain JS, no build step).
+// Polls the sweep's JSON endpoint with, per run, the first step of its last bucket (?since=run:step,...), so a
+// run's last, possibly partial, bucket is re-sent and replaced; draws every seed's curve, the mean across
+// seeds with a band, and a marker where a killed run ended, with Plotly.react and a fixed uirevision (zoom
+// survives updates); refreshes the runs table, policy decisions, next decision points and alerts.
+"use strict";
+
+// Two-sided 95 % Student t quantiles t(0.975, df) for df = 1..30; beyond, the normal 1.96.
+const T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+              2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+              2.045, 2.042];
+const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+                 "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94", "#f7b6d2", "#9edae5"];
+
+// Debiased EMA (TensorBoard's slider): m_t = w m_{t-1} + (1-w) x_t, m_0 = 0; s_t = m_t / (1 - w^t).
+function debiasedEma(values, w) {
+  let m = 0, out = [];
+  for (let t = 0; t < values.length; t++) {
+    m = w * m + (1 - w) * values[t];
+    out.push(w === 0 ? m : m / (1 - Math.pow(w, t + 1)));
+  }
+  return out;
+}
+
+// Mean of the last `window` values (fewer at the start).
+function runningMean(values, window) {
+  const out = [];
+  let sum = 0;
+  for (let i = 0; i < values.length; i++) {
+    sum += values[i];
+    if (i >= window) sum -= values[i - window];
+    out.push(sum / Math.min(i + 1, window));
+  }
+  return out;
+}
+
+function smoothValues(values, kind, param) {
+  if (kind === "ema") return debiasedEma(values, Math.min(Math.max(param, 0), 0.999));
+  if (kind === "mean") return runningMean(values, Math.max(1, Math.round(param)));
+  return values.slice();
+}
+
+// Mean and band of the values at one bucket across seeds: min–max, mean ± sample std, or a 95 % t interval.
+function bandOf(values, kind) {
+  const n = values.length;
+  const mean = values.reduce((a, b) => a + b, 0) / n;
+  if (kind === "minmax") return {mean, lo: Math.min(...values), hi: Math.max(...values)};
+  if (n < 2) return {mean, lo: mean, hi: mean};
+  const sd = Math.sqrt(values.reduce((a, v) => a + (v - mean) * (v - mean), 0) / (n - 1));
+  const half = kind === "std" ? sd : (n - 1 <= 30 ? T975[n - 2] : 1.96) * sd / Math.sqrt(n);
+  return {mean, lo: mean - half, hi: mean + half};
+}
+
+function startSweepDashboard({liveUrl, samplesUrl, runUrl, sweepId, intervalMs}) {
+  const el = id => document.getElementById(id);
+  const chart = el("sweep-chart");
+  let metric = el("metric").value;
+  let width = null;         // bucket width, fixed by the first answer for this metric
+  let buckets = {};         // run id -> {b, first, last, lo, hi, avg, t}
+  let runs = [];            // the runs table rows of the last answer
+  let ended = false;
+  let timer = null;
+  let generation = 0;       // bumps when the metric changes, so a late answer for the old one is dropped
+  const selected = new Set();
+  let sampleStepTouched = false;
+
+  function sinceParam() {
+    return Object.entries(buckets).filter(([, s]) => s.b.length)
+      .map(([id, s]) => id + ":" + (s.b[s.b.length - 1] * width)).join(",");
+  }
+
+  function merge(series) {
+    if (width === null) width = series.width;
+    for (const [id, s] of Object.entries(series.runs)) {
+      const dst = buckets[id] || (buckets[id] = {b: [], first: [], last: [], lo: [], hi: [], avg: [], t: []});
+      // drop what the answer re-sends (the last partial bucket onward), then append
+      const from = s.b.length ? s.b[0] : Infinity;
+      let keep = dst.b.length;
+      while (keep > 0 && dst.b[keep - 1] >= from) keep--;
+      for (const k of Object.keys(dst)) dst[k].splice(keep, dst[k].length - keep, ...s[k]);
+    }
+  }
+
+  function colorOf(index) { return PALETTE[index % PALETTE.length]; }
+
+  // The drawn points of one run: raw min/max per bucket (spikes stay visible), or its smoothed bucket means.
+  function runCurve(s, smoothing, param, xKind) {
+    const xs = xKind === "time" ? s.t : s.last;
+    if (smoothing === "none") {
+      if (width === 1) return {x: xs.slice(), y: s.avg.slice()};
+      const x = [], y = [];
+      for (let i = 0; i < s.b.length; i++) {
+        if (s.first[i] === s.last[i]) { x.push(xs[i]); y.push(s.avg[i]); continue; }
+        x.push(xKind === "time" ? xs[i] : s.first[i], xs[i]);
+        y.push(s.lo[i], s.hi[i]);
+      }
+      return {x, y};
+    }
+    return {x: xs.slice(), y: smoothValues(s.avg, smoothing, param)};
+  }
+
+  function draw() {
+    const smoothing = el("smoothing").value, band = el("band").value, xKind = el("xaxis").value;
+    const param = parseFloat(el("smooth-param").value) || 0;
+    const traces = [], stopX = [], stopY = [], stopText = [];
+    const perBucket = new Map();   // bucket -> {xs: [], ys: []} of smoothed means, for the band
+    let points = 0;
+    runs.forEach((run, index) => {
+      const s = buckets[run.id];
+      if (!s || !s.b.length) return;
+      points += s.b.length;
+      const curve = runCurve(s, smoothing, param, xKind);
+      const killed = run.status === "killed";
+      traces.push({type: "scatter", mode: "lines", name: "seed " + run.seed, x: curve.x, y: curve.y,
+                   line: {color: colorOf(index), width: 1.3, dash: killed ? "dot" : "solid"},
+                   hovertemplate: "seed " + run.seed + " (run " + run.id + ")<br>%{x}: %{y:.4g}<extra></extra>"});
+      const means = smoothing === "none" ? s.avg : smoothValues(s.avg, smoothing, param);
+      const xs = xKind === "time" ? s.t : s.last;
+      s.b.forEach((b, i) => {
+        const slot = perBucket.get(b) || perBucket.set(b, {xs: [], ys: []}).get(b);
+        slot.xs.push(xs[i]); slot.ys.push(means[i]);
+      });
+      if (killed) {
+        stopX.push(curve.x[curve.x.length - 1]);
+        stopY.push(curve.y[curve.y.length - 1]);
+        stopText.push("seed " + run.seed + " stopped at step " + run.last_step + " by " + run.killed_by +
+                      (run.kill_reason ? ":<br>" + run.kill_reason : ""));
+      }
+    });
+    const order = Array.from(perBucket.keys()).sort((a, b) => a - b);
+    const mx = [], my = [], lo = [], hi = [];
+    for (const b of order) {
+      const {xs, ys} = perBucket.get(b);
+      const stat = bandOf(ys, band === "none" ? "minmax" : band);
+      mx.push(xs.reduce((a, v) => a + v, 0) / xs.length); my.push(stat.mean); lo.push(stat.lo); hi.push(stat.hi);
+    }
+    if (band !== "none" && order.length) {
+      traces.push({type: "scatter", mode: "lines", name: "band low", x: mx, y: lo, line: {width: 0},
+                   showlegend: false, hoverinfo: "skip"});
+      traces.push({type: "scatter", mode: "lines", name: "band (" + band + ")", x: mx, y: hi, line: {width: 0},
+                   fill: "tonexty", fillcolor: "rgba(40,40,40,0.15)", hoverinfo: "skip"});
+    }
+    if (order.length) {
+      traces.push({type: "scatter", mode: "lines", name: "mean", x: mx, y: my, line: {color: "#111", width: 3},
+                   hovertemplate: "mean %{x}: %{y:.4g}<extra></extra>"});
+    }
+    traces.push({type: "scatter", mode: "markers", name: "stopped", x: stopX, y: stopY, text: stopText,
+                 marker: {symbol: "x", size: 12, color: "#b3261e", line: {width: 2}},
+                 hovertemplate: "%{text}<extra></extra>"});
+    chart.dataset.points = String(points);
+    chart.dataset.stopped = String(stopX.length);
+    const layout = {
+      uirevision: "sweep-" + sweepId + "-" + metric + "-" + xKind,
+      margin: {l: 55, r: 10, t: 30, b: 45}, height: 460,
+      title: {text: metric, font: {size: 14}},
+      xaxis: {title: {text: xKind === "time" ? "seconds since the run started" : "step"}},
+      legend: {orientation: "v"},
+    };
+    if (!points) layout.annotations = [{text: "no data yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5}];
+    Plotly.react(chart, traces, layout, {displaylogo: false, responsive: true});
+    el("bucket-note").textContent = width > 1 ? "each point: a bucket of " + width + " steps (raw: its min and max)" : "";
+  }
+
+  function td(text, cls) {
+    const cell = document.createElement("td");
+    cell.textContent = text;
+    if (cls) cell.className = cls;
+    return cell;
+  }
+
+  function fmt(v) { return v === null || v === undefined ? "–" : Number(v).toPrecision(4); }
+
+  function renderRuns(next) {
+    const body = el("runs-table").querySelector("tbody");
+    body.replaceChildren(...runs.map(run => {
+      const tr = document.createElement("tr");
+      tr.dataset.run = run.id; tr.dataset.status = run.status; tr.dataset.seed = run.seed;
+      const box = document.createElement("input");
+      box.type = "checkbox"; box.name = "run"; box.value = run.id; box.disabled = run.ended || run.kill_requested;
+      box.checked = selected.has(String(run.id)) && !box.disabled;
+      box.addEventListener("change", () => box.checked ? selected.add(box.value) : selected.delete(box.value));
+      const check = document.createElement("td"); check.append(box);
+      const link = document.createElement("a");
+      link.href = runUrl.replace(/0\/$/, run.id + "/"); link.textContent = "run " + run.id;
+      const name = document.createElement("td"); name.append(link);
+      const status = document.createElement("td");
+      const badge = document.createElement("span");
+      badge.className = "status status-" + run.status; badge.dataset.status = run.status;
+      badge.textContent = run.status + (run.kill_requested && !run.ended ? " (stopping)" : "");
+      status.append(badge);
+      const knobs = Object.entries(run.knobs).map(([k, v]) => k + "=" + v).join(" ");
+      const nextStep = next.runs[run.id];
+      const stopped = run.killed_by ? run.killed_by + (run.kill_reason ? ": " + run.kill_reason : "") : "";
+      tr.append(check, name, td(run.seed), td(knobs || "–"), status, td(fmt(run.last)), td(fmt(run.best)),
+                td(run.last_step + " / " + run.total_steps),
+                td(nextStep === undefined || nextStep === null ? "–" : "step " + nextStep), td(stopped, "reason"));
+      return tr;
+    }));
+  }
+
+  function renderDecisions(rows, next) {
+    el("next-points").textContent = next.summary;
+    el("decisions").querySelector("tbody").replaceChildren(...rows.map(d => {
+      const tr = document.createElement("tr");
+      tr.dataset.run = d.run_id; tr.dataset.action = d.action;
+      tr.append(td(d.step), td("run " + d.run_id + " (seed " + d.seed + ")"), td(d.action), td(d.rule),
+                td(fmt(d.value)), td(fmt(d.threshold)), td(d.n_peers), td(d.reason, "reason"),
+                td(d.outcome + (d.note ? ": " + d.note : "")));
+      return tr;
+    }));
+  }
+
+  function renderAlerts(rows) {
+    const list = el("alerts");
+    if (!rows.length) return;
+    list.replaceChildren(...rows.map(a => {
+      const li = document.createElement("li");
+      li.dataset.kind = a.kind; li.dataset.run = a.run_id;
+      li.textContent = "seed " + a.seed + " (run " + a.run_id + "): " + a.message;
+      return li;
+    }));
+  }
+
+  function renderState() {
+    const running = runs.filter(r => r.status === "running").length;
+    const queued = runs.filter(r => r.status === "queued").length;
+    const badge = el("sweep-state");
+    badge.textContent = ended ? "ended" : running + " running, " + queued + " queued";
+    badge.dataset.ended = String(ended);
+    if (!sampleStepTouched) {
+      const started = runs.filter(r => r.last_step > 0).map(r => r.last_step);
+      if (started.length) el("sample-step").value = Math.min(...started);
+    }
+  }
+
+  async function poll() {
+    const mine = generation;
+    let state;
+    try {
+      const params = new URLSearchParams({metric});
+      if (width !== null) { params.set("width", width); params.set("since", sinceParam()); }
+      const resp = await fetch(liveUrl + "?" + params, {headers: {"Accept": "application/json"}});
+      if (!resp.ok) throw new Error("HTTP " + resp.status);
+      state = await resp.json();
+    } catch (e) {
+      timer = setTimeout(poll, intervalMs * 4);  // server busy or restarting: back off, keep trying
+      return;
+    }
+    if (mine !== generation) return;
+    merge(state.series);
+    runs = state.runs;
+    ended = state.ended;
+    draw();
+    renderRuns(state.next);
+    renderDecisions(state.decisions, state.next);
+    renderAlerts(state.alerts);
+    renderState();
+    // Too many buckets for the fixed width (the runs grew long): reload with a wider one.
+    const most = Math.max(0, ...Object.values(buckets).map(s => s.b.length));
+    if (most > 800) reset();
+    if (ended) { document.body.dataset.sweepEnded = "true"; return; }
+    timer = setTimeout(poll, intervalMs);
+  }
+
+  function reset() {
+    generation++;
+    width = null; buckets = {};
+    clearTimeout(timer);
+    timer = setTimeout(poll, 0);
+  }
+
+  async function showSamples() {
+    const step = el("sample-step").value;
+    if (!step) return;
+    const resp = await fetch(samplesUrl + "?step=" + encodeURIComponent(step));
+    const data = await resp.json();
+    const box = el("samples");
+    if (!resp.ok) { box.textContent = data.error; return; }
+    if (!data.columns.length) { box.textContent = "No samples stored at step " + step + "."; return; }
+    box.replaceChildren(...data.columns.map(col => {
+      const div = document.createElement("div");
+      div.className = "column"; div.dataset.run = col.run_id;
+      const h = document.createElement("h3"); h.textContent = "seed " + col.seed + " (run " + col.run_id + ")";
+      div.append(h);
+      for (const s of col.samples) {
+        const pre = document.createElement("pre");
+        pre.textContent = s.prompt + "\n→ " + s.completion + "\nanswer " + s.answer + " · reward " + fmt(s.reward);
+        div.append(pre);
+      }
+      return div;
+    }));
+  }
+
+  el("metric").addEventListener("change", () => { metric = el("metric").value; reset(); });
+  for (const id of ["band", "smoothing", "smooth-param", "xaxis"]) el(id).addEventListener("change", draw);
+  el("smoothing").addEventListener("change", () => {
+    el("smooth-param").value = el("smoothing").value === "mean" ? 5 : 0.6;
+    draw();
+  });
+  el("sample-step").addEventListener("input", () => { sampleStepTouched = true; });
+  el("show-samples").addEventListener("click", showSamples);
+  window.sweepDashboard = {state: () => ({width, buckets, runs, ended, metric})};
+  poll();
+}

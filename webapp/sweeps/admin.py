@@ -1,0 +1,20 @@
+from django.contrib import admin
+
+from .models import Alert, PolicyDecision, SweepPlan
+
+
+@admin.register(SweepPlan)
+class SweepPlanAdmin(admin.ModelAdmin):
+    list_display = ("sweep", "free_slot_use", "extend_steps", "max_new_seeds", "new_seeds_started")
+
+
+@admin.register(PolicyDecision)
+class PolicyDecisionAdmin(admin.ModelAdmin):
+    list_display = ("sweep", "run", "action", "rule", "step", "value", "threshold", "n_peers", "outcome", "created_at")
+    list_filter = ("action", "rule", "outcome")
+
+
+@admin.register(Alert)
+class AlertAdmin(admin.ModelAdmin):
+    list_display = ("sweep", "run", "kind", "step", "value", "bound", "created_at")
+    list_filter = ("kind",)

@@ -1,0 +1,152 @@
+"""The sweep form: the run form's knobs (one schema, training.config) x seeds x an optional grid of 1-3 knobs,
+a concurrency limit, an early-stopping policy, what a freed slot is used for, and alert bounds.
+
+Field errors come from the validators that own each part: the config schema (``TrainConfig``), the grid and
+sweep checks (``services.sweep_create``) and the policy (``policies.make_policy``); the form only parses text.
+"""
+from __future__ import annotations
+
+import json
+
+from django import forms
+
+from training.config import ConfigError
+from webapp.runs.forms import RunForm
+
+from . import services
+from .models import FreeSlotUse
+from .policies import POLICY_NAMES
+
+POLICY_FIELD = {"name": "policy_name", "metric": "policy_metric", "mode": "policy_mode"}
+
+
+def parse_seeds(text: str, first_seed: int) -> list[int]:
+    """"4" -> 4 seeds from ``first_seed`` on; "1, 5, 9" -> those seeds. Raises ValueError with the problem.
+
+    >>> parse_seeds("3", 10), parse_seeds("7, 3 ,11", 0)
+    ([10, 11, 12], [7, 3, 11])
+    """
+    parts = [p.strip() for p in text.replace(";", ",").split(",") if p.strip()]
+    if not parts:
+        raise ValueError("give a number of seeds (e.g. 4) or a list (e.g. 1, 5, 9)")
+    try:
+        numbers = [int(p) for p in parts]
+    except ValueError:
+        raise ValueError(f"expected whole numbers separated by commas; got {text!r}") from None
+    if len(numbers) == 1:
+        if not 1 <= numbers[0] <= services.MAX_RUNS:
+            raise ValueError(f"a count of seeds must lie in [1, {services.MAX_RUNS}]; got {numbers[0]} "
+                             "(write a single explicit seed as '7,')")
+        return list(range(first_seed, first_seed + numbers[0])) if "," not in text else numbers
+    return numbers
+
+
+def parse_value(text: str):
+    """A grid value: JSON when it parses (numbers, true/false, quoted strings), else the bare text."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_grid(text: str) -> dict[str, list]:
+    """One knob per line, ``knob = v1, v2, ...``: "lr = 1e-4, 2e-4" -> {"lr": [0.0001, 0.0002]}.
+
+    >>> parse_grid("lr = 1e-4, 2e-4\\n  eps_high=0.28")
+    {'lr': [0.0001, 0.0002], 'eps_high': [0.28]}
+    """
+    grid: dict[str, list] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        knob, sep, values = line.partition("=")
+        knob = knob.strip()
+        if not sep or not knob:
+            raise ValueError(f"line {number}: write 'knob = value, value'; got {line.strip()!r}")
+        if knob in grid:
+            raise ValueError(f"line {number}: {knob} appears twice")
+        grid[knob] = [parse_value(v.strip()) for v in values.split(",") if v.strip()]
+    return grid
+
+
+class SweepForm(RunForm):
+    seeds = forms.CharField(initial="4", help_text="A number of seeds (4 = seed, seed+1, ...) or an explicit "
+                                                   "list (1, 5, 9).")
+    grid = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3, "placeholder": "lr = 1e-4, 2e-4"}),
+                           help_text="Optional: one to three knobs crossed with the seeds, one per line: "
+                                     "knob = value, value.")
+    policy_name = forms.ChoiceField(choices=[(n, n) for n in POLICY_NAMES], initial="median", label="policy",
+                                    help_text="Early stopping: manual (kill buttons only), median stopping rule, "
+                                              "asha (successive halving) or threshold/patience.")
+    policy_metric = forms.CharField(initial="reward/mean", required=False, label="policy metric",
+                                    help_text="The logged metric the policy watches.")
+    policy_mode = forms.ChoiceField(choices=[("max", "max"), ("min", "min")], initial="max", label="policy mode",
+                                    help_text="max: larger is better (reward, accuracy); min: smaller is better.")
+    policy_params = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), label="policy params",
+                                    help_text='Other policy parameters as JSON, e.g. {"grace_steps": 5, "min_peers": 2}; '
+                                              "empty = the defaults (grace 20 % of the steps, 3 peers, EMA 0.8).")
+    free_slot_use = forms.ChoiceField(choices=FreeSlotUse.choices, initial=FreeSlotUse.NOTHING,
+                                      label="freed slot, no seed queued",
+                                      help_text="A stopped run's slot goes to the next queued seed first; when none "
+                                                "is left: nothing, extend the best survivor, or start a fresh seed.")
+    extend_steps = forms.IntegerField(min_value=0, initial=0, required=False, label="extend by",
+                                      help_text="Steps an extended survivor gets.")
+    max_new_seeds = forms.IntegerField(min_value=0, initial=0, required=False, label="fresh seeds at most",
+                                       help_text="How many fresh seeds freed slots may start.")
+    alert_bounds = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), label="alert bounds",
+                                   help_text='Optional JSON overriding the RL-health alerts, e.g. {"entropy_min": 0.1, '
+                                             '"clipped_frac_max": 0.5, "zero_std_max": 0.8}.')
+
+    SWEEP_FIELDS = ("seeds", "concurrency", "grid", "policy_name", "policy_metric", "policy_mode", "policy_params",
+                    "free_slot_use", "extend_steps", "max_new_seeds", "alert_bounds")
+
+    def clean(self):
+        cleaned = super().clean()  # the run config (self.config) with the schema's per-field errors
+        self.sweep_args = None
+        parsed = {}
+        for name, parser in (("grid", parse_grid), ("policy_params", _parse_json_object),
+                             ("alert_bounds", _parse_json_object)):
+            try:
+                parsed[name] = parser(cleaned.get(name) or "")
+            except ValueError as exc:
+                self.add_error(name, str(exc))
+        if self.config is None or self.errors:
+            return cleaned
+        try:
+            seeds = parse_seeds(cleaned["seeds"], self.config["seed"])
+        except ValueError as exc:
+            self.add_error("seeds", str(exc))
+            return cleaned
+        policy = {}
+        if cleaned["policy_name"] != "manual":
+            policy = {**parsed["policy_params"], "name": cleaned["policy_name"],
+                      "metric": cleaned.get("policy_metric") or "reward/mean", "mode": cleaned["policy_mode"]}
+        self.sweep_args = {
+            "config": self.config, "seeds": seeds, "concurrency": cleaned["concurrency"], "grid": parsed["grid"],
+            "policy": policy, "free_slot_use": cleaned["free_slot_use"],
+            "extend_steps": cleaned.get("extend_steps") or 0, "max_new_seeds": cleaned.get("max_new_seeds") or 0,
+            "alert_bounds": parsed["alert_bounds"], "name": cleaned.get("name") or "",
+        }
+        return cleaned
+
+    def add_service_errors(self, exc: ConfigError) -> None:
+        """Attach a service's ConfigError to the fields it names (policy.<key> -> the policy fields)."""
+        for key, message in exc.errors.items():
+            if key.startswith("policy."):
+                sub = key[len("policy."):]
+                field = POLICY_FIELD.get(sub, "policy_params")
+                self.add_error(field, message if field != "policy_params" else f"{sub}: {message}")
+            else:
+                self.add_error(key if key in self.fields else None, message)
+
+
+def _parse_json_object(text: str) -> dict:
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object {{...}}; got {type(value).__name__}")
+    return value

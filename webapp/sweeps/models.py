@@ -1,0 +1,95 @@
+"""What a sweep adds to runs (DESIGN §2, §5): its launch plan, every policy decision, RL-health alerts.
+
+The Sweep and Run rows themselves live in ``webapp.runs``; these tables hang off them. Only
+``webapp.sweeps.services`` writes here.
+"""
+from __future__ import annotations
+
+from django.db import models
+
+from webapp.runs.models import Run, Sweep
+
+
+class FreeSlotUse(models.TextChoices):
+    """What a slot freed by a stop is used for once the sweep has no queued seed left (issue 5 item 4)."""
+
+    NOTHING = "nothing", "nothing (the sweep just finishes sooner)"
+    EXTEND = "extend", "extend the best surviving run"
+    NEW_SEED = "new_seed", "start a fresh seed"
+
+
+class SweepPlan(models.Model):
+    """How a sweep was laid out and how it redirects compute. One per sweep launched from the sweep form."""
+
+    sweep = models.OneToOneField(Sweep, primary_key=True, related_name="plan", on_delete=models.CASCADE)
+    grid = models.JSONField(default=dict, blank=True,
+                            help_text='Knob -> values crossed with the seeds, e.g. {"lr": [0.0001, 0.0002]}.')
+    free_slot_use = models.CharField(max_length=20, choices=FreeSlotUse.choices, default=FreeSlotUse.NOTHING)
+    extend_steps = models.PositiveIntegerField(default=0, help_text="Steps an extended survivor gets.")
+    max_new_seeds = models.PositiveIntegerField(default=0, help_text="At most this many fresh seeds are started.")
+    new_seeds_started = models.PositiveIntegerField(default=0)
+    alert_bounds = models.JSONField(default=dict, blank=True,
+                                    help_text="Overrides of webapp.sweeps.alerts.AlertBounds, by field name.")
+
+    def __str__(self) -> str:
+        return f"plan of sweep {self.sweep_id}"
+
+
+class PolicyDecision(models.Model):
+    """One decision of the sweep's policy with the numbers it used, and what was done about it.
+
+    A run gets at most one decision per action (the unique constraint makes a decision happen once even
+    when two processes apply the policy at the same moment).
+    """
+
+    class Outcome(models.TextChoices):
+        APPLIED = "applied"
+        SKIPPED = "skipped"
+
+    sweep = models.ForeignKey(Sweep, related_name="decisions", on_delete=models.CASCADE)
+    run = models.ForeignKey(Run, related_name="policy_decisions", on_delete=models.CASCADE)
+    action = models.CharField(max_length=20, help_text="stop or extend")
+    rule = models.CharField(max_length=40)
+    step = models.IntegerField()
+    value = models.FloatField(help_text="The run's smoothed metric that was compared.")
+    threshold = models.FloatField(help_text="What it was compared with (peer median, rung cut-off, bound, best).")
+    n_peers = models.IntegerField(default=0)
+    extra_steps = models.IntegerField(default=0)
+    reason = models.TextField()
+    outcome = models.CharField(max_length=20, choices=Outcome.choices, default=Outcome.APPLIED)
+    note = models.TextField(blank=True, help_text="Why it was skipped, or what followed (the seed that took the slot).")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["run", "action"], name="decision_once_per_run_action")]
+
+    def __str__(self) -> str:
+        return f"{self.rule} {self.action} run {self.run_id} at step {self.step}"
+
+
+class AlertKind(models.TextChoices):
+    ENTROPY_COLLAPSE = "entropy_collapse", "entropy collapse"
+    LENGTH_AT_CAP = "length_at_cap", "length at the cap"
+    ZERO_STD_CLIMBING = "zero_std_climbing", "zero-variance groups climbing"
+
+
+class Alert(models.Model):
+    """An RL-health warning about one run, raised once per run and kind (alerts only inform; they kill nothing)."""
+
+    sweep = models.ForeignKey(Sweep, related_name="alerts", on_delete=models.CASCADE)
+    run = models.ForeignKey(Run, related_name="alerts", on_delete=models.CASCADE)
+    kind = models.CharField(max_length=30, choices=AlertKind.choices)
+    metric = models.CharField(max_length=100)
+    step = models.IntegerField()
+    value = models.FloatField()
+    bound = models.FloatField()
+    message = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["run", "kind"], name="alert_once_per_run_kind")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} run {self.run_id} at step {self.step}"

@@ -1,0 +1,226 @@
+"""Read queries for the sweep dashboard: bucketed curves of every seed, the runs table, decisions, alerts,
+samples side by side, and the policy's next decision points.
+
+Long series are downsampled in the database (DESIGN §6): steps fall into buckets of ``width`` consecutive
+steps, bucket b = floor((step - 1) / width), and each bucket keeps its first and last step, its min, max and
+mean, and the wall time of its last point. Drawing min and max per bucket keeps a one-step spike visible
+however long the run; the mean feeds smoothing and the across-seeds band. The bucket width is fixed per page
+load, so live updates (``since``) re-send only the last, possibly partial, bucket of each run onward.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from django.db.models import Avg, Count, ExpressionWrapper, F, IntegerField, Max, Min, Q
+
+from webapp.runs.models import ENDED_STATUSES, MetricPoint, Run, RunStatus, Sample, Sweep
+
+from .models import Alert, PolicyDecision, SweepPlan
+from .policies import parse_config
+
+TARGET_BUCKETS = 400       # per run and metric: ~800 drawn points per seed at most
+DEFAULT_METRIC = "reward/mean"
+# Metrics for which smaller is better (the runs table's "best" column); everything else: larger is better.
+LOWER_IS_BETTER = ("loss", "kl", "length", "step_time", "clip", "frac_zero_std", "grad_norm", "masked_frac")
+
+
+def bucket_width(max_step: int, target: int = TARGET_BUCKETS) -> int:
+    """Smallest width that puts ``max_step`` steps into at most ``target`` buckets.
+
+    >>> bucket_width(100), bucket_width(10_000), bucket_width(0)
+    (1, 25, 1)
+    """
+    return max(1, math.ceil(max_step / target))
+
+
+def metric_mode(metric: str, sweep: Sweep) -> str:
+    """"max" or "min": the policy's mode for the policy's metric, else guessed from the metric's name."""
+    if sweep.policy.get("metric") == metric:
+        return sweep.policy.get("mode", "max")
+    return "min" if any(part in metric for part in LOWER_IS_BETTER) else "max"
+
+
+def sweep_metric_keys(*, sweep_id: int) -> list[str]:
+    """Every metric any run of the sweep logged, sorted (a run logs the same keys every step: its first step
+    is enough)."""
+    firsts = (MetricPoint.objects.filter(run__sweep_id=sweep_id, step=1).values_list("key", flat=True).distinct())
+    return sorted(set(firsts))
+
+
+def sweep_series(*, sweep_id: int, metric: str, since: Optional[dict[int, int]] = None,
+                 width: Optional[int] = None) -> dict:
+    """Every run's curve of ``metric``, bucketed, after ``since[run_id]`` for the runs listed (all of it for
+    the others):
+    ``{"width": w, "runs": {run_id: {"b": [...], "first": [...], "last": [...], "lo": [...], "hi": [...],
+    "avg": [...], "t": [...]}}}`` with ``t`` the seconds from the run's start to the bucket's last point.
+
+    ``width`` None chooses one from the longest run (``bucket_width``). Points with a null value (NaN/inf)
+    are gaps and left out.
+    """
+    runs = dict(Run.objects.filter(sweep_id=sweep_id).values_list("pk", "started_at"))
+    if width is None:
+        longest = Run.objects.filter(sweep_id=sweep_id).aggregate(m=Max("last_step"))["m"] or 0
+        width = bucket_width(longest)
+    bucket = ExpressionWrapper((F("step") - 1) / width, output_field=IntegerField())  # integer division
+    since = {run_id: step for run_id, step in (since or {}).items() if run_id in runs}
+    after = Q(run_id__in=[run_id for run_id in runs if run_id not in since])
+    for run_id, step in since.items():
+        after |= Q(run_id=run_id, step__gt=step)
+    rows = (MetricPoint.objects.filter(after, key=metric, value__isnull=False)
+            .annotate(b=bucket).values("run_id", "b")
+            .annotate(first=Min("step"), last=Max("step"), lo=Min("value"), hi=Max("value"), avg=Avg("value"),
+                      t=Max("logged_at"))
+            .order_by("run_id", "b")
+            .values_list("run_id", "b", "first", "last", "lo", "hi", "avg", "t"))
+    out: dict[int, dict[str, list]] = {}
+    for run_id, b, first, last, lo, hi, avg, t in rows:
+        s = out.get(run_id)
+        if s is None:
+            s = out[run_id] = {"b": [], "first": [], "last": [], "lo": [], "hi": [], "avg": [], "t": []}
+        started = runs[run_id]
+        s["b"].append(b)
+        s["first"].append(first)
+        s["last"].append(last)
+        s["lo"].append(lo)
+        s["hi"].append(hi)
+        s["avg"].append(avg)
+        s["t"].append(round((t - started).total_seconds(), 3) if started and t else None)
+    return {"width": width, "runs": out}
+
+
+def _last_and_best(run_ids: list[int], metric: str, mode: str) -> dict[int, dict]:
+    """Per run: the value at its last logged step and its best value (max or min per ``mode``)."""
+    base = MetricPoint.objects.filter(run_id__in=run_ids, key=metric, value__isnull=False)
+    best_agg = Max("value") if mode == "max" else Min("value")
+    stats = {r["run_id"]: r for r in base.values("run_id").annotate(best=best_agg, last_step=Max("step"))
+             .values("run_id", "best", "last_step")}
+    if not stats:
+        return {}
+    at_last = Q()
+    for run_id, r in stats.items():
+        at_last |= Q(run_id=run_id, step=r["last_step"])
+    last = dict(base.filter(at_last).values_list("run_id", "value"))
+    return {run_id: {"best": r["best"], "last": last.get(run_id), "last_metric_step": r["last_step"]}
+            for run_id, r in stats.items()}
+
+
+def knobs_of(run: Run, grid: dict) -> dict:
+    return {knob: run.config.get(knob) for knob in grid}
+
+
+def sweep_runs_table(*, sweep: Sweep, metric: str) -> list[dict]:
+    """The dashboard's runs table: seed, grid knobs, status, last and best of ``metric``, steps, who stopped it."""
+    plan = SweepPlan.objects.filter(sweep=sweep).first()
+    grid = plan.grid if plan else {}
+    runs = list(sweep.runs.order_by("pk"))
+    values = _last_and_best([r.pk for r in runs], metric, metric_mode(metric, sweep))
+    rows = []
+    for run in runs:
+        v = values.get(run.pk, {})
+        rows.append({
+            "id": run.pk, "name": run.display_name, "seed": run.seed, "knobs": knobs_of(run, grid),
+            "status": run.status, "ended": run.status in ENDED_STATUSES, "kill_requested": run.kill_requested_at is not None,
+            "last_step": run.last_step, "total_steps": run.total_steps,
+            "last": v.get("last"), "best": v.get("best"),
+            "killed_by": run.killed_by, "kill_reason": run.kill_reason,
+            "stopped_at_step": run.last_step if run.status == RunStatus.KILLED else None,
+        })
+    return rows
+
+
+def sweep_decisions(*, sweep_id: int) -> list[dict]:
+    return [{"id": d.pk, "run_id": d.run_id, "seed": d.run.seed, "action": d.action, "rule": d.rule, "step": d.step,
+             "value": d.value, "threshold": d.threshold, "n_peers": d.n_peers, "extra_steps": d.extra_steps,
+             "reason": d.reason, "outcome": d.outcome, "note": d.note, "at": d.created_at.isoformat()}
+            for d in PolicyDecision.objects.filter(sweep_id=sweep_id).select_related("run").order_by("created_at", "id")]
+
+
+def sweep_alerts(*, sweep_id: int) -> list[dict]:
+    return [{"id": a.pk, "run_id": a.run_id, "seed": a.run.seed, "kind": a.kind, "label": a.get_kind_display(),
+             "metric": a.metric, "step": a.step, "value": a.value, "bound": a.bound, "message": a.message}
+            for a in Alert.objects.filter(sweep_id=sweep_id).select_related("run").order_by("created_at", "id")]
+
+
+def next_decision_points(*, sweep: Sweep, runs: list[dict]) -> dict:
+    """When the policy looks at each live run next: ``{"summary": text, "runs": {run_id: step or None}}``.
+
+    median: every ``eval_every`` steps from the grace period on; threshold: every step from the grace
+    period; asha: the rungs r*eta^k. Nothing is decided at or after a run's final step.
+    """
+    if not sweep.policy or sweep.policy.get("name", "manual") == "manual":
+        return {"summary": "manual: runs are stopped only from this page", "runs": {}}
+    params = parse_config(sweep.policy)
+    name = sweep.policy["name"]
+    grace = params.grace()
+    if name == "asha":
+        rungs = params.rungs()
+        summary = (f"asha on {params.metric} ({params.mode}): rungs at steps {', '.join(map(str, rungs)) or 'none'}; "
+                   f"the top 1/{params.eta} at each rung continue (min {params.min_peers} peers)")
+    elif name == "median":
+        every = f"every {params.eval_every} steps" if params.eval_every > 1 else "every step"
+        summary = (f"median on {params.metric} ({params.mode}): {every} from step {grace}, a run more than "
+                   f"{params.min_delta:g} worse than the median of at least {params.min_peers} peers stops")
+    else:
+        parts = []
+        if params.lower_bound is not None:
+            parts.append(f"below {params.lower_bound:g}")
+        if params.upper_bound is not None:
+            parts.append(f"above {params.upper_bound:g}")
+        if params.patience is not None:
+            parts.append(f"no improvement for {params.patience} steps")
+        summary = f"threshold on {params.metric}: every step from {grace}, stop when {' or '.join(parts)}"
+    summary += f"; smoothing {params.smoothing}"
+    points = {}
+    for row in runs:
+        if row["ended"] or row["kill_requested"]:
+            continue
+        after = row["last_step"] + 1
+        if name == "asha":
+            nxt = next((r for r in params.rungs() if r >= after), None)
+        elif name == "median":
+            start = max(after, grace)
+            nxt = start + (-(start - grace)) % params.eval_every
+        else:
+            nxt = max(after, grace)
+        points[row["id"]] = nxt if nxt is not None and nxt < row["total_steps"] else None
+    return {"summary": summary, "runs": points}
+
+
+def sweep_live_state(*, sweep_id: int, metric: str, since: Optional[dict[int, int]] = None,
+                     width: Optional[int] = None) -> dict:
+    """Everything the dashboard polls: new bucketed points, the runs table, decisions, alerts, next points."""
+    sweep = Sweep.objects.get(pk=sweep_id)
+    table = sweep_runs_table(sweep=sweep, metric=metric)
+    return {
+        "metric": metric,
+        "series": sweep_series(sweep_id=sweep_id, metric=metric, since=since, width=width),
+        "runs": table,
+        "decisions": sweep_decisions(sweep_id=sweep_id),
+        "alerts": sweep_alerts(sweep_id=sweep_id),
+        "next": next_decision_points(sweep=sweep, runs=table),
+        "ended": all(r["ended"] for r in table),
+    }
+
+
+def sweep_sample_steps(*, sweep_id: int) -> list[int]:
+    """Steps at which at least one run of the sweep stored samples, newest first."""
+    return list(Sample.objects.filter(run__sweep_id=sweep_id).values_list("step", flat=True).distinct().order_by("-step"))
+
+
+def sweep_samples_at(*, sweep_id: int, step: int, per_run: int = 4) -> list[dict]:
+    """Sampled completions of ``step`` side by side: one column per run that stored samples there."""
+    rows = (Sample.objects.filter(run__sweep_id=sweep_id, step=step, index__lt=per_run)
+            .select_related("run").order_by("run_id", "index"))
+    columns: dict[int, dict] = {}
+    for s in rows:
+        col = columns.setdefault(s.run_id, {"run_id": s.run_id, "seed": s.run.seed, "samples": []})
+        col["samples"].append({"prompt": s.prompt, "completion": s.completion, "answer": s.answer,
+                               "reward": s.reward, "details": s.details})
+    return list(columns.values())
+
+
+def sweep_counts(*, sweep_id: int) -> dict:
+    return Run.objects.filter(sweep_id=sweep_id).aggregate(
+        total=Count("id"), running=Count("id", filter=Q(status=RunStatus.RUNNING)),
+        queued=Count("id", filter=Q(status=RunStatus.QUEUED)))

@@ -1,0 +1,343 @@
+"""Every write a sweep makes beyond runs.services: launching a grid x seeds, applying its early-stopping
+policy to the live runs, redirecting freed slots, killing several runs, raising RL-health alerts.
+
+Policy application (``sweep_apply_policy``) rebuilds the policy from the stored curves on every call (the
+database is the source of truth; any process may call it: the training child after a metrics flush, the
+maintenance beat), under a lock on the sweep row. A decision is stored once per run and action (a unique
+constraint), so applying twice, or from two processes at once, decides and kills once.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from typing import Iterable, Optional
+
+from django.db import IntegrityError, transaction
+
+from training.config import ConfigError, TrainConfig
+from webapp.runs import services as run_services
+from webapp.runs.models import MetricPoint, Run, RunStatus, Sweep
+
+from . import alerts as alert_rules
+from .models import Alert, FreeSlotUse, PolicyDecision, SweepPlan
+from .policies import EXTEND, STOP, Decision, PolicyConfigError, make_policy
+
+log = logging.getLogger("seedbed.sweeps")
+
+MAX_GRID_KNOBS = 3
+MAX_RUNS = 256
+# Knobs a grid may not vary: the seed is the sweep's other axis; total_steps is the policy's horizon.
+NOT_GRIDDABLE = ("seed", "total_steps", "preset")
+
+
+# --- launching ----------------------------------------------------------------------------------------------
+
+def grid_points(grid: dict[str, list]) -> list[dict]:
+    """Every combination of the grid's values, first knob slowest: {"a": [1, 2], "b": [3]} -> [{a:1,b:3}, {a:2,b:3}].
+
+    >>> grid_points({"lr": [1, 2], "eps_high": [0.2]})
+    [{'lr': 1, 'eps_high': 0.2}, {'lr': 2, 'eps_high': 0.2}]
+    >>> grid_points({})
+    [{}]
+    """
+    knobs = list(grid)
+    return [dict(zip(knobs, values)) for values in itertools.product(*(grid[k] for k in knobs))]
+
+
+def validate_grid(grid: dict, base: dict) -> list[dict]:
+    """Check a grid of 0-3 knobs against the schema; returns its points. Raises ConfigError keyed ``grid``."""
+    if not isinstance(grid, dict):
+        raise ConfigError({"grid": f"expected a mapping knob -> list of values; got {type(grid).__name__}"})
+    if len(grid) > MAX_GRID_KNOBS:
+        raise ConfigError({"grid": f"at most {MAX_GRID_KNOBS} knobs; got {len(grid)} ({', '.join(grid)})"})
+    known = set(TrainConfig().to_dict())
+    for knob, values in grid.items():
+        if knob not in known:
+            raise ConfigError({"grid": f"{knob}: not a config knob"})
+        if knob in NOT_GRIDDABLE:
+            raise ConfigError({"grid": f"{knob}: cannot be varied by a grid (seeds are the sweep's other axis; "
+                                       "total_steps is the policy's horizon; one preset per sweep)"})
+        if not isinstance(values, list) or not values:
+            raise ConfigError({"grid": f"{knob}: give a non-empty list of values"})
+        if len({repr(v) for v in values}) != len(values):
+            raise ConfigError({"grid": f"{knob}: values must be distinct; got {values}"})
+    points = grid_points(grid)
+    for point in points:
+        try:
+            run_services.validate_config({**base, **point})
+        except ConfigError as exc:
+            knob = next(iter(exc.errors))
+            raise ConfigError({"grid": f"{knob}={point.get(knob)!r}: {exc.errors[knob]}"}) from exc
+    return points
+
+
+def policy_config_for(policy: Optional[dict], *, total_steps: int, free_slot_use: str, extend_steps: int) -> dict:
+    """The stored policy config: the user's keys, ``max_steps`` defaulting to the runs' ``total_steps``, and
+    ``extend_survivors_by`` set when freed slots extend survivors. Raises ConfigError keyed ``policy.<key>``."""
+    if not policy or policy.get("name") in (None, "", "manual"):
+        return {}
+    config = dict(policy)
+    config.setdefault("max_steps", total_steps)
+    if free_slot_use == FreeSlotUse.EXTEND:
+        config["extend_survivors_by"] = extend_steps
+    try:
+        make_policy(config)
+    except PolicyConfigError as exc:
+        raise ConfigError({f"policy.{key}": message for key, message in exc.errors.items()}) from exc
+    return config
+
+
+@transaction.atomic
+def sweep_create(*, config: dict, seeds: Iterable[int], concurrency: int, policy: Optional[dict] = None,
+                 grid: Optional[dict] = None, free_slot_use: str = FreeSlotUse.NOTHING, extend_steps: int = 0,
+                 max_new_seeds: int = 0, alert_bounds: Optional[dict] = None, name: str = "", user=None) -> Sweep:
+    """Create a sweep of (grid point x seed) runs, all queued, and start as many as ``concurrency`` allows.
+
+    Runs are ordered seed by seed (every grid point of the first seed, then the second ...), so a slow
+    sweep shows every grid point early. Raises ConfigError naming the bad field.
+    """
+    seeds = [int(s) for s in seeds]
+    errors = {}
+    if not seeds:
+        errors["seeds"] = "give at least one seed"
+    elif len(set(seeds)) != len(seeds):
+        errors["seeds"] = f"seeds must be distinct; got {seeds}"
+    if concurrency < 1:
+        errors["concurrency"] = f"must be at least 1; got {concurrency}"
+    if free_slot_use not in FreeSlotUse.values:
+        errors["free_slot_use"] = f"must be one of {', '.join(FreeSlotUse.values)}; got {free_slot_use!r}"
+    if free_slot_use == FreeSlotUse.EXTEND and extend_steps < 1:
+        errors["extend_steps"] = "give the number of steps a survivor is extended by (at least 1)"
+    if max_new_seeds < 0:
+        errors["max_new_seeds"] = f"must be 0 or more; got {max_new_seeds}"
+    try:
+        alert_rules.AlertBounds.from_overrides(alert_bounds)
+    except ValueError as exc:
+        errors["alert_bounds"] = str(exc)
+    if errors:
+        raise ConfigError(errors)
+    base = run_services.validate_config({k: v for k, v in config.items() if k != "seed"}).to_dict()
+    points = validate_grid(grid or {}, base)
+    if len(points) * len(seeds) > MAX_RUNS:
+        raise ConfigError({"seeds": f"{len(points)} grid points x {len(seeds)} seeds = "
+                                    f"{len(points) * len(seeds)} runs; at most {MAX_RUNS}"})
+    policy_config = policy_config_for(policy, total_steps=base["total_steps"], free_slot_use=free_slot_use,
+                                      extend_steps=extend_steps)
+    n_runs = len(points) * len(seeds)
+    sweep = Sweep.objects.create(name=name or f"{base['preset']} x {n_runs} runs", config=base, seeds=seeds,
+                                 concurrency=concurrency, policy=policy_config, created_by=user)
+    SweepPlan.objects.create(sweep=sweep, grid=grid or {}, free_slot_use=free_slot_use, extend_steps=extend_steps,
+                             max_new_seeds=max_new_seeds, alert_bounds=alert_bounds or {})
+    for seed in seeds:
+        for point in points:
+            knobs = "".join(f" {k}={v}" for k, v in point.items())
+            run_services.run_create(config={**base, **point, "seed": seed}, user=user, sweep=sweep,
+                                    name=f"{sweep.name} / seed {seed}{knobs}")
+    run_services.sweep_fill_slots(sweep_id=sweep.pk)
+    return sweep
+
+
+def plan_of(sweep: Sweep) -> SweepPlan:
+    """The sweep's plan; sweeps launched without the sweep form (runs.services.sweep_launch) get the default."""
+    plan, _ = SweepPlan.objects.get_or_create(sweep=sweep)
+    return plan
+
+
+# --- applying the policy ------------------------------------------------------------------------------------
+
+def _feed(policy, sweep: Sweep, runs: dict[int, Run], stops: dict[int, PolicyDecision]) -> None:
+    """Every stored point of the policy's metric, run by run in step order. A run the policy stopped is fed
+    only up to the step it was stopped at (what it logged while winding down is not evidence)."""
+    metric = sweep.policy["metric"]
+    rows = (MetricPoint.objects.filter(run_id__in=list(runs), key=metric, value__isnull=False)
+            .order_by("run_id", "step").values_list("run_id", "step", "value"))
+    for run_id, step, value in rows.iterator(chunk_size=5000):
+        stop = stops.get(run_id)
+        if stop is None or step <= stop.step:
+            policy.observe(run_id, step, value)
+
+
+def _as_decision(row: PolicyDecision) -> Decision:
+    return Decision(run_id=row.run_id, action=row.action, reason=row.reason, rule=row.rule, step=row.step,
+                    value=row.value, threshold=row.threshold, n_peers=row.n_peers, extra_steps=row.extra_steps)
+
+
+def sweep_apply_policy(*, sweep_id: int) -> list[PolicyDecision]:
+    """Feed the sweep's stored curves to ``make_policy(sweep.policy)``, store each new decision and apply it:
+    a stop kills the run (killed_by "policy:<rule>", the decision's reason) and its slot is redirected; an
+    extension raises a running survivor's ``total_steps``. Returns the decisions stored by this call.
+
+    Runs that ended otherwise (succeeded, failed, killed by a user) are ``mark_stopped``: never judged again,
+    their curves still count as peers. Manual sweeps do nothing.
+    """
+    with transaction.atomic():
+        sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
+        if not sweep.policy or sweep.policy.get("name", "manual") == "manual":
+            return []
+        runs = {run.pk: run for run in sweep.runs.all()}
+        stored = {(d.run_id, d.action): d for d in sweep.decisions.all()}
+        stops = {run_id: d for (run_id, action), d in stored.items() if action == STOP}
+        policy = make_policy(sweep.policy)
+        _feed(policy, sweep, runs, stops)
+        for (run_id, action), row in stored.items():
+            if action == EXTEND and row.outcome == PolicyDecision.Outcome.APPLIED:
+                policy.extended[run_id] = _as_decision(row)  # so its horizon is the extended one
+        for run in runs.values():
+            if run.pk not in stops and (run.is_ended or run.kill_requested_at is not None):
+                policy.mark_stopped(run.pk)
+        new = []
+        for decision in policy.decide():
+            if (decision.run_id, decision.action) in stored or decision.run_id not in runs:
+                continue  # decided before (a rebuilt policy re-derives its earlier stops)
+            row = _apply(sweep, runs[decision.run_id], decision, stored)
+            stored[(row.run_id, row.action)] = row
+            new.append(row)
+    return new
+
+
+def _record(sweep: Sweep, decision: Decision, outcome: str, note: str) -> PolicyDecision:
+    fields = {k: v for k, v in decision.to_dict().items() if k != "run_id"}
+    return PolicyDecision.objects.create(sweep=sweep, run_id=decision.run_id, outcome=outcome, note=note, **fields)
+
+
+def _apply(sweep: Sweep, run: Run, decision: Decision, stored: dict) -> PolicyDecision:
+    if decision.action == STOP:
+        if run.status != RunStatus.RUNNING or run.kill_requested_at is not None:
+            return _record(sweep, decision, PolicyDecision.Outcome.SKIPPED,
+                           f"run was already {run.status}{' and being killed' if run.kill_requested_at else ''}")
+        run_services.run_kill(run_id=run.pk, killed_by=f"policy:{decision.rule}", reason=decision.reason)
+        note = use_freed_slot(sweep=sweep, freed_run=run)
+        log.info("sweep %s: policy stopped run %s at step %s (%s)", sweep.pk, run.pk, decision.step, decision.reason)
+        return _record(sweep, decision, PolicyDecision.Outcome.APPLIED, note)
+    return _apply_extension(sweep, run, decision, stored)
+
+
+def _apply_extension(sweep: Sweep, run: Run, decision: Decision, stored: dict) -> PolicyDecision:
+    """Extend a survivor only when the stop that paid for it left no queued seed to take its slot."""
+    skipped = PolicyDecision.Outcome.SKIPPED
+    plan = plan_of(sweep)
+    applied_stops = sum(1 for (_, a), d in stored.items() if a == STOP and d.outcome == PolicyDecision.Outcome.APPLIED)
+    extensions = sum(1 for (_, a) in stored if a == EXTEND)
+    if plan.free_slot_use != FreeSlotUse.EXTEND:
+        return _record(sweep, decision, skipped, "this sweep does not extend survivors")
+    if extensions >= applied_stops:
+        return _record(sweep, decision, skipped, "no freed slot left to pay for an extension")
+    if sweep.runs.filter(status=RunStatus.QUEUED).exclude(pk=run.pk).exists():
+        return _record(sweep, decision, skipped, "a queued seed took the freed slot")
+    locked = Run.objects.select_for_update().get(pk=run.pk)
+    if locked.status != RunStatus.RUNNING or locked.kill_requested_at is not None:
+        return _record(sweep, decision, skipped, f"run was already {locked.status}")
+    new_total = locked.total_steps + decision.extra_steps
+    # The running loop read its total_steps at start; when it finishes the old total, runs.services.run_finish
+    # sees last_step < total_steps and queues it again: it resumes from its final checkpoint up to new_total.
+    locked.config = {**locked.config, "total_steps": new_total}
+    locked.save(update_fields=["config"])
+    return _record(sweep, decision, PolicyDecision.Outcome.APPLIED, f"total_steps raised to {new_total}")
+
+
+def use_freed_slot(*, sweep: Sweep, freed_run: Run) -> str:
+    """A run of ``sweep`` is being stopped: say where its slot goes, starting a fresh seed when the sweep is
+    set to and has no queued seed left. (The queued seed itself is dispatched by runs.services when the
+    stopped run ends, which frees its slot.)"""
+    waiting = sweep.runs.filter(status=RunStatus.QUEUED, enqueued_at__isnull=True).order_by("pk").first()
+    if waiting is not None:
+        return f"slot goes to the next queued seed: run {waiting.pk} (seed {waiting.seed})"
+    plan = SweepPlan.objects.select_for_update().filter(sweep=sweep).first()
+    if plan is None or plan.free_slot_use == FreeSlotUse.NOTHING:
+        return "no queued seed left; the slot is released"
+    if plan.free_slot_use == FreeSlotUse.EXTEND:
+        return "no queued seed left; the slot extends a survivor"
+    if plan.new_seeds_started >= plan.max_new_seeds:
+        return f"no queued seed left and the {plan.max_new_seeds} fresh seed(s) allowed are used; slot released"
+    taken = set(sweep.runs.values_list("seed", flat=True))
+    seed = max(taken) + 1
+    config = {**freed_run.config, "seed": seed, "total_steps": sweep.config["total_steps"]}
+    fresh = run_services.run_create(config=config, sweep=sweep, user=sweep.created_by,
+                                    name=f"{sweep.name} / seed {seed} (fresh)")
+    plan.new_seeds_started += 1
+    plan.save(update_fields=["new_seeds_started"])
+    Sweep.objects.filter(pk=sweep.pk).update(seeds=[*sweep.seeds, seed])
+    sweep.seeds = [*sweep.seeds, seed]
+    return f"no queued seed left; started fresh seed {seed} (run {fresh.pk})"
+
+
+@transaction.atomic
+def sweep_kill_runs(*, sweep_id: int, run_ids: list[int], killed_by: str, reason: str = "") -> tuple[list[int], dict]:
+    """Kill several runs of one sweep (the dashboard's multi-select). Returns (killed ids, {id: why not})."""
+    sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
+    killed, refused = [], {}
+    for run in Run.objects.filter(sweep=sweep, pk__in=run_ids).order_by("pk"):
+        try:
+            run_services.run_kill(run_id=run.pk, killed_by=killed_by, reason=reason)
+        except run_services.TransitionError as exc:
+            refused[run.pk] = str(exc)
+            continue
+        use_freed_slot(sweep=sweep, freed_run=run)
+        killed.append(run.pk)
+    for run_id in set(run_ids) - set(killed) - set(refused):
+        refused[run_id] = f"run {run_id} is not part of sweep {sweep_id}"
+    return killed, refused
+
+
+# --- alerts -------------------------------------------------------------------------------------------------
+
+ALERT_HISTORY = 200  # points per metric read back for the alert checks (they look at the recent curve)
+
+
+def sweep_check_alerts(*, sweep_id: int) -> list[Alert]:
+    """Check the sweep's running runs for RL-health symptoms (webapp.sweeps.alerts); store new alerts once
+    per run and kind. Returns the alerts stored by this call."""
+    sweep = Sweep.objects.get(pk=sweep_id)
+    plan = SweepPlan.objects.filter(sweep=sweep).first()
+    bounds = alert_rules.AlertBounds.from_overrides(plan.alert_bounds if plan else None)
+    live = list(sweep.runs.filter(status=RunStatus.RUNNING).values_list("pk", "last_step"))
+    raised = set(Alert.objects.filter(sweep=sweep).values_list("run_id", "kind"))
+    new = []
+    for run_id, last_step in live:
+        curves: dict[str, list] = {}
+        for key, step, value in (MetricPoint.objects.filter(run_id=run_id, key__in=alert_rules.ALERT_METRICS,
+                                                            step__gt=last_step - ALERT_HISTORY, value__isnull=False)
+                                 .order_by("key", "step").values_list("key", "step", "value")):
+            curves.setdefault(key, []).append((step, value))
+        for finding in alert_rules.check_run(curves, bounds):
+            if (run_id, finding.kind) in raised:
+                continue
+            try:
+                with transaction.atomic():
+                    alert = Alert.objects.create(sweep=sweep, run_id=run_id, kind=finding.kind, metric=finding.metric,
+                                                 step=finding.step, value=finding.value, bound=finding.bound,
+                                                 message=finding.message)
+            except IntegrityError:
+                continue  # raised by another process meanwhile
+            raised.add((run_id, finding.kind))
+            new.append(alert)
+    return new
+
+
+# --- the trigger after each metrics flush ---------------------------------------------------------------------
+
+_sweep_of_run: dict[int, Optional[int]] = {}
+_last_tick: dict[int, float] = {}
+TICK_EVERY_S = 1.0
+
+
+def sweep_tick_after_metrics(*, run_id: int, min_interval_s: float = TICK_EVERY_S, clock=time.monotonic) -> bool:
+    """Called by the training child after it stored metrics: apply its sweep's policy and check alerts, at most
+    once per ``min_interval_s`` per process. Returns whether it ran. Failures are logged, never raised: the
+    run must go on training, and the maintenance beat applies the policy too."""
+    if run_id not in _sweep_of_run:
+        _sweep_of_run[run_id] = Run.objects.filter(pk=run_id).values_list("sweep_id", flat=True).first()
+    sweep_id = _sweep_of_run[run_id]
+    if sweep_id is None:
+        return False
+    now = clock()
+    if now - _last_tick.get(sweep_id, float("-inf")) < min_interval_s:
+        return False
+    _last_tick[sweep_id] = now
+    try:
+        sweep_apply_policy(sweep_id=sweep_id)
+        sweep_check_alerts(sweep_id=sweep_id)
+    except Exception:  # noqa: BLE001 - see docstring: logged loudly, retried by the beat
+        log.exception("sweep %s: applying the policy after run %s's metrics failed", sweep_id, run_id)
+    return True

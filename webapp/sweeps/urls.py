@@ -1,0 +1,13 @@
+from django.urls import path
+
+from . import views
+
+app_name = "sweeps"
+
+urlpatterns = [
+    path("new/", views.sweep_new, name="new"),
+    path("<int:sweep_id>/", views.sweep_detail, name="detail"),
+    path("<int:sweep_id>/live.json", views.sweep_live, name="live"),
+    path("<int:sweep_id>/samples.json", views.sweep_samples, name="samples"),
+    path("<int:sweep_id>/kill/", views.sweep_kill, name="kill"),
+]

@@ -1,0 +1,120 @@
+"""Thin views for sweeps: the sweep form, the dashboard, its JSON endpoints, the multi-select kill."""
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from training.config import ConfigError
+from webapp.runs.forms import preset_form_values
+from webapp.runs.models import Sweep
+
+from . import selectors, services
+from .forms import SweepForm
+from .models import SweepPlan
+
+
+def sweep_new(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        form = SweepForm(request.POST)
+        if form.is_valid():
+            try:
+                sweep = services.sweep_create(user=request.user, **form.sweep_args)
+            except ConfigError as exc:
+                form.add_service_errors(exc)
+            else:
+                messages.success(request, f"Sweep {sweep.pk} launched: {sweep.runs.count()} runs queued.")
+                return redirect("sweeps:detail", sweep_id=sweep.pk)
+    else:
+        form = SweepForm(preset=request.GET.get("preset", "grpo"), initial={"seeds": "4"})
+    return render(request, "sweeps/sweep_new.html", {"form": form, "preset_values": preset_form_values()},
+                  status=400 if form.errors else 200)
+
+
+@require_GET
+def sweep_detail(request: HttpRequest, sweep_id: int) -> HttpResponse:
+    sweep = get_object_or_404(Sweep, pk=sweep_id)
+    keys = selectors.sweep_metric_keys(sweep_id=sweep.pk)
+    metric = request.GET.get("metric") or sweep.policy.get("metric") or selectors.DEFAULT_METRIC
+    if metric not in keys:
+        keys = sorted({*keys, metric})
+    return render(request, "sweeps/sweep_detail.html", {
+        "sweep": sweep, "plan": SweepPlan.objects.filter(sweep=sweep).first(), "metric": metric, "metric_keys": keys,
+        "policy_json": json.dumps(sweep.policy, indent=2, sort_keys=True) if sweep.policy else "",
+        "config_json": json.dumps(sweep.config, indent=2, sort_keys=True),
+        "sample_steps": selectors.sweep_sample_steps(sweep_id=sweep.pk)[:200],
+    })
+
+
+def parse_since(text: str) -> dict[int, int]:
+    """"12:40,13:38" -> {12: 40, 13: 38}: per run, the step after which to send points."""
+    since = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        run_id, sep, step = part.partition(":")
+        if not sep or int(step) < 0:
+            raise ValueError(part)
+        since[int(run_id)] = int(step)
+    return since
+
+
+def _int_param(request: HttpRequest, name: str, default: int | None) -> int | None:
+    value = request.GET.get(name)
+    if value in (None, ""):
+        return default
+    number = int(value)  # ValueError -> 400 by the caller
+    if number < 0:
+        raise ValueError(name)
+    return number
+
+
+@require_GET
+def sweep_live(request: HttpRequest, sweep_id: int) -> JsonResponse:
+    """Polled by the dashboard: ?metric=KEY&since=RUN:STEP,...&width=W (the width fixed by the first answer)."""
+    get_object_or_404(Sweep, pk=sweep_id)
+    try:
+        since = parse_since(request.GET.get("since", ""))
+    except ValueError:
+        return JsonResponse({"error": "since: expected run:step pairs separated by commas, e.g. 12:40,13:38"},
+                            status=400)
+    try:
+        width = _int_param(request, "width", None)
+    except ValueError:
+        return JsonResponse({"error": "width: expected a whole number >= 1"}, status=400)
+    if width == 0:
+        return JsonResponse({"error": "width must be at least 1"}, status=400)
+    metric = request.GET.get("metric") or selectors.DEFAULT_METRIC
+    return JsonResponse(selectors.sweep_live_state(sweep_id=sweep_id, metric=metric, since=since, width=width))
+
+
+@require_GET
+def sweep_samples(request: HttpRequest, sweep_id: int) -> JsonResponse:
+    get_object_or_404(Sweep, pk=sweep_id)
+    try:
+        step = int(request.GET["step"])
+    except (KeyError, ValueError):
+        return JsonResponse({"error": "step: give the step whose samples to show"}, status=400)
+    return JsonResponse({"step": step, "columns": selectors.sweep_samples_at(sweep_id=sweep_id, step=step)})
+
+
+@require_POST
+def sweep_kill(request: HttpRequest, sweep_id: int) -> HttpResponse:
+    get_object_or_404(Sweep, pk=sweep_id)
+    try:
+        run_ids = [int(v) for v in request.POST.getlist("run")]
+    except ValueError:
+        messages.error(request, "run: expected run ids")
+        return redirect("sweeps:detail", sweep_id=sweep_id)
+    if not run_ids:
+        messages.error(request, "Select at least one run to kill.")
+        return redirect("sweeps:detail", sweep_id=sweep_id)
+    reason = request.POST.get("reason", "").strip() or "killed from the sweep dashboard"
+    killed, refused = services.sweep_kill_runs(sweep_id=sweep_id, run_ids=run_ids,
+                                               killed_by=f"user:{request.user.get_username()}", reason=reason)
+    if killed:
+        messages.info(request, f"Kill requested for run(s) {', '.join(map(str, killed))}.")
+    for message in refused.values():
+        messages.error(request, message)
+    return redirect("sweeps:detail", sweep_id=sweep_id)
