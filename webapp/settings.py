@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "webapp.runs",
     "webapp.evals",
+    "webapp.sweeps",
 ]
 
 MIDDLEWARE = [

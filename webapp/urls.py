@@ -11,4 +11,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("runs/", include("webapp.runs.urls")),
     path("evals/", include("webapp.evals.urls")),
+    path("sweeps/", include("webapp.sweeps.urls")),
 ]

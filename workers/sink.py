@@ -57,3 +57,9 @@ class DatabaseSink:
         points, self._points = self._points, []
         services.run_metrics_append(run_id=self.run_id, points=points)
         self._last_flush = self.clock()
+        if points:
+            # New curves: let the run's sweep apply its early-stopping policy now (throttled to ~1/s; the
+            # maintenance beat applies it too), so a poor seed is stopped within about a second.
+            from webapp.sweeps.services import sweep_tick_after_metrics
+
+            sweep_tick_after_metrics(run_id=self.run_id)

@@ -167,12 +167,29 @@ def run_heartbeat(*, run_id: int, pid: int | None = None) -> bool:
     return Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(**updates) == 1
 
 
+def _extended_beyond(run: Run) -> bool:
+    """True when a sweep policy raised the run's total_steps past the step it has reached."""
+    from webapp.sweeps.models import PolicyDecision
+
+    return run.last_step < run.total_steps and PolicyDecision.objects.filter(
+        run_id=run.pk, action="extend", outcome=PolicyDecision.Outcome.APPLIED).exists()
+
+
 @transaction.atomic
 def run_finish(*, run_id: int, status: str, error: str = "") -> Run:
     """End a running run with ``status`` (succeeded, failed, killed or lost) and hand its slot on."""
     if status not in ENDED_STATUSES:
         raise ValueError(f"{status!r} is not an end status")
     run = _locked(run_id)
+    if status == RunStatus.SUCCEEDED and run.status == RunStatus.RUNNING and _extended_beyond(run):
+        # A sweep's policy extended it while it ran (webapp.sweeps.services): the loop finished the total it
+        # started with; queue it again to resume from its final checkpoint up to the raised total_steps.
+        _move(run, RunStatus.QUEUED)
+        run.worker, run.pid, run.enqueued_at = "", None, None
+        run.save()
+        _after_end(run)
+        log.info("run %s: extended to %s steps; queued to resume", run.pk, run.total_steps)
+        return run
     _move(run, status)
     run.ended_at = timezone.now()
     run.error = error
@@ -309,26 +326,10 @@ def run_checkpoint_add(*, run_id: int, step: int, path: str) -> Checkpoint:
 # --- sweeps' early-stopping policies ---------------------------------------------------------------------------
 
 def sweep_apply_policy(*, sweep_id: int) -> list[int]:
-    """Hook for early-stopping policies (webapp/sweeps/policies.py, issue 5): feed the sweep's curves to
-    ``make_policy(sweep.policy)`` and kill the runs it decides to stop. Returns the ids killed.
+    """Apply the sweep's early-stopping policy (webapp.sweeps.services.sweep_apply_policy: decisions stored,
+    stops applied, slots redirected) and check its RL-health alerts. Returns the ids of the runs it stopped."""
+    from webapp.sweeps import services as sweep_services
 
-    Manual sweeps (empty policy or name "manual") do nothing here."""
-    sweep = Sweep.objects.get(pk=sweep_id)
-    if not sweep.policy or sweep.policy.get("name", "manual") == "manual":
-        return []
-    from webapp.sweeps.policies import make_policy
-
-    policy = make_policy(sweep.policy)
-    metric = sweep.policy["metric"]
-    runs = {r.pk: r for r in sweep.runs.all()}
-    for run_id, step, value in (MetricPoint.objects.filter(run__sweep_id=sweep_id, key=metric, value__isnull=False)
-                                .order_by("step").values_list("run_id", "step", "value")):
-        policy.observe(run_id, step, value)
-    killed = []
-    for decision in policy.decide():
-        run = runs.get(decision.run_id)
-        if decision.action != "stop" or run is None or run.status != RunStatus.RUNNING or run.kill_requested_at:
-            continue
-        run_kill(run_id=run.pk, killed_by=f"policy:{sweep.policy['name']}", reason=decision.reason)
-        killed.append(run.pk)
-    return killed
+    decisions = sweep_services.sweep_apply_policy(sweep_id=sweep_id)
+    sweep_services.sweep_check_alerts(sweep_id=sweep_id)
+    return [d.run_id for d in decisions if d.action == "stop" and d.outcome == "applied"]

@@ -13,7 +13,7 @@ from webapp.evals.selectors import new_run_prefill
 
 from . import selectors, services
 from .forms import RunForm, preset_form_values
-from .models import Checkpoint, Run, RunStatus, Sweep
+from .models import Checkpoint, Run, RunStatus
 
 
 @require_GET
@@ -125,7 +125,7 @@ def sweep_list(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def sweep_detail(request: HttpRequest, sweep_id: int) -> HttpResponse:
-    sweep = get_object_or_404(Sweep, pk=sweep_id)
-    return render(request, "runs/sweep_detail.html", {
-        "sweep": sweep, "runs": sweep.runs.order_by("pk"),
-        "config_json": json.dumps(sweep.config, indent=2, sort_keys=True)})
+    """A sweep's page is its dashboard (webapp.sweeps)."""
+    from webapp.sweeps.views import sweep_detail as sweep_dashboard
+
+    return sweep_dashboard(request, sweep_id)
