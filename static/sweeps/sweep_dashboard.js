@@ -51,10 +51,13 @@ function bandOf(values, kind) {
   return {mean, lo: mean - half, hi: mean + half};
 }
 
+const BUCKET_FIELDS = ["b", "first", "last", "lo", "hi", "avg", "t"];
+
 function startSweepDashboard({liveUrl, samplesUrl, runUrl, sweepId, intervalMs}) {
   const el = id => document.getElementById(id);
   const chart = el("sweep-chart");
   let metric = el("metric").value;
+  let mode = "max";         // whether larger values of the metric are better (for "best")
   let width = null;         // bucket width, fixed by the first answer for this metric
   let buckets = {};         // run id -> {b, first, last, lo, hi, avg, t}
   let runs = [];            // the runs table rows of the last answer
@@ -72,12 +75,13 @@ function startSweepDashboard({liveUrl, samplesUrl, runUrl, sweepId, intervalMs})
   function merge(series) {
     if (width === null) width = series.width;
     for (const [id, s] of Object.entries(series.runs)) {
-      const dst = buckets[id] || (buckets[id] = {b: [], first: [], last: [], lo: [], hi: [], avg: [], t: []});
+      const dst = buckets[id] || (buckets[id] = {b: [], first: [], last: [], lo: [], hi: [], avg: [], t: [], tail: null});
       // drop what the answer re-sends (the last partial bucket onward), then append
       const from = s.b.length ? s.b[0] : Infinity;
       let keep = dst.b.length;
       while (keep > 0 && dst.b[keep - 1] >= from) keep--;
-      for (const k of Object.keys(dst)) dst[k].splice(keep, dst[k].length - keep, ...s[k]);
+      for (const k of BUCKET_FIELDS) dst[k].splice(keep, dst[k].length - keep, ...s[k]);
+      dst.tail = s.tail;
     }
   }
 
@@ -191,7 +195,11 @@ function startSweepDashboard({liveUrl, samplesUrl, runUrl, sweepId, intervalMs})
       const knobs = Object.entries(run.knobs).map(([k, v]) => k + "=" + v).join(" ");
       const nextStep = next.runs[run.id];
       const stopped = run.killed_by ? run.killed_by + (run.kill_reason ? ": " + run.kill_reason : "") : "";
-      tr.append(check, name, td(run.seed), td(knobs || "–"), status, td(fmt(run.last)), td(fmt(run.best)),
+      // last: the value at its last step; best: over every bucket's extreme (the buckets keep min and max)
+      const s = buckets[run.id];
+      const best = !s || !s.b.length ? null : (mode === "min" ? Math.min(...s.lo) : Math.max(...s.hi));
+      tr.append(check, name, td(run.seed), td(knobs || "–"), status, td(fmt(s ? s.tail : null), "last"),
+                td(fmt(best), "best"),
                 td(run.last_step + " / " + run.total_steps),
                 td(nextStep === undefined || nextStep === null ? "–" : "step " + nextStep), td(stopped, "reason"));
       return tr;
@@ -249,6 +257,7 @@ function startSweepDashboard({liveUrl, samplesUrl, runUrl, sweepId, intervalMs})
     if (mine !== generation) return;
     merge(state.series);
     runs = state.runs;
+    mode = state.mode;
     ended = state.ended;
     draw();
     renderRuns(state.next);
@@ -291,7 +300,11 @@ function startSweepDashboard({liveUrl, samplesUrl, runUrl, sweepId, intervalMs})
     }));
   }
 
-  el("metric").addEventListener("change", () => { metric = el("metric").value; reset(); });
+  el("metric").addEventListener("change", () => {
+    if (!el("metric").value || el("metric").value === metric) return;
+    metric = el("metric").value;
+    reset();
+  });
   for (const id of ["band", "smoothing", "smooth-param", "xaxis"]) el(id).addEventListener("change", draw);
   el("smoothing").addEventListener("change", () => {
     el("smooth-param").value = el("smoothing").value === "mean" ? 5 : 0.6;

@@ -41,11 +41,19 @@ def metric_mode(metric: str, sweep: Sweep) -> str:
     return "min" if any(part in metric for part in LOWER_IS_BETTER) else "max"
 
 
-def sweep_metric_keys(*, sweep_id: int) -> list[str]:
-    """Every metric any run of the sweep logged, sorted (a run logs the same keys every step: its first step
-    is enough)."""
-    firsts = (MetricPoint.objects.filter(run__sweep_id=sweep_id, step=1).values_list("key", flat=True).distinct())
-    return sorted(set(firsts))
+def sweep_metric_keys(*, sweep_id: int, max_runs: int = 8) -> list[str]:
+    """The metrics logged at step 1 by one run of each grid point (runs of one config log the same keys), sorted.
+    Keys logged only now and then (eval/pass@k every eval_every steps) may be missing: the picker also takes
+    a typed key. One small look-up per grid point instead of a scan of every point of the sweep."""
+    plan = SweepPlan.objects.filter(sweep_id=sweep_id).first()
+    grid = plan.grid if plan else {}
+    representatives: dict[str, int] = {}
+    for run in Run.objects.filter(sweep_id=sweep_id, last_step__gt=0).order_by("pk").only("pk", "config"):
+        representatives.setdefault(repr(knobs_of(run, grid)), run.pk)
+    keys: set[str] = set()
+    for run_id in list(representatives.values())[:max_runs]:
+        keys.update(MetricPoint.objects.filter(run_id=run_id, step=1).values_list("key", flat=True))
+    return sorted(keys)
 
 
 def sweep_series(*, sweep_id: int, metric: str, since: Optional[dict[int, int]] = None,
@@ -86,43 +94,32 @@ def sweep_series(*, sweep_id: int, metric: str, since: Optional[dict[int, int]] 
         s["hi"].append(hi)
         s["avg"].append(avg)
         s["t"].append(round((t - started).total_seconds(), 3) if started and t else None)
+    # the value at each answered run's last step (the table's "last"); its "best" is the max of the buckets'
+    # hi (or min of lo), which the client keeps for the whole curve
+    at_last = Q(pk__in=[])
+    for run_id, s in out.items():
+        at_last |= Q(run_id=run_id, step=s["last"][-1])
+    tail = dict(MetricPoint.objects.filter(at_last, key=metric).values_list("run_id", "value"))
+    for run_id, s in out.items():
+        s["tail"] = tail.get(run_id)
     return {"width": width, "runs": out}
-
-
-def _last_and_best(run_ids: list[int], metric: str, mode: str) -> dict[int, dict]:
-    """Per run: the value at its last logged step and its best value (max or min per ``mode``)."""
-    base = MetricPoint.objects.filter(run_id__in=run_ids, key=metric, value__isnull=False)
-    best_agg = Max("value") if mode == "max" else Min("value")
-    stats = {r["run_id"]: r for r in base.values("run_id").annotate(best=best_agg, last_step=Max("step"))
-             .values("run_id", "best", "last_step")}
-    if not stats:
-        return {}
-    at_last = Q()
-    for run_id, r in stats.items():
-        at_last |= Q(run_id=run_id, step=r["last_step"])
-    last = dict(base.filter(at_last).values_list("run_id", "value"))
-    return {run_id: {"best": r["best"], "last": last.get(run_id), "last_metric_step": r["last_step"]}
-            for run_id, r in stats.items()}
 
 
 def knobs_of(run: Run, grid: dict) -> dict:
     return {knob: run.config.get(knob) for knob in grid}
 
 
-def sweep_runs_table(*, sweep: Sweep, metric: str) -> list[dict]:
-    """The dashboard's runs table: seed, grid knobs, status, last and best of ``metric``, steps, who stopped it."""
+def sweep_runs_table(*, sweep: Sweep) -> list[dict]:
+    """The dashboard's runs table: seed, grid knobs, status, steps, who stopped it. (The last and best value of
+    the chosen metric come with its curve: ``sweep_series``' tail and bucket extremes.)"""
     plan = SweepPlan.objects.filter(sweep=sweep).first()
     grid = plan.grid if plan else {}
-    runs = list(sweep.runs.order_by("pk"))
-    values = _last_and_best([r.pk for r in runs], metric, metric_mode(metric, sweep))
     rows = []
-    for run in runs:
-        v = values.get(run.pk, {})
+    for run in sweep.runs.order_by("pk"):
         rows.append({
             "id": run.pk, "name": run.display_name, "seed": run.seed, "knobs": knobs_of(run, grid),
             "status": run.status, "ended": run.status in ENDED_STATUSES, "kill_requested": run.kill_requested_at is not None,
             "last_step": run.last_step, "total_steps": run.total_steps,
-            "last": v.get("last"), "best": v.get("best"),
             "killed_by": run.killed_by, "kill_reason": run.kill_reason,
             "stopped_at_step": run.last_step if run.status == RunStatus.KILLED else None,
         })
@@ -191,9 +188,10 @@ def sweep_live_state(*, sweep_id: int, metric: str, since: Optional[dict[int, in
                      width: Optional[int] = None) -> dict:
     """Everything the dashboard polls: new bucketed points, the runs table, decisions, alerts, next points."""
     sweep = Sweep.objects.get(pk=sweep_id)
-    table = sweep_runs_table(sweep=sweep, metric=metric)
+    table = sweep_runs_table(sweep=sweep)
     return {
         "metric": metric,
+        "mode": metric_mode(metric, sweep),
         "series": sweep_series(sweep_id=sweep_id, metric=metric, since=since, width=width),
         "runs": table,
         "decisions": sweep_decisions(sweep_id=sweep_id),

@@ -190,6 +190,8 @@ def sweep_apply_policy(*, sweep_id: int) -> list[PolicyDecision]:
         for decision in policy.decide():
             if (decision.run_id, decision.action) in stored or decision.run_id not in runs:
                 continue  # decided before (a rebuilt policy re-derives its earlier stops)
+            if decision.action == EXTEND and not _extension_paid(stored):
+                continue  # proposed for a re-derived stop whose freed slot was already used
             row = _apply(sweep, runs[decision.run_id], decision, stored)
             stored[(row.run_id, row.action)] = row
             new.append(row)
@@ -213,16 +215,17 @@ def _apply(sweep: Sweep, run: Run, decision: Decision, stored: dict) -> PolicyDe
     return _apply_extension(sweep, run, decision, stored)
 
 
+def _extension_paid(stored: dict) -> bool:
+    """Each applied stop pays for one extension decision (applied, or skipped because a seed took the slot)."""
+    applied_stops = sum(1 for (_, a), d in stored.items() if a == STOP and d.outcome == PolicyDecision.Outcome.APPLIED)
+    return sum(1 for (_, a) in stored if a == EXTEND) < applied_stops
+
+
 def _apply_extension(sweep: Sweep, run: Run, decision: Decision, stored: dict) -> PolicyDecision:
     """Extend a survivor only when the stop that paid for it left no queued seed to take its slot."""
     skipped = PolicyDecision.Outcome.SKIPPED
-    plan = plan_of(sweep)
-    applied_stops = sum(1 for (_, a), d in stored.items() if a == STOP and d.outcome == PolicyDecision.Outcome.APPLIED)
-    extensions = sum(1 for (_, a) in stored if a == EXTEND)
-    if plan.free_slot_use != FreeSlotUse.EXTEND:
+    if plan_of(sweep).free_slot_use != FreeSlotUse.EXTEND:
         return _record(sweep, decision, skipped, "this sweep does not extend survivors")
-    if extensions >= applied_stops:
-        return _record(sweep, decision, skipped, "no freed slot left to pay for an extension")
     if sweep.runs.filter(status=RunStatus.QUEUED).exclude(pk=run.pk).exists():
         return _record(sweep, decision, skipped, "a queued seed took the freed slot")
     locked = Run.objects.select_for_update().get(pk=run.pk)

@@ -1,0 +1,154 @@
+"""How long the sweep dashboard takes to load a big sweep (issue 5: 32 seeds x 5 metrics x 10,000 steps < 1 s).
+
+    python bench/sweep_dashboard.py [--seeds 32] [--metrics 5] [--steps 10000] [--repeat 5]
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/seedbed_bench python bench/sweep_dashboard.py
+
+It builds the sweep in a fresh database (a temporary SQLite file by default; with $DATABASE_URL, that
+PostgreSQL database, which it empties first), then times through Django's test client, logged in:
+
+- the dashboard page itself (HTML; the curves come from the JSON endpoint);
+- the first JSON answer for one metric: every seed's curve bucketed on the server (min, max, mean per
+  bucket), the runs table with last/best values, decisions and alerts;
+- a live update (``since`` = each run's last bucket) after one more step of every run;
+- switching to another metric.
+
+It prints the median and worst of ``--repeat`` timings of each, the answer's size, and the rows it covers.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from datetime import timedelta
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+METRICS = ["reward/mean", "accuracy", "entropy", "length/mean", "kl", "loss/policy", "grad_norm", "lr"]
+
+
+def setup_django() -> None:
+    if not os.environ.get("DATABASE_URL"):
+        os.environ["SEEDBED_HOME"] = tempfile.mkdtemp(prefix="seedbed-bench-")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)
+
+
+def build_sweep(seeds: int, metrics: list[str], steps: int):
+    """A finished sweep: ``seeds`` runs, each ``steps`` steps of every metric (noisy curves with spikes)."""
+    import random
+
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from webapp.runs.models import MetricPoint, Run, RunStatus, Sweep
+    from webapp.sweeps.models import SweepPlan
+
+    Sweep.objects.all().delete()
+    config = {"total_steps": steps, "preset": "grpo", "seed": 0}
+    policy = {"name": "median", "metric": "reward/mean", "mode": "max", "max_steps": steps}
+    sweep = Sweep.objects.create(name="bench", config=config, seeds=list(range(seeds)), concurrency=8, policy=policy)
+    SweepPlan.objects.create(sweep=sweep)
+    start = timezone.now() - timedelta(seconds=steps)
+    runs = Run.objects.bulk_create([
+        Run(sweep=sweep, config={**config, "seed": s}, seed=s, status=RunStatus.RUNNING, started_at=start,
+            last_step=steps, name=f"bench / seed {s}") for s in range(seeds)])
+    table = MetricPoint._meta.db_table
+    sql = f"INSERT INTO {table} (run_id, step, key, value, logged_at) VALUES (%s, %s, %s, %s, %s)"
+    rng = random.Random(0)
+    for run in runs:
+        rows = []
+        level = rng.uniform(0.2, 0.8)
+        for key in metrics:
+            for step in range(1, steps + 1):
+                value = level * (1 - 0.5 ** (step / 500)) + rng.gauss(0, 0.05)
+                if rng.random() < 1e-3:
+                    value += 5.0  # a spike the downsampling must keep
+                rows.append((run.pk, step, key, value, start + timedelta(seconds=step)))
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.executemany(sql, rows)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {table}")
+    return sweep, runs
+
+
+def timed(fn, repeat: int) -> tuple[list[float], object]:
+    times, result = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return times, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, default=32)
+    parser.add_argument("--metrics", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    setup_django()
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test import Client
+
+    from webapp.runs.models import MetricPoint
+
+    metrics = METRICS[:args.metrics]
+    t0 = time.perf_counter()
+    sweep, runs = build_sweep(args.seeds, metrics, args.steps)
+    rows = MetricPoint.objects.filter(run__sweep=sweep).count()
+    print(f"database: {connection.vendor}; sweep of {args.seeds} seeds x {len(metrics)} metrics x {args.steps} steps "
+          f"= {rows:,} stored points (built in {time.perf_counter() - t0:.0f} s)")
+
+    user, _ = get_user_model().objects.get_or_create(username="bench")
+    client = Client()
+    client.force_login(user)
+    base = f"/sweeps/{sweep.pk}/"
+
+    def get(url):
+        response = client.get(url)
+        assert response.status_code == 200, (url, response.status_code)
+        return response
+
+    page_times, _ = timed(lambda: get(base), args.repeat)
+    first_times, first = timed(lambda: get(base + "live.json?metric=reward/mean"), args.repeat)
+    data = first.json()
+    width = data["series"]["width"]
+    n_buckets = sum(len(s["b"]) for s in data["series"]["runs"].values())
+    # one more step for every run, then the live update from each run's last bucket
+    from django.db import transaction
+    from django.utils import timezone
+
+    with transaction.atomic():
+        MetricPoint.objects.bulk_create([MetricPoint(run=r, step=args.steps + 1, key=k, value=0.5,
+                                                     logged_at=timezone.now()) for r in runs for k in metrics])
+    since = ",".join(f"{rid}:{s['b'][-1] * width}" for rid, s in data["series"]["runs"].items())
+    live_times, live = timed(lambda: get(base + f"live.json?metric=reward/mean&width={width}&since={since}"),
+                             args.repeat)
+    switch_times, _ = timed(lambda: get(base + f"live.json?metric={metrics[-1]}"), args.repeat)
+
+    def line(name, times, extra=""):
+        print(f"{name:<42} median {statistics.median(times) * 1000:7.0f} ms   worst {max(times) * 1000:7.0f} ms  {extra}")
+
+    line("dashboard page (HTML)", page_times)
+    line("first load of one metric (JSON)", first_times,
+         f"{len(first.content) / 1e6:.2f} MB, {n_buckets:,} buckets of {width} steps for {args.seeds * args.steps:,} points")
+    line("live update, 1 new step per run (JSON)", live_times, f"{len(live.content) / 1e3:.1f} kB")
+    line("switch metric (JSON)", switch_times)
+    total = statistics.median(page_times) + statistics.median(first_times)
+    print(f"page + first curves: {total * 1000:.0f} ms ({'under' if total < 1 else 'OVER'} the 1 s target)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+import json
+
+import pytest
+from django.utils import timezone
+
+from webapp.runs.models import MetricPoint, Run, RunStatus
+
+
+@pytest.fixture
+def model_dir(tmp_path):
+    """A folder the config schema accepts as a model folder (the web layer never loads it)."""
+    path = tmp_path / "model"
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({"model_type": "test"}))
+    return str(path)
+
+
+@pytest.fixture
+def config(model_dir):
+    return {"preset": "grpo", "model_path": model_dir, "total_steps": 20, "prompts_per_step": 4, "group_size": 4}
+
+
+@pytest.fixture
+def user(django_user_model):
+    return django_user_model.objects.create_user(username="ada", password="pw-for-tests-only")
+
+
+@pytest.fixture
+def client_in(client, user):
+    client.force_login(user)
+    return client
+
+
+def make_running(run: Run) -> Run:
+    """What a worker's run_start does, without a worker."""
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, started_at=timezone.now(),
+                                         heartbeat_at=timezone.now(), worker="test:1")
+    run.refresh_from_db()
+    return run
+
+
+def log_points(run: Run, key: str, values, start: int = 1) -> None:
+    """Store ``values`` as steps start, start+1, ... of ``key`` (as the DB sink would) and bump last_step."""
+    points = [MetricPoint(run=run, step=start + i, key=key, value=v) for i, v in enumerate(values)]
+    MetricPoint.objects.bulk_create(points, batch_size=2000)
+    last = start + len(points) - 1
+    Run.objects.filter(pk=run.pk, last_step__lt=last).update(last_step=last)
+    run.refresh_from_db()

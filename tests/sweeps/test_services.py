@@ -1,0 +1,219 @@
+"""webapp.sweeps.services on the real database (SQLite, and PostgreSQL in the suite's second pass)."""
+from __future__ import annotations
+
+import pytest
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+
+from tests.sweeps.conftest import log_points, make_running
+from training.config import ConfigError
+from webapp.runs import services as run_services
+from webapp.runs.models import Run, RunStatus
+from webapp.sweeps import services
+from webapp.sweeps.models import Alert, FreeSlotUse, PolicyDecision, SweepPlan
+
+pytestmark = pytest.mark.django_db
+
+MEDIAN = {"name": "median", "metric": "reward/mean", "grace_steps": 2, "min_peers": 2, "smoothing": "none"}
+
+
+def holding(sweep) -> int:
+    """Runs holding a slot: running, or queued and already sent to the broker (runs.services' rule)."""
+    return sweep.runs.filter(Q(status=RunStatus.RUNNING) | Q(status=RunStatus.QUEUED, enqueued_at__isnull=False)).count()
+
+
+def launch(config, seeds, concurrency, capture, **kwargs):
+    with capture(execute=False) as callbacks:
+        sweep = services.sweep_create(config=config, seeds=seeds, concurrency=concurrency, **kwargs)
+    return sweep, callbacks
+
+
+def test_a_grid_times_seeds_launches_every_run_queued_and_only_concurrency_of_them_sent(
+        config, django_capture_on_commit_callbacks):
+    sweep, callbacks = launch(config, [3, 4], 2, django_capture_on_commit_callbacks,
+                              grid={"lr": [1e-4, 2e-4], "eps_high": [0.28]}, policy=MEDIAN)
+    runs = list(sweep.runs.order_by("pk"))
+    assert [(r.seed, r.config["lr"], r.config["eps_high"]) for r in runs] == [
+        (3, 1e-4, 0.28), (3, 2e-4, 0.28), (4, 1e-4, 0.28), (4, 2e-4, 0.28)]
+    assert all(r.status == RunStatus.QUEUED for r in runs)
+    assert len(callbacks) == 2 and holding(sweep) == 2
+    assert sweep.policy == {**MEDIAN, "max_steps": 20}  # the horizon is the runs' total_steps
+    assert SweepPlan.objects.get(sweep=sweep).grid == {"lr": [1e-4, 2e-4], "eps_high": [0.28]}
+
+
+@pytest.mark.parametrize("kwargs, field, message", [
+    ({"grid": {"no_such_knob": [1]}}, "grid", "not a config knob"),
+    ({"grid": {"seed": [1, 2]}}, "grid", "cannot be varied"),
+    ({"grid": {"lr": [1e-4, -1.0]}}, "grid", "lr=-1.0"),
+    ({"grid": {"lr": [1], "eps_low": [0.1], "eps_high": [0.3], "kl_coef": [0.0]}}, "grid", "at most 3 knobs"),
+    ({"policy": {**MEDIAN, "min_peers": 0}}, "policy.min_peers", "at least 1"),
+    ({"policy": {**MEDIAN, "grace": 3}}, "policy.grace", "unknown key"),
+    ({"policy": {"name": "threshold", "metric": "entropy"}}, "policy.lower_bound", "set at least one"),
+    ({"seeds": [1, 1]}, "seeds", "distinct"),
+    ({"concurrency": 0}, "concurrency", "at least 1"),
+    ({"free_slot_use": "extend"}, "extend_steps", "at least 1"),
+    ({"alert_bounds": {"entropy_floor": 0.1}}, "alert_bounds", "unknown alert bound"),
+])
+def test_bad_sweeps_are_refused_naming_the_field(config, kwargs, field, message):
+    args = {"config": config, "seeds": [1, 2], "concurrency": 2, **kwargs}
+    with pytest.raises(ConfigError) as exc:
+        services.sweep_create(**args)
+    assert field in exc.value.errors and message in exc.value.errors[field]
+    assert not Run.objects.exists()
+
+
+def four_running_and_one_queued(config, capture, **kwargs):
+    sweep, _ = launch(config, [0, 1, 2, 3, 4], 4, capture, policy=MEDIAN, **kwargs)
+    runs = list(sweep.runs.order_by("pk"))
+    for run in runs[:4]:
+        make_running(run)
+    for run, value in zip(runs[:4], (0.5, 0.5, 0.5, 0.1)):
+        log_points(run, "reward/mean", [value] * 5)
+    return sweep, runs
+
+
+def test_the_policy_stops_the_poor_seed_once_with_its_numbers_and_the_queued_seed_takes_the_slot(
+        config, django_capture_on_commit_callbacks):
+    sweep, runs = four_running_and_one_queued(config, django_capture_on_commit_callbacks)
+    poor, waiting = runs[3], runs[4]
+
+    decisions = services.sweep_apply_policy(sweep_id=sweep.pk)
+    assert [(d.run_id, d.action, d.rule, d.step, d.value, d.threshold, d.n_peers) for d in decisions] == [
+        (poor.pk, "stop", "median", 5, 0.1, 0.5, 3)]
+    assert decisions[0].outcome == "applied" and f"run {waiting.pk}" in decisions[0].note
+    poor.refresh_from_db()
+    assert poor.kill_requested_at is not None and poor.killed_by == "policy:median"
+    assert "below the median 0.5 of 3 peers" in poor.kill_reason
+
+    # applied again (the next flush, the beat, another process): the same curves decide nothing new
+    log_points(poor, "reward/mean", [0.05], start=6)  # logged while it winds down: not evidence
+    assert services.sweep_apply_policy(sweep_id=sweep.pk) == []
+    assert services.sweep_apply_policy(sweep_id=sweep.pk) == []
+    assert PolicyDecision.objects.filter(sweep=sweep).count() == 1
+
+    # the loop honours the kill: the slot goes to the queued seed at once, never above the limit
+    assert holding(sweep) == 4
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run_services.run_finish(run_id=poor.pk, status=RunStatus.KILLED)
+    waiting.refresh_from_db()
+    assert waiting.enqueued_at is not None and len(callbacks) == 1
+    assert holding(sweep) == 4
+
+
+def test_a_decision_is_stored_once_per_run_and_action(config, django_capture_on_commit_callbacks):
+    sweep, runs = four_running_and_one_queued(config, django_capture_on_commit_callbacks)
+    fields = dict(sweep=sweep, run=runs[0], action="stop", rule="median", step=3, value=0.1, threshold=0.5,
+                  reason="r")
+    PolicyDecision.objects.create(**fields)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        PolicyDecision.objects.create(**fields)
+
+
+def test_runs_ended_otherwise_are_never_judged_but_still_count_as_peers(config, django_capture_on_commit_callbacks):
+    sweep, runs = four_running_and_one_queued(config, django_capture_on_commit_callbacks)
+    run_services.run_kill(run_id=runs[3].pk, killed_by="user:ada", reason="by hand")
+    assert services.sweep_apply_policy(sweep_id=sweep.pk) == []
+    assert Run.objects.get(pk=runs[3].pk).killed_by == "user:ada"
+
+
+def test_manual_sweeps_decide_nothing(config, django_capture_on_commit_callbacks):
+    sweep, _ = launch(config, [0, 1, 2], 3, django_capture_on_commit_callbacks, policy={"name": "manual"})
+    for run, value in zip(sweep.runs.all(), (0.9, 0.9, 0.0)):
+        log_points(make_running(run), "reward/mean", [value] * 6)
+    assert sweep.policy == {} and services.sweep_apply_policy(sweep_id=sweep.pk) == []
+
+
+def three_running(config, capture, **kwargs):
+    sweep, _ = launch(config, [0, 1, 2], 3, capture, policy=MEDIAN, **kwargs)
+    runs = [make_running(r) for r in sweep.runs.order_by("pk")]
+    for run, value in zip(runs, (0.5, 0.4, 0.1)):
+        log_points(run, "reward/mean", [value] * 5)
+    return sweep, runs
+
+
+def test_with_no_seed_queued_a_freed_slot_starts_a_fresh_seed_up_to_the_limit(
+        config, django_capture_on_commit_callbacks):
+    sweep, runs = three_running(config, django_capture_on_commit_callbacks, free_slot_use=FreeSlotUse.NEW_SEED,
+                                max_new_seeds=1)
+    [decision] = services.sweep_apply_policy(sweep_id=sweep.pk)
+    assert decision.run_id == runs[2].pk
+    fresh = sweep.runs.order_by("pk").last()
+    assert fresh.seed == 3 and fresh.status == RunStatus.QUEUED and fresh.enqueued_at is None
+    assert fresh.config["total_steps"] == 20 and "fresh seed 3" in decision.note
+    sweep.refresh_from_db()
+    assert sweep.seeds == [0, 1, 2, 3] and SweepPlan.objects.get(sweep=sweep).new_seeds_started == 1
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run_services.run_finish(run_id=runs[2].pk, status=RunStatus.KILLED)
+    fresh.refresh_from_db()
+    assert fresh.enqueued_at is not None and len(callbacks) == 1
+
+    # a second stop: the one fresh seed allowed is used
+    killed, refused = services.sweep_kill_runs(sweep_id=sweep.pk, run_ids=[runs[1].pk], killed_by="user:ada")
+    assert killed == [runs[1].pk] and refused == {}
+    assert sweep.runs.count() == 4
+
+
+def test_with_no_seed_queued_a_freed_slot_extends_the_best_survivor_which_then_resumes(
+        config, django_capture_on_commit_callbacks):
+    sweep, runs = three_running(config, django_capture_on_commit_callbacks, free_slot_use=FreeSlotUse.EXTEND,
+                                extend_steps=10)
+    assert sweep.policy["extend_survivors_by"] == 10
+    decisions = services.sweep_apply_policy(sweep_id=sweep.pk)
+    assert [(d.run_id, d.action, d.outcome) for d in decisions] == [
+        (runs[2].pk, "stop", "applied"), (runs[0].pk, "extend", "applied")]
+    best = Run.objects.get(pk=runs[0].pk)
+    assert best.total_steps == 30 and decisions[1].extra_steps == 10
+    assert services.sweep_apply_policy(sweep_id=sweep.pk) == []  # once
+
+    # the loop finishes the 20 steps it started with: the run goes back to the queue to resume to 30
+    log_points(best, "reward/mean", [0.5] * 15, start=6)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run_services.run_finish(run_id=best.pk, status=RunStatus.SUCCEEDED)
+    best.refresh_from_db()
+    assert best.status == RunStatus.QUEUED and best.enqueued_at is not None and len(callbacks) == 1
+    # a run that was not extended simply succeeds
+    log_points(runs[1], "reward/mean", [0.4] * 15, start=6)
+    run_services.run_finish(run_id=runs[1].pk, status=RunStatus.SUCCEEDED)
+    assert Run.objects.get(pk=runs[1].pk).status == RunStatus.SUCCEEDED
+
+
+def test_an_extension_is_skipped_while_a_seed_is_queued(config, django_capture_on_commit_callbacks):
+    sweep, runs = four_running_and_one_queued(config, django_capture_on_commit_callbacks,
+                                              free_slot_use=FreeSlotUse.EXTEND, extend_steps=5)
+    decisions = services.sweep_apply_policy(sweep_id=sweep.pk)
+    assert [(d.action, d.outcome) for d in decisions] == [("stop", "applied"), ("extend", "skipped")]
+    assert "queued seed" in decisions[1].note
+    assert all(r.total_steps == 20 for r in sweep.runs.all())
+
+
+def test_multi_kill_refuses_runs_that_already_ended_or_belong_elsewhere(config, django_capture_on_commit_callbacks):
+    sweep, runs = three_running(config, django_capture_on_commit_callbacks)
+    run_services.run_finish(run_id=runs[0].pk, status=RunStatus.SUCCEEDED)
+    killed, refused = services.sweep_kill_runs(sweep_id=sweep.pk, run_ids=[runs[0].pk, runs[1].pk, 99999],
+                                               killed_by="user:ada", reason="poor")
+    assert killed == [runs[1].pk]
+    assert "already ended" in refused[runs[0].pk] and "not part of sweep" in refused[99999]
+    assert Run.objects.get(pk=runs[1].pk).kill_reason == "poor"
+
+
+def test_alerts_are_raised_once_per_run_and_kind(config, django_capture_on_commit_callbacks):
+    sweep, runs = three_running(config, django_capture_on_commit_callbacks)
+    log_points(runs[0], "entropy", [0.6, 0.02, 0.0, 0.0, 0.0])
+    log_points(runs[1], "entropy", [0.6, 0.5, 0.55, 0.6, 0.58])
+    log_points(runs[1], "length/clipped_frac", [0.9] * 5)
+    new = services.sweep_check_alerts(sweep_id=sweep.pk)
+    assert sorted((a.run_id, a.kind) for a in new) == sorted(
+        [(runs[0].pk, "entropy_collapse"), (runs[1].pk, "length_at_cap")])
+    assert services.sweep_check_alerts(sweep_id=sweep.pk) == []
+    assert Alert.objects.filter(sweep=sweep).count() == 2
+
+
+def test_the_tick_after_a_flush_applies_the_policy_at_most_once_a_second(config, django_capture_on_commit_callbacks):
+    sweep, runs = three_running(config, django_capture_on_commit_callbacks)
+    now = [100.0]
+    assert services.sweep_tick_after_metrics(run_id=runs[0].pk, clock=lambda: now[0])
+    assert PolicyDecision.objects.filter(sweep=sweep).count() == 1
+    now[0] += 0.5
+    assert not services.sweep_tick_after_metrics(run_id=runs[1].pk, clock=lambda: now[0])
+    now[0] += 0.6
+    assert services.sweep_tick_after_metrics(run_id=runs[1].pk, clock=lambda: now[0])
