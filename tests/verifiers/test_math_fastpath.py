@@ -78,7 +78,8 @@ def _radical_text(q: Fraction, m: int, rng: random.Random) -> str:
     coef, den = q.numerator, q.denominator
     if rng.random() < 0.3 and coef > 1 and coef * coef * m < 10**5:
         coef, m = 1, coef * coef * m
-    root = rng.choice([rf"\sqrt{{{m}}}", rf"\sqrt {m}" if m < 10 else rf"\sqrt{{{m}}}", rf"\sqrt{m}" if m < 10 else rf"\sqrt{{{m}}}"])
+    braced = rf"\sqrt{{{m}}}"
+    root = rng.choice([braced, rf"\sqrt {m}" if m < 10 else braced, rf"\sqrt{m}" if m < 10 else braced])
     head = ("" if coef == 1 else str(coef)) + root
     if den == 1:
         return sign + head
