@@ -283,3 +283,24 @@ def test_chunk_stops_starting_pairs_past_its_budget_and_the_rest_are_sent_again(
     golds = [rf"(x+{k})^2" for k in range(40)]
     out = score_batch(v, [rf"\boxed{{x^2+{2 * k}x+{k * k}}}" for k in range(40)], [{"answer": g} for g in golds])
     assert [o.score for o in out] == [1.0] * 40
+
+
+def test_pool_that_cannot_start_fails_the_batch_once_without_per_pair_retries():
+    from training.verifiers import VerifierError, score_batch
+    from training.verifiers.workers import _Worker
+    started = []
+
+    def broken_worker():
+        started.append(_Worker("no_such_module_for_seedbed_tests:fn"))
+        return started[-1]
+
+    v = get_verifier("math", processes=1, cache_size=0)
+    v.pool = WorkerPool("no_such_module_for_seedbed_tests:fn", processes=1, deadline_s=5,
+                        worker_factory=broken_worker)
+    try:
+        out = score_batch(v, [rf"\boxed{{\pi/{k}}}" for k in range(2, 8)],
+                          [{"answer": rf"\frac{{\pi}}{{{k}}}"} for k in range(2, 8)])
+        assert all(isinstance(o, VerifierError) and "worker failed" in str(o) for o in out)
+        assert len(started) == 1
+    finally:
+        v.pool.close()

@@ -298,10 +298,13 @@ class MathVerifier:
             retry: list[list[tuple]] = []
             for chunk, chunk_reply in zip(pending, chunk_replies):
                 if isinstance(chunk_reply, (TaskTimeout, TaskFailed)):
-                    if len(chunk) == 1:
-                        replies[chunk[0]] = chunk_reply
-                    else:
+                    # One stuck or crashing pair took the chunk down: isolate it. A pool whose workers cannot
+                    # start at all fails every key now rather than waiting for start-up once per key.
+                    isolate = isinstance(chunk_reply, TaskTimeout) or str(chunk_reply).startswith("worker died")
+                    if len(chunk) > 1 and isolate:
                         retry.extend([key] for key in chunk)
+                    else:
+                        replies.update((key, chunk_reply) for key in chunk)
                     continue
                 not_reached = [key for key, reply in zip(chunk, chunk_reply) if reply is None]
                 replies.update((key, reply) for key, reply in zip(chunk, chunk_reply) if reply is not None)
