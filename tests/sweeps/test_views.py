@@ -1,0 +1,140 @@
+"""The sweep form, the dashboard and its JSON endpoints through Django's test client."""
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from tests.sweeps.conftest import log_points, make_running
+from webapp.runs.models import Run, RunStatus, Sample, Sweep
+from webapp.sweeps import services
+from webapp.sweeps.forms import parse_grid, parse_seeds
+from webapp.sweeps.models import SweepPlan
+
+pytestmark = pytest.mark.django_db
+
+
+def form_data(model_dir, **overrides):
+    data = {"preset": "grpo", "rendered_preset": "grpo", "model_path": model_dir, "task": "arithmetic", "seed": "10",
+            "total_steps": "20", "prompts_per_step": "4", "group_size": "4", "max_new_tokens": "6", "lr": "1e-05",
+            "eps_low": "0.2", "eps_high": "0.2", "kl_coef": "0.0", "name": "form sweep", "seeds": "3",
+            "concurrency": "2", "grid": "", "policy_name": "median", "policy_metric": "reward/mean",
+            "policy_mode": "max", "policy_params": '{"grace_steps": 3, "min_peers": 1}', "free_slot_use": "nothing",
+            "extend_steps": "0", "max_new_seeds": "0", "alert_bounds": ""}
+    data.update(overrides)
+    return data
+
+
+def test_the_form_launches_a_grid_of_seeds_with_its_policy(client_in, model_dir, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = client_in.post(reverse("sweeps:new"), form_data(model_dir, seeds="7, 9", grid="lr = 1e-4, 2e-4",
+                                                                   free_slot_use="new_seed", max_new_seeds="2"))
+    sweep = Sweep.objects.get()
+    assert response.status_code == 302 and response["Location"] == reverse("sweeps:detail", args=[sweep.pk])
+    assert sorted(sweep.runs.values_list("seed", "config__lr")) == [(7, 1e-4), (7, 2e-4), (9, 1e-4), (9, 2e-4)]
+    assert sweep.policy == {"name": "median", "metric": "reward/mean", "mode": "max", "grace_steps": 3,
+                            "min_peers": 1, "max_steps": 20}
+    assert len(callbacks) == 2 and sweep.concurrency == 2
+    plan = SweepPlan.objects.get(sweep=sweep)
+    assert (plan.free_slot_use, plan.max_new_seeds, plan.grid) == ("new_seed", 2, {"lr": [1e-4, 2e-4]})
+
+
+@pytest.mark.parametrize("overrides, field, message", [
+    ({"policy_params": '{"min_peers": 0}'}, "policy_params", "min_peers: must be at least 1"),
+    ({"policy_params": '{"grace": 2}'}, "policy_params", "grace: unknown key"),
+    ({"policy_params": "{not json"}, "policy_params", "not valid JSON"),
+    ({"policy_name": "threshold", "policy_params": ""}, "policy_params", "lower_bound: set at least one"),
+    ({"policy_name": "nope"}, "policy_name", "nope"),
+    ({"grid": "lr 1e-4"}, "grid", "write 'knob = value, value'"),
+    ({"grid": "nope = 1, 2"}, "grid", "nope: not a config knob"),
+    ({"seeds": "1, 1"}, "seeds", "distinct"),
+    ({"seeds": "a, b"}, "seeds", "whole numbers"),
+    ({"total_steps": "-3"}, "total_steps", ""),
+    ({"concurrency": "0"}, "concurrency", ""),
+    ({"free_slot_use": "extend", "extend_steps": "0"}, "extend_steps", "at least 1"),
+    ({"alert_bounds": '{"entropy_min": "low"}'}, "alert_bounds", "finite number"),
+])
+def test_bad_input_is_shown_on_the_field_that_caused_it(client_in, model_dir, overrides, field, message):
+    response = client_in.post(reverse("sweeps:new"), form_data(model_dir, **overrides))
+    assert response.status_code == 400
+    errors = response.context["form"].errors
+    assert field in errors and message in " ".join(errors[field]), errors
+    assert f'data-field="{field}"' in response.content.decode()
+    assert not Sweep.objects.exists()
+
+
+def test_seed_and_grid_parsing():
+    assert parse_seeds("4", 10) == [10, 11, 12, 13]
+    assert parse_seeds("7,", 0) == [7] and parse_seeds("3; 1", 0) == [3, 1]
+    with pytest.raises(ValueError, match="count of seeds"):
+        parse_seeds("0", 0)
+    assert parse_grid("lr = 1e-4, 2e-4\nloss_agg = token-mean, \"seq-mean-token-mean\"") == {
+        "lr": [1e-4, 2e-4], "loss_agg": ["token-mean", "seq-mean-token-mean"]}
+    with pytest.raises(ValueError, match="appears twice"):
+        parse_grid("lr = 1\nlr = 2")
+
+
+@pytest.fixture
+def sweep(config, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        sweep = services.sweep_create(config=config, seeds=[0, 1, 2, 3], concurrency=4, name="dash",
+                                      policy={"name": "median", "metric": "reward/mean", "grace_steps": 2,
+                                              "min_peers": 2, "smoothing": "none"})
+    runs = [make_running(r) for r in sweep.runs.order_by("pk")]
+    for run, value in zip(runs, (0.5, 0.5, 0.5, 0.1)):
+        log_points(run, "reward/mean", [value] * 5)
+    services.sweep_apply_policy(sweep_id=sweep.pk)
+    return sweep
+
+
+def test_the_dashboard_page_and_its_live_json(client_in, sweep):
+    for url in (reverse("sweeps:detail", args=[sweep.pk]), reverse("runs:sweep", args=[sweep.pk])):
+        page = client_in.get(url)
+        assert page.status_code == 200
+        html = page.content.decode()
+        assert 'id="sweep-chart"' in html and "sweeps/sweep_dashboard.js" in html and "plotly.min.js" in html
+        assert '<option value="reward/mean">' in html and f"?sweep={sweep.pk}" in html
+    live = client_in.get(reverse("sweeps:live", args=[sweep.pk]), {"metric": "reward/mean"}).json()
+    assert live["series"]["width"] == 1 and live["mode"] == "max" and not live["ended"]
+    assert len(live["series"]["runs"]) == 4 and len(live["runs"]) == 4
+    [decision] = live["decisions"]
+    poor = sweep.runs.order_by("pk").last()
+    assert (decision["run_id"], decision["action"], decision["rule"], decision["step"]) == (poor.pk, "stop", "median", 5)
+    assert decision["threshold"] == 0.5 and "below the median" in decision["reason"]
+    row = next(r for r in live["runs"] if r["id"] == poor.pk)
+    assert row["killed_by"] == "policy:median" and row["kill_requested"]
+    assert "median on reward/mean" in live["next"]["summary"]
+    # live: only what follows each run's given step
+    since = ",".join(f"{r.pk}:4" for r in sweep.runs.all())
+    again = client_in.get(reverse("sweeps:live", args=[sweep.pk]), {"metric": "reward/mean", "since": since,
+                                                                    "width": "1"}).json()
+    assert all(s["last"] == [5] for s in again["series"]["runs"].values())
+
+
+@pytest.mark.parametrize("params", [{"since": "x"}, {"since": "3:-1"}, {"width": "0"}, {"width": "a"}])
+def test_live_json_refuses_bad_parameters(client_in, sweep, params):
+    response = client_in.get(reverse("sweeps:live", args=[sweep.pk]), params)
+    assert response.status_code == 400 and list(params)[0] in response.json()["error"]
+
+
+def test_samples_side_by_side(client_in, sweep):
+    a, b = list(sweep.runs.order_by("pk"))[:2]
+    for run in (a, b):
+        Sample.objects.create(run=run, step=3, index=0, prompt="1+1=", completion=f"seed {run.seed}", answer="2",
+                              reward=1.0)
+    data = client_in.get(reverse("sweeps:samples", args=[sweep.pk]), {"step": 3}).json()
+    assert [(c["seed"], c["samples"][0]["completion"]) for c in data["columns"]] == [(0, "seed 0"), (1, "seed 1")]
+    assert client_in.get(reverse("sweeps:samples", args=[sweep.pk])).status_code == 400
+
+
+def test_kill_selected_runs(client_in, sweep):
+    a, b, c, d = sweep.runs.order_by("pk")
+    response = client_in.post(reverse("sweeps:kill", args=[sweep.pk]), {"run": [a.pk, b.pk, d.pk], "reason": "flat"})
+    assert response.status_code == 302
+    a.refresh_from_db()
+    assert a.killed_by == "user:ada" and a.kill_reason == "flat"
+    assert Run.objects.get(pk=c.pk).kill_requested_at is None
+    assert Run.objects.get(pk=d.pk).killed_by == "policy:median"  # already being killed: refused, unchanged
+    page = client_in.get(response["Location"]).content.decode()
+    assert "already being killed" in page
+    assert client_in.post(reverse("sweeps:kill", args=[sweep.pk]), {}).status_code == 302
+    assert Run.objects.filter(sweep=sweep, status=RunStatus.RUNNING, kill_requested_at__isnull=True).count() == 1

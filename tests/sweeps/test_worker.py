@@ -1,0 +1,69 @@
+"""A sweep on a real Celery worker (real Redis, real training on the tiny task): the policy, applied after each
+metrics flush, stops a seed; its slot goes at once to the queued seed; the concurrency limit holds throughout."""
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from tests.conftest import tiny_config, wait_for
+from webapp.runs.models import Run, RunStatus
+from webapp.sweeps import services
+from webapp.sweeps.models import PolicyDecision
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+RUN_TIMEOUT = 240  # generous: 2 shared cores
+
+# Entropy differs between seeds at every step, so with one peer and no margin the lower one stops at the
+# first step both reached after the grace period: a stop within a few seconds, every time.
+POLICY = {"name": "median", "metric": "entropy", "mode": "max", "grace_steps": 2, "min_peers": 1, "min_delta": 0.0,
+          "smoothing": "none"}
+
+
+def most_at_once(runs: list[Run]) -> int:
+    """The largest number of runs whose [started_at, ended_at) intervals overlap."""
+    now = timezone.now()
+    events = sorted([(r.started_at, 1) for r in runs if r.started_at] +
+                    [(r.ended_at or now, -1) for r in runs if r.started_at])
+    most = current = 0
+    for _, delta in events:  # at equal times the end (-1) sorts first: a hand-over is not an overlap
+        current += delta
+        most = max(most, current)
+    return most
+
+
+def test_a_policy_stop_hands_the_slot_to_the_queued_seed_and_never_exceeds_the_limit(celery_worker):
+    sweep = services.sweep_create(config=tiny_config(total_steps=40), seeds=[21, 22, 23], concurrency=2,
+                                  policy=POLICY, name="worker sweep")
+    first, second, third = sweep.runs.order_by("pk")
+
+    def running_count() -> int:
+        count = sweep.runs.filter(status=RunStatus.RUNNING).count()
+        assert count <= 2, "the concurrency limit was exceeded"
+        return count
+
+    wait_for(lambda: running_count() == 2, timeout=RUN_TIMEOUT, what="two runs running")
+    assert Run.objects.get(pk=third.pk).status == RunStatus.QUEUED
+    decision = wait_for(lambda: running_count() <= 2 and PolicyDecision.objects.filter(sweep=sweep, action="stop").first(),
+                        timeout=RUN_TIMEOUT, what="the policy's first stop")
+    assert decision.run_id in (first.pk, second.pk) and decision.outcome == "applied"
+    assert decision.rule == "median" and decision.step >= 2 and decision.value < decision.threshold
+    assert f"run {third.pk}" in decision.note
+
+    stopped = wait_for(lambda: Run.objects.filter(pk=decision.run_id, status=RunStatus.KILLED).first(),
+                       timeout=60, what="the stopped run to end")
+    assert stopped.killed_by == "policy:median" and stopped.kill_reason == decision.reason
+    assert stopped.error == ""  # it stopped cleanly at the next step, not after the grace period
+    started = wait_for(lambda: running_count() <= 2 and Run.objects.filter(pk=third.pk, started_at__isnull=False).first(),
+                       timeout=60, what="the queued seed to start")
+    handover = (started.started_at - stopped.ended_at).total_seconds()
+    assert 0 <= handover < 15, f"the queued seed started {handover:.1f} s after the stopped run ended"
+
+    # clean up: stop whatever still runs so the shared worker's slots are free for the next test
+    live = list(sweep.runs.filter(status__in=[RunStatus.RUNNING, RunStatus.QUEUED], kill_requested_at__isnull=True)
+                .values_list("pk", flat=True))
+    services.sweep_kill_runs(sweep_id=sweep.pk, run_ids=live, killed_by="user:test")
+    wait_for(lambda: not sweep.runs.exclude(status__in=[RunStatus.KILLED, RunStatus.SUCCEEDED]).exists(),
+             timeout=120, what="every run of the sweep to end")
+    assert most_at_once(list(sweep.runs.all())) <= 2
+    assert PolicyDecision.objects.filter(sweep=sweep).values("run_id", "action").distinct().count() == \
+        PolicyDecision.objects.filter(sweep=sweep).count()
