@@ -104,11 +104,31 @@ def worker_env(django_db_setup, django_db_blocker, tiny_model_dir, tmp_path_fact
 
 
 @pytest.fixture(scope="session")
-def celery_worker(worker_env):
+def celery_worker(worker_env, django_db_blocker):
     env, home = worker_env
     worker = WorkerProcess(env, home)
     yield worker
     worker.stop()
+    with django_db_blocker.unblock():
+        wait_for_other_connections_to_close()
+
+
+def wait_for_other_connections_to_close(timeout: float = 30) -> None:
+    """PostgreSQL drops the test database only when no other process is connected: wait for the worker's
+    training processes to be gone (they stop on SIGTERM from their dying parent)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+
+    def others() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                           "AND pid <> pg_backend_pid()")
+            return cursor.fetchone()[0]
+
+    wait_for(lambda: others() == 0, timeout=timeout, what="other connections to the test database to close")
+    connection.close()
 
 
 def tiny_config(**overrides) -> dict:

@@ -50,8 +50,8 @@ function startRunPage({liveUrl, runId, intervalMs}) {
   let lastSampleStep = 0;  // a step's samples are stored in one transaction: all of a step arrive together
 
   function addSamples(rows) {
-    // Samples are written just before their step's metrics, so a poll can see a step's samples while
-    // `since` is still below that step: skip rows already shown.
+    // A step's samples and its metrics are stored at slightly different times, so samples have their own
+    // cursor (samples_since); rows already shown are skipped all the same.
     rows = rows.filter(r => r.step > lastSampleStep);
     if (!rows.length) return;
     lastSampleStep = Math.max(lastSampleStep, ...rows.map(r => r.step));
@@ -88,7 +88,8 @@ function startRunPage({liveUrl, runId, intervalMs}) {
   async function poll() {
     let state;
     try {
-      const resp = await fetch(liveUrl + "?since=" + since, {headers: {"Accept": "application/json"}});
+      const query = "?since=" + since + "&samples_since=" + lastSampleStep;
+      const resp = await fetch(liveUrl + query, {headers: {"Accept": "application/json"}});
       if (!resp.ok) throw new Error("HTTP " + resp.status);
       state = await resp.json();
     } catch (e) {

@@ -62,8 +62,12 @@ def run_checkpoints(*, run_id: int) -> QuerySet[Checkpoint]:
     return Checkpoint.objects.filter(run_id=run_id).order_by("-step")
 
 
-def run_live_state(*, run_id: int, since_step: int = 0) -> dict:
-    """Everything the run page polls for: status, new metric points and new samples."""
+def run_live_state(*, run_id: int, since_step: int = 0, samples_since_step: int | None = None) -> dict:
+    """Everything the run page polls for: status, metric points after ``since_step`` and samples after
+    ``samples_since_step`` (default: the same step; a step's samples and metrics are stored separately, so
+    the page keeps one cursor for each)."""
+    if samples_since_step is None:
+        samples_since_step = since_step
     run = Run.objects.get(pk=run_id)
     return {
         "id": run.pk,
@@ -77,5 +81,5 @@ def run_live_state(*, run_id: int, since_step: int = 0) -> dict:
         "total_steps": run.total_steps,
         "heartbeat_at": run.heartbeat_at.isoformat() if run.heartbeat_at else None,
         "series": run_metrics_since(run_id=run_id, since_step=since_step),
-        "samples": run_samples_since(run_id=run_id, since_step=since_step),
+        "samples": run_samples_since(run_id=run_id, since_step=samples_since_step),
     }

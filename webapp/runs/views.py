@@ -89,10 +89,11 @@ def run_live(request: HttpRequest, run_id: int) -> JsonResponse:
     """Polled by the run page: new metric points (step > ?since=) and samples, and the status."""
     try:
         since = int(request.GET.get("since", "0"))
+        samples_since = int(request.GET.get("samples_since", since))
     except ValueError:
-        return JsonResponse({"error": "since must be an integer step"}, status=400)
+        return JsonResponse({"error": "since and samples_since must be integer steps"}, status=400)
     get_object_or_404(Run, pk=run_id)
-    return JsonResponse(selectors.run_live_state(run_id=run_id, since_step=since))
+    return JsonResponse(selectors.run_live_state(run_id=run_id, since_step=since, samples_since_step=samples_since))
 
 
 @require_POST
