@@ -24,13 +24,19 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def page():
+    from django.db import connections
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
                                     args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        yield browser.new_page(viewport={"width": 1400, "height": 1100})
-        browser.close()
+        try:
+            yield browser.new_page(viewport={"width": 1400, "height": 1100})
+        finally:
+            browser.close()
+            # The ORM calls made while Playwright's loop runs get their own connection (another async context);
+            # close it, or PostgreSQL cannot drop the test database at the end of the session.
+            connections.close_all()
 
 
 def chart_attr(page, name: str) -> int:
