@@ -45,6 +45,9 @@ def tiny_model_dir():
     return path
 
 
+WORKER_APP_NAME = "seedbed-test-worker"
+
+
 def database_url_of(settings_dict: dict) -> str:
     """A DATABASE_URL naming the database the test process uses (the test database once it is set up)."""
     if settings_dict["ENGINE"].endswith("sqlite3"):
@@ -53,7 +56,8 @@ def database_url_of(settings_dict: dict) -> str:
     password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
     host = settings_dict.get("HOST") or "127.0.0.1"
     port = settings_dict.get("PORT") or 5432
-    return f"postgres://{user}{password}@{host}:{port}/{settings_dict['NAME']}"
+    # tagged, so teardown can wait for exactly these processes' connections (see below)
+    return f"postgres://{user}{password}@{host}:{port}/{settings_dict['NAME']}?application_name={WORKER_APP_NAME}"
 
 
 class WorkerProcess:
@@ -114,8 +118,8 @@ def celery_worker(worker_env, django_db_blocker):
 
 
 def wait_for_other_connections_to_close(timeout: float = 30) -> None:
-    """PostgreSQL drops the test database only when no other process is connected: wait for the worker's
-    training processes to be gone (they stop on SIGTERM from their dying parent)."""
+    """PostgreSQL drops the test database only when no other process is connected: wait for our worker's
+    processes (tagged by application_name) to have disconnected."""
     from django.db import connection
 
     if connection.vendor != "postgresql":
@@ -124,7 +128,7 @@ def wait_for_other_connections_to_close(timeout: float = 30) -> None:
     def others() -> int:
         with connection.cursor() as cursor:
             cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                           "AND pid <> pg_backend_pid()")
+                           "AND application_name = %s", [WORKER_APP_NAME])
             return cursor.fetchone()[0]
 
     wait_for(lambda: others() == 0, timeout=timeout, what="other connections to the test database to close")
