@@ -15,11 +15,10 @@ from training.verifiers import build_reward
 
 
 def decode_completions(tokenizer, batch) -> list[str]:
-    texts = []
-    for ids, m in zip(batch.completion_ids.tolist(), batch.completion_mask.tolist()):
-        kept = [t for t, keep in zip(ids, m) if keep and t != tokenizer.eos_token_id]
-        texts.append(tokenizer.decode(kept, skip_special_tokens=True))
-    return texts
+    eos = tokenizer.eos_token_id
+    kept = [[t for t, keep in zip(ids, m) if keep and t != eos]
+            for ids, m in zip(batch.completion_ids.tolist(), batch.completion_mask.tolist())]
+    return tokenizer.batch_decode(kept, skip_special_tokens=True)
 
 
 def is_correct(reward_batch, i: int) -> bool:

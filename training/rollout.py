@@ -86,8 +86,10 @@ def shared_prefill(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor):
     else:
         P = prompt_ids.shape[1]
         prompt_ids, prompt_mask = uniq[:, :P], uniq[:, P:]
+    # logits_to_keep=1: only the last prompt position's logits are needed (the lm_head over a large vocabulary
+    # at every prompt position would be wasted work)
     out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions_from_mask(prompt_mask),
-                use_cache=True)
+                use_cache=True, logits_to_keep=1)
     cache, last = out.past_key_values, out.logits[:, -1]
     if inverse is not None:
         for layer in cache.layers:
@@ -193,9 +195,10 @@ def sequence_logprobs(model, batch: RolloutBatch, *, temperature: float, use_kep
     logp = logp_all.gather(-1, batch.completion_ids[..., None]).squeeze(-1)
     if not with_entropy:
         return logp, None
-    p = logp_all.exp()
-    entropy = -(p * logp_all.masked_fill(p == 0, 0.0)).sum(-1)
-    return logp, entropy.detach()
+    with torch.no_grad():  # a metric only: keep it out of the autograd graph
+        p = logp_all.exp()
+        entropy = -(p * logp_all.masked_fill(p == 0, 0.0)).sum(-1)
+    return logp, entropy
 
 
 def make_rollout_engine(name: str, model, tokenizer, **kw) -> RolloutEngine:
