@@ -79,7 +79,7 @@ def test_the_policy_stops_the_poor_seed_once_with_its_numbers_and_the_queued_see
 
     decisions = services.sweep_apply_policy(sweep_id=sweep.pk)
     assert [(d.run_id, d.action, d.rule, d.step, d.value, d.threshold, d.n_peers) for d in decisions] == [
-        (poor.pk, "stop", "median", 5, 0.1, 0.5, 3)]
+        (poor.pk, "stop", "median", 2, 0.1, 0.5, 3)]  # the first step past the grace period
     assert decisions[0].outcome == "applied" and f"run {waiting.pk}" in decisions[0].note
     poor.refresh_from_db()
     assert poor.kill_requested_at is not None and poor.killed_by == "policy:median"
@@ -98,6 +98,21 @@ def test_the_policy_stops_the_poor_seed_once_with_its_numbers_and_the_queued_see
     waiting.refresh_from_db()
     assert waiting.enqueued_at is not None and len(callbacks) == 1
     assert holding(sweep) == 4
+
+
+def test_a_poor_run_ahead_of_its_peers_is_judged_once_they_reach_its_steps(config, django_capture_on_commit_callbacks):
+    sweep, _ = launch(config, [0, 1, 2], 3, django_capture_on_commit_callbacks, policy=MEDIAN)
+    fast, slow, slower = [make_running(r) for r in sweep.runs.order_by("pk")]
+    log_points(fast, "reward/mean", [0.1] * 10)
+    log_points(slow, "reward/mean", [0.6])
+    # nobody else has reached the fast run's steps past the grace period: no peers, no decision yet
+    assert services.sweep_apply_policy(sweep_id=sweep.pk) == []
+    log_points(slow, "reward/mean", [0.6] * 5, start=2)
+    log_points(slower, "reward/mean", [0.5] * 4)
+    [decision] = services.sweep_apply_policy(sweep_id=sweep.pk)
+    # judged at step 2 (grace), where its peers now have values, although it has reached step 10
+    assert (decision.run_id, decision.step, decision.n_peers, decision.threshold) == (fast.pk, 2, 2, 0.55)
+    assert SweepPlan.objects.get(sweep=sweep).policy_step == 4  # every running run's points are in up to 4
 
 
 def test_a_decision_is_stored_once_per_run_and_action(config, django_capture_on_commit_callbacks):
@@ -208,12 +223,18 @@ def test_alerts_are_raised_once_per_run_and_kind(config, django_capture_on_commi
     assert Alert.objects.filter(sweep=sweep).count() == 2
 
 
-def test_the_tick_after_a_flush_applies_the_policy_at_most_once_a_second(config, django_capture_on_commit_callbacks):
+def test_the_tick_after_a_flush_applies_the_policy_at_most_once_a_second_per_sweep(
+        config, django_capture_on_commit_callbacks):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
     sweep, runs = three_running(config, django_capture_on_commit_callbacks)
-    now = [100.0]
-    assert services.sweep_tick_after_metrics(run_id=runs[0].pk, clock=lambda: now[0])
+    now = timezone.now()
+    assert services.sweep_tick_after_metrics(run_id=runs[0].pk, now=now)
     assert PolicyDecision.objects.filter(sweep=sweep).count() == 1
-    now[0] += 0.5
-    assert not services.sweep_tick_after_metrics(run_id=runs[1].pk, clock=lambda: now[0])
-    now[0] += 0.6
-    assert services.sweep_tick_after_metrics(run_id=runs[1].pk, clock=lambda: now[0])
+    # another run of the same sweep (another process) half a second later: already checked
+    assert not services.sweep_tick_after_metrics(run_id=runs[1].pk, now=now + timedelta(seconds=0.5))
+    assert services.sweep_tick_after_metrics(run_id=runs[1].pk, now=now + timedelta(seconds=1.1))
+    run_alone = run_services.run_create(config=config)
+    assert not services.sweep_tick_after_metrics(run_id=run_alone.pk)  # not in a sweep

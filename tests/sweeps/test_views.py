@@ -98,7 +98,7 @@ def test_the_dashboard_page_and_its_live_json(client_in, sweep):
     assert len(live["series"]["runs"]) == 4 and len(live["runs"]) == 4
     [decision] = live["decisions"]
     poor = sweep.runs.order_by("pk").last()
-    assert (decision["run_id"], decision["action"], decision["rule"], decision["step"]) == (poor.pk, "stop", "median", 5)
+    assert (decision["run_id"], decision["action"], decision["rule"], decision["step"]) == (poor.pk, "stop", "median", 2)
     assert decision["threshold"] == 0.5 and "below the median" in decision["reason"]
     row = next(r for r in live["runs"] if r["id"] == poor.pk)
     assert row["killed_by"] == "policy:median" and row["kill_requested"]

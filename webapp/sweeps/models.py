@@ -30,6 +30,10 @@ class SweepPlan(models.Model):
     new_seeds_started = models.PositiveIntegerField(default=0)
     alert_bounds = models.JSONField(default=dict, blank=True,
                                     help_text="Overrides of webapp.sweeps.alerts.AlertBounds, by field name.")
+    policy_checked_at = models.DateTimeField(null=True, blank=True,
+                                             help_text="When a process last claimed the policy check (throttle).")
+    policy_step = models.IntegerField(default=0, help_text="Steps up to this one were judged with every "
+                                                          "running run's point there (see services._policy_decisions).")
 
     def __str__(self) -> str:
         return f"plan of sweep {self.sweep_id}"

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import itertools
 import logging
-import time
+from datetime import timedelta
 from typing import Iterable, Optional
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from training.config import ConfigError, TrainConfig
 from webapp.runs import services as run_services
@@ -146,21 +148,46 @@ def plan_of(sweep: Sweep) -> SweepPlan:
 
 # --- applying the policy ------------------------------------------------------------------------------------
 
-def _feed(policy, sweep: Sweep, runs: dict[int, Run], stops: dict[int, PolicyDecision]) -> None:
-    """Every stored point of the policy's metric, run by run in step order. A run the policy stopped is fed
-    only up to the step it was stopped at (what it logged while winding down is not evidence)."""
-    metric = sweep.policy["metric"]
-    rows = (MetricPoint.objects.filter(run_id__in=list(runs), key=metric, value__isnull=False)
-            .order_by("run_id", "step").values_list("run_id", "step", "value"))
-    for run_id, step, value in rows.iterator(chunk_size=5000):
-        stop = stops.get(run_id)
-        if stop is None or step <= stop.step:
-            policy.observe(run_id, step, value)
-
-
 def _as_decision(row: PolicyDecision) -> Decision:
     return Decision(run_id=row.run_id, action=row.action, reason=row.reason, rule=row.rule, step=row.step,
                     value=row.value, threshold=row.threshold, n_peers=row.n_peers, extra_steps=row.extra_steps)
+
+
+def _policy_decisions(sweep: Sweep, judged_up_to: int) -> tuple[list[Decision], int]:
+    """Rebuild the sweep's policy from the database and return what it decides now, and the step up to which
+    every running run's points are in (the next call's ``judged_up_to``). Stores nothing.
+
+    Points are fed step by step across runs, calling ``decide`` after each step past ``judged_up_to`` (as
+    ``policies.replay`` does), so a run is judged at every step at which its peers have values, whatever the
+    moment of the check: a fast run is compared with the slow ones once they reach its steps. Points up to
+    ``judged_up_to`` were judged by an earlier call: they are only observed. A run the policy stopped is fed up
+    to the step it was stopped at (what it logged while winding down is not evidence).
+    """
+    runs = {run.pk: run for run in sweep.runs.all()}
+    stored = {(d.run_id, d.action): d for d in sweep.decisions.all()}
+    stops = {run_id: d for (run_id, action), d in stored.items() if action == STOP}
+    policy = make_policy(sweep.policy)
+    for (run_id, action), row in stored.items():
+        if action == EXTEND and row.outcome == PolicyDecision.Outcome.APPLIED:
+            policy.extended[run_id] = _as_decision(row)  # so its horizon is the extended one
+    for run in runs.values():
+        if run.pk not in stops and (run.is_ended or run.kill_requested_at is not None):
+            policy.mark_stopped(run.pk)
+    rows = (MetricPoint.objects.filter(run_id__in=list(runs), key=sweep.policy["metric"], value__isnull=False)
+            .order_by("step", "run_id").values_list("run_id", "step", "value"))
+    decisions: list[Decision] = []
+    current_step = None
+    for run_id, step, value in rows.iterator(chunk_size=5000):
+        if step != current_step and current_step is not None and current_step >= judged_up_to:
+            decisions += policy.decide()  # every run's point at current_step is in
+        current_step = step
+        stop = stops.get(run_id)
+        if stop is None or step <= stop.step:
+            policy.observe(run_id, step, value)
+    decisions += policy.decide()
+    live = [r.last_step for r in runs.values() if r.status == RunStatus.RUNNING and r.kill_requested_at is None]
+    complete = min(live) if live else (current_step or 0)
+    return decisions, complete
 
 
 def sweep_apply_policy(*, sweep_id: int) -> list[PolicyDecision]:
@@ -170,26 +197,25 @@ def sweep_apply_policy(*, sweep_id: int) -> list[PolicyDecision]:
 
     Runs that ended otherwise (succeeded, failed, killed by a user) are ``mark_stopped``: never judged again,
     their curves still count as peers. Manual sweeps do nothing.
+
+    The policy is computed outside any transaction (reading a big sweep's curves takes a while, and on SQLite a
+    write transaction blocks every other writer); the decisions are then stored and applied under a lock on the
+    sweep row, against the decisions and run states read again under that lock.
     """
+    sweep = Sweep.objects.get(pk=sweep_id)
+    if not sweep.policy or sweep.policy.get("name", "manual") == "manual":
+        return []
+    plan = plan_of(sweep)
+    proposed, complete = _policy_decisions(sweep, plan.policy_step)
     with transaction.atomic():
         sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
-        if not sweep.policy or sweep.policy.get("name", "manual") == "manual":
-            return []
+        SweepPlan.objects.filter(sweep=sweep, policy_step__lt=complete).update(policy_step=complete)
         runs = {run.pk: run for run in sweep.runs.all()}
         stored = {(d.run_id, d.action): d for d in sweep.decisions.all()}
-        stops = {run_id: d for (run_id, action), d in stored.items() if action == STOP}
-        policy = make_policy(sweep.policy)
-        _feed(policy, sweep, runs, stops)
-        for (run_id, action), row in stored.items():
-            if action == EXTEND and row.outcome == PolicyDecision.Outcome.APPLIED:
-                policy.extended[run_id] = _as_decision(row)  # so its horizon is the extended one
-        for run in runs.values():
-            if run.pk not in stops and (run.is_ended or run.kill_requested_at is not None):
-                policy.mark_stopped(run.pk)
         new = []
-        for decision in policy.decide():
+        for decision in proposed:
             if (decision.run_id, decision.action) in stored or decision.run_id not in runs:
-                continue  # decided before (a rebuilt policy re-derives its earlier stops)
+                continue  # decided before (a rebuilt policy re-derives its earlier stops), or by another process
             if decision.action == EXTEND and not _extension_paid(stored):
                 continue  # proposed for a re-derived stop whose freed slot was already used
             row = _apply(sweep, runs[decision.run_id], decision, stored)
@@ -321,24 +347,30 @@ def sweep_check_alerts(*, sweep_id: int) -> list[Alert]:
 # --- the trigger after each metrics flush ---------------------------------------------------------------------
 
 _sweep_of_run: dict[int, Optional[int]] = {}
-_last_tick: dict[int, float] = {}
 TICK_EVERY_S = 1.0
 
 
-def sweep_tick_after_metrics(*, run_id: int, min_interval_s: float = TICK_EVERY_S, clock=time.monotonic) -> bool:
+def claim_policy_check(*, sweep_id: int, min_interval_s: float = TICK_EVERY_S, now=None) -> bool:
+    """True for the one caller, across every process, that may check the sweep now: at most one check per
+    ``min_interval_s`` per sweep however many runs flush their metrics (a conditional UPDATE is the claim)."""
+    now = now or timezone.now()
+    SweepPlan.objects.get_or_create(sweep_id=sweep_id)
+    due = Q(policy_checked_at__isnull=True) | Q(policy_checked_at__lte=now - timedelta(seconds=min_interval_s))
+    return SweepPlan.objects.filter(due, sweep_id=sweep_id).update(policy_checked_at=now) == 1
+
+
+def sweep_tick_after_metrics(*, run_id: int, min_interval_s: float = TICK_EVERY_S, now=None) -> bool:
     """Called by the training child after it stored metrics: apply its sweep's policy and check alerts, at most
-    once per ``min_interval_s`` per process. Returns whether it ran. Failures are logged, never raised: the
-    run must go on training, and the maintenance beat applies the policy too."""
+    once per ``min_interval_s`` per sweep. Returns whether it ran. Failures are logged, never raised: the run
+    must go on training, and the maintenance beat applies the policy too."""
     if run_id not in _sweep_of_run:
         _sweep_of_run[run_id] = Run.objects.filter(pk=run_id).values_list("sweep_id", flat=True).first()
     sweep_id = _sweep_of_run[run_id]
     if sweep_id is None:
         return False
-    now = clock()
-    if now - _last_tick.get(sweep_id, float("-inf")) < min_interval_s:
-        return False
-    _last_tick[sweep_id] = now
     try:
+        if not claim_policy_check(sweep_id=sweep_id, min_interval_s=min_interval_s, now=now):
+            return False
         sweep_apply_policy(sweep_id=sweep_id)
         sweep_check_alerts(sweep_id=sweep_id)
     except Exception:  # noqa: BLE001 - see docstring: logged loudly, retried by the beat
