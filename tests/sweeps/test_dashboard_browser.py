@@ -45,6 +45,8 @@ def chart_attr(page, name: str) -> int:
 
 def test_a_median_policy_stops_a_seed_live_on_the_dashboard(live_server, celery_worker, django_user_model, page):
     django_user_model.objects.create_user(username="ada", password="a-long-test-password")
+    script_errors = []
+    page.on("pageerror", lambda error: script_errors.append(str(error)))
     page.goto(f"{live_server.url}/sweeps/new/")
     page.fill("#id_username", "ada")
     page.fill("#id_password", "a-long-test-password")
@@ -108,6 +110,14 @@ def test_a_median_policy_stops_a_seed_live_on_the_dashboard(live_server, celery_
     page.wait_for_selector("#samples .column", timeout=10_000)
     assert page.locator("#samples .column").count() >= 2
 
+    # the controls redraw without errors: mean with a 95 % band, running average, wall-time x
+    page.select_option("#band", "ci95")
+    page.select_option("#smoothing", "mean")
+    page.select_option("#xaxis", "time")
+    assert page.evaluate("document.getElementById('sweep-chart').data.some(t => t.name === 'band (ci95)')")
+    assert page.evaluate("document.getElementById('sweep-chart').layout.xaxis.title.text").startswith("seconds")
+    page.select_option("#xaxis", "step")
+    assert script_errors == []
     page.evaluate("Plotly.relayout('sweep-chart', {'xaxis.autorange': true})")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "sweep_dashboard.png"), full_page=True)
