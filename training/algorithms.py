@@ -428,30 +428,9 @@ def overlong_penalty(lengths: Tensor, max_len: int, buffer_len: int, factor: flo
     return linear.clamp(min=-1.0, max=0.0) * factor
 
 
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from n samples of which c are correct (Chen et al., arXiv 2107.03374, Fig. 3).
-
-        pass@k = 1 − C(n−c, k) / C(n, k) = 1 − Π_{i=n−c+1}^{n} (1 − k/i)
-
-    The product form (summed as logs) avoids huge binomials; for n up to 10,000 the result is exact to
-    about 1e-13 relative. Returns 1.0 when
-    n − c < k (every k-subset holds a correct sample). Raises ValueError for negative numbers, k < 1,
-    k > n or c > n.
-    """
-    n, c, k = operator.index(n), operator.index(c), operator.index(k)
-    if n < 0 or c < 0 or k < 0:
-        raise ValueError(f"pass_at_k: n, c and k must be >= 0; got n={n}, c={c}, k={k}")
-    if k < 1:
-        raise ValueError(f"k: must be >= 1; got {k}")
-    if k > n:
-        raise ValueError(f"k: must be <= n ({n}); got {k}")
-    if c > n:
-        raise ValueError(f"c: must be <= n ({n}); got {c}")
-    if n - c < k:
-        return 1.0
-    # 1 − exp(Σ log(1 − k/i)) via log1p/expm1/fsum: keeps relative precision when pass@k is tiny (c = 1,
-    # k = 1, n = 10,000 gives 1e-4), where 1 − Π(...) would cancel away digits.
-    return -math.expm1(math.fsum(math.log1p(-k / i) for i in range(n - c + 1, n + 1)))
+# pass_at_k is pure Python (no torch), defined in training/passk.py so the web app can use it without
+# importing torch; it is part of this module's API.
+from training.passk import pass_at_k  # noqa: E402,F401
 
 
 def entropy_from_logits(logits: Tensor, mask: Optional[Tensor] = None) -> Tensor:

@@ -1,7 +1,8 @@
 """pass@k curves and coverage from per-problem (n, c) counts: pure functions, no Django.
 
-Used by the evaluation page (webapp/evals), its exports and bench/passk_eval.py. The estimator itself is
-``training.algorithms.pass_at_k`` (unbiased, Chen et al. 2021); this module only aggregates it.
+Used by the evaluation page (webapp/evals), its exports and bench/passk_eval.py. The estimator itself,
+``pass_at_k`` (unbiased, Chen et al. 2021), is defined here in pure Python so the web app never imports torch
+for it, and is re-exported by ``training.algorithms`` with the rest of the RL math.
 
 Reference for what the curves are for: Yue et al., "Does Reinforcement Learning Really Incentivize Reasoning
 Capacity in LLMs Beyond the Base Model?" (arXiv 2504.13837): RLVR raises pass@1, yet at large k the base
@@ -10,12 +11,36 @@ model's curve often catches up and crosses above the RL model's.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Iterable, Sequence
-
-from training.algorithms import pass_at_k
 
 MAX_N = 1024  # samples per problem the evaluation jobs accept
 
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c are correct (Chen et al., arXiv 2107.03374, Fig. 3).
+
+        pass@k = 1 − C(n−c, k) / C(n, k) = 1 − Π_{i=n−c+1}^{n} (1 − k/i)
+
+    The product form (summed as logs) avoids huge binomials; for n up to 10,000 the result is exact to
+    about 1e-13 relative. Returns 1.0 when
+    n − c < k (every k-subset holds a correct sample). Raises ValueError for negative numbers, k < 1,
+    k > n or c > n.
+    """
+    n, c, k = operator.index(n), operator.index(c), operator.index(k)
+    if n < 0 or c < 0 or k < 0:
+        raise ValueError(f"pass_at_k: n, c and k must be >= 0; got n={n}, c={c}, k={k}")
+    if k < 1:
+        raise ValueError(f"k: must be >= 1; got {k}")
+    if k > n:
+        raise ValueError(f"k: must be <= n ({n}); got {k}")
+    if c > n:
+        raise ValueError(f"c: must be <= n ({n}); got {c}")
+    if n - c < k:
+        return 1.0
+    # 1 − exp(Σ log(1 − k/i)) via log1p/expm1/fsum: keeps relative precision when pass@k is tiny (c = 1,
+    # k = 1, n = 10,000 gives 1e-4), where 1 − Π(...) would cancel away digits.
+    return -math.expm1(math.fsum(math.log1p(-k / i) for i in range(n - c + 1, n + 1)))
 
 def doubling_ks(n: int) -> list[int]:
     """k = 1, 2, 4, … up to n, plus n itself when n is not a power of two.
