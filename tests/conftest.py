@@ -1,10 +1,12 @@
-"""Shared test helpers: waiting on conditions, the real tiny model, and a real Celery worker subprocess.
+"""Shared test helpers: waiting on conditions, the real tiny model, a real Celery worker subprocess, the web
+layer's user and model-folder fixtures, and a real Chromium driven by Playwright.
 
 The worker tests and the browser tests run against real parts: the Redis on 127.0.0.1:6379, a
 ``celery worker`` subprocess, and the same test database (SQLite file or PostgreSQL) as the test process.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -141,3 +143,72 @@ def tiny_config(**overrides) -> dict:
               "max_new_tokens": 6, "samples_per_step": 2, "device": "cpu"}
     config.update(overrides)
     return config
+
+
+# --- the web layer: a user, a logged-in client, a model folder the config schema accepts ---
+
+@pytest.fixture
+def model_dir(tmp_path):
+    """A folder the config schema accepts as a model folder (the web layer never loads it)."""
+    path = tmp_path / "model"
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({"model_type": "test"}))
+    return str(path)
+
+
+@pytest.fixture
+def user(django_user_model):
+    return django_user_model.objects.create_user(username="ada", password="pw-for-tests-only")
+
+
+@pytest.fixture
+def client_in(client, user):
+    client.force_login(user)
+    return client
+
+
+# --- a real browser: Playwright driving Debian's Chromium ---
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+SCREENSHOTS = REPO / "var" / "screenshots"
+BROWSER_PASSWORD = "a-long-test-password"
+
+
+@pytest.fixture
+def chromium(monkeypatch):
+    """A headless Chromium for one test; closed afterwards, with the ORM connections opened meanwhile."""
+    from django.db import connections
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the test's ORM calls are plain blocking calls.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+            # The ORM calls made while Playwright's loop runs get their own connection (another async context);
+            # close it, or PostgreSQL cannot drop the test database at the end of the session.
+            connections.close_all()
+
+
+@pytest.fixture
+def browser_page(chromium):
+    """A 1400 x 1000 page of the test's Chromium that accepts downloads."""
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    return context.new_page()
+
+
+def log_in(page, live_server, django_user_model, *, start: str, lands_on: str | None = None,
+           username: str = "ada") -> None:
+    """Create ``username``, open ``start`` (a login-only page sends the browser to the login form), log in there
+    and wait to land on ``lands_on`` (``start`` unless given)."""
+    django_user_model.objects.create_user(username=username, password=BROWSER_PASSWORD)
+    page.goto(f"{live_server.url}{start}")
+    assert "/accounts/login/" in page.url
+    page.fill("#id_username", username)
+    page.fill("#id_password", BROWSER_PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"**{lands_on or start}")

@@ -5,33 +5,14 @@ every metric up to the kill on the chart and in the database.
 from __future__ import annotations
 
 import json
-import os
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, wait_for
+from tests.conftest import SCREENSHOTS, log_in, wait_for
 from webapp.runs.models import Checkpoint, MetricPoint, Run, RunStatus
 
-# Playwright's sync API runs an event loop in this thread; the ORM calls below are plain blocking calls.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-CHROMIUM = "/usr/bin/chromium"
-SCREENSHOTS = REPO / "var" / "screenshots"
 pytestmark = [pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def browser_page():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        yield page
-        browser.close()
 
 
 def chart_points(page, index: int = 0) -> int:
@@ -39,16 +20,9 @@ def chart_points(page, index: int = 0) -> int:
 
 
 def test_launch_watch_and_kill_a_run_from_the_browser(live_server, celery_worker, django_user_model, browser_page):
-    django_user_model.objects.create_user(username="ada", password="a-long-test-password")
     page = browser_page
-
     # every page needs a login: asking for the form lands on the login page first
-    page.goto(f"{live_server.url}/runs/new/")
-    assert "/accounts/login/" in page.url
-    page.fill("#id_username", "ada")
-    page.fill("#id_password", "a-long-test-password")
-    page.click("button[type=submit]")
-    page.wait_for_url("**/runs/new/")
+    log_in(page, live_server, django_user_model, start="/runs/new/")
 
     page.fill("#id_name", "browser run")
     page.select_option("#id_preset", "dapo")

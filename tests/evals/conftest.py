@@ -1,5 +1,6 @@
-"""Fixtures for the evaluation tests: runs with checkpoints (model folders on disk), users, and a job with
-results stored through the services (for the pages; the worker test makes real ones)."""
+"""Fixtures for the evaluation tests: runs with checkpoints (model folders on disk) and a job with results
+stored through the services (for the pages; the worker test makes real ones). The ``user`` and ``client_in``
+fixtures come from tests/conftest.py."""
 from __future__ import annotations
 
 import json
@@ -17,17 +18,6 @@ def fake_model_folder(path: Path) -> str:
     path.mkdir(parents=True, exist_ok=True)
     (path / "config.json").write_text(json.dumps({"model_type": "test"}))
     return str(path)
-
-
-@pytest.fixture
-def user(django_user_model):
-    return django_user_model.objects.create_user(username="grace", password="pw-for-tests-only")
-
-
-@pytest.fixture
-def client_in(client, user):
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

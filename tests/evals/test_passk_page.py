@@ -2,39 +2,17 @@
 the coverage table, a problem's completions on click, and Plotly's own PNG/SVG export."""
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import SCREENSHOTS, log_in
 from tests.evals.conftest import make_job_with_results
 
-# Playwright's sync API runs an event loop in this thread; the ORM calls below are plain blocking calls.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-CHROMIUM = "/usr/bin/chromium"
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def browser_page():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-        yield context.new_page()
-        browser.close()
-
-
-def log_in(page, live_server, django_user_model) -> None:
-    django_user_model.objects.create_user(username="kat", password="a-long-test-password")
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("#id_username", "kat")
-    page.fill("#id_password", "a-long-test-password")
-    page.click("button[type=submit]")
-    page.wait_for_url("**/runs/")
+def log_in_as_kat(page, live_server, django_user_model) -> None:
+    """Straight to the login form; after it, the runs list (where a login lands by default)."""
+    log_in(page, live_server, django_user_model, start="/accounts/login/", lands_on="/runs/", username="kat")
 
 
 def test_the_pass_at_k_page_shows_base_and_checkpoint(live_server, django_user_model, browser_page,
@@ -45,7 +23,7 @@ def test_the_pass_at_k_page_shows_base_and_checkpoint(live_server, django_user_m
     run.save()
     job = make_job_with_results(run)
     page = browser_page
-    log_in(page, live_server, django_user_model)
+    log_in_as_kat(page, live_server, django_user_model)
 
     # from the run page, the evaluation is one click away
     page.goto(f"{live_server.url}/runs/{run.pk}/")
@@ -83,8 +61,8 @@ def test_the_pass_at_k_page_shows_base_and_checkpoint(live_server, django_user_m
         page.click("#passk-chart .modebar-btn[data-title='Download plot as a PNG']")
     assert png.value.suggested_filename.endswith(".png")
 
-    (REPO / "var" / "screenshots").mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(REPO / "var" / "screenshots" / "passk_page.png"), full_page=True)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "passk_page.png"), full_page=True)
 
 
 def test_evaluate_from_the_run_page_opens_the_form_and_queues_a_job(live_server, django_user_model, browser_page,
@@ -95,7 +73,7 @@ def test_evaluate_from_the_run_page_opens_the_form_and_queues_a_job(live_server,
     run.config = {**run.config, "device": "cuda"}  # gpu queue: nothing in the tests consumes it
     run.save()
     page = browser_page
-    log_in(page, live_server, django_user_model)
+    log_in_as_kat(page, live_server, django_user_model)
     page.goto(f"{live_server.url}/runs/{run.pk}/")
     page.click("#evaluate")
     page.wait_for_url(f"**/evals/new/?run={run.pk}")
@@ -114,4 +92,4 @@ def test_evaluate_from_the_run_page_opens_the_form_and_queues_a_job(live_server,
     assert [m.label for m in job.models.all()] == ["base", "step 4"]  # the defaults: base + last checkpoint
     assert page.text_content(".run-head .status") == "queued"
     assert page.get_attribute("#progress", "max") == "6"
-    page.screenshot(path=str(REPO / "var" / "screenshots" / "eval_queued.png"), full_page=True)
+    page.screenshot(path=str(SCREENSHOTS / "eval_queued.png"), full_page=True)

@@ -5,38 +5,21 @@ decision list), the queued seed take its slot, zoom kept across live updates, sa
 """
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from tests.conftest import REPO, wait_for
+from tests.conftest import SCREENSHOTS, log_in, wait_for
 from webapp.runs.models import Run, RunStatus, Sweep
 from webapp.sweeps import services
 from webapp.sweeps.models import PolicyDecision
 
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs an event loop here
-
-CHROMIUM = "/usr/bin/chromium"
-SCREENSHOTS = REPO / "var" / "screenshots"
 RUN_TIMEOUT = 240
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def page():
-    from django.db import connections
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        try:
-            yield browser.new_page(viewport={"width": 1400, "height": 1100})
-        finally:
-            browser.close()
-            # The ORM calls made while Playwright's loop runs get their own connection (another async context);
-            # close it, or PostgreSQL cannot drop the test database at the end of the session.
-            connections.close_all()
+def page(chromium):
+    """A 1400 x 1100 page (100 px taller than the shared ``browser_page``) for the dashboard."""
+    return chromium.new_page(viewport={"width": 1400, "height": 1100})
 
 
 def chart_attr(page, name: str) -> int:
@@ -44,14 +27,9 @@ def chart_attr(page, name: str) -> int:
 
 
 def test_a_median_policy_stops_a_seed_live_on_the_dashboard(live_server, celery_worker, django_user_model, page):
-    django_user_model.objects.create_user(username="ada", password="a-long-test-password")
     script_errors = []
     page.on("pageerror", lambda error: script_errors.append(str(error)))
-    page.goto(f"{live_server.url}/sweeps/new/")
-    page.fill("#id_username", "ada")
-    page.fill("#id_password", "a-long-test-password")
-    page.click("button[type=submit]")
-    page.wait_for_url("**/sweeps/new/")
+    log_in(page, live_server, django_user_model, start="/sweeps/new/")
 
     page.fill("#id_name", "browser sweep")
     page.fill("#id_seed", "31")
