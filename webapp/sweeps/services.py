@@ -346,7 +346,6 @@ def sweep_check_alerts(*, sweep_id: int) -> list[Alert]:
 
 # --- the trigger after each metrics flush ---------------------------------------------------------------------
 
-_sweep_of_run: dict[int, Optional[int]] = {}
 TICK_EVERY_S = 1.0
 
 
@@ -354,6 +353,8 @@ def claim_policy_check(*, sweep_id: int, min_interval_s: float = TICK_EVERY_S, n
     """True for the one caller, across every process, that may check the sweep now: at most one check per
     ``min_interval_s`` per sweep however many runs flush their metrics (a conditional UPDATE is the claim)."""
     now = now or timezone.now()
+    if not Sweep.objects.filter(pk=sweep_id).exists():
+        return False
     SweepPlan.objects.get_or_create(sweep_id=sweep_id)
     due = Q(policy_checked_at__isnull=True) | Q(policy_checked_at__lte=now - timedelta(seconds=min_interval_s))
     return SweepPlan.objects.filter(due, sweep_id=sweep_id).update(policy_checked_at=now) == 1
@@ -363,9 +364,8 @@ def sweep_tick_after_metrics(*, run_id: int, min_interval_s: float = TICK_EVERY_
     """Called by the training child after it stored metrics: apply its sweep's policy and check alerts, at most
     once per ``min_interval_s`` per sweep. Returns whether it ran. Failures are logged, never raised: the run
     must go on training, and the maintenance beat applies the policy too."""
-    if run_id not in _sweep_of_run:
-        _sweep_of_run[run_id] = Run.objects.filter(pk=run_id).values_list("sweep_id", flat=True).first()
-    sweep_id = _sweep_of_run[run_id]
+    # read each time (one indexed lookup per flush): a cache keyed by run id would go stale if ids are reused
+    sweep_id = Run.objects.filter(pk=run_id).values_list("sweep_id", flat=True).first()
     if sweep_id is None:
         return False
     try:
