@@ -126,6 +126,20 @@ def test_new_run_from_a_checkpoint_records_its_parent_and_shows_the_lineage(clie
     assert f"?from_checkpoint={ckpt.pk}" in parent_page and f"?run={parent.pk}" in parent_page
 
 
+def test_a_sweep_from_a_checkpoint_records_the_parent_on_every_seed(client_in, run_with_checkpoints):
+    parent = run_with_checkpoints
+    ckpt = parent.checkpoints.get(step=4)
+    form = client_in.get(reverse("runs:new") + f"?from_checkpoint={ckpt.pk}").context["form"]
+    data = {name: form[name].value() for name in form.fields if form[name].value() is not None}
+    data = {k: v for k, v in data.items() if v is not False}
+    data.update({"from_checkpoint": str(ckpt.pk), "name": "children", "seeds": "3", "concurrency": "1"})
+    resp = client_in.post(reverse("runs:new"), data)
+    assert resp.status_code == 302, resp.content.decode()[:2000]
+    children = Run.objects.filter(sweep__isnull=False, parent_run=parent)
+    assert children.count() == 3
+    assert {(r.parent_step, r.config["model_path"]) for r in children} == {(4, ckpt.path)}
+
+
 def test_a_vanished_checkpoint_link_says_so(client_in):
     resp = client_in.get(reverse("runs:new") + "?from_checkpoint=987654", follow=True)
     assert resp.status_code == 200 and "checkpoint 987654 no longer exists" in resp.content.decode()

@@ -66,8 +66,9 @@ def run_create(*, config: dict, user=None, name: str = "", sweep: Sweep | None =
 
 @transaction.atomic
 def sweep_launch(*, config: dict, seeds: Iterable[int], concurrency: int, name: str = "", policy: dict | None = None,
-                 user=None) -> Sweep:
-    """Create a sweep of one run per seed (all queued) and start as many as its concurrency allows."""
+                 user=None, parent_run: Run | None = None, parent_step: int | None = None) -> Sweep:
+    """Create a sweep of one run per seed (all queued) and start as many as its concurrency allows; a sweep
+    started from a checkpoint records that parent on every run (iterative RLVR lineage)."""
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ConfigError({"seeds": "give at least one seed"})
@@ -80,7 +81,7 @@ def sweep_launch(*, config: dict, seeds: Iterable[int], concurrency: int, name: 
                                  seeds=seeds, concurrency=concurrency, policy=policy or {}, created_by=user)
     for seed in seeds:
         run_create(config={**base.to_dict(), "seed": seed}, user=user, sweep=sweep,
-                   name=f"{sweep.name} / seed {seed}")
+                   name=f"{sweep.name} / seed {seed}", parent_run=parent_run, parent_step=parent_step)
     sweep_fill_slots(sweep_id=sweep.pk)
     return sweep
 

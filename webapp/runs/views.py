@@ -63,7 +63,9 @@ def _launch(request: HttpRequest, form: RunForm, parent: Checkpoint | None = Non
             return redirect("runs:detail", run_id=run.pk)
         first = form.config["seed"]
         sweep = services.sweep_launch(config=form.config, seeds=range(first, first + data["seeds"]),
-                                      concurrency=data["concurrency"], name=data["name"], user=user)
+                                      concurrency=data["concurrency"], name=data["name"], user=user,
+                                      parent_run=parent.run if parent else None,
+                                      parent_step=parent.step if parent else None)
     except ConfigError as exc:  # e.g. a model folder removed between validation and launch
         for name, message in exc.errors.items():
             form.add_error(name if name in form.fields else None, message)
