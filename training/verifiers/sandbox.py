@@ -22,7 +22,7 @@ import threading
 from typing import Any
 
 from training.verifiers.base import VerifierError
-from training.verifiers.workers import TaskFailed, WorkerPool
+from training.verifiers.workers import TaskFailed, WorkerPool, _Worker
 
 SANDBOX_USER = "seedbed-sandbox"
 _SERVER_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_server.py")
@@ -149,8 +149,9 @@ class _JsonConn:
                 pass
 
 
-class SandboxServerProcess:
-    """One fork server (inside bwrap when it works), with the surface WorkerPool drives."""
+class SandboxServerProcess(_Worker):
+    """One fork server (inside bwrap when it works), with the surface WorkerPool drives (``kill``/``stop``
+    come from the pool's own worker: killing bwrap ends its PID namespace, taking every sandboxed process)."""
 
     def __init__(self, uid: int, gid: int, use_bwrap: bool):
         python, prefix = _python_paths()
@@ -181,19 +182,6 @@ class SandboxServerProcess:
         self.layers = hello["layers"]
         self.ready = True
 
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()  # bwrap's PID namespace dies with it, taking every sandboxed process along
-        self.proc.wait(5)
-        self.conn.close()
-
-    def stop(self) -> None:
-        try:
-            self.conn.send(None)
-            self.proc.wait(2)
-        except (OSError, ValueError, subprocess.TimeoutExpired):
-            pass
-        self.kill()
 
 
 class Sandbox:
