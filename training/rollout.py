@@ -186,7 +186,8 @@ def sequence_logprobs(model, batch: RolloutBatch, *, temperature: float, use_kep
         ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
         logits = model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask)).logits
         logits = logits[:, P - 1:P + T - 1]
-    logits = logits.float() / temperature
+    # half precision is upcast for the softmax; float32 and float64 stay as they are
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature
     if use_kept_mask and batch.kept_mask is not None:
         # positions after <eos> keep the whole vocabulary so no -inf reaches the (masked) loss terms
         kept = batch.kept_mask | (batch.completion_mask[..., None] == 0)
