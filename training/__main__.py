@@ -96,12 +96,16 @@ def cmd_eval(args) -> int:
 
 
 def cmd_bootstrap(args) -> int:
-    from training.tiny import bootstrap_tiny
+    from training.tiny import bootstrap_tiny, ensure_tiny_model
 
-    if os.path.isfile(os.path.join(args.out, "config.json")) and not args.force:
-        print(f"tiny model already at {args.out} (use --force to rebuild)", file=sys.stderr)
-        return 0
-    info = bootstrap_tiny(args.out, task=args.task, seed=args.seed, log=lambda s: print(s, file=sys.stderr))
+    log = lambda s: print(s, file=sys.stderr)  # noqa: E731
+    if args.force:
+        info = bootstrap_tiny(args.out, task=args.task, seed=args.seed, log=log)
+    else:
+        info = ensure_tiny_model(args.out, task=args.task, seed=args.seed, log=log)
+        if info is None:
+            print(f"tiny model already at {args.out} (use --force to rebuild)", file=sys.stderr)
+            return 0
     print(json.dumps(info))
     return 0
 

@@ -222,12 +222,14 @@ class TrainConfig:
             e["rollout_engine"] = "vllm returns no kept-token masks or expert choices: use hf for keep_sampling_mask/keep_routing"
         if self.task == "file" and not self.data_path:
             e["data_path"] = "required when task is 'file'"
-        if check_paths:
-            model_dir = self.resolved_model_path()
+        if check_paths and self.model_path:
+            # (an empty model_path is the built-in tiny model, which the first run that needs it builds)
+            model_dir = self.model_path
             if not os.path.isdir(model_dir):
                 e["model_path"] = f"no such folder: {model_dir}"
             elif not os.path.isfile(os.path.join(model_dir, "config.json")):
                 e["model_path"] = f"not a model folder (no config.json): {model_dir}"
+        if check_paths:
             if self.task == "file" and self.data_path and not os.path.isfile(self.data_path):
                 e["data_path"] = f"no such file: {self.data_path}"
             elif self.task == "file" and self.data_path and not self.data_path.endswith((".jsonl", ".parquet")):

@@ -24,7 +24,7 @@ from training.evaluate import decode_completions, evaluate_examples, is_correct
 from training.rollout import RolloutBatch, make_rollout_engine, sequence_logprobs
 from training.routing import RoutingReplay
 from training.sink import Sink
-from training.tiny import encode_prompt
+from training.tiny import encode_prompt, ensure_tiny_model
 from training.verifiers import build_reward
 
 
@@ -42,6 +42,8 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
     os.makedirs(out_dir, exist_ok=True)
     torch.manual_seed(cfg.seed)
     resume = latest_checkpoint(out_dir)
+    if not cfg.model_path:  # the built-in tiny model: on a fresh install the first run builds it (others wait)
+        ensure_tiny_model(cfg.resolved_model_path(), log=sink.on_log)
     model, tokenizer = load_model(resume[1] if resume else cfg.resolved_model_path(), device)
     # the reference policy is the run's starting model (its checkpoint parent for iterative RLVR)
     ref_model = load_model(cfg.resolved_model_path(), device)[0].eval().requires_grad_(False) if cfg.kl_coef > 0 else None

@@ -4,12 +4,21 @@
 PreTrainedTokenizerFast) and a ~650 k-parameter Llama-style model, then warms it up with a short supervised
 phase on the arithmetic task until its pass@1 at temperature 1 lies in the band RL can learn from
 (10–50 %: some successes to reinforce, plenty of room to improve).
+
+``ensure_tiny_model(out)`` is what everything else calls: it builds the model once, whichever process asks
+first (the set-up command, or the first run or eval that needs it on a fresh install), while the others wait
+on the same lock file; the folder appears complete or not at all, and ``tiny_build_state(out)`` tells a web
+page how far the build is.
 """
 from __future__ import annotations
 
+import fcntl
+import glob
 import json
 import os
+import shutil
 import string
+import tempfile
 import time
 
 import torch
@@ -71,8 +80,12 @@ def _sft_batch(tokenizer, indices: list[int], task: str):
 
 
 def bootstrap_tiny(out_dir: str, *, task: str = "arithmetic", seed: int = 0, band=(0.15, 0.45),
-                   max_steps: int = 4000, lr: float = 1e-3, log=print) -> dict:
-    """Build, warm up and save the tiny model; returns what happened (steps, pass@1, seconds)."""
+                   max_steps: int = 4000, lr: float = 1e-3, log=print, progress=None) -> dict:
+    """Build, warm up and save the tiny model; returns what happened (steps, pass@1, seconds).
+
+    ``progress(step, pass1)`` is called at each held-out check. The files are written into a temporary
+    sibling folder that is renamed to ``out_dir`` at the end, so a reader never sees half a model.
+    """
     from training.evaluate import evaluate_examples
 
     t0 = time.time()
@@ -97,15 +110,108 @@ def bootstrap_tiny(out_dir: str, *, task: str = "arithmetic", seed: int = 0, ban
             model.train()
             pass1 = res["pass@k"]["1"]
             log(f"bootstrap step {step}: sft loss {loss.item():.3f}, pass@1 {pass1:.3f}")
+            if progress is not None:
+                progress(step, pass1)
             if pass1 >= band[0]:
                 break
     if not band[0] <= pass1 <= band[1]:
         raise RuntimeError(f"tiny model warm-up ended at pass@1 {pass1:.3f}, outside {band}")
-    os.makedirs(out_dir, exist_ok=True)
-    model.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
     info = {"task": task, "sft_steps": step, "pass@1": pass1, "seconds": round(time.time() - t0, 1),
             "parameters": sum(p.numel() for p in model.parameters())}
-    with open(os.path.join(out_dir, "seedbed_bootstrap.json"), "w") as fh:
-        json.dump(info, fh, indent=2)
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=parent)
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        with open(os.path.join(staging, READY_FILE), "w") as fh:
+            json.dump(info, fh, indent=2)
+        os.chmod(staging, 0o755)  # mkdtemp makes it 0700: workers running as another user must read it
+        if os.path.isdir(out_dir):
+            shutil.rmtree(out_dir)  # --force, or a half-written folder from before builds were atomic
+        os.rename(staging, out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return info
+
+
+READY_FILE = "seedbed_bootstrap.json"  # written last: its presence means the folder is complete
+_STAGING_PREFIX = ".tiny-build-"
+
+
+def tiny_model_ready(out_dir: str) -> bool:
+    return os.path.isfile(os.path.join(out_dir, "config.json")) and os.path.isfile(os.path.join(out_dir, READY_FILE))
+
+
+def _lock_path(out_dir: str) -> str:
+    return os.path.abspath(out_dir).rstrip("/") + ".lock"
+
+
+def _progress_path(out_dir: str) -> str:
+    return os.path.abspath(out_dir).rstrip("/") + ".progress.json"
+
+
+def ensure_tiny_model(out_dir: str, *, log=print, **build) -> dict | None:
+    """Make sure ``out_dir`` holds the built-in tiny model; build it if no other process is doing so, else
+    wait for that one (``build``: bootstrap_tiny's task/seed/...). Returns the build's info when this call built it, None when it was already there."""
+    if tiny_model_ready(out_dir):
+        return None
+    os.makedirs(os.path.dirname(os.path.abspath(out_dir)), exist_ok=True)
+    with open(_lock_path(out_dir), "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"the built-in tiny model ({out_dir}) is being built by another process: waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if tiny_model_ready(out_dir):
+            return None
+        # Holding the lock: any staging folder left is from a build that died (killed run, power cut).
+        for stale in glob.glob(os.path.join(os.path.dirname(os.path.abspath(out_dir)), _STAGING_PREFIX + "*")):
+            shutil.rmtree(stale, ignore_errors=True)
+        log(f"building the built-in tiny model in {out_dir} (once; about a minute on two idle cores)")
+        started = time.time()
+
+        def report(step: int, pass1: float) -> None:
+            state = {"step": step, "pass1": pass1, "target": 0.15, "started_at": started, "pid": os.getpid()}
+            tmp = _progress_path(out_dir) + f".{os.getpid()}"
+            with open(tmp, "w") as fh:
+                json.dump(state, fh)
+            os.replace(tmp, _progress_path(out_dir))
+
+        report(0, 0.0)
+        threads = torch.get_num_threads()
+        # every run that needs the model is waiting for this one: use every core (a worker slot trains with 1)
+        torch.set_num_threads(os.cpu_count() or 1)
+        try:
+            return bootstrap_tiny(out_dir, log=log, progress=report, **build)
+        finally:
+            torch.set_num_threads(threads)
+            try:
+                os.remove(_progress_path(out_dir))
+            except FileNotFoundError:
+                pass
+
+
+def tiny_build_state(out_dir: str) -> dict:
+    """What a page says about the built-in model: {"state": "ready" | "building" | "missing", ...progress}.
+
+    "building" means some process holds the build lock (checked with a non-blocking lock attempt, so a build
+    that died is never reported as running)."""
+    if tiny_model_ready(out_dir):
+        return {"state": "ready"}
+    lock_file = _lock_path(out_dir)
+    if not os.path.exists(lock_file):
+        return {"state": "missing"}
+    try:
+        with open(lock_file, "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            with open(_progress_path(out_dir)) as fh:
+                progress = json.load(fh)
+        except (OSError, ValueError):
+            progress = {}
+        return {"state": "building", **progress}
+    except OSError:
+        pass
+    return {"state": "missing"}

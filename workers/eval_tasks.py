@@ -85,13 +85,17 @@ def evaluate_model(job: EvalJob, model_row: EvalModel, examples: list[dict], dev
     """Sample and verify the problems of ``examples`` this model has no stored result for."""
     import torch
 
+    from training.config import default_tiny_model_dir
     from training.evaluate import evaluate_examples
     from training.loop import load_model
+    from training.tiny import ensure_tiny_model
 
     done = set(EvalResult.objects.filter(model=model_row).values_list("index", flat=True))
     todo = [i for i in range(len(examples)) if i not in done]
     if not todo:
         return
+    if model_row.path == default_tiny_model_dir():  # a fresh install builds it on first use
+        ensure_tiny_model(model_row.path, log=lambda line: log.info("eval %s: %s", job.pk, line))
     model, tokenizer = load_model(model_row.path, torch.device(device))
     model.eval()
     for chunk in problem_chunks(todo, job.n):

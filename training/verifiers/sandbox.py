@@ -37,8 +37,8 @@ def sandbox_ids(user: str = SANDBOX_USER) -> tuple[int, int]:
     try:
         entry = pwd.getpwnam(user)
     except KeyError:
-        raise VerifierError(f"code sandbox: user {user!r} does not exist; create it with `useradd --system "
-                            f"--no-create-home --shell /usr/sbin/nologin {user}`") from None
+        raise VerifierError(f"code sandbox: user {user!r} does not exist; `./seedbed setup` creates it (as "
+                            f"root), as does the Docker image") from None
     if entry.pw_uid == 0:
         raise VerifierError(f"code sandbox: user {user!r} must not be root")
     return entry.pw_uid, entry.pw_gid

@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from training.config import ConfigError
 from webapp.runs import services
+from webapp.runs.models import Sweep
 
 
 class Command(BaseCommand):
@@ -14,8 +15,14 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, default=2)
         parser.add_argument("--steps", type=int, default=150)
         parser.add_argument("--preset", default="grpo")
+        parser.add_argument("--if-no-sweeps", action="store_true",
+                            help="launch only on a database that has no sweep yet (./seedbed up: a fresh install)")
 
-    def handle(self, *args, seeds: int, concurrency: int, steps: int, preset: str, **options):
+    def handle(self, *args, seeds: int, concurrency: int, steps: int, preset: str, if_no_sweeps: bool,
+               **options):
+        if if_no_sweeps and Sweep.objects.exists():
+            self.stdout.write("demo sweep not launched: this database already has sweeps")
+            return
         user = get_user_model().objects.filter(is_superuser=True).order_by("pk").first()
         config = {"preset": preset, "task": "arithmetic", "total_steps": steps, "samples_per_step": 4}
         try:

@@ -1,0 +1,303 @@
+"""``./seedbed doctor``: check every runtime prerequisite, one line each, with the fix when it fails.
+
+    python -m workers.doctor [--for up|test|all]
+
+Each check returns (ok, what it found, how to fix it). Whether a failure stops ``./seedbed up`` or
+``./seedbed test`` depends on what that command needs: the tests need Redis, PostgreSQL and Chromium, the app
+can fall back to a local broker and builds the tiny model on first use. A failure that the command can live
+with is printed as ``warn``; one it cannot is ``FAIL`` and makes the exit status 1. ``--for all`` (the
+default, what ``./seedbed doctor`` runs) treats everything either command needs as essential.
+
+Only the standard library is imported at module level, so a broken virtualenv is reported, not a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+SETUP = "./seedbed setup (as root) installs it"
+MIN_FREE_GIB, WARN_FREE_GIB = 2.0, 5.0
+CHROMIUM = "/usr/bin/chromium"
+
+
+@dataclass
+class Finding:
+    ok: bool
+    found: str
+    fix: str = ""
+
+
+@dataclass
+class Check:
+    name: str
+    run: Callable[[], Finding]
+    essential_for: frozenset  # the commands ("up", "test") that cannot work without it
+
+
+def _pins(extras: tuple[str, ...]) -> dict[str, str]:
+    """{distribution name: pinned version} from pyproject.toml's dependencies and the given extras."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    specs = list(project["dependencies"])
+    for extra in extras:
+        specs += project.get("optional-dependencies", {}).get(extra, [])
+    pins = {}
+    for spec in specs:
+        m = re.match(r"^([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==([^;\s]+)", spec)
+        if m:
+            pins[m.group(1)] = m.group(2)
+    return pins
+
+
+def check_python() -> Finding:
+    found = f"{sys.version.split()[0]} at {sys.executable}"
+    if sys.version_info[:2] != (3, 11):
+        return Finding(False, found, "Seedbed needs Python 3.11: apt-get install python3.11 python3.11-venv, "
+                                     "then rm -rf .venv && ./seedbed setup")
+    return Finding(True, found)
+
+
+def check_packages(extras: tuple[str, ...]) -> Finding:
+    wrong = []
+    pins = _pins(extras)
+    for name, want in pins.items():
+        try:
+            have = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            wrong.append(f"{name} missing")
+            continue
+        if have.split("+")[0] != want:  # a local label (torch's "+cpu") is the same release
+            wrong.append(f"{name} {have} (pinned {want})")
+    if wrong:
+        return Finding(False, "; ".join(wrong[:6]) + (" ..." if len(wrong) > 6 else ""),
+                       f"{sys.executable} -m pip install -e '.[dev]' (./seedbed setup does it)")
+    return Finding(True, f"{len(pins)} pinned packages installed ({', '.join(extras) or 'runtime'})")
+
+
+def check_disk() -> Finding:
+    home = Path(os.environ.get("SEEDBED_HOME", ROOT / "var"))
+    probe = home if home.exists() else ROOT
+    free_gib = shutil.disk_usage(probe).free / 2**30
+    found = f"{free_gib:.1f} GiB free under {probe}"
+    fix = "free space there, or point SEEDBED_HOME at a larger disk (runs keep checkpoints)"
+    if free_gib < MIN_FREE_GIB:
+        return Finding(False, found, fix)
+    if free_gib < WARN_FREE_GIB:
+        return Finding(True, found + f" (less than {WARN_FREE_GIB:.0f} GiB: checkpoints may fill it)")
+    return Finding(True, found)
+
+
+def check_database() -> Finding:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    try:
+        import django
+
+        django.setup()
+        from django.db import connection
+        from django.db.migrations.executor import MigrationExecutor
+
+        connection.ensure_connection()
+        executor = MigrationExecutor(connection)
+        pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    except Exception as exc:  # any driver's error: reported with its own words
+        return Finding(False, f"{type(exc).__name__}: {exc}".strip()[:300],
+                       "check DATABASE_URL (unset means SQLite under $SEEDBED_HOME)")
+    where = connection.settings_dict["NAME"]
+    if pending:
+        return Finding(False, f"{connection.vendor} {where}: {len(pending)} migrations not applied",
+                       "./seedbed setup (runs manage.py migrate)")
+    return Finding(True, f"{connection.vendor} {where}, migrations applied")
+
+
+def check_redis() -> Finding:
+    from workers.broker import redis_answers, redis_url
+
+    url = redis_url()
+    if redis_answers(url, timeout_s=1.0):
+        return Finding(True, f"answers at {url}")
+    return Finding(False, f"nothing answers at {url}",
+                   "redis-server --daemonize yes --bind 127.0.0.1 --port 6379 (./seedbed up and ./seedbed test "
+                   "start a local one; up falls back to a filesystem broker without it)")
+
+
+def check_postgres() -> Finding:
+    base = os.environ.get("SEEDBED_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432")
+    try:
+        import psycopg
+
+        with psycopg.connect(f"{base}/postgres", connect_timeout=3) as conn:
+            version = conn.execute("show server_version").fetchone()[0]
+    except Exception as exc:  # psycopg's OperationalError and friends
+        return Finding(False, f"{base}: {str(exc).strip().splitlines()[0][:200]}",
+                       "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start "
+                       "(./seedbed test starts it; or set SEEDBED_TEST_POSTGRES)")
+    return Finding(True, f"PostgreSQL {version} at {base}")
+
+
+def check_chromium() -> Finding:
+    if not os.access(CHROMIUM, os.X_OK):
+        return Finding(False, f"{CHROMIUM} not found", "apt-get install chromium chromium-driver; " + SETUP)
+    try:
+        out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--version"], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Finding(False, f"{CHROMIUM}: {exc}", "reinstall: apt-get install --reinstall chromium")
+    if out.returncode != 0:
+        return Finding(False, f"{CHROMIUM} --version exited {out.returncode}: {out.stderr.strip()[:200]}",
+                       "reinstall: apt-get install --reinstall chromium")
+    return Finding(True, out.stdout.strip())
+
+
+def check_bubblewrap() -> Finding:
+    from training.verifiers.sandbox import probe_bwrap
+
+    if not shutil.which("bwrap"):
+        return Finding(False, "bwrap not installed", "apt-get install bubblewrap; " + SETUP)
+    probe = probe_bwrap()
+    if probe["works"]:
+        return Finding(True, "bwrap starts a sandbox with its own network, PID, IPC, UTS and mount namespaces")
+    fix = ("in a container the worker needs cap_add SYS_ADMIN and security_opt apparmor=unconfined (README, "
+           "Production)" if os.geteuid() == 0 else
+           "unprivileged user namespaces must be on: sysctl -w kernel.unprivileged_userns_clone=1 "
+           "user.max_user_namespaces=15000")
+    return Finding(False, f"bwrap cannot create namespaces here: {probe['why'].strip()[-200:]}", fix)
+
+
+def check_sandbox_user() -> Finding:
+    from training.verifiers.base import VerifierError
+    from training.verifiers.sandbox import SANDBOX_USER, sandbox_ids
+
+    if os.geteuid() != 0:
+        return Finding(True, f"not root: sandboxed programs run as this uid ({os.getuid()}), no uid switch")
+    try:
+        uid, gid = sandbox_ids()
+    except VerifierError as exc:
+        return Finding(False, str(exc).split(";")[0], "./seedbed setup creates it (as root)")
+    return Finding(True, f"{SANDBOX_USER} (uid {uid}, gid {gid})")
+
+
+def check_code_verifier() -> Finding:
+    from training.verifiers.base import VerifierError
+    from training.verifiers.code import CodeVerifier
+
+    program = "```python\ndef add(a, b):\n    return a + b\n```"
+    wrong = "```python\ndef add(a, b):\n    return a - b\n```"
+    example = {"tests": "assert add(1, 2) == 3\nassert add(-1, 1) == 0"}
+    try:
+        verifier = CodeVerifier(processes=1, timeout_s=10)
+        good, bad = verifier.batch([program, wrong], [example, example])
+    except (VerifierError, ValueError, OSError) as exc:
+        return Finding(False, f"{type(exc).__name__}: {exc}"[:300], "see the sandbox user and bubblewrap lines")
+    for result in (good, bad):
+        if isinstance(result, Exception):
+            return Finding(False, f"the sandbox could not judge: {result}"[:300],
+                           "see the sandbox user and bubblewrap lines")
+    if good.score != 1.0 or bad.score != 0.0:
+        return Finding(False, f"a correct program scored {good.score} ({good.details.get('first_failure', '')}),"
+                              f" a wrong one {bad.score}", "see the sandbox user and bubblewrap lines")
+    layers = good.details.get("layers", {})
+    active = ", ".join(k for k, v in sorted(layers.items()) if v is True) or "none reported"
+    return Finding(True, f"a correct program passes and a wrong one fails (layers: {active})")
+
+
+def check_math_verifier() -> Finding:
+    from training.verifiers.base import VerifierError
+    from training.verifiers.math_answer import MathVerifier
+
+    try:
+        verifier = MathVerifier(processes=1)
+        # the first is decided in-process, the second needs math-verify in a worker process
+        scores = [verifier(r"so \boxed{\dfrac{1}{2}}", {"answer": "0.5"}).score,
+                  verifier(r"so \boxed{\sqrt{8}}", {"answer": r"2\sqrt{2}"}).score,
+                  verifier(r"so \boxed{3}", {"answer": "4"}).score]
+    except (VerifierError, ValueError, OSError) as exc:
+        return Finding(False, f"{type(exc).__name__}: {exc}"[:300], f"{sys.executable} -m pip install -e '.[dev]'")
+    if scores != [1.0, 1.0, 0.0]:
+        return Finding(False, f"scores {scores} for (1/2 vs 0.5, sqrt 8 vs 2 sqrt 2, 3 vs 4); want [1, 1, 0]",
+                       "math-verify is broken in this environment: reinstall it (./seedbed setup)")
+    return Finding(True, "1/2 = 0.5 and sqrt(8) = 2 sqrt(2) pass, 3 = 4 fails")
+
+
+def check_tiny_model(required: bool) -> Callable[[], Finding]:
+    def run() -> Finding:
+        from training.config import default_tiny_model_dir
+        from training.tiny import tiny_build_state
+
+        path = default_tiny_model_dir()
+        state = tiny_build_state(path)
+        if state["state"] == "ready":
+            return Finding(True, f"built at {path}")
+        found = f"{state['state']} at {path}" + (f" (SFT step {state.get('step')})" if "step" in state else "")
+        if not required:  # ./seedbed up: the first run that uses it builds it, with progress on every page
+            return Finding(True, found + "; the first run that uses it builds it")
+        return Finding(False, found, f"{sys.executable} -m training bootstrap-tiny --out {path} (./seedbed setup)")
+    return run
+
+
+def checks(mode: str) -> list[Check]:
+    up, test, both = frozenset({"up"}), frozenset({"test"}), frozenset({"up", "test"})
+    return [
+        Check("python", check_python, both),
+        Check("packages", lambda: check_packages(("dev",) if mode in ("test", "all") else ()), both),
+        Check("disk", check_disk, both),
+        Check("database", check_database, both),
+        Check("redis", check_redis, test),
+        Check("postgresql", check_postgres, test),
+        Check("chromium", check_chromium, test),
+        Check("bubblewrap", check_bubblewrap, test),
+        Check("sandbox-user", check_sandbox_user, both),
+        Check("code", check_code_verifier, both),
+        Check("math", check_math_verifier, both),
+        Check("tiny-model", check_tiny_model(required=mode != "up"), test),
+    ]
+
+
+def run_checks(mode: str, out=sys.stdout) -> int:
+    """Print one line per check; returns 1 when a check essential for ``mode`` failed, else 0."""
+    essential_modes = {"up": {"up"}, "test": {"test"}, "all": {"up", "test"}}[mode]
+    failed = []
+    for check in checks(mode):
+        t0 = time.monotonic()
+        try:
+            finding = check.run()
+        except Exception as exc:  # a check that crashes is a failed check, with its reason
+            finding = Finding(False, f"check crashed: {type(exc).__name__}: {exc}"[:300],
+                              "run ./seedbed setup; if it persists, report this line")
+        essential = bool(check.essential_for & essential_modes)
+        word = "ok" if finding.ok else ("FAIL" if essential else "warn")
+        line = f"  {word:<5}{check.name:<14}{finding.found}"
+        if not finding.ok:
+            line += f"  -> fix: {finding.fix}"
+        if time.monotonic() - t0 > 5:
+            line += f"  ({time.monotonic() - t0:.0f} s)"
+        print(line, file=out, flush=True)
+        if not finding.ok and essential:
+            failed.append(check.name)
+    if failed:
+        print(f"doctor: {len(failed)} essential check(s) failed: {', '.join(failed)}", file=out)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workers.doctor", description=__doc__.splitlines()[0])
+    parser.add_argument("--for", dest="mode", choices=("up", "test", "all"), default="all",
+                        help="which command's needs decide what is essential (default: all)")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    return run_checks(args.mode)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
