@@ -1,12 +1,13 @@
 """``./seedbed doctor``: check every runtime prerequisite, one line each, with the fix when it fails.
 
-    python -m workers.doctor [--for up|test|all]
+    python -m workers.doctor [--for up|test|worker|all]
 
 Each check returns (ok, what it found, how to fix it). Whether a failure stops ``./seedbed up`` or
 ``./seedbed test`` depends on what that command needs: the tests need Redis, PostgreSQL and Chromium, the app
-can fall back to a local broker and builds the tiny model on first use. A failure that the command can live
-with is printed as ``warn``; one it cannot is ``FAIL`` and makes the exit status 1. ``--for all`` (the
-default, what ``./seedbed doctor`` runs) treats everything either command needs as essential.
+can fall back to a local broker and builds the tiny model on first use, a worker container
+(``--for worker``, docker-compose.yml) needs its broker and the sandbox but no browser. A failure that the
+command can live with is printed as ``warn``; one it cannot is ``FAIL`` and makes the exit status 1.
+``--for all`` (the default, what ``./seedbed doctor`` runs) treats everything any of them needs as essential.
 
 Only the standard library is imported at module level, so a broken virtualenv is reported, not a traceback.
 """
@@ -41,7 +42,8 @@ class Finding:
 class Check:
     name: str
     run: Callable[[], Finding]
-    essential_for: frozenset  # the commands ("up", "test") that cannot work without it
+    essential_for: frozenset  # the modes ("up", "test", "worker") that cannot work without it
+    shown_for: frozenset | None = None  # the modes that run it at all (None: every mode)
 
 
 def _pins(extras: tuple[str, ...]) -> dict[str, str]:
@@ -68,9 +70,10 @@ def check_python() -> Finding:
     return Finding(True, found)
 
 
-def check_packages(extras: tuple[str, ...]) -> Finding:
+def check_packages(*, extras: tuple[str, ...] = (), pins: dict[str, str] | None = None) -> Finding:
+    """Every pinned distribution installed at its pinned version (pins: pyproject.toml's, or those given)."""
     wrong = []
-    pins = _pins(extras)
+    pins = _pins(extras) if pins is None else pins
     for name, want in pins.items():
         try:
             have = importlib.metadata.version(name)
@@ -82,7 +85,7 @@ def check_packages(extras: tuple[str, ...]) -> Finding:
     if wrong:
         return Finding(False, "; ".join(wrong[:6]) + (" ..." if len(wrong) > 6 else ""),
                        f"{sys.executable} -m pip install -e '.[dev]' (./seedbed setup does it)")
-    return Finding(True, f"{len(pins)} pinned packages installed ({', '.join(extras) or 'runtime'})")
+    return Finding(True, f"{len(pins)} pinned packages installed ({', '.join(('runtime',) + extras)})")
 
 
 def check_disk() -> Finding:
@@ -246,26 +249,30 @@ def check_tiny_model(required: bool) -> Callable[[], Finding]:
 
 
 def checks(mode: str) -> list[Check]:
-    up, test, both = frozenset({"up"}), frozenset({"test"}), frozenset({"up", "test"})
-    return [
-        Check("python", check_python, both),
-        Check("packages", lambda: check_packages(("dev",) if mode in ("test", "all") else ()), both),
-        Check("disk", check_disk, both),
-        Check("database", check_database, both),
-        Check("redis", check_redis, test),
-        Check("postgresql", check_postgres, test),
-        Check("chromium", check_chromium, test),
-        Check("bubblewrap", check_bubblewrap, test),
-        Check("sandbox-user", check_sandbox_user, both),
-        Check("code", check_code_verifier, both),
-        Check("math", check_math_verifier, both),
-        Check("tiny-model", check_tiny_model(required=mode != "up"), test),
+    """The checks ``mode`` runs. ``up``: the app on this machine; ``test``: the test suite; ``worker``: a
+    training worker in a container (docker-compose.yml); ``all``: everything, essential for any of them."""
+    up, test, worker = "up", "test", "worker"
+    every = frozenset({up, test, worker})
+    found = [
+        Check("python", check_python, every),
+        Check("packages", lambda: check_packages(extras=("dev",) if mode in (test, "all") else ()), every),
+        Check("disk", check_disk, every),
+        Check("database", check_database, every),
+        Check("redis", check_redis, frozenset({test, worker})),  # up falls back to a local broker
+        Check("postgresql", check_postgres, frozenset({test}), shown_for=frozenset({test})),
+        Check("chromium", check_chromium, frozenset({test}), shown_for=frozenset({test})),
+        Check("bubblewrap", check_bubblewrap, every),
+        Check("sandbox-user", check_sandbox_user, every),
+        Check("code", check_code_verifier, every),
+        Check("math", check_math_verifier, every),
+        Check("tiny-model", check_tiny_model(required=mode in (test, "all")), frozenset({test})),
     ]
+    return [c for c in found if mode == "all" or c.shown_for is None or mode in c.shown_for]
 
 
 def run_checks(mode: str, out=sys.stdout) -> int:
     """Print one line per check; returns 1 when a check essential for ``mode`` failed, else 0."""
-    essential_modes = {"up": {"up"}, "test": {"test"}, "all": {"up", "test"}}[mode]
+    essential_modes = {"all": {"up", "test", "worker"}}.get(mode, {mode})
     failed = []
     for check in checks(mode):
         t0 = time.monotonic()
@@ -292,7 +299,7 @@ def run_checks(mode: str, out=sys.stdout) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workers.doctor", description=__doc__.splitlines()[0])
-    parser.add_argument("--for", dest="mode", choices=("up", "test", "all"), default="all",
+    parser.add_argument("--for", dest="mode", choices=("up", "test", "worker", "all"), default="all",
                         help="which command's needs decide what is essential (default: all)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))

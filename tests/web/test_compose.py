@@ -1,5 +1,6 @@
 """docker-compose.yml is valid (Debian's docker-compose checks it; Docker's engine does not run here)."""
 import os
+import re
 import shutil
 import subprocess
 
@@ -34,7 +35,11 @@ def test_compose_has_the_services_health_checks_and_one_gpu_per_worker():
     devices = gpu["deploy"]["resources"]["reservations"]["devices"]
     assert devices == [{"driver": "nvidia", "device_ids": ["0"], "capabilities": ["gpu"]}]
     assert gpu["build"]["args"]["EXTRAS"] == "gpu"
-    command = gpu["command"]
+    shell, flag, line = gpu["command"]
+    assert (shell, flag) == ("sh", "-c")
+    doctor, celery = line.split(" && exec ")
+    assert doctor == "python -m workers.doctor --for worker"  # stops the worker when it cannot sandbox code
+    command = celery.split()
     assert command[command.index("-Q") + 1] == "gpu" and command[command.index("-c") + 1] == "1"
     assert services["web"]["environment"]["DATABASE_URL"].startswith("postgres://")
     assert {"depends_on", "volumes"} <= set(services["web"])
@@ -45,3 +50,21 @@ def test_compose_refuses_to_start_without_its_secrets():
     env = {k: v for k, v in ENV.items() if k not in ("POSTGRES_PASSWORD", "DJANGO_SECRET_KEY")}
     result = compose("config", "-q", env=env)
     assert result.returncode != 0 and "POSTGRES_PASSWORD" in result.stderr + result.stdout
+
+
+def test_the_workers_get_what_bubblewrap_needs_and_only_they_do():
+    """The code verifier's sandbox creates namespaces and pivots into a read-only root inside the worker."""
+    services = yaml.safe_load(compose("config").stdout)["services"]
+    worker = services["worker-gpu0"]
+    assert worker["cap_add"] == ["SYS_ADMIN"]
+    assert set(worker["security_opt"]) == {"seccomp=unconfined", "apparmor=unconfined"}
+    for name in ("web", "maintenance", "postgres", "redis"):
+        assert "cap_add" not in services[name] and "security_opt" not in services[name], name
+
+
+def test_the_image_installs_bubblewrap_and_creates_the_sandbox_user():
+    from training.verifiers.sandbox import SANDBOX_USER
+
+    commands = (REPO / "Dockerfile").read_text().replace("\\\n", " ").splitlines()  # continuations joined
+    assert any("apt-get install" in c and "bubblewrap" in c for c in commands)
+    assert any(re.search(rf"useradd --system .*\b{SANDBOX_USER}\b", c) for c in commands)
