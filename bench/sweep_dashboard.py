@@ -50,7 +50,8 @@ def build_sweep(seeds: int, metrics: list[str], steps: int):
     from django.db import connection, transaction
     from django.utils import timezone
 
-    from webapp.runs.models import MetricPoint, Run, RunStatus, Sweep
+    from webapp.runs.models import MetricPoint, Run, RunStatus
+    from webapp.sweeps.models import Sweep
     from webapp.sweeps.models import SweepPlan
 
     Sweep.objects.all().delete()

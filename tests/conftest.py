@@ -63,16 +63,20 @@ def database_url_of(settings_dict: dict) -> str:
 
 
 class WorkerProcess:
-    """A real ``celery worker`` subprocess consuming the cpu and maintenance queues."""
+    """A real ``celery worker`` subprocess, by default consuming the cpu and maintenance queues.
 
-    def __init__(self, env: dict, home: Path, concurrency: int = 2):
+    ``./seedbed up`` runs the maintenance queue in a worker of its own (``queues="maintenance", pool="solo"``):
+    the celery_worker fixture does the same, so a sweep check never waits for a training slot."""
+
+    def __init__(self, env: dict, home: Path, concurrency: int = 2, queues: str = "cpu,maintenance",
+                 pool: str = "prefork", name: str = "worker"):
         self.home = home
-        self.log_path = home / "worker.log"
-        self.name = f"test-{uuid.uuid4().hex[:8]}@%h"
+        self.log_path = home / f"{name}.log"
+        self.name = f"test-{name}-{uuid.uuid4().hex[:8]}@%h"
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", "cpu,maintenance",
-             "-c", str(concurrency), "-P", "prefork", "--without-mingle", "--without-gossip", "-n", self.name,
+            [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", queues,
+             "-c", str(concurrency), "-P", pool, "--without-mingle", "--without-gossip", "-n", self.name,
              "-l", "INFO"],
             cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         wait_for(lambda: "ready." in self.log() or self.proc.poll() is not None, timeout=120,
@@ -111,9 +115,13 @@ def worker_env(django_db_setup, django_db_blocker, tiny_model_dir, tmp_path_fact
 
 @pytest.fixture(scope="session")
 def celery_worker(worker_env, django_db_blocker):
+    """Two training slots (queue cpu) and, as in ``./seedbed up``, a maintenance worker of its own."""
     env, home = worker_env
-    worker = WorkerProcess(env, home)
+    worker = WorkerProcess(env, home, queues="cpu")
+    maintenance = WorkerProcess(env, home, concurrency=1, queues="maintenance", pool="solo", name="maintenance")
+    worker.maintenance = maintenance
     yield worker
+    maintenance.stop()
     worker.stop()
     with django_db_blocker.unblock():
         wait_for_other_connections_to_close()

@@ -50,6 +50,7 @@ app.conf.update(
     task_default_queue="cpu",
     task_queues=[Queue("cpu"), Queue("gpu"), Queue(MAINTENANCE_QUEUE)],
     task_routes={"workers.tasks.maintenance": {"queue": MAINTENANCE_QUEUE},
+                 "workers.tasks.sweep_check": {"queue": MAINTENANCE_QUEUE},
                  "workers.eval_tasks.eval_maintenance": {"queue": MAINTENANCE_QUEUE}},
     task_serializer="json",
     accept_content=["json"],

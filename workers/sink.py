@@ -58,8 +58,9 @@ class DatabaseSink:
         services.run_metrics_append(run_id=self.run_id, points=points)
         self._last_flush = self.clock()
         if points:
-            # New curves: let the run's sweep apply its early-stopping policy now (throttled to ~1/s; the
-            # maintenance beat applies it too), so a poor seed is stopped within about a second.
-            from webapp.sweeps.services import sweep_tick_after_metrics
+            # New curves: ask for the run's sweep to be checked now (a task for the maintenance worker,
+            # throttled to one per second per sweep; the beat checks too), so a poor seed is stopped within
+            # about a second without this run's step waiting for it.
+            from webapp.sweeps.services import sweep_request_check
 
-            sweep_tick_after_metrics(run_id=self.run_id)
+            sweep_request_check(run_id=self.run_id)

@@ -27,6 +27,8 @@ from django.db import close_old_connections, connections  # noqa: E402
 
 from webapp.runs import services  # noqa: E402
 from webapp.runs.models import Run, RunStatus  # noqa: E402
+from webapp.sweeps import services as sweep_services  # noqa: E402
+from webapp.sweeps.models import Sweep  # noqa: E402
 
 log = logging.getLogger("seedbed.workers")
 POLL_S = 0.2
@@ -163,19 +165,24 @@ def train_run(run_id: int) -> str:
 
 @app.task(name="workers.tasks.maintenance", ignore_result=True)
 def maintenance() -> dict:
-    """Periodic (celery beat): mark runs with a stale heartbeat lost, then apply sweeps' policies."""
+    """Periodic (celery beat): mark runs with a stale heartbeat lost, then check every sweep with running runs
+    (its policy and its alerts)."""
     close_old_connections()
     lost = services.runs_mark_lost()
-    killed = {}
-    from webapp.runs.models import Sweep
-
-    for sweep_id in Sweep.objects.filter(runs__status=RunStatus.RUNNING).exclude(policy={}).values_list(
-            "pk", flat=True).distinct():
+    stopped = {}
+    for sweep_id in Sweep.objects.filter(runs__status=RunStatus.RUNNING).values_list("pk", flat=True).distinct():
         try:
-            killed[sweep_id] = services.sweep_apply_policy(sweep_id=sweep_id)
-        except ImportError as exc:  # the policy module (webapp/sweeps/policies.py) is not there yet
-            log.warning("sweep %s: policy not applied: %s", sweep_id, exc)
-    return {"lost": lost, "killed": killed}
+            stopped[sweep_id] = sweep_services.sweep_check(sweep_id=sweep_id)
+        except Exception:  # one sweep's failure must not stop the others' checks (or the lost-run marking)
+            log.exception("sweep %s: check failed", sweep_id)
+    return {"lost": lost, "stopped": stopped}
+
+
+@app.task(name="workers.tasks.sweep_check", ignore_result=True)
+def sweep_check(sweep_id: int) -> list[int]:
+    """One sweep's policy and alerts, requested after a run stored metrics (sweeps.services.sweep_request_check)."""
+    close_old_connections()
+    return sweep_services.sweep_check(sweep_id=sweep_id)
 
 
 @worker_shutting_down.connect

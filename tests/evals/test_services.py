@@ -11,6 +11,7 @@ from django.utils import timezone
 from tests.evals.conftest import HAND_COUNTS, make_job_with_results, model_keys
 from webapp.evals import selectors, services
 from webapp.evals.models import EvalJob, EvalResult, EvalStatus
+from webapp.runs import selectors as run_selectors
 from webapp.runs.models import Checkpoint, Run
 
 pytestmark = pytest.mark.django_db
@@ -178,7 +179,7 @@ def test_lineage_is_the_chain_of_parents_oldest_first(run_with_checkpoints):
     chain = selectors.run_ancestry(run=grandchild)
     assert [(link.run.pk, link.step) for link in chain] == [(root.pk, 4), (child.pk, 3), (grandchild.pk, None)]
     assert list(selectors.run_children(run=root)) == [child]
-    ckpt, config = selectors.new_run_prefill(checkpoint_id=root.checkpoints.get(step=4).pk)
+    ckpt, config = run_selectors.new_run_prefill(checkpoint_id=root.checkpoints.get(step=4).pk)
     assert config["model_path"] == ckpt.path and config["preset"] == "dapo" and config["seed"] == 7
 
 

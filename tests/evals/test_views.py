@@ -112,7 +112,7 @@ def test_new_run_from_a_checkpoint_records_its_parent_and_shows_the_lineage(clie
     # submit the form as the browser would: every field with its prefilled value
     data = {name: form[name].value() for name in form.fields if form[name].value() is not None}
     data = {k: v for k, v in data.items() if v is not False}
-    data.update({"from_checkpoint": str(ckpt.pk), "name": "child", "seeds": "1", "concurrency": "1"})
+    data.update({"from_checkpoint": str(ckpt.pk), "name": "child"})
     resp = client_in.post(reverse("runs:new"), data)
     assert resp.status_code == 302, resp.content.decode()[:2000]
     child = Run.objects.get(name="child")
@@ -129,11 +129,17 @@ def test_new_run_from_a_checkpoint_records_its_parent_and_shows_the_lineage(clie
 def test_a_sweep_from_a_checkpoint_records_the_parent_on_every_seed(client_in, run_with_checkpoints):
     parent = run_with_checkpoints
     ckpt = parent.checkpoints.get(step=4)
-    form = client_in.get(reverse("runs:new") + f"?from_checkpoint={ckpt.pk}").context["form"]
+    run_form = client_in.get(reverse("runs:new") + f"?from_checkpoint={ckpt.pk}").content.decode()
+    assert f'{reverse("sweeps:new")}?from_checkpoint={ckpt.pk}' in run_form  # "a new sweep from this checkpoint"
+    resp = client_in.get(reverse("sweeps:new") + f"?from_checkpoint={ckpt.pk}")
+    assert b'id="from-checkpoint"' in resp.content
+    form = resp.context["form"]
+    assert form["model_path"].value() == ckpt.path and form["preset"].value() == "dapo"
     data = {name: form[name].value() for name in form.fields if form[name].value() is not None}
     data = {k: v for k, v in data.items() if v is not False}
-    data.update({"from_checkpoint": str(ckpt.pk), "name": "children", "seeds": "3", "concurrency": "1"})
-    resp = client_in.post(reverse("runs:new"), data)
+    data.update({"from_checkpoint": str(ckpt.pk), "name": "children", "seeds": "3", "concurrency": "1",
+                 "policy_name": "manual"})
+    resp = client_in.post(reverse("sweeps:new"), data)
     assert resp.status_code == 302, resp.content.decode()[:2000]
     children = Run.objects.filter(sweep__isnull=False, parent_run=parent)
     assert children.count() == 3
@@ -155,11 +161,11 @@ def test_the_run_page_shows_an_eval_chart_when_the_run_evaluates(client_in, run_
 
 
 def test_a_sweep_page_offers_evaluation_of_its_runs(client_in, run_with_checkpoints, tmp_path):
-    from webapp.runs.models import Sweep
+    from webapp.sweeps.models import Sweep
 
     sweep = Sweep.objects.create(name="s", config=run_with_checkpoints.config, seeds=[7])
     run_with_checkpoints.sweep = sweep
     run_with_checkpoints.save()
-    assert f"?sweep={sweep.pk}".encode() in client_in.get(reverse("runs:sweep", args=[sweep.pk])).content
+    assert f"?sweep={sweep.pk}".encode() in client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content
     resp = client_in.get(reverse("evals:new") + f"?sweep={sweep.pk}")
     assert "parent step 4" in resp.content.decode()  # checkpoints are labelled with their run

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import SCREENSHOTS, log_in, wait_for
-from webapp.runs.models import Run, RunStatus, Sweep
+from webapp.runs.models import Run, RunStatus
+from webapp.sweeps.models import Sweep
 from webapp.sweeps import services
 from webapp.sweeps.models import PolicyDecision
 
@@ -83,7 +84,9 @@ def test_a_median_policy_stops_a_seed_live_on_the_dashboard(live_server, celery_
     page.wait_for_selector(f"#runs-table tr[data-run='{third.pk}']:not([data-status=queued])", timeout=10_000)
     assert Run.objects.filter(sweep=sweep, status=RunStatus.RUNNING).count() <= 2
 
-    # sampled completions of one step, side by side across seeds
+    # sampled completions of one step, side by side across seeds: step 1, which the first two seeds both
+    # logged (the default, the lowest step any run has reached, may be one that only the new seed stored yet)
+    page.fill("#sample-step", "1")
     page.click("#show-samples")
     page.wait_for_selector("#samples .column", timeout=10_000)
     assert page.locator("#samples .column").count() >= 2

@@ -203,6 +203,7 @@ def test_an_extension_is_skipped_while_a_seed_is_queued(config, django_capture_o
 
 def test_multi_kill_refuses_runs_that_already_ended_or_belong_elsewhere(config, django_capture_on_commit_callbacks):
     sweep, runs = three_running(config, django_capture_on_commit_callbacks)
+    Run.objects.filter(pk=runs[0].pk).update(last_step=20)  # it logged all its steps
     run_services.run_finish(run_id=runs[0].pk, status=RunStatus.SUCCEEDED)
     killed, refused = services.sweep_kill_runs(sweep_id=sweep.pk, run_ids=[runs[0].pk, runs[1].pk, 99999],
                                                killed_by="user:ada", reason="poor")
@@ -223,7 +224,7 @@ def test_alerts_are_raised_once_per_run_and_kind(config, django_capture_on_commi
     assert Alert.objects.filter(sweep=sweep).count() == 2
 
 
-def test_the_tick_after_a_flush_applies_the_policy_at_most_once_a_second_per_sweep(
+def test_a_flush_requests_a_check_at_most_once_a_second_per_sweep_and_the_check_applies_the_policy(
         config, django_capture_on_commit_callbacks):
     from datetime import timedelta
 
@@ -231,10 +232,45 @@ def test_the_tick_after_a_flush_applies_the_policy_at_most_once_a_second_per_swe
 
     sweep, runs = three_running(config, django_capture_on_commit_callbacks)
     now = timezone.now()
-    assert services.sweep_tick_after_metrics(run_id=runs[0].pk, now=now)
+    with django_capture_on_commit_callbacks() as sent:
+        assert services.sweep_request_check(run_id=runs[0].pk, now=now)
+        # another run of the same sweep (another process) half a second later: already requested
+        assert not services.sweep_request_check(run_id=runs[1].pk, now=now + timedelta(seconds=0.5))
+        assert services.sweep_request_check(run_id=runs[1].pk, now=now + timedelta(seconds=1.1))
+        run_alone = run_services.run_create(config=config, name="alone")
+        assert not services.sweep_request_check(run_id=run_alone.pk)  # not in a sweep
+    assert len(sent) == 3  # two checks and the lone run's own dispatch
+    assert PolicyDecision.objects.filter(sweep=sweep).count() == 0  # requesting decides nothing
+    stopped = services.sweep_check(sweep_id=sweep.pk)  # what the sweep_check task runs
     assert PolicyDecision.objects.filter(sweep=sweep).count() == 1
-    # another run of the same sweep (another process) half a second later: already checked
-    assert not services.sweep_tick_after_metrics(run_id=runs[1].pk, now=now + timedelta(seconds=0.5))
-    assert services.sweep_tick_after_metrics(run_id=runs[1].pk, now=now + timedelta(seconds=1.1))
-    run_alone = run_services.run_create(config=config)
-    assert not services.sweep_tick_after_metrics(run_id=run_alone.pk)  # not in a sweep
+    assert stopped == [PolicyDecision.objects.get(sweep=sweep).run_id]
+
+
+def test_sweep_respects_its_concurrency_and_hands_slots_on(config, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as callbacks:
+        sweep = services.sweep_create(config=config, seeds=[0, 1, 2, 3], concurrency=2, name="s")
+    runs = list(sweep.runs.order_by("pk"))
+    assert [r.seed for r in runs] == [0, 1, 2, 3]
+    assert [r.enqueued_at is not None for r in runs] == [True, True, False, False]
+    assert len(callbacks) == 2
+    make_running(runs[0])
+    Run.objects.filter(pk=runs[0].pk).update(last_step=20)  # it logged all its steps
+    with django_capture_on_commit_callbacks() as callbacks:
+        run_services.run_finish(run_id=runs[0].pk, status=RunStatus.SUCCEEDED)
+    assert len(callbacks) == 1
+    assert Run.objects.get(pk=runs[2].pk).enqueued_at is not None
+    assert Run.objects.get(pk=runs[3].pk).enqueued_at is None
+    # killing a queued, not yet sent run frees nothing: still two hold a slot (runs 1 and 2)
+    with django_capture_on_commit_callbacks() as callbacks:
+        run_services.run_kill(run_id=runs[3].pk, killed_by="user:ada")
+    assert callbacks == []
+
+
+def test_sweep_create_refuses_bad_seeds_and_concurrency(config):
+    with pytest.raises(ConfigError) as err:
+        services.sweep_create(config=config, seeds=[1, 1], concurrency=2)
+    assert "seeds" in err.value.errors
+    with pytest.raises(ConfigError) as err:
+        services.sweep_create(config=config, seeds=[1, 2], concurrency=0)
+    assert "concurrency" in err.value.errors
+    assert Run.objects.count() == 0

@@ -11,6 +11,7 @@ from django.utils import timezone
 from tests.conftest import tiny_config, wait_for
 from webapp.runs import services
 from webapp.runs.models import Checkpoint, MetricPoint, Run, RunStatus, Sample
+from webapp.sweeps import services as sweep_services
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 RUN_TIMEOUT = 240  # generous: the test machine has 2 cores shared with other work
@@ -104,7 +105,8 @@ def test_a_stale_heartbeat_marks_the_run_lost(celery_worker):
 
 
 def test_a_sweep_starts_its_next_queued_run_when_one_ends(celery_worker):
-    sweep = services.sweep_launch(config=tiny_config(total_steps=3), seeds=[0, 1, 2], concurrency=1, name="chain")
+    sweep = sweep_services.sweep_create(config=tiny_config(total_steps=3), seeds=[0, 1, 2], concurrency=1,
+                                        name="chain")
     runs = list(sweep.runs.order_by("pk"))
     for run in runs:
         wait_status(run.pk, RunStatus.SUCCEEDED, RunStatus.FAILED)

@@ -42,7 +42,7 @@ class EvalJob(models.Model):
     name = models.CharField(max_length=200, blank=True)
     run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="eval_jobs",
                             help_text="The run whose page it was started from.")
-    sweep = models.ForeignKey("runs.Sweep", null=True, blank=True, on_delete=models.SET_NULL,
+    sweep = models.ForeignKey("sweeps.Sweep", null=True, blank=True, on_delete=models.SET_NULL,
                               related_name="eval_jobs", help_text="The sweep whose page it was started from.")
 
     task = models.CharField(max_length=40, help_text="Built-in task (its held-out set) or 'file'.")

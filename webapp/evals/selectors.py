@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from django.db.models import QuerySet
 
 from training.passk import coverage, crossing_k, doubling_ks, pass_at_k_curve
-from webapp.runs.models import Checkpoint, MetricPoint, Run, Sweep
+from webapp.runs.models import Checkpoint, MetricPoint, Run
+from webapp.sweeps.models import Sweep
 
 from .models import EvalJob, EvalModel, EvalResult
 
@@ -171,12 +172,3 @@ def run_ancestry(*, run: Run, max_depth: int = 50) -> list[LineageLink]:
 def run_children(*, run: Run) -> QuerySet[Run]:
     """Runs started from one of this run's checkpoints."""
     return Run.objects.filter(parent_run=run).order_by("parent_step", "pk")
-
-
-def new_run_prefill(*, checkpoint_id: int) -> tuple[Checkpoint, dict]:
-    """The run form's starting point for "New run from this checkpoint": the parent's config with the
-    checkpoint folder as model_path. Raises Checkpoint.DoesNotExist."""
-    ckpt = Checkpoint.objects.select_related("run").get(pk=checkpoint_id)
-    config = dict(ckpt.run.config)
-    config["model_path"] = ckpt.path
-    return ckpt, config

@@ -17,7 +17,8 @@ from django.utils import timezone
 from training.config import CHOICES, ConfigError, TrainConfig
 from training.data import BUILTIN_TASKS, DEFAULT_REWARDS, DatasetError, load_file_dataset
 from training.passk import MAX_N, doubling_ks
-from webapp.runs.models import Checkpoint, Run, Sweep
+from webapp.runs.models import Checkpoint, Run
+from webapp.sweeps.models import Sweep
 from webapp.runs.services import queue_for
 
 from .models import EVAL_TRANSITIONS, EvalJob, EvalModel, EvalResult, EvalStatus

@@ -9,7 +9,8 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadReque
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from webapp.runs.models import Run, Sweep
+from webapp.runs.models import Run
+from webapp.sweeps.models import Sweep
 
 from . import selectors, services
 from .forms import EvalForm, initial_from_config

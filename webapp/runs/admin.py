@@ -1,12 +1,6 @@
 from django.contrib import admin
 
-from .models import Checkpoint, MetricPoint, Run, Sample, Sweep
-
-
-@admin.register(Sweep)
-class SweepAdmin(admin.ModelAdmin):
-    list_display = ("id", "name", "concurrency", "created_by", "created_at")
-    search_fields = ("name",)
+from .models import Checkpoint, MetricPoint, Run, Sample
 
 
 @admin.register(Run)

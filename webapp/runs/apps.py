@@ -4,5 +4,5 @@ from django.apps import AppConfig
 class RunsConfig(AppConfig):
     name = "webapp.runs"
     label = "runs"
-    verbose_name = "Runs and sweeps"
+    verbose_name = "Runs"
     default_auto_field = "django.db.models.BigAutoField"

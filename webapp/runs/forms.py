@@ -38,12 +38,7 @@ def to_form_text(kind: str, value) -> str | bool:
 
 
 class RunForm(forms.Form):
-    name = forms.CharField(required=False, max_length=200, help_text="Optional label for the run or sweep.")
-    seeds = forms.IntegerField(min_value=1, max_value=256, initial=1,
-                               help_text="Number of seeds. More than 1 launches a sweep with seeds "
-                                         "seed, seed+1, ...")
-    concurrency = forms.IntegerField(min_value=1, max_value=256, initial=2,
-                                     help_text="Sweep only: how many of its runs may hold a slot at once.")
+    name = forms.CharField(required=False, max_length=200, help_text="Optional label.")
     rendered_preset = forms.CharField(widget=forms.HiddenInput, required=False)
 
     def __init__(self, *args, preset: str = "grpo", initial_config: dict | None = None, **kwargs):
@@ -103,11 +98,15 @@ class RunForm(forms.Form):
         try:
             cfg = TrainConfig.from_dict(self.submitted_config(), check_paths=True)
         except ConfigError as exc:
-            for name, message in exc.errors.items():
-                self.add_error(name if name in self.fields else None, message)
+            self.add_config_errors(exc)
             return cleaned
         self.config = cfg.to_dict()
         return cleaned
+
+    def add_config_errors(self, exc: ConfigError) -> None:
+        """Attach per-field errors to the fields they name (the form's own errors when no field matches)."""
+        for name, message in exc.errors.items():
+            self.add_error(name if name in self.fields else None, message)
 
     def knob_groups(self):
         """Bound fields split for display: the primary knobs, then the advanced ones."""

@@ -1,4 +1,5 @@
-"""Runs, sweeps and what training leaves behind (DESIGN §2).
+"""Runs and what training leaves behind (DESIGN §2). A run may belong to a sweep (webapp.sweeps): that
+foreign key is all this app knows of sweeps.
 
 Only ``services.py`` changes a status; it checks the current one first (see ``LEGAL_TRANSITIONS``).
 """
@@ -35,33 +36,13 @@ LEGAL_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 
-class Sweep(models.Model):
-    """One config x N seeds, with a concurrency limit and an early-stopping policy."""
-
-    name = models.CharField(max_length=200)
-    config = models.JSONField(help_text="The validated TrainConfig.to_dict() shared by every seed.")
-    seeds = models.JSONField(default=list, help_text="The seeds launched, in order.")
-    concurrency = models.PositiveIntegerField(default=2, help_text="How many of its runs may hold a slot at once.")
-    policy = models.JSONField(default=dict, blank=True,
-                              help_text='Early-stopping policy config, e.g. {"name": "median", "metric": ...}; '
-                                        "empty = manual (kill buttons only).")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-
-    def __str__(self) -> str:
-        return f"sweep {self.pk}: {self.name}"
-
-
 class Run(models.Model):
     """One seed of one config, from the queue to its end."""
 
     Status = RunStatus
 
     name = models.CharField(max_length=200, blank=True)
-    sweep = models.ForeignKey(Sweep, null=True, blank=True, related_name="runs", on_delete=models.CASCADE)
+    sweep = models.ForeignKey("sweeps.Sweep", null=True, blank=True, related_name="runs", on_delete=models.CASCADE)
     config = models.JSONField(help_text="The validated TrainConfig.to_dict().")
     seed = models.BigIntegerField()
     queue = models.CharField(max_length=20, default="cpu", help_text="Celery queue (slot kind): cpu or gpu.")

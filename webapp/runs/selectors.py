@@ -1,9 +1,9 @@
-"""Read queries for runs and sweeps (the views and the JSON endpoints call these, nothing else)."""
+"""Read queries for runs (the views and the JSON endpoints call these, nothing else)."""
 from __future__ import annotations
 
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import Max, QuerySet
 
-from .models import Checkpoint, MetricPoint, Run, RunStatus, Sample, Sweep
+from .models import Checkpoint, MetricPoint, Run, Sample
 
 # The run page's charts, in display order (DESIGN §3 metric names).
 CHART_METRICS: tuple[tuple[str, ...], ...] = (
@@ -16,16 +16,6 @@ def run_list(*, status: str | None = None) -> QuerySet[Run]:
     if status:
         qs = qs.filter(status=status)
     return qs
-
-
-def sweep_list() -> QuerySet[Sweep]:
-    return Sweep.objects.annotate(
-        n_runs=Count("runs"),
-        n_running=Count("runs", filter=Q(runs__status=RunStatus.RUNNING)),
-        n_queued=Count("runs", filter=Q(runs__status=RunStatus.QUEUED)),
-        n_killed=Count("runs", filter=Q(runs__status=RunStatus.KILLED)),
-        n_succeeded=Count("runs", filter=Q(runs__status=RunStatus.SUCCEEDED)),
-    )
 
 
 def run_metrics_since(*, run_id: int, since_step: int = 0, keys: list[str] | None = None) -> dict[str, dict]:
@@ -83,3 +73,12 @@ def run_live_state(*, run_id: int, since_step: int = 0, samples_since_step: int 
         "series": run_metrics_since(run_id=run_id, since_step=since_step),
         "samples": run_samples_since(run_id=run_id, since_step=samples_since_step),
     }
+
+
+def new_run_prefill(*, checkpoint_id: int) -> tuple[Checkpoint, dict]:
+    """The run (or sweep) form's starting point for "New run from this checkpoint": the parent's config with the
+    checkpoint folder as model_path. Raises Checkpoint.DoesNotExist."""
+    ckpt = Checkpoint.objects.select_related("run").get(pk=checkpoint_id)
+    config = dict(ckpt.run.config)
+    config["model_path"] = ckpt.path
+    return ckpt, config

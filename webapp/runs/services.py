@@ -1,22 +1,23 @@
-"""Every write to runs and sweeps (HackSoft style): keyword-only, atomic, status checked before it changes.
+"""Every write to runs (HackSoft style): keyword-only, atomic, status checked before it changes.
 
-Tasks are enqueued with ``transaction.on_commit`` and carry ids only; the worker re-reads the row.
+Tasks are enqueued with ``transaction.on_commit`` and carry ids only; the worker re-reads the row. A run that
+belongs to a sweep is sent to a worker by its sweep (webapp.sweeps.services.sweep_fill_slots), which hears of
+freed slots through ``signals.slots_changed``.
 """
 from __future__ import annotations
 
 import logging
 import math
 from datetime import timedelta
-from typing import Iterable
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from training.config import ConfigError, TrainConfig
+from training.config import TrainConfig
 
-from .models import ENDED_STATUSES, LEGAL_TRANSITIONS, Checkpoint, MetricPoint, Run, RunStatus, Sample, Sweep
+from .models import ENDED_STATUSES, LEGAL_TRANSITIONS, Checkpoint, MetricPoint, Run, RunStatus, Sample
+from .signals import slots_changed
 
 log = logging.getLogger("seedbed.runs")
 
@@ -53,40 +54,19 @@ def queue_for(cfg: TrainConfig) -> str:
 # --- creating and dispatching -----------------------------------------------------------------------------
 
 @transaction.atomic
-def run_create(*, config: dict, user=None, name: str = "", sweep: Sweep | None = None,
-               parent_run: Run | None = None, parent_step: int | None = None) -> Run:
-    """Validate ``config`` and create a queued run; a run outside a sweep is enqueued at once (on commit)."""
+def run_create(*, config: dict, user=None, name: str = "", sweep=None, parent_run: Run | None = None,
+               parent_step: int | None = None) -> Run:
+    """Validate ``config`` and create a queued run; a run outside a sweep is enqueued at once (on commit), a
+    sweep's run when its sweep gives it a slot."""
     cfg = validate_config(config)
     run = Run.objects.create(name=name, sweep=sweep, config=cfg.to_dict(), seed=cfg.seed, queue=queue_for(cfg),
                              created_by=user, parent_run=parent_run, parent_step=parent_step)
     if sweep is None:
-        _dispatch(run)
+        run_dispatch(run=run)
     return run
 
 
-@transaction.atomic
-def sweep_launch(*, config: dict, seeds: Iterable[int], concurrency: int, name: str = "", policy: dict | None = None,
-                 user=None, parent_run: Run | None = None, parent_step: int | None = None) -> Sweep:
-    """Create a sweep of one run per seed (all queued) and start as many as its concurrency allows; a sweep
-    started from a checkpoint records that parent on every run (iterative RLVR lineage)."""
-    seeds = [int(s) for s in seeds]
-    if not seeds:
-        raise ConfigError({"seeds": "give at least one seed"})
-    if len(set(seeds)) != len(seeds):
-        raise ConfigError({"seeds": f"seeds must be distinct; got {seeds}"})
-    if concurrency < 1:
-        raise ConfigError({"concurrency": f"must be at least 1; got {concurrency}"})
-    base = validate_config({k: v for k, v in config.items() if k != "seed"})
-    sweep = Sweep.objects.create(name=name or f"{base.preset} x {len(seeds)} seeds", config=base.to_dict(),
-                                 seeds=seeds, concurrency=concurrency, policy=policy or {}, created_by=user)
-    for seed in seeds:
-        run_create(config={**base.to_dict(), "seed": seed}, user=user, sweep=sweep,
-                   name=f"{sweep.name} / seed {seed}", parent_run=parent_run, parent_step=parent_step)
-    sweep_fill_slots(sweep_id=sweep.pk)
-    return sweep
-
-
-def _dispatch(run: Run) -> None:
+def run_dispatch(*, run: Run) -> None:
     """Mark the run as sent and send its task once the transaction commits (ids only)."""
     run.enqueued_at = timezone.now()
     run.save(update_fields=["enqueued_at"])
@@ -100,28 +80,10 @@ def _dispatch(run: Run) -> None:
     transaction.on_commit(send)
 
 
-@transaction.atomic
-def sweep_fill_slots(*, sweep_id: int) -> list[int]:
-    """Enqueue the sweep's next queued runs while fewer than ``concurrency`` hold a slot; returns their ids.
-
-    A run holds a slot when it is running, or queued and already sent to the broker.
-    """
-    sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
-    holding = sweep.runs.filter(Q(status=RunStatus.RUNNING) |
-                                Q(status=RunStatus.QUEUED, enqueued_at__isnull=False)).count()
-    free = sweep.concurrency - holding
-    if free <= 0:
-        return []
-    waiting = list(sweep.runs.filter(status=RunStatus.QUEUED, enqueued_at__isnull=True).order_by("pk")[:free])
-    for run in waiting:
-        _dispatch(run)
-    return [r.pk for r in waiting]
-
-
 def _after_end(run: Run) -> None:
-    """A run ended: its slot goes to the next queued run of its sweep."""
+    """A run ended: the group it belongs to (its sweep) hands its slot on."""
     if run.sweep_id is not None:
-        sweep_fill_slots(sweep_id=run.sweep_id)
+        slots_changed.send(sender=Run, run=run)
 
 
 # --- the worker's side ----------------------------------------------------------------------------------------
@@ -168,23 +130,15 @@ def run_heartbeat(*, run_id: int, pid: int | None = None) -> bool:
     return Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(**updates) == 1
 
 
-def _extended_beyond(run: Run) -> bool:
-    """True when a sweep policy raised the run's total_steps past the step it has reached."""
-    from webapp.sweeps.models import PolicyDecision
-
-    return run.last_step < run.total_steps and PolicyDecision.objects.filter(
-        run_id=run.pk, action="extend", outcome=PolicyDecision.Outcome.APPLIED).exists()
-
-
 @transaction.atomic
 def run_finish(*, run_id: int, status: str, error: str = "") -> Run:
     """End a running run with ``status`` (succeeded, failed, killed or lost) and hand its slot on."""
     if status not in ENDED_STATUSES:
         raise ValueError(f"{status!r} is not an end status")
     run = _locked(run_id)
-    if status == RunStatus.SUCCEEDED and run.status == RunStatus.RUNNING and _extended_beyond(run):
-        # A sweep's policy extended it while it ran (webapp.sweeps.services): the loop finished the total it
-        # started with; queue it again to resume from its final checkpoint up to the raised total_steps.
+    if status == RunStatus.SUCCEEDED and run.status == RunStatus.RUNNING and run.last_step < run.total_steps:
+        # Its total_steps was raised while it ran (a sweep policy extending a survivor): the loop finished the
+        # total it started with; queue it again to resume from its final checkpoint up to the new total.
         _move(run, RunStatus.QUEUED)
         run.worker, run.pid, run.enqueued_at = "", None, None
         run.save()
@@ -211,7 +165,7 @@ def run_requeue(*, run_id: int, reason: str) -> Run:
     run.error = reason
     run.worker, run.pid = "", None
     run.save()
-    _dispatch(run)
+    run_dispatch(run=run)
     log.info("run %s: requeued (%s)", run.pk, reason)
     return run
 
@@ -270,9 +224,9 @@ def run_resume(*, run_id: int) -> Run:
     run.ended_at, run.enqueued_at, run.error = None, None, ""
     run.save()
     if run.sweep_id is None:
-        _dispatch(run)
+        run_dispatch(run=run)
     else:
-        sweep_fill_slots(sweep_id=run.sweep_id)
+        slots_changed.send(sender=Run, run=run)
     return run
 
 
@@ -322,15 +276,3 @@ def run_samples_append(*, run_id: int, step: int, rows: list[dict]) -> int:
 def run_checkpoint_add(*, run_id: int, step: int, path: str) -> Checkpoint:
     ckpt, _ = Checkpoint.objects.update_or_create(run_id=run_id, step=step, defaults={"path": path})
     return ckpt
-
-
-# --- sweeps' early-stopping policies ---------------------------------------------------------------------------
-
-def sweep_apply_policy(*, sweep_id: int) -> list[int]:
-    """Apply the sweep's early-stopping policy (webapp.sweeps.services.sweep_apply_policy: decisions stored,
-    stops applied, slots redirected) and check its RL-health alerts. Returns the ids of the runs it stopped."""
-    from webapp.sweeps import services as sweep_services
-
-    decisions = sweep_services.sweep_apply_policy(sweep_id=sweep_id)
-    sweep_services.sweep_check_alerts(sweep_id=sweep_id)
-    return [d.run_id for d in decisions if d.action == "stop" and d.outcome == "applied"]

@@ -11,6 +11,4 @@ urlpatterns = [
     path("<int:run_id>/live.json", views.run_live, name="live"),
     path("<int:run_id>/kill/", views.run_kill, name="kill"),
     path("<int:run_id>/resume/", views.run_resume, name="resume"),
-    path("sweeps/", views.sweep_list, name="sweeps"),
-    path("sweeps/<int:sweep_id>/", views.sweep_detail, name="sweep"),
 ]

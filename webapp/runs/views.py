@@ -9,7 +9,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from training.config import ConfigError
-from webapp.evals.selectors import new_run_prefill
 
 from . import selectors, services
 from .forms import RunForm, preset_form_values
@@ -23,8 +22,9 @@ def run_list(request: HttpRequest) -> HttpResponse:
         "runs": selectors.run_list(status=status)[:500], "status": status, "statuses": RunStatus.values})
 
 
-def _parent_checkpoint(request: HttpRequest) -> Checkpoint | None:
-    """"New run from this checkpoint": ?from_checkpoint=ID on the form, a hidden field once submitted."""
+def parent_checkpoint_of(request: HttpRequest) -> Checkpoint | None:
+    """"New run (or sweep) from this checkpoint": ?from_checkpoint=ID on the form, a hidden field once
+    submitted."""
     value = (request.POST if request.method == "POST" else request.GET).get("from_checkpoint")
     if not value:
         return None
@@ -35,44 +35,33 @@ def _parent_checkpoint(request: HttpRequest) -> Checkpoint | None:
         return None
 
 
+def run_form_for(request: HttpRequest, form_class, parent: Checkpoint | None, **kwargs):
+    """The run form (or a form built on it) for a GET: the preset asked for, or a checkpoint's config."""
+    if parent is not None:
+        _, config = selectors.new_run_prefill(checkpoint_id=parent.pk)
+        return form_class(preset=config.get("preset", "grpo"), initial_config=config, **kwargs)
+    return form_class(preset=request.GET.get("preset", "grpo"), **kwargs)
+
+
 def run_new(request: HttpRequest) -> HttpResponse:
-    parent = _parent_checkpoint(request)
+    parent = parent_checkpoint_of(request)
     if request.method == "POST":
         form = RunForm(request.POST)
         if form.is_valid():
-            return _launch(request, form, parent)
-    elif parent is not None:
-        _, config = new_run_prefill(checkpoint_id=parent.pk)
-        form = RunForm(preset=config.get("preset", "grpo"), initial_config=config)
+            try:
+                run = services.run_create(config=form.config, user=request.user, name=form.cleaned_data["name"],
+                                          parent_run=parent.run if parent else None,
+                                          parent_step=parent.step if parent else None)
+            except ConfigError as exc:  # e.g. a model folder removed between validation and launch
+                form.add_config_errors(exc)
+            else:
+                messages.success(request, f"Run {run.pk} queued.")
+                return redirect("runs:detail", run_id=run.pk)
     else:
-        form = RunForm(preset=request.GET.get("preset", "grpo"))
+        form = run_form_for(request, RunForm, parent)
     return render(request, "runs/run_new.html", {"form": form, "preset_values": preset_form_values(),
                                                  "parent_checkpoint": parent},
                   status=400 if form.errors else 200)
-
-
-def _launch(request: HttpRequest, form: RunForm, parent: Checkpoint | None = None) -> HttpResponse:
-    data = form.cleaned_data
-    user = request.user
-    try:
-        if data["seeds"] == 1:
-            run = services.run_create(config=form.config, user=user, name=data["name"],
-                                      parent_run=parent.run if parent else None,
-                                      parent_step=parent.step if parent else None)
-            messages.success(request, f"Run {run.pk} queued.")
-            return redirect("runs:detail", run_id=run.pk)
-        first = form.config["seed"]
-        sweep = services.sweep_launch(config=form.config, seeds=range(first, first + data["seeds"]),
-                                      concurrency=data["concurrency"], name=data["name"], user=user,
-                                      parent_run=parent.run if parent else None,
-                                      parent_step=parent.step if parent else None)
-    except ConfigError as exc:  # e.g. a model folder removed between validation and launch
-        for name, message in exc.errors.items():
-            form.add_error(name if name in form.fields else None, message)
-        return render(request, "runs/run_new.html", {"form": form, "preset_values": preset_form_values(),
-                                                     "parent_checkpoint": parent}, status=400)
-    messages.success(request, f"Sweep {sweep.pk} launched with {data['seeds']} seeds.")
-    return redirect("runs:sweep", sweep_id=sweep.pk)
 
 
 @require_GET
@@ -119,16 +108,3 @@ def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     except services.TransitionError as exc:
         messages.error(request, str(exc))
     return redirect("runs:detail", run_id=run_id)
-
-
-@require_GET
-def sweep_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "runs/sweep_list.html", {"sweeps": selectors.sweep_list()[:200]})
-
-
-@require_GET
-def sweep_detail(request: HttpRequest, sweep_id: int) -> HttpResponse:
-    """A sweep's page is its dashboard (webapp.sweeps)."""
-    from webapp.sweeps.views import sweep_detail as sweep_dashboard
-
-    return sweep_dashboard(request, sweep_id)

@@ -1,6 +1,12 @@
 from django.contrib import admin
 
-from .models import Alert, PolicyDecision, SweepPlan
+from .models import Alert, PolicyDecision, Sweep, SweepPlan
+
+
+@admin.register(Sweep)
+class SweepAdmin(admin.ModelAdmin):
+    list_display = ("id", "name", "concurrency", "created_by", "created_at")
+    search_fields = ("name",)
 
 
 @admin.register(SweepPlan)

@@ -1,4 +1,4 @@
-"""RL-health alerts for a sweep's runs (issue 5 item 5). Pure Python, no Django: curves in, alerts out.
+"""RL-health alerts for a sweep's runs. Pure Python, no Django: curves in, alerts out.
 
 Three symptoms practitioners watch for in RLVR runs:
 

@@ -70,6 +70,8 @@ def parse_grid(text: str) -> dict[str, list]:
 
 
 class SweepForm(RunForm):
+    concurrency = forms.IntegerField(min_value=1, max_value=256, initial=2,
+                                     help_text="How many of its runs may hold a slot at once.")
     seeds = forms.CharField(initial="4", help_text="A number of seeds (4 = seed, seed+1, ...) or an explicit "
                                                    "list (1, 5, 9).")
     grid = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3, "placeholder": "lr = 1e-4, 2e-4"}),

@@ -1,17 +1,36 @@
-"""What a sweep adds to runs (DESIGN §2, §5): its launch plan, every policy decision, RL-health alerts.
-
-The Sweep and Run rows themselves live in ``webapp.runs``; these tables hang off them. Only
-``webapp.sweeps.services`` writes here.
+"""Sweeps (DESIGN §2, §5): one config (or a small grid) x N seeds, its launch plan, every policy decision,
+RL-health alerts. Runs (``webapp.runs``) point at their sweep; only ``webapp.sweeps.services`` writes here.
 """
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
-from webapp.runs.models import Run, Sweep
+from webapp.runs.models import Run
+
+
+class Sweep(models.Model):
+    """One config x N seeds, with a concurrency limit and an early-stopping policy."""
+
+    name = models.CharField(max_length=200)
+    config = models.JSONField(help_text="The validated TrainConfig.to_dict() shared by every seed.")
+    seeds = models.JSONField(default=list, help_text="The seeds launched, in order.")
+    concurrency = models.PositiveIntegerField(default=2, help_text="How many of its runs may hold a slot at once.")
+    policy = models.JSONField(default=dict, blank=True,
+                              help_text='Early-stopping policy config, e.g. {"name": "median", "metric": ...}; '
+                                        "empty = manual (kill buttons only).")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"sweep {self.pk}: {self.name}"
 
 
 class FreeSlotUse(models.TextChoices):
-    """What a slot freed by a stop is used for once the sweep has no queued seed left (issue 5 item 4)."""
+    """What a slot freed by a stop is used for once the sweep has no queued seed left."""
 
     NOTHING = "nothing", "nothing (the sweep just finishes sooner)"
     EXTEND = "extend", "extend the best surviving run"

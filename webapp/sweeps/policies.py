@@ -1,4 +1,4 @@
-"""Early-stopping policies for seed sweeps (DESIGN §5, issue 5 item 3).
+"""Early-stopping policies for seed sweeps (DESIGN §5).
 
 Pure Python, importing no Django, so a sweep can be replayed offline (``replay``, ``bench/early_stopping.py``)
 and the database layer can feed a policy the curves it stores and apply what it decides.
@@ -33,7 +33,7 @@ layer may feed the same rows twice.
 Extensions (optional, ``extend_survivors_by: N`` > 0): every stop frees a slot; ``decide`` then proposes to
 extend the best live run (highest smoothed value at its latest step, past the grace period, not extended
 before) by N steps, one proposal per freed slot. The scheduler applies an extension only when the sweep has
-no queued seed left (a queued seed takes a freed slot first, issue 5 item 4).
+no queued seed left (a queued seed takes a freed slot first).
 """
 from __future__ import annotations
 

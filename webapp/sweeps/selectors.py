@@ -12,11 +12,11 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from django.db.models import Avg, Count, ExpressionWrapper, F, IntegerField, Max, Min, Q
+from django.db.models import Avg, Count, ExpressionWrapper, F, IntegerField, Max, Min, Q, QuerySet
 
-from webapp.runs.models import ENDED_STATUSES, MetricPoint, Run, RunStatus, Sample, Sweep
+from webapp.runs.models import ENDED_STATUSES, MetricPoint, Run, RunStatus, Sample
 
-from .models import Alert, PolicyDecision, SweepPlan
+from .models import Alert, PolicyDecision, Sweep, SweepPlan
 from .policies import parse_config
 
 TARGET_BUCKETS = 400       # per run and metric: ~800 drawn points per seed at most
@@ -32,6 +32,16 @@ def bucket_width(max_step: int, target: int = TARGET_BUCKETS) -> int:
     (1, 25, 1)
     """
     return max(1, math.ceil(max_step / target))
+
+
+def sweep_list() -> QuerySet[Sweep]:
+    return Sweep.objects.annotate(
+        n_runs=Count("runs"),
+        n_running=Count("runs", filter=Q(runs__status=RunStatus.RUNNING)),
+        n_queued=Count("runs", filter=Q(runs__status=RunStatus.QUEUED)),
+        n_killed=Count("runs", filter=Q(runs__status=RunStatus.KILLED)),
+        n_succeeded=Count("runs", filter=Q(runs__status=RunStatus.SUCCEEDED)),
+    )
 
 
 def metric_mode(metric: str, sweep: Sweep) -> str:

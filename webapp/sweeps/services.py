@@ -2,7 +2,7 @@
 policy to the live runs, redirecting freed slots, killing several runs, raising RL-health alerts.
 
 Policy application (``sweep_apply_policy``) rebuilds the policy from the stored curves on every call (the
-database is the source of truth; any process may call it: the training child after a metrics flush, the
+database is the source of truth; any process may call it: the policy task after a metrics flush, the
 maintenance beat), under a lock on the sweep row. A decision is stored once per run and action (a unique
 constraint), so applying twice, or from two processes at once, decides and kills once.
 """
@@ -19,10 +19,10 @@ from django.utils import timezone
 
 from training.config import ConfigError, TrainConfig
 from webapp.runs import services as run_services
-from webapp.runs.models import MetricPoint, Run, RunStatus, Sweep
+from webapp.runs.models import MetricPoint, Run, RunStatus
 
 from . import alerts as alert_rules
-from .models import Alert, FreeSlotUse, PolicyDecision, SweepPlan
+from .models import Alert, FreeSlotUse, PolicyDecision, Sweep, SweepPlan
 from .policies import EXTEND, STOP, Decision, PolicyConfigError, make_policy
 
 log = logging.getLogger("seedbed.sweeps")
@@ -93,11 +93,13 @@ def policy_config_for(policy: Optional[dict], *, total_steps: int, free_slot_use
 @transaction.atomic
 def sweep_create(*, config: dict, seeds: Iterable[int], concurrency: int, policy: Optional[dict] = None,
                  grid: Optional[dict] = None, free_slot_use: str = FreeSlotUse.NOTHING, extend_steps: int = 0,
-                 max_new_seeds: int = 0, alert_bounds: Optional[dict] = None, name: str = "", user=None) -> Sweep:
+                 max_new_seeds: int = 0, alert_bounds: Optional[dict] = None, name: str = "", user=None,
+                 parent_run: Optional[Run] = None, parent_step: Optional[int] = None) -> Sweep:
     """Create a sweep of (grid point x seed) runs, all queued, and start as many as ``concurrency`` allows.
 
     Runs are ordered seed by seed (every grid point of the first seed, then the second ...), so a slow
-    sweep shows every grid point early. Raises ConfigError naming the bad field.
+    sweep shows every grid point early. A sweep started from a checkpoint records that parent on every run
+    (iterative RLVR lineage). Raises ConfigError naming the bad field.
     """
     seeds = [int(s) for s in seeds]
     errors = {}
@@ -135,15 +137,42 @@ def sweep_create(*, config: dict, seeds: Iterable[int], concurrency: int, policy
         for point in points:
             knobs = "".join(f" {k}={v}" for k, v in point.items())
             run_services.run_create(config={**base, **point, "seed": seed}, user=user, sweep=sweep,
-                                    name=f"{sweep.name} / seed {seed}{knobs}")
-    run_services.sweep_fill_slots(sweep_id=sweep.pk)
+                                    name=f"{sweep.name} / seed {seed}{knobs}", parent_run=parent_run,
+                                    parent_step=parent_step)
+    sweep_fill_slots(sweep_id=sweep.pk)
     return sweep
 
 
 def plan_of(sweep: Sweep) -> SweepPlan:
-    """The sweep's plan; sweeps launched without the sweep form (runs.services.sweep_launch) get the default."""
+    """The sweep's plan (created with the sweep; a sweep from before plans existed gets the default)."""
     plan, _ = SweepPlan.objects.get_or_create(sweep=sweep)
     return plan
+
+
+# --- slots --------------------------------------------------------------------------------------------------
+
+@transaction.atomic
+def sweep_fill_slots(*, sweep_id: int) -> list[int]:
+    """Enqueue the sweep's next queued runs while fewer than ``concurrency`` hold a slot; returns their ids.
+
+    A run holds a slot when it is running, or queued and already sent to the broker.
+    """
+    sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
+    holding = sweep.runs.filter(Q(status=RunStatus.RUNNING) |
+                                Q(status=RunStatus.QUEUED, enqueued_at__isnull=False)).count()
+    free = sweep.concurrency - holding
+    if free <= 0:
+        return []
+    waiting = list(sweep.runs.filter(status=RunStatus.QUEUED, enqueued_at__isnull=True).order_by("pk")[:free])
+    for run in waiting:
+        run_services.run_dispatch(run=run)
+    return [r.pk for r in waiting]
+
+
+def on_slots_changed(sender, *, run: Run, **_) -> None:
+    """runs.signals.slots_changed (connected in apps.py): a run of a sweep ended or went back to the queue."""
+    if run.sweep_id is not None:
+        sweep_fill_slots(sweep_id=run.sweep_id)
 
 
 # --- applying the policy ------------------------------------------------------------------------------------
@@ -267,7 +296,7 @@ def _apply_extension(sweep: Sweep, run: Run, decision: Decision, stored: dict) -
 
 def use_freed_slot(*, sweep: Sweep, freed_run: Run) -> str:
     """A run of ``sweep`` is being stopped: say where its slot goes, starting a fresh seed when the sweep is
-    set to and has no queued seed left. (The queued seed itself is dispatched by runs.services when the
+    set to and has no queued seed left. (The queued seed itself is dispatched by ``sweep_fill_slots`` when the
     stopped run ends, which frees its slot.)"""
     waiting = sweep.runs.filter(status=RunStatus.QUEUED, enqueued_at__isnull=True).order_by("pk").first()
     if waiting is not None:
@@ -344,12 +373,20 @@ def sweep_check_alerts(*, sweep_id: int) -> list[Alert]:
     return new
 
 
-# --- the trigger after each metrics flush ---------------------------------------------------------------------
+# --- checks: the policy and the alerts, after metrics arrive -----------------------------------------------
 
-TICK_EVERY_S = 1.0
+CHECK_EVERY_S = 1.0
 
 
-def claim_policy_check(*, sweep_id: int, min_interval_s: float = TICK_EVERY_S, now=None) -> bool:
+def sweep_check(*, sweep_id: int) -> list[int]:
+    """Apply the sweep's policy and check its RL-health alerts; returns the ids of the runs it stopped.
+    Run by the ``workers.tasks.sweep_check`` task (requested after a metrics flush) and by the beat."""
+    decisions = sweep_apply_policy(sweep_id=sweep_id)
+    sweep_check_alerts(sweep_id=sweep_id)
+    return [d.run_id for d in decisions if d.action == STOP and d.outcome == PolicyDecision.Outcome.APPLIED]
+
+
+def claim_policy_check(*, sweep_id: int, min_interval_s: float = CHECK_EVERY_S, now=None) -> bool:
     """True for the one caller, across every process, that may check the sweep now: at most one check per
     ``min_interval_s`` per sweep however many runs flush their metrics (a conditional UPDATE is the claim)."""
     now = now or timezone.now()
@@ -360,19 +397,19 @@ def claim_policy_check(*, sweep_id: int, min_interval_s: float = TICK_EVERY_S, n
     return SweepPlan.objects.filter(due, sweep_id=sweep_id).update(policy_checked_at=now) == 1
 
 
-def sweep_tick_after_metrics(*, run_id: int, min_interval_s: float = TICK_EVERY_S, now=None) -> bool:
-    """Called by the training child after it stored metrics: apply its sweep's policy and check alerts, at most
-    once per ``min_interval_s`` per sweep. Returns whether it ran. Failures are logged, never raised: the run
-    must go on training, and the maintenance beat applies the policy too."""
+def sweep_request_check(*, run_id: int, min_interval_s: float = CHECK_EVERY_S, now=None) -> bool:
+    """A run stored new metrics: send its sweep a check (the ``workers.tasks.sweep_check`` task on the
+    maintenance queue), at most one per ``min_interval_s`` per sweep. Returns whether one was sent. The
+    training process only asks: the policy (which may stop other runs) runs in the maintenance worker."""
     # read each time (one indexed lookup per flush): a cache keyed by run id would go stale if ids are reused
     sweep_id = Run.objects.filter(pk=run_id).values_list("sweep_id", flat=True).first()
-    if sweep_id is None:
+    if sweep_id is None or not claim_policy_check(sweep_id=sweep_id, min_interval_s=min_interval_s, now=now):
         return False
-    try:
-        if not claim_policy_check(sweep_id=sweep_id, min_interval_s=min_interval_s, now=now):
-            return False
-        sweep_apply_policy(sweep_id=sweep_id)
-        sweep_check_alerts(sweep_id=sweep_id)
-    except Exception:  # noqa: BLE001 - see docstring: logged loudly, retried by the beat
-        log.exception("sweep %s: applying the policy after run %s's metrics failed", sweep_id, run_id)
+
+    def send() -> None:
+        from workers.tasks import sweep_check as sweep_check_task
+
+        sweep_check_task.apply_async(args=[sweep_id])
+
+    transaction.on_commit(send)
     return True

@@ -5,6 +5,7 @@ from . import views
 app_name = "sweeps"
 
 urlpatterns = [
+    path("", views.sweep_list, name="list"),
     path("new/", views.sweep_new, name="new"),
     path("<int:sweep_id>/", views.sweep_detail, name="detail"),
     path("<int:sweep_id>/live.json", views.sweep_live, name="live"),

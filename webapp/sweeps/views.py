@@ -1,4 +1,4 @@
-"""Thin views for sweeps: the sweep form, the dashboard, its JSON endpoints, the multi-select kill."""
+"""Thin views for sweeps: the list, the sweep form, the dashboard, its JSON endpoints, the multi-select kill."""
 from __future__ import annotations
 
 import json
@@ -10,27 +10,35 @@ from django.views.decorators.http import require_GET, require_POST
 
 from training.config import ConfigError
 from webapp.runs.forms import preset_form_values
-from webapp.runs.models import Sweep
+from webapp.runs.views import parent_checkpoint_of, run_form_for
 
 from . import selectors, services
 from .forms import SweepForm
-from .models import SweepPlan
+from .models import Sweep, SweepPlan
+
+
+@require_GET
+def sweep_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "sweeps/sweep_list.html", {"sweeps": selectors.sweep_list()[:200]})
 
 
 def sweep_new(request: HttpRequest) -> HttpResponse:
+    parent = parent_checkpoint_of(request)
     if request.method == "POST":
         form = SweepForm(request.POST)
         if form.is_valid():
             try:
-                sweep = services.sweep_create(user=request.user, **form.sweep_args)
+                sweep = services.sweep_create(user=request.user, parent_run=parent.run if parent else None,
+                                              parent_step=parent.step if parent else None, **form.sweep_args)
             except ConfigError as exc:
                 form.add_service_errors(exc)
             else:
                 messages.success(request, f"Sweep {sweep.pk} launched: {sweep.runs.count()} runs queued.")
                 return redirect("sweeps:detail", sweep_id=sweep.pk)
     else:
-        form = SweepForm(preset=request.GET.get("preset", "grpo"), initial={"seeds": "4"})
-    return render(request, "sweeps/sweep_new.html", {"form": form, "preset_values": preset_form_values()},
+        form = run_form_for(request, SweepForm, parent, initial={"seeds": "4"})
+    return render(request, "sweeps/sweep_new.html", {"form": form, "preset_values": preset_form_values(),
+                                                     "parent_checkpoint": parent},
                   status=400 if form.errors else 200)
 
 

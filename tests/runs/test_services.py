@@ -68,6 +68,7 @@ def test_illegal_transitions_are_refused_loudly(config):
     with pytest.raises(services.TransitionError, match="queued; it cannot become succeeded"):
         services.run_finish(run_id=run.pk, status=RunStatus.SUCCEEDED)
     make_running(run)
+    Run.objects.filter(pk=run.pk).update(last_step=run.total_steps)  # it logged all its steps
     services.run_finish(run_id=run.pk, status=RunStatus.SUCCEEDED)
     with pytest.raises(services.TransitionError, match="already ended"):
         services.run_kill(run_id=run.pk, killed_by="user:ada")
@@ -111,35 +112,6 @@ def test_stale_heartbeats_mark_runs_lost_and_fresh_ones_do_not(config):
     assert fresh.status == RunStatus.RUNNING
     assert services.run_heartbeat(run_id=stale.pk) is False  # a lost run's worker must stop
     assert services.run_heartbeat(run_id=fresh.pk) is True
-
-
-def test_sweep_respects_its_concurrency_and_hands_slots_on(config, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks() as callbacks:
-        sweep = services.sweep_launch(config=config, seeds=[0, 1, 2, 3], concurrency=2, name="s")
-    runs = list(sweep.runs.order_by("pk"))
-    assert [r.seed for r in runs] == [0, 1, 2, 3]
-    assert [r.enqueued_at is not None for r in runs] == [True, True, False, False]
-    assert len(callbacks) == 2
-    make_running(runs[0])
-    with django_capture_on_commit_callbacks() as callbacks:
-        services.run_finish(run_id=runs[0].pk, status=RunStatus.SUCCEEDED)
-    assert len(callbacks) == 1
-    assert Run.objects.get(pk=runs[2].pk).enqueued_at is not None
-    assert Run.objects.get(pk=runs[3].pk).enqueued_at is None
-    # killing a queued, not yet sent run frees nothing: still two hold a slot (runs 1 and 2)
-    with django_capture_on_commit_callbacks() as callbacks:
-        services.run_kill(run_id=runs[3].pk, killed_by="user:ada")
-    assert callbacks == []
-
-
-def test_sweep_launch_refuses_bad_seeds_and_concurrency(config):
-    with pytest.raises(ConfigError) as err:
-        services.sweep_launch(config=config, seeds=[1, 1], concurrency=2)
-    assert "seeds" in err.value.errors
-    with pytest.raises(ConfigError) as err:
-        services.sweep_launch(config=config, seeds=[1, 2], concurrency=0)
-    assert "concurrency" in err.value.errors
-    assert Run.objects.count() == 0
 
 
 def test_metrics_append_replaces_a_steps_points_and_tracks_the_last_step(config):

@@ -42,13 +42,6 @@ def test_live_state_carries_status_points_and_samples(run_with_metrics):
     assert [r["step"] for r in state["samples"]] == [3]
 
 
-def test_sweep_list_counts_runs_by_status(config):
-    sweep = services.sweep_launch(config=config, seeds=[0, 1, 2], concurrency=1)
-    services.run_kill(run_id=sweep.runs.order_by("pk").last().pk, killed_by="user:ada")
-    row = selectors.sweep_list().get(pk=sweep.pk)
-    assert (row.n_runs, row.n_queued, row.n_killed, row.n_running) == (3, 2, 1, 0)
-
-
 def test_live_state_keeps_separate_cursors_for_metrics_and_samples(run_with_metrics):
     # the page has metrics up to step 3 but samples only up to step 2: step 3's samples still come
     state = selectors.run_live_state(run_id=run_with_metrics.pk, since_step=3, samples_since_step=2)

@@ -3,8 +3,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from training.config import ConfigError
-from webapp.runs import services
-from webapp.runs.models import Sweep
+from webapp.sweeps import services
+from webapp.sweeps.models import Sweep
 
 
 class Command(BaseCommand):
@@ -26,7 +26,7 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(is_superuser=True).order_by("pk").first()
         config = {"preset": preset, "task": "arithmetic", "total_steps": steps, "samples_per_step": 4}
         try:
-            sweep = services.sweep_launch(config=config, seeds=range(seeds), concurrency=concurrency,
+            sweep = services.sweep_create(config=config, seeds=range(seeds), concurrency=concurrency,
                                           name=f"demo: {preset} x {seeds} seeds, tiny arithmetic", user=user)
         except ConfigError as exc:
             raise CommandError(f"demo sweep config rejected: {exc}") from exc

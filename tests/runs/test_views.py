@@ -5,7 +5,9 @@ from django.urls import reverse
 
 from webapp.runs import services
 from webapp.runs.forms import RunForm
-from webapp.runs.models import Run, RunStatus, Sweep
+from webapp.runs.models import Run, RunStatus
+from webapp.sweeps import services as sweep_services
+from webapp.sweeps.models import Sweep
 
 pytestmark = pytest.mark.django_db
 
@@ -13,7 +15,7 @@ pytestmark = pytest.mark.django_db
 def form_post(rendered="grpo", **changes):
     """What a browser submits for the form as rendered for preset ``rendered``, with ``changes`` typed in."""
     form = RunForm(preset=rendered)
-    data = {"rendered_preset": rendered, "seeds": "1", "concurrency": "2", "name": ""}
+    data = {"rendered_preset": rendered, "name": ""}
     for name in form.knob_names():
         initial = form.fields[name].initial
         if initial is True:
@@ -35,11 +37,11 @@ def field_errors(response) -> dict[str, str]:
 
 def run_urls(run_id, sweep_id):
     return [reverse("runs:list"), reverse("runs:new"), reverse("runs:detail", args=[run_id]),
-            reverse("runs:live", args=[run_id]), reverse("runs:sweeps"), reverse("runs:sweep", args=[sweep_id])]
+            reverse("runs:live", args=[run_id]), reverse("sweeps:list"), reverse("sweeps:detail", args=[sweep_id])]
 
 
 def test_every_page_requires_login(client, config):
-    sweep = services.sweep_launch(config=config, seeds=[0], concurrency=1)
+    sweep = sweep_services.sweep_create(config=config, seeds=[0], concurrency=1)
     run = sweep.runs.get()
     for url in run_urls(run.pk, sweep.pk):
         response = client.get(url)
@@ -53,13 +55,13 @@ def test_every_page_requires_login(client, config):
 
 
 def test_pages_render_for_a_logged_in_user(client_in, config):
-    sweep = services.sweep_launch(config=config, seeds=[0, 1], concurrency=1, name="two seeds")
+    sweep = sweep_services.sweep_create(config=config, seeds=[0, 1], concurrency=1, name="two seeds")
     run = sweep.runs.order_by("pk").first()
     for url in run_urls(run.pk, sweep.pk):
         assert client_in.get(url).status_code == 200, url
     page = client_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
     assert "plotly/plotly.min.js" in page and 'id="kill"' in page and "&quot;total_steps&quot;: 6" in page
-    assert "two seeds" in client_in.get(reverse("runs:sweeps")).content.decode()
+    assert "two seeds" in client_in.get(reverse("sweeps:list")).content.decode()
 
 
 def test_the_form_shows_every_knob_with_its_help(client_in):
@@ -114,14 +116,13 @@ def test_knobs_left_as_rendered_take_the_chosen_preset(client_in, model_dir):
     assert cfg["dynamic_sampling"] is True and cfg["lr"] == 0.001
 
 
-def test_several_seeds_launch_a_sweep(client_in, model_dir, django_capture_on_commit_callbacks):
-    data = form_post(model_path=model_dir, seed="10", seeds="3", concurrency="2")
-    with django_capture_on_commit_callbacks() as callbacks:
-        response = client_in.post(reverse("runs:new"), data)
-    sweep = Sweep.objects.get()
-    assert response["Location"] == reverse("runs:sweep", args=[sweep.pk])
-    assert sorted(sweep.runs.values_list("seed", flat=True)) == [10, 11, 12]
-    assert sweep.concurrency == 2 and len(callbacks) == 2
+def test_the_run_form_launches_one_seed_and_sends_several_to_the_sweep_form(client_in, model_dir):
+    page = client_in.get(reverse("runs:new")).content.decode()
+    assert f'href="{reverse("sweeps:new")}" id="as-sweep"' in page and 'name="seeds"' not in page
+    response = client_in.post(reverse("runs:new"), form_post(model_path=model_dir, seed="10"))
+    run = Run.objects.get()
+    assert response["Location"] == reverse("runs:detail", args=[run.pk])
+    assert run.seed == 10 and run.sweep is None and not Sweep.objects.exists()
 
 
 def test_live_endpoint_returns_points_after_since(client_in, config):

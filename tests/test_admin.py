@@ -1,0 +1,22 @@
+"""Every Seedbed table is in the Django admin."""
+import pytest
+from django.apps import apps
+from django.contrib import admin
+from django.urls import reverse
+
+from webapp.runs import services
+
+
+@pytest.mark.django_db
+def test_each_model_has_working_admin_pages(admin_client, tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    run = services.run_create(config={"model_path": str(tmp_path)})
+    services.run_metrics_append(run_id=run.pk, points=[(1, "a", 1.0)])
+    ours = [m for label in ("runs", "sweeps", "evals") for m in apps.get_app_config(label).get_models()]
+    assert {m._meta.model_name for m in ours} >= {"run", "metricpoint", "sample", "checkpoint", "sweep",
+                                                   "sweepplan", "policydecision", "alert"}
+    for model in ours:
+        assert admin.site.is_registered(model), model
+        url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+        assert admin_client.get(url).status_code == 200, url
+    assert admin_client.get(reverse("admin:runs_run_change", args=[run.pk])).status_code == 200
