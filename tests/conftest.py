@@ -156,6 +156,22 @@ def tiny_config(**overrides) -> dict:
 # --- the web layer: a user, a logged-in client, a model folder the config schema accepts ---
 
 @pytest.fixture
+def parses(monkeypatch):
+    """Counts config parses (TrainConfig.from_dict calls) made while the test runs."""
+    from training.config import TrainConfig
+
+    calls = []
+    original = TrainConfig.from_dict.__func__
+
+    def counting(cls, data, **kwargs):
+        calls.append(dict(data))
+        return original(cls, data, **kwargs)
+
+    monkeypatch.setattr(TrainConfig, "from_dict", classmethod(counting))
+    return calls
+
+
+@pytest.fixture
 def model_dir(tmp_path):
     """A folder the config schema accepts as a model folder (the web layer never loads it)."""
     path = tmp_path / "model"

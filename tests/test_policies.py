@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from webapp.sweeps.policies import (Decision, PolicyConfigError, debiased_ema, make_policy, replay,
+from training.fields import FieldErrors
+from webapp.sweeps.policies import (Decision, debiased_ema, make_policy, replay,
                                     running_mean, smooth)
 
 
@@ -47,7 +48,7 @@ def test_module_imports_without_django():
 def test_invalid_config_names_the_key(config, key):
     with pytest.raises(ValueError, match=key) as info:
         make_policy(config)
-    assert isinstance(info.value, PolicyConfigError)
+    assert isinstance(info.value, FieldErrors)
     assert key in info.value.errors
 
 

@@ -11,7 +11,8 @@ import json
 import os
 import sys
 
-from training.config import ConfigError, TrainConfig
+from training.config import TrainConfig
+from training.fields import FieldErrors
 
 
 class _Progress:
@@ -41,7 +42,7 @@ def cmd_run(args) -> int:
         if args.set:
             overrides = dict(kv.split("=", 1) for kv in args.set)
             cfg = TrainConfig.from_dict({**cfg.to_dict(), **overrides})
-    except ConfigError as exc:
+    except FieldErrors as exc:
         for name, msg in exc.errors.items():
             print(f"config error: {name}: {msg}", file=sys.stderr)
         return 2

@@ -1,10 +1,14 @@
 """The one training config schema.
 
 The web form, the REST API, the CLI's YAML file, the worker and every checkpoint use this schema. Every knob
-is a dataclass field whose ``metadata["help"]`` is its docstring (the form shows it as help text). Unknown
-keys and invalid values are rejected with the field named: ``ConfigError.errors`` maps field -> message.
+is a dataclass field whose ``metadata["help"]`` is its docstring (the form shows it as help text) and whose
+metadata ``min``/``max``/``gt``/``lt`` is its range (``training.fields``: the form's help, ``validate`` and
+the API read the same numbers). Unknown keys and invalid values are rejected with the field named:
+``FieldErrors.errors`` maps field -> message.
 
-Presets (``grpo``, ``dapo``, ``dr_grpo``) are plain sets of knob values applied before the user's own values.
+The field defaults are the defaults, and they are the ``grpo`` preset. The other presets (``dapo``,
+``dr_grpo``) are plain sets of knob values that override them, applied before the user's own values, so
+``TrainConfig()`` equals ``TrainConfig.from_dict({})``.
 """
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Optional, get_args, get_origin
+
+from training.fields import RANGE_KEYS, FieldErrors, coerce, range_error, range_text
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "preset": ("grpo", "dapo", "dr_grpo"),
@@ -25,18 +31,11 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
-class ConfigError(ValueError):
-    """Invalid config. ``errors`` maps each bad field name to a precise message."""
-
-    def __init__(self, errors: dict[str, str]):
-        self.errors = dict(errors)
-        super().__init__("; ".join(f"{k}: {v}" for k, v in self.errors.items()))
-
-
-def _f(default: Any, help: str, **kw: Any) -> Any:
+def _f(default: Any, help: str, **meta: Any) -> Any:
+    """A knob: its default, its help text and, in ``meta``, its range (min, max, gt, lt) or other facts."""
     if isinstance(default, (list, dict)):
-        return field(default_factory=lambda d=default: json.loads(json.dumps(d)), metadata={"help": help, **kw})
-    return field(default=default, metadata={"help": help, **kw})
+        return field(default_factory=lambda d=default: json.loads(json.dumps(d)), metadata={"help": help, **meta})
+    return field(default=default, metadata={"help": help, **meta})
 
 
 @dataclass
@@ -56,17 +55,18 @@ class TrainConfig:
     rewards: list = _f([], "Reward spec: a list of {\"name\": verifier, \"weight\": w, \"params\": {...}}; "
                        "rewards are the weighted sum. Empty means the task's own verifier.")
     max_verifier_error_rate: float = _f(0.1, "Fail the run when more than this share of a step's completions "
-                                         "could not be judged (VerifierError).")
-    seed: int = _f(0, "Random seed (data order, sampling, initialisation of anything random).")
+                                         "could not be judged (VerifierError).", min=0.0, max=1.0)
+    seed: int = _f(0, "Random seed (data order, sampling, initialisation of anything random).", min=0, max=2**32 - 1)
 
     # --- rollouts ----------------------------------------------------------------------------------
-    total_steps: int = _f(40, "Number of training steps (one rollout batch each).")
-    prompts_per_step: int = _f(8, "Prompts per rollout batch.")
-    group_size: int = _f(8, "Completions sampled per prompt (G); advantages are relative within a group.")
-    max_new_tokens: int = _f(8, "Maximum completion length in tokens (L_max).")
-    temperature: float = _f(1.0, "Sampling temperature.")
-    top_p: float = _f(1.0, "Nucleus sampling: keep the smallest token set with this probability mass, in (0, 1].")
-    top_k: int = _f(0, "Keep only the k most likely tokens when sampling (0 = off).")
+    total_steps: int = _f(40, "Number of training steps (one rollout batch each).", min=1, max=1_000_000)
+    prompts_per_step: int = _f(8, "Prompts per rollout batch.", min=1, max=4096)
+    group_size: int = _f(8, "Completions sampled per prompt (G); advantages are relative within a group, so at "
+                         "least 2.", min=2, max=1024)
+    max_new_tokens: int = _f(8, "Maximum completion length in tokens (L_max).", min=1, max=131_072)
+    temperature: float = _f(1.0, "Sampling temperature.", gt=0.0, max=10.0)
+    top_p: float = _f(1.0, "Nucleus sampling: keep the smallest token set with this probability mass.", gt=0.0, max=1.0)
+    top_k: int = _f(0, "Keep only the k most likely tokens when sampling (0 = off).", min=0, max=1_000_000)
     rollout_engine: str = _f("hf", "Rollout engine: hf (transformers generate, CPU or GPU) or vllm (GPU, "
                              "optional 'gpu' extra).")
 
@@ -74,43 +74,48 @@ class TrainConfig:
     adv_estimator: str = _f("grpo", "Advantage estimator: grpo (group mean/std), rloo (leave-one-out mean) or "
                             "reinforce_pp_baseline (group mean, batch std).")
     norm_adv_by_std: bool = _f(True, "Divide GRPO advantages by the group std (false = Dr. GRPO).")
-    eps_low: float = _f(0.2, "Lower clip range: ratio clipped at 1 - eps_low.")
-    eps_high: float = _f(0.2, "Upper clip range: ratio clipped at 1 + eps_high (DAPO Clip-Higher: 0.28).")
+    eps_low: float = _f(0.2, "Lower clip range: ratio clipped at 1 - eps_low.", min=0.0, lt=1.0)
+    eps_high: float = _f(0.2, "Upper clip range: ratio clipped at 1 + eps_high (DAPO Clip-Higher: 0.28); at least "
+                         "eps_low.", min=0.0, max=10.0)
     dual_clip: Optional[float] = _f(None, "Dual-clip constant c > 1 capping the loss of negative-advantage tokens "
-                                    "at -c*A (empty = off).")
+                                    "at -c*A (empty = off).", gt=1.0, max=100.0)
     loss_agg: str = _f("seq-mean-token-mean", "Loss aggregation: token-mean (DAPO), seq-mean-token-mean (GRPO) "
                        "or seq-mean-token-sum-norm (Dr. GRPO).")
-    kl_coef: float = _f(0.0, "KL penalty coefficient beta toward the reference (initial) model; 0 = no reference.")
+    kl_coef: float = _f(0.04, "KL penalty coefficient beta toward the reference (initial) model; 0 = no reference.",
+                        min=0.0, max=100.0)
     kl_estimator: str = _f("k3", "KL estimator: k1, k2 or k3.")
     unbiased_kl: bool = _f(False, "DeepSeek-V3.2 unbiased KL: weight the k3 estimate by pi_theta/pi_old.")
     opsm_delta: Optional[float] = _f(None, "Off-policy sequence masking (DeepSeek-V3.2): drop a negative-advantage "
-                                     "sequence whose mean log(pi_old/pi_theta) exceeds delta (empty = off).")
+                                     "sequence whose mean log(pi_old/pi_theta) exceeds delta (empty = off).",
+                                     min=0.0, max=100.0)
     keep_sampling_mask: bool = _f(False, "Keep sampling mask (DeepSeek-V3.2): renormalise pi_theta over the "
                                   "tokens top-p/top-k kept when sampling.")
     keep_routing: bool = _f(False, "Keep routing (MoE models): replay the experts chosen during sampling in the "
                             "training forward.")
     dynamic_sampling: bool = _f(False, "DAPO dynamic sampling: drop groups whose rewards are all equal and sample "
                                 "more prompts until the batch is full.")
-    max_gen_batches: int = _f(3, "Dynamic sampling: at most this many generation batches per step.")
+    max_gen_batches: int = _f(3, "Dynamic sampling: at most this many generation batches per step.", min=1, max=100)
     overlong_buffer_len: int = _f(0, "DAPO overlong shaping: soft penalty over the last L_cache tokens before "
-                                  "max_new_tokens (0 = off).")
-    overlong_penalty_factor: float = _f(1.0, "Overlong shaping: penalty reached at max_new_tokens.")
+                                  "max_new_tokens (0 = off).", min=0, max=131_072)
+    overlong_penalty_factor: float = _f(1.0, "Overlong shaping: penalty reached at max_new_tokens.", min=0.0, max=100.0)
     overlong_filtering: bool = _f(False, "Mask truncated completions (no EOS within max_new_tokens) from the loss.")
 
     # --- optimisation ------------------------------------------------------------------------------
-    lr: float = _f(1e-4, "AdamW learning rate.")
-    warmup_steps: int = _f(0, "Linear learning-rate warm-up steps.")
-    weight_decay: float = _f(0.0, "AdamW weight decay.")
-    max_grad_norm: float = _f(1.0, "Gradient clipping norm (0 = off).")
-    ppo_epochs: int = _f(1, "Passes over each rollout batch (updates after the first are off-policy).")
-    minibatch_size: int = _f(0, "Sequences per optimizer step (0 = the whole batch in one step).")
+    lr: float = _f(1e-4, "AdamW learning rate.", gt=0.0, max=1.0)
+    warmup_steps: int = _f(0, "Linear learning-rate warm-up steps.", min=0, max=1_000_000)
+    weight_decay: float = _f(0.0, "AdamW weight decay.", min=0.0, max=10.0)
+    max_grad_norm: float = _f(1.0, "Gradient clipping norm (0 = off).", min=0.0, max=1e6)
+    ppo_epochs: int = _f(1, "Passes over each rollout batch (updates after the first are off-policy).", min=1, max=100)
+    minibatch_size: int = _f(0, "Sequences per optimizer step (0 = the whole batch in one step).", min=0,
+                             max=1_000_000)
 
     # --- bookkeeping -------------------------------------------------------------------------------
-    checkpoint_every: int = _f(0, "Save a checkpoint every N steps (0 = only at the end and on stop).")
-    samples_per_step: int = _f(4, "Completions logged per step (shown in the UI).")
-    eval_every: int = _f(0, "Evaluate pass@k on held-out problems every N steps (0 = off).")
-    eval_problems: int = _f(32, "Held-out problems for periodic evaluation.")
-    eval_n: int = _f(8, "Samples per held-out problem for periodic evaluation.")
+    checkpoint_every: int = _f(0, "Save a checkpoint every N steps (0 = only at the end and on stop).", min=0,
+                               max=1_000_000)
+    samples_per_step: int = _f(4, "Completions logged per step (shown in the UI).", min=0, max=256)
+    eval_every: int = _f(0, "Evaluate pass@k on held-out problems every N steps (0 = off).", min=0, max=1_000_000)
+    eval_problems: int = _f(32, "Held-out problems for periodic evaluation.", min=1, max=10_000)
+    eval_n: int = _f(8, "Samples per held-out problem for periodic evaluation.", min=1, max=1024)
     eval_k: list = _f([1, 4], "k values logged as eval/pass@k.")
     device: str = _f("auto", "auto, cpu or cuda.")
 
@@ -123,9 +128,9 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict, *, check_paths: bool = True) -> "TrainConfig":
-        """Build and validate a config: preset values first, then ``data``; raises ConfigError."""
+        """Build and validate a config: preset values first, then ``data``; raises FieldErrors."""
         if not isinstance(data, dict):
-            raise ConfigError({"config": f"expected a mapping of knobs, got {type(data).__name__}"})
+            raise FieldErrors({"config": f"expected a mapping of knobs, got {type(data).__name__}"})
         names = {f.name: f for f in dataclasses.fields(cls)}
         errors: dict[str, str] = {}
         for key in data:
@@ -141,11 +146,11 @@ class TrainConfig:
             if name not in values:
                 continue
             try:
-                kwargs[name] = _coerce(values[name], f.type)
+                kwargs[name] = coerce(values[name], f.type)
             except (TypeError, ValueError) as exc:
                 errors[name] = str(exc)
         if errors:
-            raise ConfigError(errors)
+            raise FieldErrors(errors)
         cfg = cls(**kwargs)
         cfg.validate(check_paths=check_paths)
         return cfg
@@ -165,59 +170,37 @@ class TrainConfig:
         return self.model_path or default_tiny_model_dir()
 
     def validate(self, *, check_paths: bool = True) -> None:
+        """Every field in its range (its metadata) or among its choices, then the rules that tie fields
+        together; raises FieldErrors naming each bad field."""
         e: dict[str, str] = {}
-        for name, allowed in CHOICES.items():
-            if getattr(self, name) not in allowed:
-                e[name] = f"must be one of {', '.join(allowed)}; got {getattr(self, name)!r}"
-        positive_ints = ("total_steps", "prompts_per_step", "max_new_tokens", "max_gen_batches", "ppo_epochs",
-                         "eval_problems", "eval_n")
-        for name in positive_ints:
-            if getattr(self, name) < 1:
-                e[name] = f"must be at least 1; got {getattr(self, name)}"
-        for name in ("top_k", "warmup_steps", "minibatch_size", "checkpoint_every", "samples_per_step",
-                     "eval_every", "overlong_buffer_len"):
-            if getattr(self, name) < 0:
-                e[name] = f"must be 0 or more; got {getattr(self, name)}"
-        if self.group_size < 2:
-            e["group_size"] = f"must be at least 2 (advantages compare completions within a group); got {self.group_size}"
-        if not self.lr > 0:
-            e["lr"] = f"must be > 0; got {self.lr}"
-        if not 0 < self.top_p <= 1:
-            e["top_p"] = f"must lie in (0, 1]; got {self.top_p}"
-        if not self.temperature > 0:
-            e["temperature"] = f"must be > 0; got {self.temperature}"
-        if not 0 <= self.eps_low < 1:
-            e["eps_low"] = f"must lie in [0, 1); got {self.eps_low}"
-        if self.eps_high < self.eps_low:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in CHOICES and value not in CHOICES[f.name]:
+                e[f.name] = f"must be one of {', '.join(CHOICES[f.name])}; got {value!r}"
+            message = range_error(value, f.metadata)
+            if message:
+                e[f.name] = message
+        # --- rules between fields ----------------------------------------------------------------------
+        if self.eps_high < self.eps_low and "eps_high" not in e:
             e["eps_high"] = f"must be >= eps_low ({self.eps_low}); got {self.eps_high}"
-        if self.dual_clip is not None and not self.dual_clip > 1:
-            e["dual_clip"] = f"must be > 1 (or empty for off); got {self.dual_clip}"
-        if self.kl_coef < 0:
-            e["kl_coef"] = f"must be >= 0; got {self.kl_coef}"
         if self.unbiased_kl and self.kl_estimator != "k3":
             e["unbiased_kl"] = "the unbiased KL form applies to the k3 estimator only"
-        if self.opsm_delta is not None and self.opsm_delta < 0:
-            e["opsm_delta"] = f"must be >= 0 (or empty for off); got {self.opsm_delta}"
         if self.overlong_buffer_len >= self.max_new_tokens and self.overlong_buffer_len > 0:
             e["overlong_buffer_len"] = (f"must be smaller than max_new_tokens ({self.max_new_tokens}); "
                                         f"got {self.overlong_buffer_len}")
-        if self.overlong_penalty_factor < 0:
-            e["overlong_penalty_factor"] = f"must be >= 0; got {self.overlong_penalty_factor}"
-        if not 0 <= self.max_verifier_error_rate <= 1:
-            e["max_verifier_error_rate"] = f"must lie in [0, 1]; got {self.max_verifier_error_rate}"
-        if self.weight_decay < 0:
-            e["weight_decay"] = f"must be >= 0; got {self.weight_decay}"
-        if self.max_grad_norm < 0:
-            e["max_grad_norm"] = f"must be >= 0; got {self.max_grad_norm}"
-        if self.seed < 0:
-            e["seed"] = f"must be >= 0; got {self.seed}"
-        if any((not isinstance(k, int)) or k < 1 for k in self.eval_k):
-            e["eval_k"] = f"must be a list of integers >= 1; got {self.eval_k}"
+        if (len(self.eval_k) > MAX_EVAL_K or
+                any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in self.eval_k)):
+            e["eval_k"] = f"must be a list of at most {MAX_EVAL_K} integers >= 1; got {self.eval_k}"
         elif self.eval_k and max(self.eval_k) > self.eval_n:
             e["eval_k"] = f"every k must be <= eval_n ({self.eval_n}); got {self.eval_k}"
-        rerr = _check_rewards(self.rewards)
-        if rerr:
-            e["rewards"] = rerr
+        if len(self.rewards) > MAX_REWARDS:
+            e["rewards"] = f"at most {MAX_REWARDS} verifiers; got {len(self.rewards)}"
+        else:
+            from training.verifiers import check_reward_spec  # the registry loads the verifiers lazily
+
+            problem = check_reward_spec(self.rewards)
+            if problem:
+                e["rewards"] = problem
         if self.rollout_engine == "vllm" and (self.keep_sampling_mask or self.keep_routing):
             e["rollout_engine"] = "vllm returns no kept-token masks or expert choices: use hf for keep_sampling_mask/keep_routing"
         if self.task == "file" and not self.data_path:
@@ -235,91 +218,20 @@ class TrainConfig:
             elif self.task == "file" and self.data_path and not self.data_path.endswith((".jsonl", ".parquet")):
                 e["data_path"] = f"must be a .jsonl or .parquet file: {self.data_path}"
         if e:
-            raise ConfigError(e)
+            raise FieldErrors(e)
 
 
-def _check_rewards(rewards: list) -> str:
-    for i, item in enumerate(rewards):
-        if not isinstance(item, dict) or "name" not in item:
-            return f"item {i} must be a mapping with a 'name'"
-        extra = set(item) - {"name", "weight", "params"}
-        if extra:
-            return f"item {i} has unknown keys {sorted(extra)}"
-        w = item.get("weight", 1.0)
-        if isinstance(w, bool) or not isinstance(w, (int, float)):
-            return f"item {i}: weight must be a number"
-    return ""
+MAX_REWARDS = 16
+MAX_EVAL_K = 32
 
 
-def _coerce(value: Any, annotation: Any) -> Any:
-    """Check/convert one value to the field's annotated type (strings from forms are accepted)."""
-    ann = annotation if not isinstance(annotation, str) else _ANNOTATIONS[annotation]
-    optional = get_origin(ann) is not None and type(None) in get_args(ann)
-    if optional:
-        if value is None or value == "":
-            return None
-        ann = next(a for a in get_args(ann) if a is not type(None))
-    if ann is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
-            return value.lower() in ("true", "1", "yes", "on")
-        raise ValueError(f"expected true or false; got {value!r}")
-    if ann is int:
-        if isinstance(value, bool):
-            raise ValueError(f"expected an integer; got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                pass
-        raise ValueError(f"expected an integer; got {value!r}")
-    if ann is float:
-        if isinstance(value, bool):
-            raise ValueError(f"expected a number; got {value!r}")
-        if isinstance(value, (int, float)):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value.strip())
-            except ValueError:
-                pass
-        raise ValueError(f"expected a number; got {value!r}")
-    if ann is str:
-        if not isinstance(value, str):
-            raise ValueError(f"expected a string; got {value!r}")
-        return value
-    if ann is list:
-        if isinstance(value, str):
-            try:
-                value = json.loads(value) if value.strip() else []
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"expected a JSON list: {exc.msg}") from None
-        if not isinstance(value, list):
-            raise ValueError(f"expected a list; got {value!r}")
-        return value
-    return value
-
-
-_ANNOTATIONS = {"str": str, "int": int, "float": float, "bool": bool, "list": list,
-                "Optional[float]": Optional[float], "Optional[int]": Optional[int]}
-
-# Presets: just sets of knobs (DESIGN §3). Sources: DeepSeekMath (GRPO), DAPO arXiv 2503.14476,
-# Dr. GRPO arXiv 2503.20783.
+# Presets: sets of knobs that override the field defaults (which are GRPO's), DESIGN §3. Sources: DeepSeekMath
+# (GRPO), DAPO arXiv 2503.14476, Dr. GRPO arXiv 2503.20783.
 PRESETS: dict[str, dict[str, Any]] = {
-    "grpo": {"adv_estimator": "grpo", "norm_adv_by_std": True, "eps_low": 0.2, "eps_high": 0.2,
-             "loss_agg": "seq-mean-token-mean", "kl_coef": 0.04, "kl_estimator": "k3",
-             "dynamic_sampling": False, "overlong_buffer_len": 0},
-    "dapo": {"adv_estimator": "grpo", "norm_adv_by_std": True, "eps_low": 0.2, "eps_high": 0.28,
-             "loss_agg": "token-mean", "kl_coef": 0.0, "dynamic_sampling": True, "max_gen_batches": 3,
-             "overlong_buffer_len": 2, "overlong_penalty_factor": 1.0},
-    "dr_grpo": {"adv_estimator": "grpo", "norm_adv_by_std": False, "eps_low": 0.2, "eps_high": 0.2,
-                "loss_agg": "seq-mean-token-sum-norm", "kl_coef": 0.0, "dynamic_sampling": False,
-                "overlong_buffer_len": 0},
+    "grpo": {},
+    "dapo": {"eps_high": 0.28, "loss_agg": "token-mean", "kl_coef": 0.0, "dynamic_sampling": True,
+             "overlong_buffer_len": 2},
+    "dr_grpo": {"norm_adv_by_std": False, "loss_agg": "seq-mean-token-sum-norm", "kl_coef": 0.0},
 }
 
 
@@ -333,7 +245,7 @@ def default_tiny_model_dir() -> str:
 
 
 def field_specs() -> list[dict]:
-    """Describe every knob for form generation: name, kind, default, help, choices, group."""
+    """Describe every knob for form generation: name, kind, default, help, choices, range text and bounds."""
     specs = []
     defaults = TrainConfig()
     for f in dataclasses.fields(TrainConfig):
@@ -344,5 +256,10 @@ def field_specs() -> list[dict]:
                                                     list: "json"}[base]
         specs.append({"name": f.name, "kind": kind, "default": getattr(defaults, f.name),
                       "help": f.metadata["help"], "choices": list(CHOICES.get(f.name, ())),
-                      "optional": optional})
+                      "optional": optional, "range": range_text(f.metadata),
+                      "bounds": {k: f.metadata[k] for k in RANGE_KEYS if k in f.metadata}})
     return specs
+
+
+_ANNOTATIONS = {"str": str, "int": int, "float": float, "bool": bool, "list": list,
+                "Optional[float]": Optional[float], "Optional[int]": Optional[int]}

@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from tests.evals.conftest import HAND_COUNTS, make_job_with_results, model_keys
+from training.fields import FieldErrors
 from webapp.evals import selectors, services
 from webapp.evals.models import EvalJob, EvalResult, EvalStatus
 from webapp.runs import selectors as run_selectors
@@ -24,7 +25,7 @@ def create_errors(run, django_capture_on_commit_callbacks, **overrides) -> dict[
     nothing was created and nothing enqueued."""
     inputs = {"models": model_keys(run), **GOOD, **overrides}
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        with pytest.raises(services.EvalInputError) as info:
+        with pytest.raises(FieldErrors) as info:
             services.eval_create(run=run, **inputs)
     assert EvalJob.objects.count() == 0 and callbacks == []
     return info.value.errors

@@ -3,7 +3,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from training.config import ConfigError
+from training.fields import FieldErrors
 from webapp.runs import services
 from webapp.runs.models import Checkpoint, MetricPoint, Run, RunStatus, Sample
 
@@ -30,7 +30,7 @@ def test_run_create_stores_the_validated_config_and_enqueues_after_commit(config
 
 
 def test_run_create_rejects_a_bad_config_and_creates_nothing(config, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks() as callbacks, pytest.raises(ConfigError) as err:
+    with django_capture_on_commit_callbacks() as callbacks, pytest.raises(FieldErrors) as err:
         services.run_create(config={**config, "eps_low": 0.3, "eps_high": 0.2, "group_size": 1})
     assert set(err.value.errors) == {"eps_high", "group_size"}
     assert Run.objects.count() == 0 and callbacks == []

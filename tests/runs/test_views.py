@@ -76,11 +76,15 @@ def test_the_form_shows_every_knob_with_its_help(client_in):
 
 @pytest.mark.parametrize("changes, field, message", [
     ({"eps_low": "0.3", "eps_high": "0.2"}, "eps_high", "must be &gt;= eps_low"),
-    ({"group_size": "1"}, "group_size", "must be at least 2"),
-    ({"lr": "-0.001"}, "lr", "must be &gt; 0"),
+    ({"group_size": "1"}, "group_size", "must be in [2, 1024]; got 1"),
+    ({"group_size": "1000000000"}, "group_size", "must be in [2, 1024]"),
+    ({"lr": "-0.001"}, "lr", "must be in (0, 1]"),
+    ({"lr": "nan"}, "lr", "expected a finite number"),
+    ({"temperature": "inf"}, "temperature", "expected a finite number"),
     ({"preset": "ppo-ish"}, "preset", "unknown preset"),
     ({"model_path": "/nonexistent/model"}, "model_path", "no such folder"),
     ({"seed": "forty-two"}, "seed", "expected an integer"),
+    ({"rewards": '[{"name": "maths"}]'}, "rewards", "unknown verifier &#x27;maths&#x27;"),
 ])
 def test_bad_input_gives_a_field_error_and_launches_nothing(client_in, model_dir, django_capture_on_commit_callbacks,
                                                             changes, field, message):
@@ -143,3 +147,10 @@ def test_kill_button_flags_the_run_and_refuses_twice(client_in, config):
     response = client_in.post(reverse("runs:kill", args=[run.pk]), follow=True)
     assert "already being killed" in response.content.decode()
     assert client_in.get(reverse("runs:kill", args=[run.pk])).status_code == 405
+
+
+def test_a_run_request_parses_its_config_once(client_in, model_dir, parses, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client_in.post(reverse("runs:new"), form_post(model_path=model_dir, lr="0.001"))
+    assert response.status_code == 302 and Run.objects.get().config["lr"] == 0.001
+    assert len(parses) == 1  # before: 2 (the form, then run_create)

@@ -6,7 +6,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from tests.sweeps.conftest import log_points, make_running
-from training.config import ConfigError
+from training.fields import FieldErrors
 from webapp.runs import services as run_services
 from webapp.runs.models import Run, RunStatus
 from webapp.sweeps import services
@@ -56,7 +56,7 @@ def test_a_grid_times_seeds_launches_every_run_queued_and_only_concurrency_of_th
 ])
 def test_bad_sweeps_are_refused_naming_the_field(config, kwargs, field, message):
     args = {"config": config, "seeds": [1, 2], "concurrency": 2, **kwargs}
-    with pytest.raises(ConfigError) as exc:
+    with pytest.raises(FieldErrors) as exc:
         services.sweep_create(**args)
     assert field in exc.value.errors and message in exc.value.errors[field]
     assert not Run.objects.exists()
@@ -267,10 +267,10 @@ def test_sweep_respects_its_concurrency_and_hands_slots_on(config, django_captur
 
 
 def test_sweep_create_refuses_bad_seeds_and_concurrency(config):
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(FieldErrors) as err:
         services.sweep_create(config=config, seeds=[1, 1], concurrency=2)
     assert "seeds" in err.value.errors
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(FieldErrors) as err:
         services.sweep_create(config=config, seeds=[1, 2], concurrency=0)
     assert "concurrency" in err.value.errors
     assert Run.objects.count() == 0

@@ -6,10 +6,9 @@ from django.urls import reverse
 
 from tests.sweeps.conftest import log_points, make_running
 from webapp.runs.models import Run, RunStatus, Sample
-from webapp.sweeps.models import Sweep
 from webapp.sweeps import services
 from webapp.sweeps.forms import parse_grid, parse_seeds
-from webapp.sweeps.models import SweepPlan
+from webapp.sweeps.models import Sweep, SweepPlan
 
 pytestmark = pytest.mark.django_db
 
@@ -139,3 +138,16 @@ def test_kill_selected_runs(client_in, sweep):
     assert "already being killed" in page
     assert client_in.post(reverse("sweeps:kill", args=[sweep.pk]), {}).status_code == 302
     assert Run.objects.filter(sweep=sweep, status=RunStatus.RUNNING, kill_requested_at__isnull=True).count() == 1
+
+
+@pytest.mark.parametrize("seeds, grid, expected_parses", [("4", "", 1), ("3", "lr = 1e-4, 2e-4", 3)])
+def test_a_sweep_request_parses_its_config_once_and_each_grid_point_once(
+        client_in, model_dir, parses, django_capture_on_commit_callbacks, seeds, grid, expected_parses):
+    """Before: 2 + P + P*N parses for P grid points x N seeds (form, service, grid check, every run)."""
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client_in.post(reverse("sweeps:new"), form_data(model_dir, seeds=seeds, grid=grid))
+    assert response.status_code == 302
+    assert len(parses) == expected_parses
+    runs = Sweep.objects.get().runs.all()
+    assert len(runs) == (4 if not grid else 6)
+    assert len({r.seed for r in runs}) == (4 if not grid else 3)  # each run got its own seed all the same

@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from training.config import PRESETS, ConfigError, TrainConfig, field_specs
+from training.config import PRESETS, TrainConfig, field_specs
+from training.fields import FieldErrors
 
 
 @pytest.mark.parametrize("data,field", [
@@ -24,17 +25,17 @@ from training.config import PRESETS, ConfigError, TrainConfig, field_specs
     ({"eval_k": [1, 64], "eval_n": 8}, "eval_k"),
 ])
 def test_bad_values_name_the_field(data, field, tiny_model_dir):
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(FieldErrors) as info:
         TrainConfig.from_dict(data)
     assert field in info.value.errors, info.value.errors
     assert field in str(info.value)
 
 
 def test_model_path_must_be_a_model_folder(tmp_path):
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(FieldErrors) as info:
         TrainConfig.from_dict({"model_path": str(tmp_path / "missing")})
     assert "no such folder" in info.value.errors["model_path"]
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(FieldErrors) as info:
         TrainConfig.from_dict({"model_path": str(tmp_path)})
     assert "not a model folder" in info.value.errors["model_path"]
 
@@ -73,6 +74,46 @@ def test_every_knob_has_help_text():
 
 
 def test_vllm_cannot_keep_sampling_masks(tiny_model_dir):
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(FieldErrors) as info:
         TrainConfig.from_dict({"rollout_engine": "vllm", "keep_sampling_mask": True})
     assert "rollout_engine" in info.value.errors
+
+
+def test_the_field_defaults_are_the_defaults_and_presets_only_override(tiny_model_dir):
+    """One source for defaults: TrainConfig() is what an empty config gives, and that is the grpo preset."""
+    assert TrainConfig() == TrainConfig.from_dict({}) == TrainConfig.from_dict({"preset": "grpo"})
+    assert PRESETS["grpo"] == {}
+    defaults = TrainConfig().to_dict()
+    for name, knobs in PRESETS.items():
+        assert knobs and all(defaults[k] != v for k, v in knobs.items()) or name == "grpo", name
+
+
+@pytest.mark.parametrize("knob, value", [
+    ("lr", float("nan")), ("lr", float("inf")), ("temperature", "nan"), ("eps_high", "-inf"),
+    ("group_size", 10**9), ("total_steps", 10**7), ("prompts_per_step", 0), ("top_p", 1.5), ("seed", -1),
+    ("eval_k", list(range(1, 40))), ("rewards", [{"name": "exact"}] * 17),
+])
+def test_every_number_is_finite_and_bounded_before_any_work(knob, value, tiny_model_dir):
+    with pytest.raises(FieldErrors) as info:
+        TrainConfig.from_dict({knob: value})
+    assert set(info.value.errors) == {knob}, info.value.errors
+
+
+def test_ranges_live_in_the_field_metadata_that_the_form_reads():
+    specs = {s["name"]: s for s in field_specs()}
+    assert specs["group_size"]["range"] == "in [2, 1024]" and specs["group_size"]["bounds"] == {"min": 2, "max": 1024}
+    assert specs["lr"]["range"] == "in (0, 1]"
+    assert specs["dual_clip"]["range"] == "in (1, 100]"
+    assert specs["preset"]["range"] == ""
+
+
+@pytest.mark.parametrize("rewards, message", [
+    ([{"name": "maths"}], "unknown verifier 'maths'"),
+    ([{"name": "math", "params": {"answer_kye": "x"}}], "unknown parameter(s) ['answer_kye']"),
+    ([{"name": "exact", "weight": float("nan")}], "weight must be a finite number"),
+    ([{"name": "exact", "params": []}], "params must be a mapping"),
+])
+def test_the_reward_spec_is_checked_with_the_registry_names_and_parameters(rewards, message, tiny_model_dir):
+    with pytest.raises(FieldErrors) as info:
+        TrainConfig.from_dict({"rewards": rewards})
+    assert message in info.value.errors["rewards"]

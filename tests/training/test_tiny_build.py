@@ -95,10 +95,11 @@ def test_a_run_on_the_built_in_model_waits_for_the_build_then_trains(tmp_path, t
 
 def test_the_config_accepts_the_built_in_model_before_it_is_built_but_not_a_missing_named_folder(tmp_path,
                                                                                                  monkeypatch):
-    from training.config import ConfigError, TrainConfig
+    from training.config import TrainConfig
+    from training.fields import FieldErrors
 
     monkeypatch.setenv("SEEDBED_TINY_MODEL", str(tmp_path / "not-built-yet"))
     TrainConfig.from_dict({"preset": "grpo"})
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(FieldErrors) as info:
         TrainConfig.from_dict({"preset": "grpo", "model_path": str(tmp_path / "not-built-yet")})
     assert "no such folder" in info.value.errors["model_path"]

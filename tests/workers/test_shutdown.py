@@ -20,7 +20,7 @@ def test_shutdown_requeues_running_runs_and_the_next_worker_resumes_them(worker_
     env, _ = worker_env
     # its own queue namespace: only the workers started here see these tasks
     env = {**env, "SEEDBED_BROKER_PREFIX": f"seedbed-test-shutdown-{uuid.uuid4().hex[:8]}:"}
-    cfg = services.validate_config(tiny_config(total_steps=40, seed=9)).to_dict()
+    cfg = services.as_config(tiny_config(total_steps=40, seed=9)).to_dict()
     run = Run.objects.create(config=cfg, seed=9, queue="cpu", enqueued_at=timezone.now())
     send = f"from workers.tasks import train_run; train_run.apply_async(args=[{run.pk}], queue='cpu')"
 

@@ -9,6 +9,7 @@ from training.verifiers.base import (
     Verifier,
     VerifierError,
     VerifierResult,
+    check_reward_spec,
     get_verifier,
     register_verifier,
     registered_names,
@@ -16,6 +17,6 @@ from training.verifiers.base import (
 from training.verifiers.hybrid import RewardBatch, RewardFunction, build_reward, combine_rewards, score_batch
 
 __all__ = [
-    "Verifier", "VerifierError", "VerifierResult", "get_verifier", "register_verifier", "registered_names",
+    "Verifier", "VerifierError", "VerifierResult", "check_reward_spec", "get_verifier", "register_verifier", "registered_names",
     "RewardBatch", "RewardFunction", "build_reward", "combine_rewards", "score_batch",
 ]

@@ -72,6 +72,47 @@ def registered_names() -> list[str]:
     return sorted(n for n in _REGISTRY if not n.startswith("_"))
 
 
+def check_reward_spec(rewards: Any) -> str:
+    """"" when ``rewards`` is a valid reward spec (a list of {"name", "weight", "params"}), else what is wrong,
+    naming the item: an unknown verifier or a parameter it does not take is caught here, before any work.
+
+    >>> check_reward_spec([{"name": "exact", "params": {"case_sensitive": False}}])
+    ''
+    >>> check_reward_spec([{"name": "maths"}])[:36]
+    "item 0: unknown verifier 'maths'; re"
+    """
+    if not isinstance(rewards, list):
+        return f"must be a list of {{\"name\": verifier, \"weight\": w, \"params\": {{...}}}}; got {type(rewards).__name__}"
+    for i, item in enumerate(rewards):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            return f"item {i} must be a mapping with a string 'name'"
+        extra = set(item) - {"name", "weight", "params"}
+        if extra:
+            return f"item {i} has unknown keys {sorted(extra)}"
+        weight = item.get("weight", 1.0)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight != weight or abs(weight) == float("inf"):
+            return f"item {i}: weight must be a finite number; got {weight!r}"
+        params = item.get("params", {})
+        if not isinstance(params, dict):
+            return f"item {i}: params must be a mapping; got {type(params).__name__}"
+        name = item["name"]
+        if ":" in name:
+            continue  # a dotted path is imported (and checked) only where the reward is built
+        if name not in _REGISTRY:
+            _load_builtins()
+        if name not in _REGISTRY or name.startswith("_"):
+            return f"item {i}: unknown verifier {name!r}; registered: {', '.join(registered_names())}"
+        obj = _REGISTRY[name]
+        try:
+            if inspect.isclass(obj):
+                _check_params(obj.__init__, params, name, skip=1)
+            else:
+                _check_params(obj, params, name, skip=2)
+        except ValueError as exc:
+            return f"item {i}: {exc}"
+    return ""
+
+
 def _load_builtins() -> None:
     # Imported lazily so that `import training.verifiers` stays cheap and has no import cycle.
     from training.verifiers import simple, math_answer, ifeval, judge, code  # noqa: F401

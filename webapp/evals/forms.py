@@ -1,5 +1,5 @@
 """The "Evaluate" form. It only collects and parses values; ``services.validate_eval_input`` decides what is
-valid and its per-field messages (``EvalInputError.errors``) are attached to the matching fields."""
+valid and its per-field messages (``FieldErrors.errors``) are attached to the matching fields."""
 from __future__ import annotations
 
 import json

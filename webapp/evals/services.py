@@ -1,6 +1,6 @@
 """Every write to evaluation jobs: keyword-only, atomic, status checked before it changes.
 
-``eval_create`` validates everything first and creates nothing when any input is wrong: ``EvalInputError``
+``eval_create`` validates everything first and creates nothing when any input is wrong: ``FieldErrors``
 maps each bad field to a message. The task is enqueued on commit with the job's id only.
 """
 from __future__ import annotations
@@ -14,12 +14,14 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from training.config import CHOICES, ConfigError, TrainConfig
+from training.config import CHOICES, TrainConfig
 from training.data import BUILTIN_TASKS, DEFAULT_REWARDS, DatasetError, load_file_dataset
+from training.fields import FieldErrors
 from training.passk import MAX_N, doubling_ks
+from training.verifiers import check_reward_spec
 from webapp.runs.models import Checkpoint, Run
-from webapp.sweeps.models import Sweep
 from webapp.runs.services import queue_for
+from webapp.sweeps.models import Sweep
 
 from .models import EVAL_TRANSITIONS, EvalJob, EvalModel, EvalResult, EvalStatus
 
@@ -28,14 +30,6 @@ log = logging.getLogger("seedbed.evals")
 MAX_PROBLEMS = 10_000
 MAX_KEEP_COMPLETIONS = 16
 BASE_KEY = "base"
-
-
-class EvalInputError(ValueError):
-    """Invalid evaluation input; ``errors`` maps each bad field name to a precise message."""
-
-    def __init__(self, errors: dict[str, str]):
-        self.errors = dict(errors)
-        super().__init__("; ".join(f"{k}: {v}" for k, v in self.errors.items()))
 
 
 class EvalTransitionError(Exception):
@@ -109,23 +103,13 @@ def _resolve_models(keys: list[str], *, run: Run | None, sweep: Sweep | None, er
 
 
 def _check_rewards(rewards, errors: dict) -> None:
-    from training.verifiers import registered_names
-
-    if not isinstance(rewards, list) or not rewards:
-        errors["rewards"] = "must be a non-empty list of {\"name\": verifier, \"weight\": w, \"params\": {...}}"
+    """A sample is correct when every verifier accepts it: at least one, each checked like a run's rewards."""
+    if isinstance(rewards, list) and not rewards:
+        errors["rewards"] = "must name at least one verifier"
         return
-    known = set(registered_names())
-    for i, item in enumerate(rewards):
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            errors["rewards"] = f"item {i} must be a mapping with a string 'name'"
-            return
-        extra = set(item) - {"name", "weight", "params"}
-        if extra:
-            errors["rewards"] = f"item {i} has unknown keys {sorted(extra)}"
-            return
-        if item["name"] not in known and ":" not in item["name"]:
-            errors["rewards"] = f"item {i}: unknown verifier {item['name']!r}; registered: {', '.join(sorted(known))}"
-            return
+    problem = check_reward_spec(rewards)
+    if problem:
+        errors["rewards"] = problem
 
 
 def _check_dataset(*, task: str, data_path: str, prompt_field: str, answer_field: str, problems: int,
@@ -179,7 +163,7 @@ def validate_eval_input(*, run: Run | None, sweep: Sweep | None, models: list[st
                         ks: list[int] | None = None, temperature: float = 1.0, top_p: float = 1.0,
                         max_new_tokens: int = 8, rewards: list | None = None, seed: int = 0,
                         keep_completions: int = 4) -> EvalInput:
-    """Every check of an evaluation request; raises EvalInputError naming each bad field."""
+    """Every check of an evaluation request; raises FieldErrors naming each bad field."""
     errors: dict[str, str] = {}
     chosen = _resolve_models(list(models), run=run, sweep=sweep, errors=errors)
     if not 1 <= n <= MAX_N:
@@ -204,7 +188,7 @@ def validate_eval_input(*, run: Run | None, sweep: Sweep | None, models: list[st
     rewards = list(rewards) if rewards else list(DEFAULT_REWARDS.get("file" if task == "file" else task, []))
     _check_rewards(rewards, errors)
     if errors:
-        raise EvalInputError(errors)
+        raise FieldErrors(errors)
     return EvalInput(chosen, task, data_path, prompt_field or "prompt", answer_field or "answer", count, n, ks,
                      float(temperature), float(top_p), max_new_tokens, rewards, seed, keep_completions)
 
@@ -215,7 +199,7 @@ def _queue_of(config: dict) -> str:
     """Same slot kinds as training runs: the origin run's device decides cpu or gpu."""
     try:
         return queue_for(TrainConfig.from_dict(config, check_paths=False))
-    except ConfigError:
+    except FieldErrors:
         return settings.SEEDBED_AUTO_QUEUE
 
 

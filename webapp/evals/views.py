@@ -9,6 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadReque
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from training.fields import FieldErrors
 from webapp.runs.models import Run
 from webapp.sweeps.models import Sweep
 
@@ -37,7 +38,7 @@ def eval_new(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             try:
                 job = services.eval_create(run=run, sweep=sweep, user=request.user, **form.service_inputs())
-            except services.EvalInputError as exc:
+            except FieldErrors as exc:
                 for name, message in exc.errors.items():
                     form.add_error("k" if name == "ks" else name if name in form.fields else None, message)
             else:

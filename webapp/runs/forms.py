@@ -2,7 +2,7 @@
 
 Every knob is a text-like field so that the schema, not Django, decides what is valid: the form only
 collects strings, ``TrainConfig.from_dict`` coerces and validates them, and its per-field messages
-(``ConfigError.errors``) are attached to the matching fields.
+(``FieldErrors.errors``) are attached to the matching fields.
 
 Presets: the knobs are rendered filled with the selected preset's values (``rendered_preset`` records
 which). A knob still equal to that rendered value is left out of the submitted config, so the preset
@@ -14,7 +14,8 @@ import json
 
 from django import forms
 
-from training.config import PRESETS, ConfigError, TrainConfig, field_specs
+from training.config import PRESETS, TrainConfig, field_specs
+from training.fields import FieldErrors
 
 # Knobs shown first, in this order; the rest follow in schema order.
 PRIMARY_KNOBS = ("preset", "model_path", "task", "seed", "total_steps", "prompts_per_step", "group_size",
@@ -53,12 +54,12 @@ class RunForm(forms.Form):
             spec = self.specs[name]
             self.fields[name] = self._field_for(spec)
             self.fields[name].initial = to_form_text(spec["kind"], values.get(name))
-        self.config: dict | None = None
+        self.config: TrainConfig | None = None  # parsed once, here; the services take it as it is
 
     @staticmethod
     def _field_for(spec: dict) -> forms.Field:
         label = spec["name"]
-        help_text = spec["help"]
+        help_text = spec["help"] + (f" Range: {spec['range']}." if spec["range"] else "")
         kind = spec["kind"]
         if kind == "choice":
             choices = [(c, c) for c in spec["choices"]]
@@ -97,13 +98,13 @@ class RunForm(forms.Form):
             return cleaned
         try:
             cfg = TrainConfig.from_dict(self.submitted_config(), check_paths=True)
-        except ConfigError as exc:
+        except FieldErrors as exc:
             self.add_config_errors(exc)
             return cleaned
-        self.config = cfg.to_dict()
+        self.config = cfg
         return cleaned
 
-    def add_config_errors(self, exc: ConfigError) -> None:
+    def add_config_errors(self, exc: FieldErrors) -> None:
         """Attach per-field errors to the fields they name (the form's own errors when no field matches)."""
         for name, message in exc.errors.items():
             self.add_error(name if name in self.fields else None, message)

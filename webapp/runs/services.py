@@ -37,9 +37,10 @@ def _locked(run_id: int) -> Run:
     return Run.objects.select_for_update().get(pk=run_id)
 
 
-def validate_config(data: dict) -> TrainConfig:
-    """The one schema (training.config) validates; raises ConfigError with per-field messages."""
-    return TrainConfig.from_dict(data, check_paths=True)
+def as_config(config: TrainConfig | dict) -> TrainConfig:
+    """A config as the one schema (training.config) has it: a TrainConfig passes as it is (a request parsed it
+    once, in its form), a mapping is parsed and validated; raises FieldErrors with per-field messages."""
+    return config if isinstance(config, TrainConfig) else TrainConfig.from_dict(config, check_paths=True)
 
 
 def queue_for(cfg: TrainConfig) -> str:
@@ -54,11 +55,11 @@ def queue_for(cfg: TrainConfig) -> str:
 # --- creating and dispatching -----------------------------------------------------------------------------
 
 @transaction.atomic
-def run_create(*, config: dict, user=None, name: str = "", sweep=None, parent_run: Run | None = None,
+def run_create(*, config: TrainConfig | dict, user=None, name: str = "", sweep=None, parent_run: Run | None = None,
                parent_step: int | None = None) -> Run:
     """Validate ``config`` and create a queued run; a run outside a sweep is enqueued at once (on commit), a
     sweep's run when its sweep gives it a slot."""
-    cfg = validate_config(config)
+    cfg = as_config(config)
     run = Run.objects.create(name=name, sweep=sweep, config=cfg.to_dict(), seed=cfg.seed, queue=queue_for(cfg),
                              created_by=user, parent_run=parent_run, parent_step=parent_step)
     if sweep is None:

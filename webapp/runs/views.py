@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from training.config import ConfigError
+from training.fields import FieldErrors
 
 from . import selectors, services
 from .forms import RunForm, preset_form_values
@@ -52,7 +52,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
                 run = services.run_create(config=form.config, user=request.user, name=form.cleaned_data["name"],
                                           parent_run=parent.run if parent else None,
                                           parent_step=parent.step if parent else None)
-            except ConfigError as exc:  # e.g. a model folder removed between validation and launch
+            except FieldErrors as exc:  # e.g. a model folder removed between validation and launch
                 form.add_config_errors(exc)
             else:
                 messages.success(request, f"Run {run.pk} queued.")

@@ -10,7 +10,7 @@ import json
 
 from django import forms
 
-from training.config import ConfigError
+from training.fields import FieldErrors
 from webapp.runs.forms import RunForm
 
 from . import services
@@ -115,7 +115,7 @@ class SweepForm(RunForm):
         if self.config is None or self.errors:
             return cleaned
         try:
-            seeds = parse_seeds(cleaned["seeds"], self.config["seed"])
+            seeds = parse_seeds(cleaned["seeds"], self.config.seed)
         except ValueError as exc:
             self.add_error("seeds", str(exc))
             return cleaned
@@ -131,8 +131,8 @@ class SweepForm(RunForm):
         }
         return cleaned
 
-    def add_service_errors(self, exc: ConfigError) -> None:
-        """Attach a service's ConfigError to the fields it names (policy.<key> -> the policy fields)."""
+    def add_service_errors(self, exc: FieldErrors) -> None:
+        """Attach a service's FieldErrors to the fields it names (policy.<key> -> the policy fields)."""
         for key, message in exc.errors.items():
             if key.startswith("policy."):
                 sub = key[len("policy."):]

@@ -44,8 +44,10 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any, Hashable, Iterable, Optional, Sequence
 
+from training.fields import FieldErrors, coerce
+
 __all__ = [
-    "Decision", "PolicyConfigError", "CommonParams", "MedianParams", "AshaParams", "ThresholdParams",
+    "Decision", "CommonParams", "MedianParams", "AshaParams", "ThresholdParams",
     "make_policy", "replay", "ReplayResult", "debiased_ema", "running_mean", "smooth", "POLICY_NAMES",
 ]
 
@@ -53,14 +55,6 @@ STOP = "stop"
 EXTEND = "extend"
 SMOOTHING_KINDS = ("ema", "mean", "none")
 MODES = ("max", "min")
-
-
-class PolicyConfigError(ValueError):
-    """Invalid policy config. ``errors`` maps each bad key to a precise message (the message names the key)."""
-
-    def __init__(self, errors: dict[str, str]):
-        self.errors = dict(errors)
-        super().__init__("; ".join(f"{key}: {message}" for key, message in self.errors.items()))
 
 
 @dataclass(frozen=True)
@@ -302,29 +296,6 @@ class ThresholdParams(CommonParams):
         return e
 
 
-def _coerce(value: Any, annotation: str) -> Any:
-    """Check one config value against the field's annotation (strings from forms are not parsed here)."""
-    optional = annotation.startswith("Optional[")
-    base = annotation[len("Optional["):-1] if optional else annotation
-    if value is None:
-        if optional:
-            return None
-        raise ValueError("is required (got null)")
-    if base == "str":
-        if not isinstance(value, str):
-            raise ValueError(f"expected a string; got {value!r}")
-        return value
-    if base == "int":
-        if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float) and value.is_integer())):
-            raise ValueError(f"expected an integer; got {value!r}")
-        return int(value)
-    if base == "float":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"expected a finite number; got {value!r}")
-        return float(value)
-    raise AssertionError(f"unsupported annotation {annotation}")
-
-
 def _parse_params(cls: type, config: dict) -> CommonParams:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     errors: dict[str, str] = {}
@@ -336,18 +307,18 @@ def _parse_params(cls: type, config: dict) -> CommonParams:
             errors[key] = f"unknown key {key!r} for policy {config['name']!r}; allowed: {', '.join(sorted(fields))}"
             continue
         try:
-            kwargs[key] = _coerce(value, fields[key].type)
+            kwargs[key] = coerce(value, fields[key].type)
         except ValueError as exc:
             errors[key] = str(exc)
     for name, f in fields.items():
         if f.default is dataclasses.MISSING and name not in config:
             errors[name] = "is required"
     if errors:
-        raise PolicyConfigError(errors)
+        raise FieldErrors(errors)
     params = cls(**kwargs)
     errors = params.errors()
     if errors:
-        raise PolicyConfigError(errors)
+        raise FieldErrors(errors)
     return params
 
 
@@ -650,12 +621,12 @@ POLICY_NAMES = tuple(_REGISTRY)
 
 
 def parse_config(config: dict) -> CommonParams:
-    """Validate a policy config; raises PolicyConfigError (a ValueError) naming every bad key."""
+    """Validate a policy config; raises FieldErrors (a ValueError) naming every bad key."""
     if not isinstance(config, dict):
-        raise PolicyConfigError({"config": f"expected a mapping; got {type(config).__name__}"})
+        raise FieldErrors({"config": f"expected a mapping; got {type(config).__name__}"})
     name = config.get("name")
     if not isinstance(name, str) or name not in _REGISTRY:
-        raise PolicyConfigError({"name": f"must be one of {', '.join(POLICY_NAMES)}; got {name!r}"})
+        raise FieldErrors({"name": f"must be one of {', '.join(POLICY_NAMES)}; got {name!r}"})
     params_cls, _ = _REGISTRY[name]
     return _parse_params(params_cls, config)
 

@@ -8,8 +8,10 @@ constraint), so applying twice, or from two processes at once, decides and kills
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
+import math
 from datetime import timedelta
 from typing import Iterable, Optional
 
@@ -17,13 +19,14 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from training.config import ConfigError, TrainConfig
+from training.config import TrainConfig
+from training.fields import FieldErrors, range_error
 from webapp.runs import services as run_services
 from webapp.runs.models import MetricPoint, Run, RunStatus
 
 from . import alerts as alert_rules
 from .models import Alert, FreeSlotUse, PolicyDecision, Sweep, SweepPlan
-from .policies import EXTEND, STOP, Decision, PolicyConfigError, make_policy
+from .policies import EXTEND, STOP, Decision, FieldErrors, make_policy
 
 log = logging.getLogger("seedbed.sweeps")
 
@@ -47,36 +50,44 @@ def grid_points(grid: dict[str, list]) -> list[dict]:
     return [dict(zip(knobs, values)) for values in itertools.product(*(grid[k] for k in knobs))]
 
 
-def validate_grid(grid: dict, base: dict) -> list[dict]:
-    """Check a grid of 0-3 knobs against the schema; returns its points. Raises ConfigError keyed ``grid``."""
+def validate_grid(grid: dict, base: TrainConfig, n_seeds: int = 1) -> list[tuple[dict, TrainConfig]]:
+    """Check a grid of 0-3 knobs against the schema; returns each point with its config (the base itself when
+    there is no grid: nothing is parsed twice). The size is checked against MAX_RUNS before any point is.
+    Raises FieldErrors keyed ``grid`` (or ``seeds`` for the size)."""
     if not isinstance(grid, dict):
-        raise ConfigError({"grid": f"expected a mapping knob -> list of values; got {type(grid).__name__}"})
+        raise FieldErrors({"grid": f"expected a mapping knob -> list of values; got {type(grid).__name__}"})
     if len(grid) > MAX_GRID_KNOBS:
-        raise ConfigError({"grid": f"at most {MAX_GRID_KNOBS} knobs; got {len(grid)} ({', '.join(grid)})"})
+        raise FieldErrors({"grid": f"at most {MAX_GRID_KNOBS} knobs; got {len(grid)} ({', '.join(grid)})"})
     known = set(TrainConfig().to_dict())
     for knob, values in grid.items():
         if knob not in known:
-            raise ConfigError({"grid": f"{knob}: not a config knob"})
+            raise FieldErrors({"grid": f"{knob}: not a config knob"})
         if knob in NOT_GRIDDABLE:
-            raise ConfigError({"grid": f"{knob}: cannot be varied by a grid (seeds are the sweep's other axis; "
+            raise FieldErrors({"grid": f"{knob}: cannot be varied by a grid (seeds are the sweep's other axis; "
                                        "total_steps is the policy's horizon; one preset per sweep)"})
         if not isinstance(values, list) or not values:
-            raise ConfigError({"grid": f"{knob}: give a non-empty list of values"})
+            raise FieldErrors({"grid": f"{knob}: give a non-empty list of values"})
         if len({repr(v) for v in values}) != len(values):
-            raise ConfigError({"grid": f"{knob}: values must be distinct; got {values}"})
-    points = grid_points(grid)
-    for point in points:
+            raise FieldErrors({"grid": f"{knob}: values must be distinct; got {values}"})
+    n_points = math.prod(len(values) for values in grid.values())
+    if n_points * n_seeds > MAX_RUNS:
+        raise FieldErrors({"seeds": f"{n_points} grid points x {n_seeds} seeds = {n_points * n_seeds} runs; "
+                                    f"at most {MAX_RUNS}"})
+    if not grid:
+        return [({}, base)]
+    checked = []
+    for point in grid_points(grid):
         try:
-            run_services.validate_config({**base, **point})
-        except ConfigError as exc:
+            checked.append((point, TrainConfig.from_dict({**base.to_dict(), **point})))
+        except FieldErrors as exc:
             knob = next(iter(exc.errors))
-            raise ConfigError({"grid": f"{knob}={point.get(knob)!r}: {exc.errors[knob]}"}) from exc
-    return points
+            raise FieldErrors({"grid": f"{knob}={point.get(knob)!r}: {exc.errors[knob]}"}) from exc
+    return checked
 
 
 def policy_config_for(policy: Optional[dict], *, total_steps: int, free_slot_use: str, extend_steps: int) -> dict:
     """The stored policy config: the user's keys, ``max_steps`` defaulting to the runs' ``total_steps``, and
-    ``extend_survivors_by`` set when freed slots extend survivors. Raises ConfigError keyed ``policy.<key>``."""
+    ``extend_survivors_by`` set when freed slots extend survivors. Raises FieldErrors keyed ``policy.<key>``."""
     if not policy or policy.get("name") in (None, "", "manual"):
         return {}
     config = dict(policy)
@@ -85,13 +96,13 @@ def policy_config_for(policy: Optional[dict], *, total_steps: int, free_slot_use
         config["extend_survivors_by"] = extend_steps
     try:
         make_policy(config)
-    except PolicyConfigError as exc:
-        raise ConfigError({f"policy.{key}": message for key, message in exc.errors.items()}) from exc
+    except FieldErrors as exc:
+        raise FieldErrors({f"policy.{key}": message for key, message in exc.errors.items()}) from exc
     return config
 
 
 @transaction.atomic
-def sweep_create(*, config: dict, seeds: Iterable[int], concurrency: int, policy: Optional[dict] = None,
+def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrency: int, policy: Optional[dict] = None,
                  grid: Optional[dict] = None, free_slot_use: str = FreeSlotUse.NOTHING, extend_steps: int = 0,
                  max_new_seeds: int = 0, alert_bounds: Optional[dict] = None, name: str = "", user=None,
                  parent_run: Optional[Run] = None, parent_step: Optional[int] = None) -> Sweep:
@@ -99,14 +110,19 @@ def sweep_create(*, config: dict, seeds: Iterable[int], concurrency: int, policy
 
     Runs are ordered seed by seed (every grid point of the first seed, then the second ...), so a slow
     sweep shows every grid point early. A sweep started from a checkpoint records that parent on every run
-    (iterative RLVR lineage). Raises ConfigError naming the bad field.
+    (iterative RLVR lineage). ``config`` is parsed once (a TrainConfig from the form is taken as it is), each
+    grid point once, and each run's config is its point's with the seed replaced. Raises FieldErrors naming
+    the bad field.
     """
     seeds = [int(s) for s in seeds]
     errors = {}
+    seed_range = next(f.metadata for f in dataclasses.fields(TrainConfig) if f.name == "seed")
     if not seeds:
         errors["seeds"] = "give at least one seed"
     elif len(set(seeds)) != len(seeds):
         errors["seeds"] = f"seeds must be distinct; got {seeds}"
+    elif any(range_error(s, seed_range) for s in seeds):
+        errors["seeds"] = next(f"seed {s} " + range_error(s, seed_range) for s in seeds if range_error(s, seed_range))
     if concurrency < 1:
         errors["concurrency"] = f"must be at least 1; got {concurrency}"
     if free_slot_use not in FreeSlotUse.values:
@@ -120,23 +136,20 @@ def sweep_create(*, config: dict, seeds: Iterable[int], concurrency: int, policy
     except ValueError as exc:
         errors["alert_bounds"] = str(exc)
     if errors:
-        raise ConfigError(errors)
-    base = run_services.validate_config({k: v for k, v in config.items() if k != "seed"}).to_dict()
-    points = validate_grid(grid or {}, base)
-    if len(points) * len(seeds) > MAX_RUNS:
-        raise ConfigError({"seeds": f"{len(points)} grid points x {len(seeds)} seeds = "
-                                    f"{len(points) * len(seeds)} runs; at most {MAX_RUNS}"})
-    policy_config = policy_config_for(policy, total_steps=base["total_steps"], free_slot_use=free_slot_use,
+        raise FieldErrors(errors)
+    base = dataclasses.replace(run_services.as_config(config), seed=0)  # the seed is the sweep's own axis
+    points = validate_grid(grid or {}, base, n_seeds=len(seeds))
+    policy_config = policy_config_for(policy, total_steps=base.total_steps, free_slot_use=free_slot_use,
                                       extend_steps=extend_steps)
     n_runs = len(points) * len(seeds)
-    sweep = Sweep.objects.create(name=name or f"{base['preset']} x {n_runs} runs", config=base, seeds=seeds,
+    sweep = Sweep.objects.create(name=name or f"{base.preset} x {n_runs} runs", config=base.to_dict(), seeds=seeds,
                                  concurrency=concurrency, policy=policy_config, created_by=user)
     SweepPlan.objects.create(sweep=sweep, grid=grid or {}, free_slot_use=free_slot_use, extend_steps=extend_steps,
                              max_new_seeds=max_new_seeds, alert_bounds=alert_bounds or {})
     for seed in seeds:
-        for point in points:
+        for point, point_config in points:
             knobs = "".join(f" {k}={v}" for k, v in point.items())
-            run_services.run_create(config={**base, **point, "seed": seed}, user=user, sweep=sweep,
+            run_services.run_create(config=dataclasses.replace(point_config, seed=seed), user=user, sweep=sweep,
                                     name=f"{sweep.name} / seed {seed}{knobs}", parent_run=parent_run,
                                     parent_step=parent_step)
     sweep_fill_slots(sweep_id=sweep.pk)

@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from training.config import ConfigError
+from training.fields import FieldErrors
 from webapp.runs.forms import preset_form_values
 from webapp.runs.views import parent_checkpoint_of, run_form_for
 
@@ -30,7 +30,7 @@ def sweep_new(request: HttpRequest) -> HttpResponse:
             try:
                 sweep = services.sweep_create(user=request.user, parent_run=parent.run if parent else None,
                                               parent_step=parent.step if parent else None, **form.sweep_args)
-            except ConfigError as exc:
+            except FieldErrors as exc:
                 form.add_service_errors(exc)
             else:
                 messages.success(request, f"Sweep {sweep.pk} launched: {sweep.runs.count()} runs queued.")

@@ -2,7 +2,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from training.config import ConfigError
+from training.fields import FieldErrors
 from webapp.sweeps import services
 from webapp.sweeps.models import Sweep
 
@@ -28,6 +28,6 @@ class Command(BaseCommand):
         try:
             sweep = services.sweep_create(config=config, seeds=range(seeds), concurrency=concurrency,
                                           name=f"demo: {preset} x {seeds} seeds, tiny arithmetic", user=user)
-        except ConfigError as exc:
+        except FieldErrors as exc:
             raise CommandError(f"demo sweep config rejected: {exc}") from exc
         self.stdout.write(f"demo sweep {sweep.pk} launched: runs {list(sweep.runs.values_list('pk', flat=True))}")
