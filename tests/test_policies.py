@@ -312,3 +312,29 @@ def test_decision_record_has_the_structured_fields():
     d = Decision(run_id=7, action="stop", reason="r", rule="median", step=3, value=0.2, threshold=0.65, n_peers=4)
     assert d.to_dict() == {"run_id": 7, "action": "stop", "reason": "r", "rule": "median", "step": 3,
                            "value": 0.2, "threshold": 0.65, "n_peers": 4, "extra_steps": 0}
+
+
+@pytest.mark.parametrize("config, described, checks", [
+    ({}, "manual: runs are stopped only from the dashboard", {0: None, 9: None}),
+    ({"name": "median", "metric": "m", "max_steps": 20, "grace_steps": 4, "eval_every": 3},
+     "median on m (max): every 3 steps from step 4", {0: 4, 4: 7, 5: 7, 15: 16, 16: 19, 18: 19, 19: None}),
+    ({"name": "asha", "metric": "m", "max_steps": 40, "mode": "min"},
+     "asha on m (min): rungs at steps 10, 20", {0: 10, 10: 20, 19: 20, 20: None}),
+    ({"name": "threshold", "metric": "entropy", "max_steps": 10, "lower_bound": 0.05, "patience": 3},
+     "threshold on entropy: every step from 2, stop when below 0.05 or no improvement for 3 steps",
+     {0: 2, 5: 6, 9: None}),
+])
+def test_each_policy_says_what_it_does_and_when_it_looks_next(config, described, checks):
+    """The dashboard and the form ask the policy; no caller tests which kind of policy it is."""
+    policy = make_policy(config)
+    assert policy.describe().startswith(described)
+    total = config.get("max_steps", 10)
+    assert {last: policy.next_check(last, total) for last in checks} == checks
+    assert policy.reads_curves == bool(config)
+    assert policy.stored_config(config) == config  # manual keeps nothing: {} stays {}
+
+
+def test_an_empty_config_is_manual_and_a_manual_config_is_stored_as_empty():
+    assert make_policy({}).decide() == []
+    manual = make_policy({"name": "manual", "metric": "m", "max_steps": 10})
+    assert manual.stored_config({"name": "manual", "metric": "m", "max_steps": 10}) == {}

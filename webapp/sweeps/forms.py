@@ -15,7 +15,7 @@ from webapp.runs.forms import RunForm
 
 from . import services
 from .models import FreeSlotUse
-from .policies import POLICY_NAMES
+from .policies import POLICY_NAMES, params_help
 
 POLICY_FIELD = {"name": "policy_name", "metric": "policy_metric", "mode": "policy_mode"}
 
@@ -86,7 +86,7 @@ class SweepForm(RunForm):
                                     help_text="max: larger is better (reward, accuracy); min: smaller is better.")
     policy_params = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), label="policy params",
                                     help_text='Other policy parameters as JSON, e.g. {"grace_steps": 5, "min_peers": 2}; '
-                                              "empty = the defaults (grace 20 % of the steps, 3 peers, EMA 0.8).")
+                                              f"the defaults: {params_help()}.")
     free_slot_use = forms.ChoiceField(choices=FreeSlotUse.choices, initial=FreeSlotUse.NOTHING,
                                       label="freed slot, no seed queued",
                                       help_text="A stopped run's slot goes to the next queued seed first; when none "
@@ -119,10 +119,8 @@ class SweepForm(RunForm):
         except ValueError as exc:
             self.add_error("seeds", str(exc))
             return cleaned
-        policy = {}
-        if cleaned["policy_name"] != "manual":
-            policy = {**parsed["policy_params"], "name": cleaned["policy_name"],
-                      "metric": cleaned.get("policy_metric") or "reward/mean", "mode": cleaned["policy_mode"]}
+        policy = {**parsed["policy_params"], "name": cleaned["policy_name"],
+                  "metric": cleaned.get("policy_metric") or "reward/mean", "mode": cleaned["policy_mode"]}
         self.sweep_args = {
             "config": self.config, "seeds": seeds, "concurrency": cleaned["concurrency"], "grid": parsed["grid"],
             "policy": policy, "free_slot_use": cleaned["free_slot_use"],

@@ -17,7 +17,7 @@ from django.db.models import Avg, Count, ExpressionWrapper, F, IntegerField, Max
 from webapp.runs.models import ENDED_STATUSES, MetricPoint, Run, RunStatus, Sample
 
 from .models import Alert, PolicyDecision, Sweep, SweepPlan
-from .policies import parse_config
+from .policies import make_policy
 
 TARGET_BUCKETS = 400       # per run and metric: ~800 drawn points per seed at most
 DEFAULT_METRIC = "reward/mean"
@@ -150,48 +150,11 @@ def sweep_alerts(*, sweep_id: int) -> list[dict]:
 
 
 def next_decision_points(*, sweep: Sweep, runs: list[dict]) -> dict:
-    """When the policy looks at each live run next: ``{"summary": text, "runs": {run_id: step or None}}``.
-
-    median: every ``eval_every`` steps from the grace period on; threshold: every step from the grace
-    period; asha: the rungs r*eta^k. Nothing is decided at or after a run's final step.
-    """
-    if not sweep.policy or sweep.policy.get("name", "manual") == "manual":
-        return {"summary": "manual: runs are stopped only from this page", "runs": {}}
-    params = parse_config(sweep.policy)
-    name = sweep.policy["name"]
-    grace = params.grace()
-    if name == "asha":
-        rungs = params.rungs()
-        summary = (f"asha on {params.metric} ({params.mode}): rungs at steps {', '.join(map(str, rungs)) or 'none'}; "
-                   f"the top 1/{params.eta} at each rung continue (min {params.min_peers} peers)")
-    elif name == "median":
-        every = f"every {params.eval_every} steps" if params.eval_every > 1 else "every step"
-        summary = (f"median on {params.metric} ({params.mode}): {every} from step {grace}, a run more than "
-                   f"{params.min_delta:g} worse than the median of at least {params.min_peers} peers stops")
-    else:
-        parts = []
-        if params.lower_bound is not None:
-            parts.append(f"below {params.lower_bound:g}")
-        if params.upper_bound is not None:
-            parts.append(f"above {params.upper_bound:g}")
-        if params.patience is not None:
-            parts.append(f"no improvement for {params.patience} steps")
-        summary = f"threshold on {params.metric}: every step from {grace}, stop when {' or '.join(parts)}"
-    summary += f"; smoothing {params.smoothing}"
-    points = {}
-    for row in runs:
-        if row["ended"] or row["kill_requested"]:
-            continue
-        after = row["last_step"] + 1
-        if name == "asha":
-            nxt = next((r for r in params.rungs() if r >= after), None)
-        elif name == "median":
-            start = max(after, grace)
-            nxt = start + (-(start - grace)) % params.eval_every
-        else:
-            nxt = max(after, grace)
-        points[row["id"]] = nxt if nxt is not None and nxt < row["total_steps"] else None
-    return {"summary": summary, "runs": points}
+    """When the policy looks at each live run next: ``{"summary": text, "runs": {run_id: step or None}}``."""
+    policy = make_policy(sweep.policy)
+    points = {row["id"]: policy.next_check(row["last_step"], row["total_steps"])
+              for row in runs if not (row["ended"] or row["kill_requested"])}
+    return {"summary": policy.describe(), "runs": points}
 
 
 def sweep_live_state(*, sweep_id: int, metric: str, since: Optional[dict[int, int]] = None,

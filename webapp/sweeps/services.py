@@ -26,7 +26,7 @@ from webapp.runs.models import MetricPoint, Run, RunStatus
 
 from . import alerts as alert_rules
 from .models import Alert, FreeSlotUse, PolicyDecision, Sweep, SweepPlan
-from .policies import EXTEND, STOP, Decision, FieldErrors, make_policy
+from .policies import EXTEND, STOP, Decision, make_policy
 
 log = logging.getLogger("seedbed.sweeps")
 
@@ -86,19 +86,18 @@ def validate_grid(grid: dict, base: TrainConfig, n_seeds: int = 1) -> list[tuple
 
 
 def policy_config_for(policy: Optional[dict], *, total_steps: int, free_slot_use: str, extend_steps: int) -> dict:
-    """The stored policy config: the user's keys, ``max_steps`` defaulting to the runs' ``total_steps``, and
-    ``extend_survivors_by`` set when freed slots extend survivors. Raises FieldErrors keyed ``policy.<key>``."""
-    if not policy or policy.get("name") in (None, "", "manual"):
-        return {}
-    config = dict(policy)
+    """The stored policy config (what the policy keeps of it: nothing for manual): the user's keys,
+    ``max_steps`` defaulting to the runs' ``total_steps``, and ``extend_survivors_by`` set when freed slots
+    extend survivors. Raises FieldErrors keyed ``policy.<key>``."""
+    config = dict(policy or {})
     config.setdefault("max_steps", total_steps)
     if free_slot_use == FreeSlotUse.EXTEND:
         config["extend_survivors_by"] = extend_steps
     try:
-        make_policy(config)
+        built = make_policy(config)
     except FieldErrors as exc:
         raise FieldErrors({f"policy.{key}": message for key, message in exc.errors.items()}) from exc
-    return config
+    return built.stored_config(config)
 
 
 @transaction.atomic
@@ -195,9 +194,10 @@ def _as_decision(row: PolicyDecision) -> Decision:
                     value=row.value, threshold=row.threshold, n_peers=row.n_peers, extra_steps=row.extra_steps)
 
 
-def _policy_decisions(sweep: Sweep, judged_up_to: int) -> tuple[list[Decision], int]:
-    """Rebuild the sweep's policy from the database and return what it decides now, and the step up to which
-    every running run's points are in (the next call's ``judged_up_to``). Stores nothing.
+def _policy_decisions(sweep: Sweep, policy, judged_up_to: int) -> tuple[list[Decision], int]:
+    """Feed a fresh ``policy`` (built from ``sweep.policy``) the sweep's stored curves and return what it decides
+    now, and the step up to which every running run's points are in (the next call's ``judged_up_to``).
+    Stores nothing.
 
     Points are fed step by step across runs, calling ``decide`` after each step past ``judged_up_to`` (as
     ``policies.replay`` does), so a run is judged at every step at which its peers have values, whatever the
@@ -208,14 +208,13 @@ def _policy_decisions(sweep: Sweep, judged_up_to: int) -> tuple[list[Decision], 
     runs = {run.pk: run for run in sweep.runs.all()}
     stored = {(d.run_id, d.action): d for d in sweep.decisions.all()}
     stops = {run_id: d for (run_id, action), d in stored.items() if action == STOP}
-    policy = make_policy(sweep.policy)
     for (run_id, action), row in stored.items():
         if action == EXTEND and row.outcome == PolicyDecision.Outcome.APPLIED:
             policy.extended[run_id] = _as_decision(row)  # so its horizon is the extended one
     for run in runs.values():
         if run.pk not in stops and (run.is_ended or run.kill_requested_at is not None):
             policy.mark_stopped(run.pk)
-    rows = (MetricPoint.objects.filter(run_id__in=list(runs), key=sweep.policy["metric"], value__isnull=False)
+    rows = (MetricPoint.objects.filter(run_id__in=list(runs), key=policy.params.metric, value__isnull=False)
             .order_by("step", "run_id").values_list("run_id", "step", "value"))
     decisions: list[Decision] = []
     current_step = None
@@ -245,10 +244,11 @@ def sweep_apply_policy(*, sweep_id: int) -> list[PolicyDecision]:
     sweep row, against the decisions and run states read again under that lock.
     """
     sweep = Sweep.objects.get(pk=sweep_id)
-    if not sweep.policy or sweep.policy.get("name", "manual") == "manual":
+    policy = make_policy(sweep.policy)
+    if not policy.reads_curves:  # manual: nothing to read, nothing to decide
         return []
     plan = plan_of(sweep)
-    proposed, complete = _policy_decisions(sweep, plan.policy_step)
+    proposed, complete = _policy_decisions(sweep, policy, plan.policy_step)
     with transaction.atomic():
         sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
         SweepPlan.objects.filter(sweep=sweep, policy_step__lt=complete).update(policy_step=complete)

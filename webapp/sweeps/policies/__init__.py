@@ -1,0 +1,53 @@
+"""Early-stopping policies for seed sweeps (DESIGN §5).
+
+Pure Python, importing no Django, so a sweep can be replayed offline (``replay``, ``bench/early_stopping.py``)
+and the database layer can feed a policy the curves it stores and apply what it decides. The package:
+``smoothing`` (curves), ``parameters`` (one dataclass per policy), ``rules`` (the policies), ``replay``.
+Callers never test a policy's kind: ``describe()`` says what it does, ``next_check(last_step, total_steps)``
+when it looks at a run next, ``reads_curves`` whether it needs the curves at all, ``stored_config``
+what a sweep keeps of its config (nothing, for manual).
+
+    policy = make_policy({"name": "median", "metric": "reward/mean", "mode": "max", "max_steps": 40})
+    policy.observe("seed-3", step=12, value=0.41)      # one call per logged point, any run order
+    for decision in policy.decide():                   # each run is stopped at most once
+        ...  # decision.run_id, .action ("stop" | "extend"), .reason, .rule, .step, .value, .threshold
+
+Policies (``name``):
+
+- ``manual``: never decides (kill buttons only).
+- ``median``: median stopping rule (Golovin et al., "Google Vizier", KDD 2017): stop a run whose smoothed metric
+  at step s is worse than the median of its peers' smoothed values at step s.
+- ``asha``: asynchronous successive halving (Li et al., "A System for Massively Parallel Hyperparameter
+  Tuning", MLSys 2020): rungs at ``min_steps * eta**k`` below ``max_steps``; at each rung only the top
+  ``1/eta`` of the runs that reached it continue.
+- ``threshold``: stop when the smoothed metric crosses a bound (``lower_bound`` / ``upper_bound``, e.g.
+  entropy collapsing below 0.05) or has not improved by ``min_delta`` for ``patience`` steps.
+
+What every policy shares (``CommonParams``): the metric is smoothed per run (debiased EMA by default), no run is
+judged before ``grace_steps``, and a comparison needs at least ``min_peers`` other runs that reached the same
+step, so one noisy batch or a lonely early run does not kill a seed. ``mode`` says whether larger (``max``) or
+smaller (``min``) values are better. A run is never judged at or after its final step (stopping it would
+save nothing), points a run logs after its stop are ignored, and a run gets at most one stop and one
+extension. ``mark_stopped(run_id)`` tells the policy about a run that ended otherwise (killed by a user).
+
+Steps: a run with ``max_steps`` steps logs steps ``1 .. max_steps`` (the training loop's convention: step k
+is the k-th completed step); points must arrive in increasing step order per run, and a repeated or older step is ignored, so the database
+layer may feed the same rows twice.
+
+Extensions (optional, ``extend_survivors_by: N`` > 0): every stop frees a slot; ``decide`` then proposes to
+extend the best live run (highest smoothed value at its latest step, past the grace period, not extended
+before) by N steps, one proposal per freed slot. The scheduler applies an extension only when the sweep has
+no queued seed left (a queued seed takes a freed slot first).
+"""
+from __future__ import annotations
+
+from .parameters import AshaParams, CommonParams, ManualParams, MedianParams, ThresholdParams
+from .replay import ReplayResult, replay
+from .rules import (EXTEND, POLICY_NAMES, STOP, Decision, Policy, make_policy, params_help, parse_config)
+from .smoothing import debiased_ema, running_mean, smooth
+
+__all__ = [
+    "Decision", "Policy", "CommonParams", "ManualParams", "MedianParams", "AshaParams", "ThresholdParams",
+    "make_policy", "parse_config", "params_help", "replay", "ReplayResult", "debiased_ema", "running_mean",
+    "smooth", "POLICY_NAMES", "STOP", "EXTEND",
+]

@@ -1,0 +1,208 @@
+"""A policy's parameters: one frozen dataclass per policy, every field documented, unknown keys rejected, values
+checked with the shared field rules (``training.fields``) and each policy's own ``errors()``."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from training.fields import FieldErrors, coerce
+
+from .smoothing import SMOOTHING_KINDS
+
+__all__ = ["CommonParams", "ManualParams", "MedianParams", "AshaParams", "ThresholdParams", "parse_params",
+           "defaults_text", "MODES"]
+
+MODES = ("max", "min")
+
+
+@dataclass(frozen=True)
+class CommonParams:
+    """Keys every policy accepts."""
+
+    metric: str
+    """The logged metric the policy watches, e.g. ``reward/mean``, ``accuracy``, ``entropy``."""
+    max_steps: int
+    """Steps each run is configured for (the run's ``total_steps``); nothing is decided at step ``max_steps``."""
+    mode: str = "max"
+    """``max`` when larger values are better (reward, accuracy), ``min`` when smaller are (loss)."""
+    smoothing: str = "ema"
+    """How each run's curve is smoothed before any comparison: ``ema`` (debiased EMA), ``mean`` (running
+    mean over ``smoothing_window`` points) or ``none``."""
+    smoothing_weight: float = 0.8
+    """EMA weight w in [0, 1): s_t = w*s_(t-1) + (1-w)*x_t, debiased; higher is smoother."""
+    smoothing_window: int = 5
+    """Window of the running mean (``smoothing: mean``)."""
+    grace_steps: Optional[int] = None
+    """No run is judged before this step. Empty means 20 % of ``max_steps`` (rounded up)."""
+    min_peers: int = 3
+    """A comparison needs at least this many other runs that reached the same step (0 allowed for
+    ``threshold``, which needs no peers)."""
+    extend_survivors_by: int = 0
+    """When > 0, every stop also proposes to extend the best live run by this many steps (0 = never)."""
+
+    def grace(self) -> int:
+        return self.grace_steps if self.grace_steps is not None else math.ceil(0.2 * self.max_steps)
+
+    def errors(self) -> dict[str, str]:
+        e: dict[str, str] = {}
+        if not self.metric.strip():
+            e["metric"] = "must name a logged metric; got an empty string"
+        if self.max_steps < 2:
+            e["max_steps"] = f"must be at least 2; got {self.max_steps}"
+        if self.mode not in MODES:
+            e["mode"] = f"must be one of {', '.join(MODES)}; got {self.mode!r}"
+        if self.smoothing not in SMOOTHING_KINDS:
+            e["smoothing"] = f"must be one of {', '.join(SMOOTHING_KINDS)}; got {self.smoothing!r}"
+        if not 0.0 <= self.smoothing_weight < 1.0:
+            e["smoothing_weight"] = f"must lie in [0, 1); got {self.smoothing_weight}"
+        if self.smoothing_window < 1:
+            e["smoothing_window"] = f"must be at least 1; got {self.smoothing_window}"
+        if self.grace_steps is not None and not 0 <= self.grace_steps < self.max_steps:
+            e["grace_steps"] = f"must lie in [0, max_steps) = [0, {self.max_steps}); got {self.grace_steps}"
+        if self.min_peers < 0:
+            e["min_peers"] = f"must be 0 or more; got {self.min_peers}"
+        if self.extend_survivors_by < 0:
+            e["extend_survivors_by"] = f"must be 0 or more; got {self.extend_survivors_by}"
+        return e
+
+
+@dataclass(frozen=True)
+class ManualParams(CommonParams):
+    """Manual: the policy never decides; runs are stopped from the dashboard only (it needs no metric)."""
+
+    metric: str = ""
+    max_steps: int = 0
+
+    def errors(self) -> dict[str, str]:
+        return {}
+
+
+@dataclass(frozen=True)
+class MedianParams(CommonParams):
+    """Median stopping rule."""
+
+    min_delta: float = 0.05
+    """Stop only when the run is worse than the peer median by more than this margin, in the metric's units
+    (the default suits rewards and accuracies in [0, 1]; set it for other scales)."""
+    eval_every: int = 1
+    """Judge a run every this many steps after the grace period (1 = every step)."""
+
+    def errors(self) -> dict[str, str]:
+        e = super().errors()
+        if self.min_peers < 1:
+            e["min_peers"] = f"must be at least 1 for the median rule; got {self.min_peers}"
+        if self.min_delta < 0:
+            e["min_delta"] = f"must be 0 or more; got {self.min_delta}"
+        if self.eval_every < 1:
+            e["eval_every"] = f"must be at least 1; got {self.eval_every}"
+        return e
+
+
+@dataclass(frozen=True)
+class AshaParams(CommonParams):
+    """Asynchronous successive halving."""
+
+    min_steps: Optional[int] = None
+    """First rung (r in r*eta**k). Empty means 25 % of ``max_steps`` (rounded up), but not before the grace
+    period."""
+    eta: int = 2
+    """Reduction factor: at each rung only the top 1/eta of the runs that reached it continue."""
+
+    def rungs(self) -> list[int]:
+        """Rung steps r*eta**k that lie before the final step ``max_steps`` and not before the grace period."""
+        first = self.min_steps if self.min_steps is not None else max(1, self.grace(), math.ceil(0.25 * self.max_steps))
+        rungs, rung = [], first
+        while rung < self.max_steps:
+            if rung >= self.grace():
+                rungs.append(rung)
+            rung *= self.eta
+        return rungs
+
+    def errors(self) -> dict[str, str]:
+        e = super().errors()
+        if self.min_peers < 1:
+            e["min_peers"] = f"must be at least 1 for asha; got {self.min_peers}"
+        if self.eta < 2:
+            e["eta"] = f"must be at least 2; got {self.eta}"
+        if self.min_steps is not None and not 1 <= self.min_steps < self.max_steps:
+            e["min_steps"] = f"must lie in [1, max_steps) = [1, {self.max_steps}); got {self.min_steps}"
+        return e
+
+
+@dataclass(frozen=True)
+class ThresholdParams(CommonParams):
+    """Threshold / patience."""
+
+    lower_bound: Optional[float] = None
+    """Stop when the smoothed metric falls below this (e.g. entropy collapse). Empty = off."""
+    upper_bound: Optional[float] = None
+    """Stop when the smoothed metric rises above this (e.g. response length at the cap). Empty = off."""
+    patience: Optional[int] = None
+    """Stop when the smoothed metric has not improved (per ``mode``) by ``min_delta`` for this many steps.
+    Empty = off."""
+    min_delta: float = 0.0
+    """Smallest change that counts as an improvement for ``patience``."""
+    min_peers: int = 0
+    """Threshold rules need no peers; set > 0 to act only once this many other runs reached the step."""
+
+    def errors(self) -> dict[str, str]:
+        e = super().errors()
+        if self.lower_bound is None and self.upper_bound is None and self.patience is None:
+            e["lower_bound"] = "set at least one of lower_bound, upper_bound, patience"
+        if self.lower_bound is not None and self.upper_bound is not None and self.lower_bound >= self.upper_bound:
+            e["upper_bound"] = f"must be greater than lower_bound ({self.lower_bound}); got {self.upper_bound}"
+        if self.patience is not None and self.patience < 1:
+            e["patience"] = f"must be at least 1 (or empty for off); got {self.patience}"
+        if self.min_delta < 0:
+            e["min_delta"] = f"must be 0 or more; got {self.min_delta}"
+        return e
+
+
+def parse_params(cls: type, config: dict) -> CommonParams:
+    """``config`` checked against the params dataclass ``cls``: unknown keys, types, ranges; raises FieldErrors."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    errors: dict[str, str] = {}
+    kwargs: dict[str, Any] = {}
+    for key, value in config.items():
+        if key == "name":
+            continue
+        if key not in fields:
+            errors[key] = f"unknown key {key!r} for policy {config['name']!r}; allowed: {', '.join(sorted(fields))}"
+            continue
+        try:
+            kwargs[key] = coerce(value, fields[key].type)
+        except ValueError as exc:
+            errors[key] = str(exc)
+    for name, f in fields.items():
+        if f.default is dataclasses.MISSING and name not in config:
+            errors[name] = "is required"
+    if errors:
+        raise FieldErrors(errors)
+    params = cls(**kwargs)
+    errors = params.errors()
+    if errors:
+        raise FieldErrors(errors)
+    return params
+
+
+def defaults_text(classes: dict[str, type]) -> str:
+    """Every parameter with its default, from the dataclasses themselves (the form's help text).
+
+    ``classes`` maps a policy name to its params dataclass; the common keys are listed once."""
+    common = {f.name: f.default for f in dataclasses.fields(CommonParams)}
+
+    def text(f: dataclasses.Field) -> str:
+        return f"{f.name} {'empty' if f.default is None else f.default}"
+
+    # the keys the form asks for by themselves (metric, mode) and max_steps (the runs' total_steps) are left out
+    parts = ["every policy: " + ", ".join(text(f) for f in dataclasses.fields(CommonParams)
+                                          if f.default is not dataclasses.MISSING and f.name != "mode")]
+    for name, cls in classes.items():
+        # a policy's own keys, and the common ones whose default it changes
+        own = [text(f) for f in dataclasses.fields(cls)
+               if f.default is not dataclasses.MISSING and common.get(f.name, ...) != f.default]
+        if own and name != "manual":
+            parts.append(f"{name}: {', '.join(own)}")
+    return "; ".join(parts)

@@ -1,0 +1,64 @@
+"""Offline replay: recorded curves fed to a fresh policy as a live sweep would produce them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Hashable, Optional, Sequence
+
+from .rules import STOP, Decision, make_policy
+
+
+@dataclass
+class ReplayResult:
+    """What a replayed sweep did: every decision, where each stopped run stopped, how many points each ran."""
+
+    decisions: list[Decision]
+    stopped_at: dict[Hashable, int]
+    steps_run: dict[Hashable, int]
+    total_steps: int
+
+    @property
+    def compute_saved(self) -> float:
+        """1 - (points run) / (points every run would have run to its end)."""
+        return 1.0 - sum(self.steps_run.values()) / self.total_steps if self.total_steps else 0.0
+
+    @property
+    def survivors(self) -> list[Hashable]:
+        return [run_id for run_id in self.steps_run if run_id not in self.stopped_at]
+
+
+def replay(policy_config: dict, curves: dict[Hashable, Sequence[tuple[int, float]]], parallel: bool = True,
+           concurrency: Optional[int] = None) -> ReplayResult:
+    """Feed recorded curves to a fresh policy as a sweep would produce them, calling ``decide`` after each tick.
+
+    At every tick each running run logs its next point (in parallel: all runs at once, step by step); a run
+    stopped by a decision logs nothing more and its slot goes to the next run in ``curves`` order.
+    ``concurrency`` limits how many runs run at once (default: all when ``parallel``, one otherwise).
+    Extensions are recorded but the replay has no points beyond a curve's end.
+    """
+    policy = make_policy(policy_config)
+    limit = concurrency or (len(curves) if parallel else 1)
+    if limit < 1:
+        raise ValueError(f"concurrency: must be at least 1; got {concurrency}")
+    queued = list(curves)
+    position: dict[Hashable, int] = {}
+    running: list[Hashable] = []
+    decisions: list[Decision] = []
+    stopped_at: dict[Hashable, int] = {}
+    while queued or running:
+        while queued and len(running) < limit:
+            run_id = queued.pop(0)
+            running.append(run_id)
+            position[run_id] = 0
+        for run_id in list(running):
+            step, value = curves[run_id][position[run_id]]
+            policy.observe(run_id, int(step), float(value))
+            position[run_id] += 1
+        for decision in policy.decide():
+            decisions.append(decision)
+            if decision.action == STOP:
+                stopped_at[decision.run_id] = decision.step
+                if decision.run_id in running:
+                    running.remove(decision.run_id)
+        running = [run_id for run_id in running if position[run_id] < len(curves[run_id])]
+    return ReplayResult(decisions=decisions, stopped_at=stopped_at, steps_run=dict(position),
+                        total_steps=sum(len(points) for points in curves.values()))

@@ -1,0 +1,422 @@
+"""The policies: each keeps every run's smoothed curve, decides which runs stop (and which survivors a freed
+slot extends), says in words what it does (``describe``) and when it looks at a run next (``next_check``)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import Any, Hashable, Optional
+
+from training.fields import FieldErrors
+
+from .parameters import AshaParams, CommonParams, ManualParams, MedianParams, ThresholdParams, defaults_text, parse_params
+from .smoothing import make_smoother
+
+STOP = "stop"
+EXTEND = "extend"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision about one run, with the numbers it used (the database stores every field).
+
+    ``value`` is the run's smoothed metric that was compared, ``threshold`` what it was compared with (peer
+    median, rung cut-off, bound or best-so-far), ``n_peers`` how many other runs the comparison used, and
+    ``extra_steps`` how many steps an ``extend`` grants (0 for a stop).
+    """
+
+    run_id: Hashable
+    action: str
+    reason: str
+    rule: str
+    step: int
+    value: float
+    threshold: float
+    n_peers: int = 0
+    extra_steps: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class _RunCurve:
+    """One run's smoothed curve, point by point, with look-up of the value "at step s"."""
+
+    def __init__(self, smoother):
+        self.smoother = smoother
+        self.steps: list[int] = []
+        self.smoothed: list[float] = []
+
+    @property
+    def last_step(self) -> int:
+        return self.steps[-1] if self.steps else -1
+
+    @property
+    def last_value(self) -> float:
+        return self.smoothed[-1]
+
+    def add(self, step: int, value: float) -> bool:
+        if step <= self.last_step:
+            return False
+        self.steps.append(step)
+        self.smoothed.append(self.smoother.update(value))
+        return True
+
+    def value_at(self, step: int) -> Optional[float]:
+        """Smoothed value at the last logged step <= ``step``; None when the run has not reached ``step``."""
+        if self.last_step < step:
+            return None
+        return self.smoothed[bisect_right(self.steps, step) - 1]
+
+
+class Policy:
+    """Base class: keeps the curves, applies grace and the once-per-run rule; subclasses find the stops."""
+
+    rule = "manual"
+    reads_curves = True  # whether the database layer must feed it the sweep's curves
+
+    def __init__(self, params: CommonParams):
+        self.params = params
+        self.curves: dict[Hashable, _RunCurve] = {}
+        self.stopped: dict[Hashable, Optional[Decision]] = {}  # None: ended for another reason (mark_stopped)
+        self.extended: dict[Hashable, Decision] = {}
+        self._extension_credits = 0
+
+    # -- the interface ---------------------------------------------------------------------------
+    def observe(self, run_id: Hashable, step: int, value: float) -> None:
+        """Record one logged point of ``run_id``'s metric. Points a run logs after the step at which this
+        policy stopped it (while it winds down) are ignored."""
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ValueError(f"step: expected an integer >= 0; got {step!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"value: expected a finite number for run {run_id!r} at step {step}; got {value!r}")
+        decision = self.stopped.get(run_id)
+        if decision is not None and step > decision.step:
+            return
+        curve = self.curves.get(run_id)
+        if curve is None:
+            p = self.params
+            curve = self.curves[run_id] = _RunCurve(make_smoother(p.smoothing, p.smoothing_weight,
+                                                                   p.smoothing_window))
+        curve.add(step, float(value))
+
+    def mark_stopped(self, run_id: Hashable) -> None:
+        """Tell the policy that ``run_id`` ended for another reason (a user killed it, it failed): no decision is
+        made about it from now on; the points it logged still count for its peers. A database layer that
+        rebuilds a policy from stored metrics calls this for every run that already ended before ``decide``."""
+        self.stopped.setdefault(run_id, None)
+
+    def decide(self) -> list[Decision]:
+        """New decisions since the last call: stops first, then any extensions the stops paid for."""
+        stops = self._find_stops()
+        for decision in stops:
+            self.stopped[decision.run_id] = decision
+        self._extension_credits += len(stops) if self.params.extend_survivors_by > 0 else 0
+        return stops + self._find_extensions()
+
+    def describe(self) -> str:
+        """What the policy does, in one sentence (the sweep form and the dashboard show it)."""
+        return f"{self._describe_rule()}; smoothing {self.params.smoothing}"
+
+    def next_check(self, last_step: int, total_steps: int) -> Optional[int]:
+        """The step at which a live run that reached ``last_step`` is judged next; None when it never will be
+        (nothing is decided at or after a run's final step)."""
+        step = self._next_step(last_step + 1)
+        return step if step is not None and step < total_steps else None
+
+    def stored_config(self, config: dict) -> dict:
+        """What a sweep keeps of the config this policy was built from."""
+        return dict(config)
+
+    # -- helpers for subclasses ------------------------------------------------------------------
+    def _describe_rule(self) -> str:
+        return f"{self.rule} on {self.params.metric} ({self.params.mode})"
+
+    def _next_step(self, after: int) -> Optional[int]:
+        """The first step >= ``after`` at which this policy judges a run (grace period included)."""
+        return max(after, self.params.grace())
+
+    def _find_stops(self) -> list[Decision]:
+        return []
+
+    def horizon(self, run_id: Hashable) -> int:
+        extension = self.extended.get(run_id)
+        return self.params.max_steps + (extension.extra_steps if extension else 0)
+
+    def judgeable_runs(self) -> list[tuple[Hashable, _RunCurve]]:
+        """Live runs past the grace period and before their final step (only these can be stopped)."""
+        grace = self.params.grace()
+        return [(run_id, curve) for run_id, curve in self.curves.items()
+                if run_id not in self.stopped and curve.steps
+                and grace <= curve.last_step < self.horizon(run_id)]
+
+    def peer_values(self, run_id: Hashable, step: int) -> list[float]:
+        """Smoothed values at ``step`` of every other run that reached it (stopped ones included)."""
+        values = []
+        for other_id, other in self.curves.items():
+            if other_id == run_id:
+                continue
+            value = other.value_at(step)
+            if value is not None:
+                values.append(value)
+        return values
+
+    def worse(self, value: float, reference: float, margin: float = 0.0) -> bool:
+        """True when ``value`` is worse than ``reference`` by more than ``margin`` (per ``mode``)."""
+        if self.params.mode == "max":
+            return value < reference - margin
+        return value > reference + margin
+
+    def sort_key(self, value: float) -> float:
+        """Sort key putting the best values first."""
+        return -value if self.params.mode == "max" else value
+
+    def format_value(self, value: float) -> str:
+        return f"{self.params.metric} {value:.4g}"
+
+    def _find_extensions(self) -> list[Decision]:
+        p = self.params
+        decisions = []
+        while self._extension_credits > 0:
+            candidates = [(run_id, curve) for run_id, curve in self.judgeable_runs()
+                          if run_id not in self.extended]
+            if not candidates:
+                break
+            run_id, curve = min(candidates, key=lambda item: self.sort_key(item[1].last_value))
+            others = [c.last_value for rid, c in self.curves.items() if rid != run_id and rid not in self.stopped]
+            decision = Decision(
+                run_id=run_id, action=EXTEND, rule=self.rule, step=curve.last_step, value=curve.last_value,
+                threshold=curve.last_value, n_peers=len(others), extra_steps=p.extend_survivors_by,
+                reason=(f"best live run: smoothed {self.format_value(curve.last_value)} at step {curve.last_step}; "
+                        f"a stopped run freed a slot, so it gets {p.extend_survivors_by} more steps "
+                        f"(until step {self.horizon(run_id) + p.extend_survivors_by})"))
+            self.extended[run_id] = decision
+            self._extension_credits -= 1
+            decisions.append(decision)
+        return decisions
+
+
+class ManualPolicy(Policy):
+    """Never decides: runs are stopped by hand from the dashboard."""
+
+    rule = "manual"
+    reads_curves = False
+
+    def describe(self) -> str:
+        return "manual: runs are stopped only from the dashboard"
+
+    def _next_step(self, after: int) -> Optional[int]:
+        return None
+
+    def stored_config(self, config: dict) -> dict:
+        return {}  # an empty policy is a manual sweep
+
+
+class MedianStoppingPolicy(Policy):
+    """Stop a run whose smoothed metric at step s is worse than the median of its peers' at step s.
+
+    Peers are the other runs that reached step s (stopped and finished runs count with their value at s). In a
+    sweep where every seed runs at once this keeps halving the field after the grace period until a run has
+    fewer than ``min_peers`` peers left, i.e. about ``min_peers`` runs survive (Golovin et al. 2017 compare
+    with completed trials; here there may be none, so the sweep's own runs at the same step are the peers).
+    """
+
+    rule = "median"
+
+    def _describe_rule(self) -> str:
+        p: MedianParams = self.params  # type: ignore[assignment]
+        every = f"every {p.eval_every} steps" if p.eval_every > 1 else "every step"
+        return (f"median on {p.metric} ({p.mode}): {every} from step {p.grace()}, a run more than "
+                f"{p.min_delta:g} worse than the median of at least {p.min_peers} peers stops")
+
+    def _next_step(self, after: int) -> Optional[int]:
+        p: MedianParams = self.params  # type: ignore[assignment]
+        start = max(after, p.grace())
+        return start + (-(start - p.grace())) % p.eval_every
+
+    def _find_stops(self) -> list[Decision]:
+        p: MedianParams = self.params  # type: ignore[assignment]
+        grace = p.grace()
+        stops = []
+        # Judge every run against the same data (stops are applied after the pass), so order does not matter.
+        for run_id, curve in self.judgeable_runs():
+            step = curve.last_step
+            if (step - grace) % p.eval_every:
+                continue
+            peers = self.peer_values(run_id, step)
+            if len(peers) < p.min_peers:
+                continue
+            median = statistics.median(peers)
+            value = curve.last_value
+            if self.worse(value, median, p.min_delta):
+                margin = f" by more than {p.min_delta:g}" if p.min_delta else ""
+                stops.append(Decision(
+                    run_id=run_id, action=STOP, rule=self.rule, step=step, value=value, threshold=median,
+                    n_peers=len(peers),
+                    reason=(f"median rule: smoothed {self.format_value(value)} at step {step} is "
+                            f"{'below' if p.mode == 'max' else 'above'} the median {median:.4g} of "
+                            f"{len(peers)} peers at that step{margin}")))
+        return stops
+
+
+class AshaPolicy(Policy):
+    """Asynchronous successive halving: at each rung only the top 1/eta of the runs that reached it continue.
+
+    A run's rung value is its smoothed metric at the rung step. A run is judged at a rung as soon as at least
+    ``min_peers`` other runs have a value there (until then it keeps running and is judged later, at whatever
+    step it has reached): it continues when it ranks within the top max(1, floor(n/eta)) of the n values
+    recorded at that rung so far (runs stopped earlier at that rung included), otherwise it is stopped.
+    """
+
+    rule = "asha"
+
+    def __init__(self, params: AshaParams):
+        super().__init__(params)
+        self.rung_steps = params.rungs()
+        # rung index -> run_id -> smoothed value at the rung, in arrival order
+        self.rung_values: list[dict[Hashable, float]] = [{} for _ in self.rung_steps]
+        self.passed: list[set] = [set() for _ in self.rung_steps]
+
+    def _describe_rule(self) -> str:
+        p: AshaParams = self.params  # type: ignore[assignment]
+        return (f"asha on {p.metric} ({p.mode}): rungs at steps {', '.join(map(str, self.rung_steps)) or 'none'}; "
+                f"the top 1/{p.eta} at each rung continue (min {p.min_peers} peers)")
+
+    def _next_step(self, after: int) -> Optional[int]:
+        return next((rung for rung in self.rung_steps if rung >= after), None)
+
+    def _find_stops(self) -> list[Decision]:
+        p: AshaParams = self.params  # type: ignore[assignment]
+        # 1. record every live run's value at each rung it reached
+        for run_id, curve in self.curves.items():
+            if run_id in self.stopped:
+                continue
+            for k, rung in enumerate(self.rung_steps):
+                value = curve.value_at(rung)
+                if run_id not in self.rung_values[k] and value is not None:
+                    self.rung_values[k][run_id] = value
+        # 2. judge pending runs, lowest rung first, each against everything recorded at its rung
+        stops: dict[Hashable, Decision] = {}
+        for k, rung in enumerate(self.rung_steps):
+            recorded = self.rung_values[k]
+            n = len(recorded)
+            if n - 1 < p.min_peers:
+                continue
+            keep = max(1, n // p.eta)
+            ranked = sorted(recorded.values(), key=self.sort_key)
+            cutoff = ranked[keep - 1]
+            for run_id, value in recorded.items():
+                if run_id in self.passed[k] or run_id in self.stopped or run_id in stops:
+                    continue
+                curve = self.curves[run_id]
+                if curve.last_step >= self.horizon(run_id):
+                    continue  # already at its final step: stopping saves nothing
+                if self.worse(value, cutoff):
+                    rank = 1 + sum(1 for v in recorded.values() if self.sort_key(v) < self.sort_key(value))
+                    stops[run_id] = Decision(
+                        run_id=run_id, action=STOP, rule=self.rule, step=curve.last_step, value=value,
+                        threshold=cutoff, n_peers=n - 1,
+                        reason=(f"asha rung {k} (step {rung}): smoothed {self.format_value(value)} ranks {rank} of "
+                                f"{n}; only the top {keep} (1/{p.eta}) continue, cut-off {cutoff:.4g}"))
+                else:
+                    self.passed[k].add(run_id)
+        return list(stops.values())
+
+
+class ThresholdPolicy(Policy):
+    """Stop a run whose smoothed metric crosses a bound, or has not improved for ``patience`` steps."""
+
+    rule = "threshold"
+
+    def __init__(self, params: ThresholdParams):
+        super().__init__(params)
+        self.best: dict[Hashable, tuple[int, float]] = {}  # run_id -> (step, best smoothed value so far)
+
+    def _describe_rule(self) -> str:
+        p: ThresholdParams = self.params  # type: ignore[assignment]
+        parts = []
+        if p.lower_bound is not None:
+            parts.append(f"below {p.lower_bound:g}")
+        if p.upper_bound is not None:
+            parts.append(f"above {p.upper_bound:g}")
+        if p.patience is not None:
+            parts.append(f"no improvement for {p.patience} steps")
+        return f"threshold on {p.metric}: every step from {p.grace()}, stop when {' or '.join(parts)}"
+
+    def _update_best(self, run_id: Hashable, curve: _RunCurve) -> tuple[int, float]:
+        p: ThresholdParams = self.params  # type: ignore[assignment]
+        best_step, best = self.best.get(run_id, (curve.steps[0], curve.smoothed[0]))
+        seen = best_step
+        for step, value in zip(curve.steps, curve.smoothed):
+            if step <= seen:
+                continue
+            if self.worse(best, value, p.min_delta):  # value improves on best by more than min_delta
+                best_step, best = step, value
+        self.best[run_id] = (best_step, best)
+        return best_step, best
+
+    def _find_stops(self) -> list[Decision]:
+        p: ThresholdParams = self.params  # type: ignore[assignment]
+        stops = []
+        for run_id, curve in self.judgeable_runs():
+            best_step, best = self._update_best(run_id, curve)
+            step, value = curve.last_step, curve.last_value
+            n_peers = len(self.peer_values(run_id, step))
+            if n_peers < p.min_peers:
+                continue
+            decision = None
+            if p.lower_bound is not None and value < p.lower_bound:
+                decision = (f"threshold: smoothed {self.format_value(value)} at step {step} fell below the lower bound "
+                            f"{p.lower_bound:g}", p.lower_bound, "threshold")
+            elif p.upper_bound is not None and value > p.upper_bound:
+                decision = (f"threshold: smoothed {self.format_value(value)} at step {step} rose above the upper bound "
+                            f"{p.upper_bound:g}", p.upper_bound, "threshold")
+            elif p.patience is not None and step - best_step >= p.patience:
+                decision = (f"patience: smoothed {self.format_value(value)} at step {step} has not improved on the best "
+                            f"{best:.4g} (step {best_step}) by more than {p.min_delta:g} for {step - best_step} "
+                            f"steps (patience {p.patience})", best, "patience")
+            if decision:
+                reason, threshold, rule = decision
+                stops.append(Decision(run_id=run_id, action=STOP, rule=rule, step=step, value=value,
+                                      threshold=threshold, n_peers=n_peers, reason=reason))
+        return stops
+
+
+_REGISTRY: dict[str, tuple[type, type]] = {
+    "manual": (ManualParams, ManualPolicy),
+    "median": (MedianParams, MedianStoppingPolicy),
+    "asha": (AshaParams, AshaPolicy),
+    "threshold": (ThresholdParams, ThresholdPolicy),
+}
+POLICY_NAMES = tuple(_REGISTRY)
+
+
+def parse_config(config: dict) -> CommonParams:
+    """Validate a policy config; raises FieldErrors naming every bad key. An empty config (or no name) is
+    manual."""
+    if not isinstance(config, dict):
+        raise FieldErrors({"config": f"expected a mapping; got {type(config).__name__}"})
+    name = config.get("name") or "manual"
+    if not isinstance(name, str) or name not in _REGISTRY:
+        raise FieldErrors({"name": f"must be one of {', '.join(POLICY_NAMES)}; got {name!r}"})
+    params_cls, _ = _REGISTRY[name]
+    return parse_params(params_cls, {**config, "name": name})
+
+
+def make_policy(config: dict) -> Policy:
+    """Build a policy from ``{"name": ..., "metric": ..., "mode": ..., "max_steps": ..., other keys}``.
+
+    ``metric`` and ``max_steps`` are required by every policy but manual (the default, also for ``{}``); every
+    other key has the default documented on its params dataclass (``CommonParams`` plus ``MedianParams``,
+    ``AshaParams`` or ``ThresholdParams``).
+    """
+    params = parse_config(config)
+    _, policy_cls = _REGISTRY[config.get("name") or "manual"]
+    return policy_cls(params)
+
+
+def params_help() -> str:
+    """Every policy parameter and its default, for the sweep form."""
+    return defaults_text({name: params_cls for name, (params_cls, _) in _REGISTRY.items()})
