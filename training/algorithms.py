@@ -254,7 +254,8 @@ def policy_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor
     Shapes: ``logp``, ``old_logp``, ``mask`` [B, T]; ``advantages`` [B] or [B, T]. ``old_logp`` and
     ``advantages`` are treated as constants (detached). Masked-out tokens have r = 1 and contribute nothing.
 
-    Returns ``(loss, stats)``: the scalar loss to minimise and python floats over the masked tokens —
+    Returns ``(loss, stats)``: the scalar loss to minimise and 0-d detached tensors over the masked tokens (no
+    device sync here: the caller reads the ones it logs) —
     ``clip/low_frac`` (Â < 0 and r < 1 − ε_low: the low clip is active), ``clip/high_frac`` (Â > 0 and
     r > 1 + ε_high), ``clip/frac`` (their sum), ``clip/dual_frac`` (Â < 0 and the dual-clip cap is the
     loss), ``ratio/mean``, ``ratio/max``, ``ratio/min`` and ``ppo_kl`` (mean of old_logp − logp).
@@ -291,19 +292,21 @@ def policy_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor
         low = (adv < 0) & (ratio_d < 1.0 - eps_low)
         high = (adv > 0) & (ratio_d > 1.0 + eps_high)
 
-        def frac(flags: Tensor) -> float:
-            return masked_mean(flags.to(logp.dtype), mask).item()
+        def frac(flags: Tensor) -> Tensor:
+            return masked_mean(flags.to(logp.dtype), mask)
 
-        has_tokens = bool(in_mask.any())
+        one = torch.ones((), dtype=ratio_d.dtype, device=ratio_d.device)
+        # masked-out tokens have r = 1, so the extremes over every token are those over the kept ones or 1
+        kept = torch.where(in_mask, ratio_d, torch.nan)
         stats = {
             "clip/low_frac": frac(low),
             "clip/high_frac": frac(high),
             "clip/frac": frac(low | high),
             "clip/dual_frac": frac(dual_active),
-            "ratio/mean": masked_mean(ratio_d, mask).item() if has_tokens else 1.0,
-            "ratio/max": ratio_d[in_mask].max().item() if has_tokens else 1.0,
-            "ratio/min": ratio_d[in_mask].min().item() if has_tokens else 1.0,
-            "ppo_kl": masked_mean(-log_ratio.detach(), mask).item(),
+            "ratio/mean": torch.where(in_mask.any(), masked_mean(ratio_d, mask), one),
+            "ratio/max": torch.where(in_mask.any(), kept.nan_to_num(-torch.inf).max(), one),
+            "ratio/min": torch.where(in_mask.any(), kept.nan_to_num(torch.inf).min(), one),
+            "ppo_kl": masked_mean(-log_ratio.detach(), mask),
         }
     return loss, stats
 

@@ -165,3 +165,12 @@ def _register_countdown() -> None:
 
 
 _register_countdown()
+
+
+def encode_prompt(tokenizer, prompt: str) -> list[int]:
+    """Prompt token ids: the tokenizer's BOS (when it has one and does not add it itself), then the text."""
+    ids = tokenizer.encode(prompt, add_special_tokens=True)
+    bos = tokenizer.bos_token_id
+    if bos is not None and (not ids or ids[0] != bos):
+        ids = [bos] + ids
+    return ids

@@ -28,7 +28,7 @@ def is_correct(reward_batch, i: int) -> bool:
 def evaluate_examples(model, tokenizer, examples: list[dict], *, n: int, ks: list[int], temperature: float = 1.0,
                       top_p: float = 1.0, max_new_tokens: int = 8, rewards: list[dict], seed: int = 0,
                       batch_size: int = 256, keep_completions: int = 0) -> dict:
-    from training.tiny import encode_prompt
+    from training.data import encode_prompt
 
     if not examples:
         raise ValueError("data: the evaluation dataset is empty")

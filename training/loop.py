@@ -19,12 +19,12 @@ from training.algorithms import (aggregate_loss, group_advantages, kl_penalty, m
                                  off_policy_sequence_mask, overlong_penalty, policy_loss)
 from training.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
 from training.config import TrainConfig
-from training.data import DEFAULT_REWARDS, make_prompt_source
+from training.data import DEFAULT_REWARDS, encode_prompt, make_prompt_source
 from training.evaluate import decode_completions, evaluate_examples, is_correct
-from training.rollout import RolloutBatch, make_rollout_engine, sequence_logprobs
+from training.rollout import RolloutBatch, concat_batches, make_rollout_engine, sequence_logprobs
 from training.routing import RoutingReplay
 from training.sink import Sink
-from training.tiny import encode_prompt, ensure_tiny_model
+from training.tiny import ensure_tiny_model
 from training.verifiers import build_reward
 
 
@@ -56,8 +56,7 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
     gens = {name: torch.Generator().manual_seed(cfg.seed * 1000 + i)
             for i, name in enumerate(("data", "sampling", "shuffle"))}
     start = load_trainer_state(resume[1], optimizer=optimizer, scheduler=scheduler, generators=gens) if resume else 0
-    if hasattr(sink, "truncate_after"):
-        sink.truncate_after(start)  # a resumed run's files hold exactly the steps of its checkpoint
+    sink.truncate_after(start)  # a resumed run's records hold exactly the steps of its checkpoint
     sink.on_log(f"{'resuming at step ' + str(start) if resume else 'starting'}: {cfg.total_steps} steps on {device}")
 
     def checkpoint(step: int) -> None:
@@ -205,7 +204,9 @@ def update_policy(cfg, model, optimizer, roll: Rollouts, ref_logp, shuffle_gen) 
             loss, pstats = policy_loss(logp, mb.sampling_logp, adv, mask, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
                                        dual_clip=cfg.dual_clip, agg=cfg.loss_agg, max_len=cfg.max_new_tokens)
             stats["loss/policy"] = loss.item()
-            stats.update({k: v for k, v in pstats.items() if k.startswith("clip/")})
+            clip_keys = [k for k in pstats if k.startswith("clip/")]
+            # one device sync for the clip fractions the run logs (the other statistics are not read)
+            stats.update(zip(clip_keys, torch.stack([pstats[k] for k in clip_keys]).tolist()))
             if ref_logp is not None:
                 kl = kl_penalty(logp, ref_logp[idx], cfg.kl_estimator,
                                 old_logp=mb.sampling_logp if cfg.unbiased_kl else None)
@@ -221,45 +222,6 @@ def update_policy(cfg, model, optimizer, roll: Rollouts, ref_logp, shuffle_gen) 
                 totals[k] = totals.get(k, 0.0) + v
             count += 1
     return {k: v / count for k, v in totals.items()}
-
-
-def concat_batches(parts: list[RolloutBatch]) -> RolloutBatch:
-    """Stack rollout batches of different prompt/completion widths (prompts left-, completions right-padded)."""
-    if len(parts) == 1:
-        return parts[0]
-    P = max(p.prompt_ids.shape[1] for p in parts)
-    T = max(p.completion_ids.shape[1] for p in parts)
-
-    def left(t, width, value):
-        return torch.nn.functional.pad(t, (width - t.shape[1], 0), value=value)
-
-    def right(t, width, value):
-        pad = (0, 0, 0, width - t.shape[1]) if t.dim() == 3 else (0, width - t.shape[1])
-        return torch.nn.functional.pad(t, pad, value=value)
-
-    pad_id = 0  # masked out everywhere it appears
-    kept = None
-    if parts[0].kept_mask is not None:
-        kept = torch.cat([right(p.kept_mask, T, True) for p in parts])
-    routing = None
-    if parts[0].routing is not None:
-        routing = {}
-        for name in parts[0].routing:
-            chunks = []
-            for p in parts:
-                r = p.routing[name]
-                pp, tt = p.prompt_ids.shape[1], p.completion_ids.shape[1]
-                prompt_r = torch.nn.functional.pad(r[:, :pp], (0, 0, P - pp, 0), value=-1)
-                comp_r = torch.nn.functional.pad(r[:, pp:pp + tt], (0, 0, 0, T - tt), value=-1)
-                chunks.append(torch.cat([prompt_r, comp_r], dim=1))
-            routing[name] = torch.cat(chunks)
-    return RolloutBatch(
-        torch.cat([left(p.prompt_ids, P, pad_id) for p in parts]),
-        torch.cat([left(p.prompt_mask, P, 0) for p in parts]),
-        torch.cat([right(p.completion_ids, T, pad_id) for p in parts]),
-        torch.cat([right(p.completion_mask, T, 0.0) for p in parts]),
-        torch.cat([right(p.sampling_logp, T, 0.0) for p in parts]),
-        torch.cat([p.truncated for p in parts]), kept, routing)
 
 
 def periodic_eval(cfg, model, tokenizer, source, step: int) -> dict:

@@ -202,6 +202,45 @@ def sequence_logprobs(model, batch: RolloutBatch, *, temperature: float, use_kep
     return logp, entropy
 
 
+def concat_batches(parts: list[RolloutBatch]) -> RolloutBatch:
+    """Stack rollout batches of different prompt/completion widths (prompts left-, completions right-padded)."""
+    if len(parts) == 1:
+        return parts[0]
+    P = max(p.prompt_ids.shape[1] for p in parts)
+    T = max(p.completion_ids.shape[1] for p in parts)
+
+    def left(t, width, value):
+        return torch.nn.functional.pad(t, (width - t.shape[1], 0), value=value)
+
+    def right(t, width, value):
+        pad = (0, 0, 0, width - t.shape[1]) if t.dim() == 3 else (0, width - t.shape[1])
+        return torch.nn.functional.pad(t, pad, value=value)
+
+    pad_id = 0  # masked out everywhere it appears
+    kept = None
+    if parts[0].kept_mask is not None:
+        kept = torch.cat([right(p.kept_mask, T, True) for p in parts])
+    routing = None
+    if parts[0].routing is not None:
+        routing = {}
+        for name in parts[0].routing:
+            chunks = []
+            for p in parts:
+                r = p.routing[name]
+                pp, tt = p.prompt_ids.shape[1], p.completion_ids.shape[1]
+                prompt_r = torch.nn.functional.pad(r[:, :pp], (0, 0, P - pp, 0), value=-1)
+                comp_r = torch.nn.functional.pad(r[:, pp:pp + tt], (0, 0, 0, T - tt), value=-1)
+                chunks.append(torch.cat([prompt_r, comp_r], dim=1))
+            routing[name] = torch.cat(chunks)
+    return RolloutBatch(
+        torch.cat([left(p.prompt_ids, P, pad_id) for p in parts]),
+        torch.cat([left(p.prompt_mask, P, 0) for p in parts]),
+        torch.cat([right(p.completion_ids, T, pad_id) for p in parts]),
+        torch.cat([right(p.completion_mask, T, 0.0) for p in parts]),
+        torch.cat([right(p.sampling_logp, T, 0.0) for p in parts]),
+        torch.cat([p.truncated for p in parts]), kept, routing)
+
+
 def make_rollout_engine(name: str, model, tokenizer, **kw) -> RolloutEngine:
     if name == "hf":
         return HFRolloutEngine(model, tokenizer)

@@ -12,6 +12,7 @@ from typing import Protocol
 
 
 class Sink(Protocol):
+    def truncate_after(self, step: int) -> None: ...  # (re)starting at ``step``: forget what came after it
     def on_metrics(self, step: int, metrics: dict[str, float]) -> None: ...
     def on_samples(self, step: int, rows: list[dict]) -> None: ...
     def on_checkpoint(self, step: int, path: str) -> None: ...
@@ -20,6 +21,7 @@ class Sink(Protocol):
 
 
 class NullSink:
+    def truncate_after(self, step): pass
     def on_metrics(self, step, metrics): pass
     def on_samples(self, step, rows): pass
     def on_checkpoint(self, step, path): pass

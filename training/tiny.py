@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from training.data import BUILTIN_TASKS, HELD_OUT_OFFSET
+from training.data import BUILTIN_TASKS, HELD_OUT_OFFSET, encode_prompt
 
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 ALPHABET = string.digits + "+-*/=()<>:,. " + string.ascii_lowercase
@@ -51,15 +51,6 @@ def build_model(tokenizer, seed: int = 0, hidden: int = 128, layers: int = 4):
                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                          pad_token_id=tokenizer.pad_token_id)
     return LlamaForCausalLM(config)
-
-
-def encode_prompt(tokenizer, prompt: str) -> list[int]:
-    """Prompt token ids: the tokenizer's BOS (when it has one and does not add it itself), then the text."""
-    ids = tokenizer.encode(prompt, add_special_tokens=True)
-    bos = tokenizer.bos_token_id
-    if bos is not None and (not ids or ids[0] != bos):
-        ids = [bos] + ids
-    return ids
 
 
 def _sft_batch(tokenizer, indices: list[int], task: str):

@@ -117,22 +117,10 @@ def _supervise(run_id: int, proc: ForkedChild) -> bool:
     return False
 
 
-def _record_end(run_id: int, returncode: int, forced: bool, log_path: Path) -> str:
-    run = Run.objects.get(pk=run_id)
-    if run.status != RunStatus.RUNNING:
-        return run.status  # declared lost meanwhile (or ended elsewhere): leave it as it is
-    if forced or run.kill_requested_at is not None:
-        status, error = RunStatus.KILLED, ("terminated after the kill grace period" if forced else "")
-    elif returncode == EXIT_SUCCEEDED:
-        status, error = RunStatus.SUCCEEDED, ""
-    elif returncode == EXIT_STOPPED:
-        # Stopped cleanly without a kill request: SIGTERM from this worker shutting down (see below).
-        services.run_requeue(run_id=run_id, reason="worker shut down; resumes from its checkpoint")
-        return RunStatus.QUEUED
-    else:
-        status, error = RunStatus.FAILED, f"training process exited with code {returncode}\n{log_tail(log_path)}"
-    services.run_finish(run_id=run_id, status=status, error=error)
-    return status
+def _exit_outcome(returncode: int) -> str:
+    """What the training child's exit code says (workers.runner): succeeded, stopped (cleanly, when asked) or
+    failed. How the run ended is decided by runs.services.run_record_exit, from this and the database."""
+    return {EXIT_SUCCEEDED: "succeeded", EXIT_STOPPED: "stopped"}.get(returncode, "failed")
 
 
 @app.task(name="workers.tasks.train_run", acks_late=True, ignore_result=True)
@@ -158,7 +146,9 @@ def train_run(run_id: int) -> str:
     except BaseException:
         _terminate_group(proc)  # the task is going away (worker shutdown): take the child with it
         raise
-    status = _record_end(run_id, proc.returncode, forced, log_path)
+    outcome = _exit_outcome(proc.returncode)
+    detail = f"training process exited with code {proc.returncode}\n{log_tail(log_path)}" if outcome == "failed" else ""
+    status = services.run_record_exit(run_id=run_id, outcome=outcome, forced=forced, detail=detail)
     log.info("run %s: ended %s (exit code %s)", run_id, status, proc.returncode)
     return status
 

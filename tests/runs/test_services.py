@@ -146,3 +146,31 @@ def test_resume_puts_a_killed_run_back_in_the_queue(config, django_capture_on_co
     run.refresh_from_db()
     assert run.status == RunStatus.QUEUED and run.kill_requested_at is None and run.killed_by == ""
     assert len(callbacks) == 1
+
+
+@pytest.mark.parametrize("outcome, forced, kill, expected, error", [
+    ("succeeded", False, False, RunStatus.SUCCEEDED, ""),
+    ("failed", False, False, RunStatus.FAILED, "exit code 1"),
+    ("stopped", False, False, RunStatus.QUEUED, "worker shut down"),
+    ("stopped", False, True, RunStatus.KILLED, ""),
+    ("failed", True, True, RunStatus.KILLED, "terminated after the kill grace period"),
+])
+def test_the_exit_of_a_training_process_is_turned_into_the_runs_end(config, outcome, forced, kill, expected, error,
+                                                                      django_capture_on_commit_callbacks):
+    run = make_running(services.run_create(config=config))
+    Run.objects.filter(pk=run.pk).update(last_step=run.total_steps)
+    if kill:
+        services.run_kill(run_id=run.pk, killed_by="user:ada")
+    with django_capture_on_commit_callbacks() as sent:
+        status = services.run_record_exit(run_id=run.pk, outcome=outcome, forced=forced, detail="exit code 1")
+    run.refresh_from_db()
+    assert status == run.status == expected and error in run.error
+    assert len(sent) == (1 if expected == RunStatus.QUEUED else 0)  # a requeued run is sent again
+
+
+def test_an_exit_reported_for_a_run_that_is_no_longer_running_changes_nothing(config):
+    run = make_running(services.run_create(config=config))
+    services.runs_mark_lost(older_than_s=-1)
+    assert services.run_record_exit(run_id=run.pk, outcome="failed", detail="late") == RunStatus.LOST
+    run.refresh_from_db()
+    assert run.status == RunStatus.LOST and "late" not in run.error

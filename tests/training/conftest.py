@@ -16,6 +16,9 @@ class ListSink:
     def __init__(self):
         self.metrics, self.samples, self.checkpoints, self.logs = [], [], [], []
 
+    def truncate_after(self, step):
+        self.metrics = [(s, m) for s, m in self.metrics if s <= step]
+
     def on_metrics(self, step, metrics):
         self.metrics.append((step, dict(metrics)))
 

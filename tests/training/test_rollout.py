@@ -1,9 +1,10 @@
 import torch
 
 from training.data import arithmetic_example
-from training.loop import concat_batches, load_model
+from training.loop import load_model
+from training.rollout import concat_batches
 from training.rollout import HFRolloutEngine, sequence_logprobs, truncate_logits
-from training.tiny import encode_prompt
+from training.data import encode_prompt
 
 
 def _generate(model_dir, **kw):

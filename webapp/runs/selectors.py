@@ -1,7 +1,7 @@
 """Read queries for runs (the views and the JSON endpoints call these, nothing else)."""
 from __future__ import annotations
 
-from django.db.models import Max, QuerySet
+from django.db.models import QuerySet
 
 from .models import Checkpoint, MetricPoint, Run, Sample
 
@@ -29,14 +29,6 @@ def run_metrics_since(*, run_id: int, since_step: int = 0, keys: list[str] | Non
         s["x"].append(step)
         s["y"].append(value)
     return series
-
-
-def run_metric_keys(*, run_id: int) -> list[str]:
-    return list(MetricPoint.objects.filter(run_id=run_id).values_list("key", flat=True).distinct().order_by("key"))
-
-
-def run_last_metric_step(*, run_id: int) -> int:
-    return MetricPoint.objects.filter(run_id=run_id).aggregate(m=Max("step"))["m"] or 0
 
 
 def run_samples_since(*, run_id: int, since_step: int = 0, limit_steps: int = 5) -> list[dict]:

@@ -158,6 +158,29 @@ def run_finish(*, run_id: int, status: str, error: str = "") -> Run:
 
 
 @transaction.atomic
+def run_record_exit(*, run_id: int, outcome: str, forced: bool = False, detail: str = "") -> str:
+    """A running run's training process exited: decide how the run ended and record it; returns its status.
+
+    ``outcome`` is what the process reported: "succeeded" (it trained every step), "stopped" (it stopped
+    cleanly when asked) or "failed" (``detail`` says how); ``forced``: its worker terminated it after the kill
+    grace period. A kill request makes it killed, whatever the exit; a clean stop nobody asked for is its
+    worker shutting down: back to the queue, to resume from its checkpoint. A run that is no longer running
+    (declared lost meanwhile, or ended elsewhere) is left as it is.
+    """
+    run = _locked(run_id)
+    if run.status != RunStatus.RUNNING:
+        return run.status
+    if forced or run.kill_requested_at is not None:
+        return run_finish(run_id=run_id, status=RunStatus.KILLED,
+                          error="terminated after the kill grace period" if forced else "").status
+    if outcome == "succeeded":
+        return run_finish(run_id=run_id, status=RunStatus.SUCCEEDED).status
+    if outcome == "stopped":
+        return run_requeue(run_id=run_id, reason="worker shut down; resumes from its checkpoint").status
+    return run_finish(run_id=run_id, status=RunStatus.FAILED, error=detail).status
+
+
+@transaction.atomic
 def run_requeue(*, run_id: int, reason: str) -> Run:
     """A running run was stopped cleanly because its worker is shutting down (it saved a checkpoint):
     back to the queue, sent again, so the next worker resumes it."""

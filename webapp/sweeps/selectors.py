@@ -189,9 +189,3 @@ def sweep_samples_at(*, sweep_id: int, step: int, per_run: int = 4) -> list[dict
         col["samples"].append({"prompt": s.prompt, "completion": s.completion, "answer": s.answer,
                                "reward": s.reward, "details": s.details})
     return list(columns.values())
-
-
-def sweep_counts(*, sweep_id: int) -> dict:
-    return Run.objects.filter(sweep_id=sweep_id).aggregate(
-        total=Count("id"), running=Count("id", filter=Q(status=RunStatus.RUNNING)),
-        queued=Count("id", filter=Q(status=RunStatus.QUEUED)))

@@ -1,4 +1,4 @@
-"""The Sweep model moves from the runs app to this one (issue 11: one home per concept).
+"""The Sweep model moves from the runs app to this one (one home per concept).
 
 Step 1 of 2 here: the model enters this app's state on its existing table (runs_sweep), with nothing done to
 the database. runs.0002 then points Run.sweep here and drops the model from its own state; 0004 points this
