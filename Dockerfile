@@ -2,6 +2,12 @@
 # One Python 3.11 image; the GPU worker is built with EXTRAS=gpu (vLLM). PyTorch's and vLLM's wheels carry
 # their own CUDA runtime libraries, and the NVIDIA container toolkit mounts the host driver, so the same
 # slim base serves CPU and GPU services.
+# Front-end packages (htmx, pinned in package-lock.json), built apart so the runtime image needs no Node.js.
+FROM node:20-slim AS assets
+WORKDIR /assets
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund --loglevel=error
+
 FROM python:3.11-slim
 
 ARG EXTRAS=""
@@ -32,6 +38,7 @@ COPY webapp ./webapp
 COPY workers ./workers
 COPY templates ./templates
 COPY static ./static
+COPY --from=assets /assets/node_modules/htmx.org/dist ./node_modules/htmx.org/dist
 RUN pip install --no-cache-dir --no-deps . && mkdir -p /data
 
 EXPOSE 8000

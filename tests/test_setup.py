@@ -77,7 +77,7 @@ def test_doctor_on_this_machine_says_ok_to_every_check():
     done = seedbed("doctor", timeout=120)
     lines = doctor_lines(done.stdout)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert set(lines) == {"python", "packages", "disk", "database", "redis", "postgresql", "chromium",
+    assert set(lines) == {"python", "packages", "assets", "disk", "database", "redis", "postgresql", "chromium",
                           "bubblewrap", "sandbox-user", "code", "math", "tiny-model"}
     assert all(line.startswith("  ok") for line in lines.values()), done.stdout
 
@@ -118,4 +118,4 @@ def test_the_package_check_names_a_missing_or_wrongly_pinned_distribution():
 def test_an_unknown_command_or_set_up_part_is_refused():
     assert seedbed("frobnicate").returncode == 2
     bad = seedbed("setup", "everything")
-    assert bad.returncode == 1 and "unknown set-up part 'everything'" in bad.stderr
+    assert bad.returncode == 1 and "unknown set-up part 'everything' (system, deps or app)" in bad.stderr

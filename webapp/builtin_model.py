@@ -1,9 +1,10 @@
 """The built-in tiny model's state on every page: a fresh install builds it in the first run that needs it
 (training.tiny.ensure_tiny_model), and until then every page says so, with the build's progress.
 
-A context processor puts ``builtin_model`` into every template; ``state_view`` answers the banner's poll.
+A context processor puts ``builtin_model`` into every template; ``state_view`` answers the banner's htmx poll
+with the banner itself (templates/_builtin_model.html), and 286 (stop polling) once the model is ready.
 """
-from django.http import JsonResponse
+from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from training.config import default_tiny_model_dir
@@ -19,4 +20,6 @@ def builtin_model(request) -> dict:
 
 @require_GET
 def state_view(request):
-    return JsonResponse(tiny_build_state(default_tiny_model_dir()))
+    state = tiny_build_state(default_tiny_model_dir())
+    return render(request, "_builtin_model.html", {"builtin_model": state},
+                  status=286 if state["state"] == "ready" else 200)

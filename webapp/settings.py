@@ -133,6 +133,8 @@ def _plotly_js_dir() -> str:
 
 
 STATICFILES_DIRS.append(("plotly", _plotly_js_dir()))
+# htmx (the live fragments) from npm: package.json, installed by ./seedbed setup (npm ci) and the Dockerfile
+STATICFILES_DIRS.append(("vendor/htmx", str(BASE_DIR / "node_modules" / "htmx.org" / "dist")))
 # Serve static files from the finders directly (no collectstatic step needed for the embedded default).
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG

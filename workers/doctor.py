@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import json
 import os
 import re
 import shutil
@@ -86,6 +87,15 @@ def check_packages(*, extras: tuple[str, ...] = (), pins: dict[str, str] | None 
         return Finding(False, "; ".join(wrong[:6]) + (" ..." if len(wrong) > 6 else ""),
                        f"{sys.executable} -m pip install -e '.[dev]' (./seedbed setup does it)")
     return Finding(True, f"{len(pins)} pinned packages installed ({', '.join(('runtime',) + extras)})")
+
+
+def check_assets() -> Finding:
+    """The front-end packages the pages load (htmx, from package.json), served from node_modules/."""
+    htmx = ROOT / "node_modules" / "htmx.org" / "dist" / "htmx.min.js"
+    if not htmx.is_file():
+        return Finding(False, f"{htmx.relative_to(ROOT)} missing: live sections of the pages would not update",
+                       "npm ci (./seedbed setup does it)")
+    return Finding(True, f"htmx {json.loads((htmx.parents[1] / 'package.json').read_text())['version']}")
 
 
 def check_disk() -> Finding:
@@ -256,6 +266,7 @@ def checks(mode: str) -> list[Check]:
     found = [
         Check("python", check_python, every),
         Check("packages", lambda: check_packages(extras=("dev",) if mode in (test, "all") else ()), every),
+        Check("assets", check_assets, frozenset({up, test}), shown_for=frozenset({up, test})),
         Check("disk", check_disk, every),
         Check("database", check_database, every),
         Check("redis", check_redis, frozenset({test, worker})),  # up falls back to a local broker

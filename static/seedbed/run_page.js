@@ -1,12 +1,12 @@
-// Run page live island: poll the run's JSON endpoint for points after the last step we have, append them,
-// redraw each chart with Plotly.react and a fixed uirevision (so zoom and pan survive updates), refresh
-// the status and the samples table, and stop polling once the run has ended.
+// Run page charts: poll the run's JSON endpoint for points after the last step we have and redraw each chart
+// with Plotly.react and a fixed uirevision (zoom and pan survive updates); stop once the run has ended. The
+// status, facts and samples are server-rendered fragments that htmx polls (templates/runs/_run_state.html).
 "use strict";
 
 function startRunPage({liveUrl, runId, intervalMs}) {
   const series = {};          // metric key -> {x: [], y: []}
   let since = 0;              // last step received
-  let timer = null;
+  let ended = false;
   const charts = Array.from(document.querySelectorAll(".chart"));
   const colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
 
@@ -22,13 +22,12 @@ function startRunPage({liveUrl, runId, intervalMs}) {
     };
   }
 
-  let ended = false;
-
   function draw() {
     for (const div of charts) {
       const keys = div.dataset.keys.split(",");
+      // new arrays each time: Plotly.react compares data by reference, so grown arrays would not be redrawn
       const traces = keys.map((k, i) => ({
-        name: k, x: (series[k] || {x: []}).x, y: (series[k] || {y: []}).y,
+        name: k, x: (series[k] || {x: []}).x.slice(), y: (series[k] || {y: []}).y.slice(),
         mode: "lines+markers", marker: {size: 4}, line: {color: colors[i % colors.length]},
       }));
       const points = Math.max(...traces.map(t => t.x.length));
@@ -41,81 +40,24 @@ function startRunPage({liveUrl, runId, intervalMs}) {
     }
   }
 
-  function cell(text) {
-    const td = document.createElement("td");
-    td.textContent = text;
-    return td;
-  }
-
-  let lastSampleStep = 0;  // a step's samples are stored in one transaction: all of a step arrive together
-
-  function addSamples(rows) {
-    // A step's samples and its metrics are stored at slightly different times, so samples have their own
-    // cursor (samples_since); rows already shown are skipped all the same.
-    rows = rows.filter(r => r.step > lastSampleStep);
-    if (!rows.length) return;
-    lastSampleStep = Math.max(lastSampleStep, ...rows.map(r => r.step));
-    const tbody = document.querySelector("#samples tbody");
-    // rows come newest step first; insert them above what is there, keeping their order
-    const first = tbody.firstChild;
-    for (const r of rows) {
-      const tr = document.createElement("tr");
-      tr.dataset.step = r.step;
-      tr.append(cell(r.step), cell(r.prompt), cell(r.completion), cell(r.answer),
-                cell(r.reward === null ? "–" : r.reward.toFixed(3)), cell(JSON.stringify(r.details)));
-      tbody.insertBefore(tr, first);
-    }
-    while (tbody.rows.length > 60) tbody.deleteRow(tbody.rows.length - 1);
-  }
-
-  function showStatus(state) {
-    const badge = document.querySelector(".run-head .status");
-    badge.textContent = state.status;
-    badge.dataset.status = state.status;
-    badge.className = "status status-" + state.status;
-    document.getElementById("last-step").textContent = state.last_step;
-    if (state.heartbeat_at) document.getElementById("heartbeat").textContent = state.heartbeat_at.slice(11, 19);
-    if (state.killed_by) {
-      document.getElementById("killed-by").textContent =
-        state.killed_by + (state.kill_reason ? " (" + state.kill_reason + ")" : "");
-    }
-    const err = document.getElementById("run-error");
-    if (state.error) { err.textContent = state.error; err.hidden = false; }
-    const kill = document.getElementById("kill-form");
-    if (kill && (state.ended || state.kill_requested)) kill.hidden = true;
-  }
-
-  async function poll() {
-    let state;
-    try {
-      const query = "?since=" + since + "&samples_since=" + lastSampleStep;
-      const resp = await fetch(liveUrl + query, {headers: {"Accept": "application/json"}});
-      if (!resp.ok) throw new Error("HTTP " + resp.status);
-      state = await resp.json();
-    } catch (e) {
-      timer = setTimeout(poll, intervalMs * 4);  // server busy or restarting: back off, keep trying
-      return;
-    }
-    let changed = false;
-    for (const [key, s] of Object.entries(state.series)) {
-      const dst = series[key] || (series[key] = {x: [], y: []});
-      for (let i = 0; i < s.x.length; i++) {
-        dst.x.push(s.x[i]);
-        dst.y.push(s.y[i]);
-        if (s.x[i] > since) since = s.x[i];
+  pollJson(liveUrl, {
+    intervalMs,
+    query: () => "?since=" + since,
+    onData(state) {
+      let changed = false;
+      for (const [key, s] of Object.entries(state.series)) {
+        const dst = series[key] || (series[key] = {x: [], y: []});
+        for (let i = 0; i < s.x.length; i++) {
+          dst.x.push(s.x[i]);
+          dst.y.push(s.y[i]);
+          if (s.x[i] > since) since = s.x[i];
+        }
+        changed = changed || s.x.length > 0;
       }
-      changed = changed || s.x.length > 0;
-    }
-    ended = state.ended;
-    if (changed || ended || !charts[0].data) draw();
-    addSamples(state.samples);
-    showStatus(state);
-    if (state.ended) {
-      document.body.dataset.runEnded = "true";
-      return;  // the last answer after the end carried every remaining point
-    }
-    timer = setTimeout(poll, intervalMs);
-  }
-
-  poll();
+      ended = state.ended;
+      if (changed || ended || !charts[0].data) draw();
+      if (ended) document.body.dataset.runEnded = "true";  // the last answer after the end carried every point
+      return !ended;
+    },
+  });
 }

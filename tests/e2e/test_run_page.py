@@ -58,6 +58,8 @@ def test_launch_watch_and_kill_a_run_from_the_browser(live_server, celery_worker
     assert Checkpoint.objects.filter(run=run).order_by("-step").first().step == run.last_step
     # the chart shows every stored step, in order
     assert page.evaluate("document.getElementById('chart-0').data[0].x") == steps
+    # the samples table (an htmx fragment) shows the last step's samples once its last poll answered
+    page.wait_for_selector(f"#samples tbody tr[data-step='{run.last_step}']", timeout=10_000)
     shown_steps = page.eval_on_selector_all("#samples tbody tr", "rows => rows.map(r => Number(r.dataset.step))")
     assert shown_steps and max(shown_steps) == run.last_step
     # each step's sampled completions appear once (samples_per_step rows at most), newest step first

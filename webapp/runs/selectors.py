@@ -1,6 +1,8 @@
 """Read queries for runs (the views and the JSON endpoints call these, nothing else)."""
 from __future__ import annotations
 
+import json
+
 from django.db.models import QuerySet
 
 from .models import Checkpoint, MetricPoint, Run, Sample
@@ -38,6 +40,12 @@ def run_samples_since(*, run_id: int, since_step: int = 0, limit_steps: int = 5)
     rows = Sample.objects.filter(run_id=run_id, step__in=steps).order_by("-step", "index")
     return [{"step": s.step, "index": s.index, "prompt": s.prompt, "completion": s.completion, "answer": s.answer,
              "reward": s.reward, "details": s.details} for s in rows]
+
+
+def run_samples_table(*, run_id: int, steps: int = 15) -> list[dict]:
+    """The run page's samples table: the newest ``steps`` steps' samples, newest first, details as JSON text."""
+    rows = run_samples_since(run_id=run_id, since_step=0, limit_steps=steps)
+    return [{**row, "details_json": json.dumps(row["details"], sort_keys=True)} for row in rows]
 
 
 def run_checkpoints(*, run_id: int) -> QuerySet[Checkpoint]:

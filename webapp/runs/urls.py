@@ -9,6 +9,8 @@ urlpatterns = [
     path("new/", views.run_new, name="new"),
     path("<int:run_id>/", views.run_detail, name="detail"),
     path("<int:run_id>/live.json", views.run_live, name="live"),
+    path("<int:run_id>/state/", views.run_state, name="state"),
+    path("<int:run_id>/samples/", views.run_samples, name="samples"),
     path("<int:run_id>/kill/", views.run_kill, name="kill"),
     path("<int:run_id>/resume/", views.run_resume, name="resume"),
 ]

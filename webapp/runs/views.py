@@ -72,7 +72,31 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "config_json": json.dumps(run.config, indent=2, sort_keys=True),
         "charts": [list(keys) for keys in selectors.CHART_METRICS],
         "checkpoints": selectors.run_checkpoints(run_id=run.pk),
+        "samples": selectors.run_samples_table(run_id=run.pk),
     })
+
+
+HTMX_STOP_POLLING = 286  # htmx swaps this answer and stops polling (the run has ended)
+
+
+def fragment(request: HttpRequest, template: str, context: dict, *, ended: bool) -> HttpResponse:
+    """A server-rendered live section; once what it shows has ended, status 286 tells htmx to stop polling."""
+    return render(request, template, context, status=HTMX_STOP_POLLING if ended else 200)
+
+
+@require_GET
+def run_state(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The run page's status, facts and actions (templates/runs/_run_state.html), polled by htmx."""
+    run = get_object_or_404(Run.objects.select_related("sweep", "parent_run"), pk=run_id)
+    return fragment(request, "runs/_run_state.html", {"run": run}, ended=run.is_ended)
+
+
+@require_GET
+def run_samples(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The newest steps' sampled completions (templates/runs/_samples.html), polled by htmx."""
+    run = get_object_or_404(Run, pk=run_id)
+    return fragment(request, "runs/_samples.html", {"run": run, "samples": selectors.run_samples_table(run_id=run.pk)},
+                    ended=run.is_ended)
 
 
 @require_GET
