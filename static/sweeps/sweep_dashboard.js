@@ -53,19 +53,17 @@ function bandOf(values, kind) {
 
 const BUCKET_FIELDS = ["b", "first", "last", "lo", "hi", "avg", "t"];
 
-function startSweepDashboard({liveUrl, samplesUrl, runUrl, sweepId, intervalMs}) {
+function startSweepDashboard({liveUrl, sweepId, intervalMs}) {
+  // The chart only: the runs table, decisions, alerts, state and samples are server-rendered fragments that
+  // htmx polls (templates/sweeps/_panel.html). Each answer brings the points after what we have, bucketed.
   const el = id => document.getElementById(id);
   const chart = el("sweep-chart");
   let metric = el("metric").value;
-  let mode = "max";         // whether larger values of the metric are better (for "best")
   let width = null;         // bucket width, fixed by the first answer for this metric
   let buckets = {};         // run id -> {b, first, last, lo, hi, avg, t}
-  let runs = [];            // the runs table rows of the last answer
+  let runs = [];            // each run's seed, status and who stopped it (for trace names and markers)
   let ended = false;
-  let timer = null;
-  let generation = 0;       // bumps when the metric changes, so a late answer for the old one is dropped
-  const selected = new Set();
-  let sampleStepTouched = false;
+  let poller = null;
 
   function sinceParam() {
     return Object.entries(buckets).filter(([, s]) => s.b.length)
@@ -165,139 +163,32 @@ function startSweepDashboard({liveUrl, samplesUrl, runUrl, sweepId, intervalMs})
     el("bucket-note").textContent = width > 1 ? "each point: a bucket of " + width + " steps (raw: its min and max)" : "";
   }
 
-  function td(text, cls) {
-    const cell = document.createElement("td");
-    cell.textContent = text;
-    if (cls) cell.className = cls;
-    return cell;
+  function query() {
+    const params = new URLSearchParams({metric});
+    if (width !== null) { params.set("width", width); params.set("since", sinceParam()); }
+    return "?" + params;
   }
 
-  function fmt(v) { return v === null || v === undefined ? "–" : Number(v).toPrecision(4); }
-
-  function renderRuns(next) {
-    const body = el("runs-table").querySelector("tbody");
-    body.replaceChildren(...runs.map(run => {
-      const tr = document.createElement("tr");
-      tr.dataset.run = run.id; tr.dataset.status = run.status; tr.dataset.seed = run.seed;
-      const box = document.createElement("input");
-      box.type = "checkbox"; box.name = "run"; box.value = run.id; box.disabled = run.ended || run.kill_requested;
-      box.checked = selected.has(String(run.id)) && !box.disabled;
-      box.addEventListener("change", () => box.checked ? selected.add(box.value) : selected.delete(box.value));
-      const check = document.createElement("td"); check.append(box);
-      const link = document.createElement("a");
-      link.href = runUrl.replace(/0\/$/, run.id + "/"); link.textContent = "run " + run.id;
-      const name = document.createElement("td"); name.append(link);
-      const status = document.createElement("td");
-      const badge = document.createElement("span");
-      badge.className = "status status-" + run.status; badge.dataset.status = run.status;
-      badge.textContent = run.status + (run.kill_requested && !run.ended ? " (stopping)" : "");
-      status.append(badge);
-      const knobs = Object.entries(run.knobs).map(([k, v]) => k + "=" + v).join(" ");
-      const nextStep = next.runs[run.id];
-      const stopped = run.killed_by ? run.killed_by + (run.kill_reason ? ": " + run.kill_reason : "") : "";
-      // last: the value at its last step; best: over every bucket's extreme (the buckets keep min and max)
-      const s = buckets[run.id];
-      const best = !s || !s.b.length ? null : (mode === "min" ? Math.min(...s.lo) : Math.max(...s.hi));
-      tr.append(check, name, td(run.seed), td(knobs || "–"), status, td(fmt(s ? s.tail : null), "last"),
-                td(fmt(best), "best"),
-                td(run.last_step + " / " + run.total_steps),
-                td(nextStep === undefined || nextStep === null ? "–" : "step " + nextStep), td(stopped, "reason"));
-      return tr;
-    }));
-  }
-
-  function renderDecisions(rows, next) {
-    el("next-points").textContent = next.summary;
-    el("decisions").querySelector("tbody").replaceChildren(...rows.map(d => {
-      const tr = document.createElement("tr");
-      tr.dataset.run = d.run_id; tr.dataset.action = d.action;
-      tr.append(td(d.step), td("run " + d.run_id + " (seed " + d.seed + ")"), td(d.action), td(d.rule),
-                td(fmt(d.value)), td(fmt(d.threshold)), td(d.n_peers), td(d.reason, "reason"),
-                td(d.outcome + (d.note ? ": " + d.note : "")));
-      return tr;
-    }));
-  }
-
-  function renderAlerts(rows) {
-    const list = el("alerts");
-    if (!rows.length) return;
-    list.replaceChildren(...rows.map(a => {
-      const li = document.createElement("li");
-      li.dataset.kind = a.kind; li.dataset.run = a.run_id;
-      li.textContent = "seed " + a.seed + " (run " + a.run_id + "): " + a.message;
-      return li;
-    }));
-  }
-
-  function renderState() {
-    const running = runs.filter(r => r.status === "running").length;
-    const queued = runs.filter(r => r.status === "queued").length;
-    const badge = el("sweep-state");
-    badge.textContent = ended ? "ended" : running + " running, " + queued + " queued";
-    badge.dataset.ended = String(ended);
-    if (!sampleStepTouched) {
-      const started = runs.filter(r => r.last_step > 0).map(r => r.last_step);
-      if (started.length) el("sample-step").value = Math.min(...started);
-    }
-  }
-
-  async function poll() {
-    const mine = generation;
-    let state;
-    try {
-      const params = new URLSearchParams({metric});
-      if (width !== null) { params.set("width", width); params.set("since", sinceParam()); }
-      const resp = await fetch(liveUrl + "?" + params, {headers: {"Accept": "application/json"}});
-      if (!resp.ok) throw new Error("HTTP " + resp.status);
-      state = await resp.json();
-    } catch (e) {
-      timer = setTimeout(poll, intervalMs * 4);  // server busy or restarting: back off, keep trying
-      return;
-    }
-    if (mine !== generation) return;
-    merge(state.series);
-    runs = state.runs;
-    mode = state.mode;
-    ended = state.ended;
-    draw();
-    renderRuns(state.next);
-    renderDecisions(state.decisions, state.next);
-    renderAlerts(state.alerts);
-    renderState();
-    // Too many buckets for the fixed width (the runs grew long): reload with a wider one.
-    const most = Math.max(0, ...Object.values(buckets).map(s => s.b.length));
-    if (most > 800) reset();
-    if (ended) { document.body.dataset.sweepEnded = "true"; return; }
-    timer = setTimeout(poll, intervalMs);
+  function start() {
+    const asked = metric;  // an answer for a metric no longer shown is dropped
+    poller = pollJson(liveUrl, {intervalMs, query, onData(state) {
+      if (asked !== metric) return false;
+      merge(state.series);
+      runs = state.runs;
+      ended = state.ended;
+      draw();
+      // Too many buckets for the fixed width (the runs grew long): start again with a wider one.
+      const most = Math.max(0, ...Object.values(buckets).map(s => s.b.length));
+      if (most > 800) { reset(); return false; }
+      if (ended) { document.body.dataset.sweepEnded = "true"; return false; }
+      return true;
+    }});
   }
 
   function reset() {
-    generation++;
+    if (poller) poller.stop();
     width = null; buckets = {};
-    clearTimeout(timer);
-    timer = setTimeout(poll, 0);
-  }
-
-  async function showSamples() {
-    const step = el("sample-step").value;
-    if (!step) return;
-    const resp = await fetch(samplesUrl + "?step=" + encodeURIComponent(step));
-    const data = await resp.json();
-    const box = el("samples");
-    if (!resp.ok) { box.textContent = data.error; return; }
-    if (!data.columns.length) { box.textContent = "No samples stored at step " + step + "."; return; }
-    box.replaceChildren(...data.columns.map(col => {
-      const div = document.createElement("div");
-      div.className = "column"; div.dataset.run = col.run_id;
-      const h = document.createElement("h3"); h.textContent = "seed " + col.seed + " (run " + col.run_id + ")";
-      div.append(h);
-      for (const s of col.samples) {
-        const pre = document.createElement("pre");
-        pre.textContent = s.prompt + "\n→ " + s.completion + "\nanswer " + s.answer + " · reward " + fmt(s.reward);
-        div.append(pre);
-      }
-      return div;
-    }));
+    start();
   }
 
   el("metric").addEventListener("change", () => {
@@ -310,8 +201,6 @@ function startSweepDashboard({liveUrl, samplesUrl, runUrl, sweepId, intervalMs})
     el("smooth-param").value = el("smoothing").value === "mean" ? 5 : 0.6;
     draw();
   });
-  el("sample-step").addEventListener("input", () => { sampleStepTouched = true; });
-  el("show-samples").addEventListener("click", showSamples);
   window.sweepDashboard = {state: () => ({width, buckets, runs, ended, metric})};
-  poll();
+  start();
 }

@@ -71,7 +71,9 @@ def test_a_median_policy_stops_a_seed_live_on_the_dashboard(live_server, celery_
     wait_for(lambda: chart_attr(page, "points") > points_when_zoomed, timeout=60, what="more points while zoomed")
     assert page.evaluate("document.getElementById('sweep-chart').layout.xaxis.range") == [0, 3]
 
-    # the reason in the runs table and in the decisions list
+    # the reason in the runs table and in the decisions list (server-rendered fragments, polled every second)
+    page.wait_for_selector(f"#runs-table tr[data-run='{stopped.pk}'][data-status=killed]", timeout=10_000)
+    page.wait_for_selector(f"#decisions tr[data-run='{stopped.pk}'][data-action=stop]", timeout=10_000)
     row = page.locator(f"#runs-table tr[data-run='{stopped.pk}']")
     assert "median rule" in row.locator("td.reason").text_content()
     assert row.get_attribute("data-status") == "killed"

@@ -1,6 +1,8 @@
 """The sweep form, the dashboard and its JSON endpoints through Django's test client."""
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -96,13 +98,9 @@ def test_the_dashboard_page_and_its_live_json(client_in, sweep):
     live = client_in.get(reverse("sweeps:live", args=[sweep.pk]), {"metric": "reward/mean"}).json()
     assert live["series"]["width"] == 1 and live["mode"] == "max" and not live["ended"]
     assert len(live["series"]["runs"]) == 4 and len(live["runs"]) == 4
-    [decision] = live["decisions"]
     poor = sweep.runs.order_by("pk").last()
-    assert (decision["run_id"], decision["action"], decision["rule"], decision["step"]) == (poor.pk, "stop", "median", 2)
-    assert decision["threshold"] == 0.5 and "below the median" in decision["reason"]
     row = next(r for r in live["runs"] if r["id"] == poor.pk)
     assert row["killed_by"] == "policy:median" and row["kill_requested"]
-    assert "median on reward/mean" in live["next"]["summary"]
     # live: only what follows each run's given step
     since = ",".join(f"{r.pk}:4" for r in sweep.runs.all())
     again = client_in.get(reverse("sweeps:live", args=[sweep.pk]), {"metric": "reward/mean", "since": since,
@@ -151,3 +149,44 @@ def test_a_sweep_request_parses_its_config_once_and_each_grid_point_once(
     runs = Sweep.objects.get().runs.all()
     assert len(runs) == (4 if not grid else 6)
     assert len({r.seed for r in runs}) == (4 if not grid else 3)  # each run got its own seed all the same
+
+
+def test_the_live_tables_are_a_fragment_that_htmx_polls_until_the_sweep_ends(client_in, sweep):
+    """Runs with their last and best values and next decision point, decisions, alerts and the state badge,
+    rendered on the server; the decisions and alerts come out of band."""
+    poor = sweep.runs.order_by("pk").last()
+    panel = client_in.get(reverse("sweeps:panel", args=[sweep.pk]), {"metric": "reward/mean"})
+    assert panel.status_code == 200
+    html = panel.content.decode()
+    assert 'hx-trigger="every 1s"' in html and 'hx-include="#metric"' in html
+    rows = dict(re.findall(r'<tr data-run="(\d+)" data-status="(\w+)"', html))
+    assert len(rows) == 4 and rows[str(poor.pk)] == "running"
+    poor_row = html[html.index(f'<tr data-run="{poor.pk}"'):].split("</tr>")[0]
+    assert '<td class="last">0.1</td>' in poor_row and '<td class="best">0.1</td>' in poor_row
+    assert "(stopping)" in poor_row and "policy:median: median rule" in poor_row and "disabled" in poor_row
+    decision = html[html.index(f'<tr data-run="{poor.pk}" data-action="stop">'):].split("</tr>")[0]
+    assert "<td>2</td>" in decision and "<td>median</td>" in decision and "below the median" in decision
+    assert 'id="decisions-live" hx-swap-oob="true"' in html and "median on reward/mean" in html
+    assert 'id="sweep-state"' in html and "4 running, 0 queued" in html
+    # best follows new points only: a later, higher value raises it, the last value is the newest
+    log_points(Run.objects.get(pk=poor.pk), "reward/mean", [0.9, 0.2], start=6)
+    html = client_in.get(reverse("sweeps:panel", args=[sweep.pk]), {"metric": "reward/mean"}).content.decode()
+    poor_row = html[html.index(f'<tr data-run="{poor.pk}"'):].split("</tr>")[0]
+    assert '<td class="last">0.2</td>' in poor_row and '<td class="best">0.9</td>' in poor_row
+    # once every run has ended: 286, and the fragment no longer polls
+    Run.objects.filter(sweep=sweep).update(status=RunStatus.SUCCEEDED)
+    done = client_in.get(reverse("sweeps:panel", args=[sweep.pk]))
+    assert done.status_code == 286 and "hx-trigger" not in done.content.decode().split('id="runs-live"')[1][:80]
+    assert ">ended<" in done.content.decode()
+
+
+def test_samples_side_by_side_as_a_fragment(client_in, sweep):
+    a, b = list(sweep.runs.order_by("pk"))[:2]
+    for run in (a, b):
+        Sample.objects.create(run=run, step=3, index=0, prompt="1+1=", completion=f"seed {run.seed}", answer="2",
+                              reward=1.0)
+    html = client_in.get(reverse("sweeps:samples_columns", args=[sweep.pk]), {"step": 3}).content.decode()
+    assert html.count('class="column"') == 2 and "seed 0" in html and "seed 1" in html
+    assert "No samples stored at step 4" in client_in.get(reverse("sweeps:samples_columns", args=[sweep.pk]),
+                                                          {"step": 4}).content.decode()
+    assert client_in.get(reverse("sweeps:samples_columns", args=[sweep.pk])).status_code == 400

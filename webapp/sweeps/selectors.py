@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from django.core.cache import cache
 from django.db.models import Avg, Count, ExpressionWrapper, F, IntegerField, Max, Min, Q, QuerySet
 
 from webapp.runs.models import ENDED_STATUSES, MetricPoint, Run, RunStatus, Sample
@@ -136,6 +137,36 @@ def sweep_runs_table(*, sweep: Sweep) -> list[dict]:
     return rows
 
 
+def sweep_run_values(*, sweep_id: int, metric: str, mode: str) -> dict[int, dict]:
+    """Each run's last and best value of ``metric`` (the runs table): ``{run_id: {"last": v, "best": v}}``.
+
+    The extremes are kept per process (Django's cache) and brought up to date with only the points stored since
+    the last call, so a poll of a long sweep reads its new points, not its whole history; a run whose history
+    was cut back (resumed from a checkpoint) is read again from the start."""
+    runs = dict(Run.objects.filter(sweep_id=sweep_id).values_list("pk", "last_step"))
+    key = f"sweep-extremes:{sweep_id}:{metric}"
+    seen: dict[int, list] = cache.get(key) or {}   # run id -> [step read up to, lo, hi]
+    for run_id, last_step in runs.items():
+        if run_id in seen and seen[run_id][0] > last_step:
+            del seen[run_id]
+    fresh = Q(run_id__in=[run_id for run_id in runs if run_id not in seen])
+    for run_id, (step, _, _) in seen.items():
+        if run_id in runs and runs[run_id] > step:
+            fresh |= Q(run_id=run_id, step__gt=step)
+    for run_id, top, lo, hi in (MetricPoint.objects.filter(fresh, key=metric, value__isnull=False)
+                                .values("run_id").annotate(top=Max("step"), lo=Min("value"), hi=Max("value"))
+                                .values_list("run_id", "top", "lo", "hi")):
+        old = seen.get(run_id)
+        seen[run_id] = [top, lo, hi] if old is None else [max(top, old[0]), min(lo, old[1]), max(hi, old[2])]
+    cache.set(key, seen, timeout=3600)
+    at_last = Q(pk__in=[])
+    for run_id, last_step in runs.items():
+        at_last |= Q(run_id=run_id, step=last_step)
+    last = dict(MetricPoint.objects.filter(at_last, key=metric).values_list("run_id", "value"))
+    return {run_id: {"last": last.get(run_id), "best": None if run_id not in seen else
+                     (seen[run_id][1] if mode == "min" else seen[run_id][2])} for run_id in runs}
+
+
 def sweep_decisions(*, sweep_id: int) -> list[dict]:
     return [{"id": d.pk, "run_id": d.run_id, "seed": d.run.seed, "action": d.action, "rule": d.rule, "step": d.step,
              "value": d.value, "threshold": d.threshold, "n_peers": d.n_peers, "extra_steps": d.extra_steps,
@@ -159,7 +190,8 @@ def next_decision_points(*, sweep: Sweep, runs: list[dict]) -> dict:
 
 def sweep_live_state(*, sweep_id: int, metric: str, since: Optional[dict[int, int]] = None,
                      width: Optional[int] = None) -> dict:
-    """Everything the dashboard polls: new bucketed points, the runs table, decisions, alerts, next points."""
+    """What the dashboard's chart polls: new bucketed points, and each run's seed, status and who stopped it
+    (the tables are server-rendered: ``sweep_panel``)."""
     sweep = Sweep.objects.get(pk=sweep_id)
     table = sweep_runs_table(sweep=sweep)
     return {
@@ -167,9 +199,26 @@ def sweep_live_state(*, sweep_id: int, metric: str, since: Optional[dict[int, in
         "mode": metric_mode(metric, sweep),
         "series": sweep_series(sweep_id=sweep_id, metric=metric, since=since, width=width),
         "runs": table,
-        "decisions": sweep_decisions(sweep_id=sweep_id),
-        "alerts": sweep_alerts(sweep_id=sweep_id),
-        "next": next_decision_points(sweep=sweep, runs=table),
+        "ended": all(r["ended"] for r in table),
+    }
+
+
+def sweep_panel(*, sweep: Sweep, metric: str) -> dict:
+    """The dashboard's live tables (templates/sweeps/_panel.html): the state, the runs with the last and best
+    value of ``metric`` and their next decision point, the policy's decisions, the alerts."""
+    table = sweep_runs_table(sweep=sweep)
+    mode = metric_mode(metric, sweep)
+    values = sweep_run_values(sweep_id=sweep.pk, metric=metric, mode=mode)
+    following = next_decision_points(sweep=sweep, runs=table)
+    for row in table:
+        row.update(values.get(row["id"], {}))
+        row["next_check"] = following["runs"].get(row["id"])
+        row["knobs_text"] = " ".join(f"{k}={v}" for k, v in row["knobs"].items())
+    return {
+        "runs": table, "metric": metric, "mode": mode, "next_summary": following["summary"],
+        "decisions": sweep_decisions(sweep_id=sweep.pk), "alerts": sweep_alerts(sweep_id=sweep.pk),
+        "running": sum(r["status"] == RunStatus.RUNNING for r in table),
+        "queued": sum(r["status"] == RunStatus.QUEUED for r in table),
         "ended": all(r["ended"] for r in table),
     }
 

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from training.fields import FieldErrors
 from webapp.runs.forms import preset_form_values
-from webapp.runs.views import parent_checkpoint_of, run_form_for
+from webapp.runs.views import fragment, parent_checkpoint_of, run_form_for
 
 from . import selectors, services
 from .forms import SweepForm
@@ -54,6 +54,7 @@ def sweep_detail(request: HttpRequest, sweep_id: int) -> HttpResponse:
         "policy_json": json.dumps(sweep.policy, indent=2, sort_keys=True) if sweep.policy else "",
         "config_json": json.dumps(sweep.config, indent=2, sort_keys=True),
         "sample_steps": selectors.sweep_sample_steps(sweep_id=sweep.pk)[:200],
+        "panel": selectors.sweep_panel(sweep=sweep, metric=metric),
     })
 
 
@@ -95,6 +96,27 @@ def sweep_live(request: HttpRequest, sweep_id: int) -> JsonResponse:
         return JsonResponse({"error": "width must be at least 1"}, status=400)
     metric = request.GET.get("metric") or selectors.DEFAULT_METRIC
     return JsonResponse(selectors.sweep_live_state(sweep_id=sweep_id, metric=metric, since=since, width=width))
+
+
+@require_GET
+def sweep_panel(request: HttpRequest, sweep_id: int) -> HttpResponse:
+    """The dashboard's live tables (templates/sweeps/_panel.html), polled by htmx; 286 once every run ended."""
+    sweep = get_object_or_404(Sweep, pk=sweep_id)
+    metric = request.GET.get("metric") or sweep.policy.get("metric") or selectors.DEFAULT_METRIC
+    panel = selectors.sweep_panel(sweep=sweep, metric=metric)
+    return fragment(request, "sweeps/_panel.html", {"sweep": sweep, "panel": panel}, ended=panel["ended"])
+
+
+@require_GET
+def sweep_samples_columns(request: HttpRequest, sweep_id: int) -> HttpResponse:
+    """Sampled completions of one step, one column per run (templates/sweeps/_samples.html), for htmx."""
+    get_object_or_404(Sweep, pk=sweep_id)
+    try:
+        step = int(request.GET["step"])
+    except (KeyError, ValueError):
+        return HttpResponse('<p class="error">step: give the step whose samples to show</p>', status=400)
+    return render(request, "sweeps/_samples.html",
+                  {"step": step, "columns": selectors.sweep_samples_at(sweep_id=sweep_id, step=step)})
 
 
 @require_GET
