@@ -1,5 +1,4 @@
-// pass@k page: one line per model on a log-x chart (Plotly, served locally), progress polling while the
-// job runs (the page reloads once when it ends), and a problem's completions loaded on click.
+// pass@k page chart: one line per model on a log-x chart (Plotly, served locally), with SVG export.
 "use strict";
 
 function passKTraces(series) {
@@ -41,45 +40,10 @@ function drawPassK(div, series, {n, jobId, filename}) {
   return Plotly.react(div, passKTraces(series), layout, config);
 }
 
-function startPassKPage({jobId, n, ended, progressUrl, problemUrl, filename}) {
+function startPassKPage({jobId, n, filename}) {
+  // The chart only: progress and status (templates/evals/_progress.html) and a problem's completions (each
+  // problem row, hx-get into #problem-detail) are server-rendered fragments loaded by htmx.
   const series = JSON.parse(document.getElementById("passk-data").textContent);
   const chart = document.getElementById("passk-chart");
   drawPassK(chart, series, {n, jobId, filename}).then(() => { chart.dataset.ready = "true"; });
-
-  const panel = document.getElementById("problem-detail");
-  async function openProblem(index) {
-    panel.dataset.loading = index;
-    const resp = await fetch(problemUrl + index + "/");
-    panel.innerHTML = resp.ok ? await resp.text() : "<p class='error'>Could not load problem " + index + "</p>";
-    delete panel.dataset.loading;
-    for (const tr of document.querySelectorAll("#problems tr.selected")) tr.classList.remove("selected");
-    const row = document.getElementById("problem-" + index);
-    if (row) row.classList.add("selected");
-    panel.scrollIntoView({block: "nearest"});
-  }
-  document.addEventListener("click", ev => {
-    const link = ev.target.closest("[data-open-problem]");
-    const row = ev.target.closest("#problems tr[data-problem]");
-    if (link) { ev.preventDefault(); openProblem(link.dataset.openProblem); }
-    else if (row) openProblem(row.dataset.problem);
-  });
-
-  if (ended) return;
-  async function poll() {
-    try {
-      const resp = await fetch(progressUrl, {headers: {"Accept": "application/json"}});
-      if (resp.ok) {
-        const s = await resp.json();
-        document.getElementById("progress").value = s.done;
-        document.getElementById("progress-text").textContent = s.done + " / " + s.total;
-        const badge = document.querySelector(".run-head .status");
-        badge.textContent = s.status;
-        badge.className = "status status-" + s.status;
-        badge.dataset.status = s.status;
-        if (s.ended) { window.location.reload(); return; }
-      }
-    } catch (e) { /* server busy: try again */ }
-    setTimeout(poll, 1000);
-  }
-  poll();
 }

@@ -63,6 +63,13 @@ def test_a_valid_form_creates_the_job_and_opens_its_page(client_in, run_with_che
     assert (job.n, job.ks, job.models.count(), job.keep_completions) == (4, [1, 4], 3, 2)
     page = client_in.get(resp["Location"])
     assert page.status_code == 200 and b'id="progress"' in page.content
+    # its progress is a fragment htmx polls; once the job ended, the answer makes htmx reload the page
+    poll = client_in.get(reverse("evals:state", args=[job.pk]))
+    assert poll.status_code == 200 and b'hx-trigger="every 1s"' in poll.content and "HX-Refresh" not in poll
+    assert b'id="eval-status"' in poll.content and b'hx-swap-oob="true"' in poll.content
+    EvalJob.objects.filter(pk=job.pk).update(status="cancelled")
+    done = client_in.get(reverse("evals:state", args=[job.pk]))
+    assert done["HX-Refresh"] == "true" and b"hx-trigger" not in done.content
 
 
 def test_exports_hold_curves_and_per_problem_counts(client_in, run_with_checkpoints):

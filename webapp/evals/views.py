@@ -84,6 +84,17 @@ def eval_detail(request: HttpRequest, job_id: int) -> HttpResponse:
 
 
 @require_GET
+def eval_state(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The job's progress and status badge (templates/evals/_progress.html), polled by htmx; at its end, htmx
+    is told to reload the page (the curves are drawn from what the job stored)."""
+    job = get_object_or_404(EvalJob, pk=job_id)
+    response = render(request, "evals/_progress.html", {"job": job})
+    if job.is_ended:
+        response["HX-Refresh"] = "true"
+    return response
+
+
+@require_GET
 def eval_progress(request: HttpRequest, job_id: int) -> JsonResponse:
     job = get_object_or_404(EvalJob, pk=job_id)
     return JsonResponse({"id": job.pk, "status": job.status, "ended": job.is_ended, "done": job.done_units,
