@@ -114,16 +114,6 @@ def test_live_json_refuses_bad_parameters(client_in, sweep, params):
     assert response.status_code == 400 and list(params)[0] in response.json()["error"]
 
 
-def test_samples_side_by_side(client_in, sweep):
-    a, b = list(sweep.runs.order_by("pk"))[:2]
-    for run in (a, b):
-        Sample.objects.create(run=run, step=3, index=0, prompt="1+1=", completion=f"seed {run.seed}", answer="2",
-                              reward=1.0)
-    data = client_in.get(reverse("sweeps:samples", args=[sweep.pk]), {"step": 3}).json()
-    assert [(c["seed"], c["samples"][0]["completion"]) for c in data["columns"]] == [(0, "seed 0"), (1, "seed 1")]
-    assert client_in.get(reverse("sweeps:samples", args=[sweep.pk])).status_code == 400
-
-
 def test_kill_selected_runs(client_in, sweep):
     a, b, c, d = sweep.runs.order_by("pk")
     response = client_in.post(reverse("sweeps:kill", args=[sweep.pk]), {"run": [a.pk, b.pk, d.pk], "reason": "flat"})
@@ -185,8 +175,8 @@ def test_samples_side_by_side_as_a_fragment(client_in, sweep):
     for run in (a, b):
         Sample.objects.create(run=run, step=3, index=0, prompt="1+1=", completion=f"seed {run.seed}", answer="2",
                               reward=1.0)
-    html = client_in.get(reverse("sweeps:samples_columns", args=[sweep.pk]), {"step": 3}).content.decode()
+    html = client_in.get(reverse("sweeps:samples", args=[sweep.pk]), {"step": 3}).content.decode()
     assert html.count('class="column"') == 2 and "seed 0" in html and "seed 1" in html
-    assert "No samples stored at step 4" in client_in.get(reverse("sweeps:samples_columns", args=[sweep.pk]),
+    assert "No samples stored at step 4" in client_in.get(reverse("sweeps:samples", args=[sweep.pk]),
                                                           {"step": 4}).content.decode()
-    assert client_in.get(reverse("sweeps:samples_columns", args=[sweep.pk])).status_code == 400
+    assert client_in.get(reverse("sweeps:samples", args=[sweep.pk])).status_code == 400

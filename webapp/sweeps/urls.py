@@ -9,8 +9,7 @@ urlpatterns = [
     path("new/", views.sweep_new, name="new"),
     path("<int:sweep_id>/", views.sweep_detail, name="detail"),
     path("<int:sweep_id>/live.json", views.sweep_live, name="live"),
-    path("<int:sweep_id>/samples.json", views.sweep_samples, name="samples"),
     path("<int:sweep_id>/panel/", views.sweep_panel, name="panel"),
-    path("<int:sweep_id>/samples/", views.sweep_samples_columns, name="samples_columns"),
+    path("<int:sweep_id>/samples/", views.sweep_samples, name="samples"),
     path("<int:sweep_id>/kill/", views.sweep_kill, name="kill"),
 ]

@@ -108,7 +108,7 @@ def sweep_panel(request: HttpRequest, sweep_id: int) -> HttpResponse:
 
 
 @require_GET
-def sweep_samples_columns(request: HttpRequest, sweep_id: int) -> HttpResponse:
+def sweep_samples(request: HttpRequest, sweep_id: int) -> HttpResponse:
     """Sampled completions of one step, one column per run (templates/sweeps/_samples.html), for htmx."""
     get_object_or_404(Sweep, pk=sweep_id)
     try:
@@ -117,16 +117,6 @@ def sweep_samples_columns(request: HttpRequest, sweep_id: int) -> HttpResponse:
         return HttpResponse('<p class="error">step: give the step whose samples to show</p>', status=400)
     return render(request, "sweeps/_samples.html",
                   {"step": step, "columns": selectors.sweep_samples_at(sweep_id=sweep_id, step=step)})
-
-
-@require_GET
-def sweep_samples(request: HttpRequest, sweep_id: int) -> JsonResponse:
-    get_object_or_404(Sweep, pk=sweep_id)
-    try:
-        step = int(request.GET["step"])
-    except (KeyError, ValueError):
-        return JsonResponse({"error": "step: give the step whose samples to show"}, status=400)
-    return JsonResponse({"step": step, "columns": selectors.sweep_samples_at(sweep_id=sweep_id, step=step)})
 
 
 @require_POST
