@@ -51,7 +51,8 @@ def save_checkpoint(out_dir: str, step: int, *, model, tokenizer, optimizer, sch
 
 
 def load_trainer_state(path: str, *, optimizer, scheduler, generators: dict) -> int:
-    state = torch.load(os.path.join(path, "trainer_state.pt"), weights_only=False)
+    # weights_only: tensors, numbers, strings and containers only; a planted pickle in a checkpoint runs nothing
+    state = torch.load(os.path.join(path, "trainer_state.pt"), weights_only=True)
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     for k, g in generators.items():

@@ -4,10 +4,10 @@ from django.db import IntegrityError, transaction
 from webapp.runs.models import ENDED_STATUSES, LEGAL_TRANSITIONS, MetricPoint, Run, RunStatus
 
 
-def test_every_status_has_its_transitions_and_finished_ones_lead_nowhere():
+def test_every_status_has_its_transitions_and_finished_ones_lead_nowhere_but_a_resume():
     assert set(LEGAL_TRANSITIONS) == set(RunStatus.values)
     assert LEGAL_TRANSITIONS[RunStatus.SUCCEEDED] == frozenset()
-    assert LEGAL_TRANSITIONS[RunStatus.FAILED] == frozenset()
+    assert LEGAL_TRANSITIONS[RunStatus.FAILED] == frozenset({RunStatus.QUEUED})  # resumed from its checkpoint
     assert RunStatus.QUEUED not in ENDED_STATUSES and RunStatus.RUNNING not in ENDED_STATUSES
 
 

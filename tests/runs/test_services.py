@@ -174,3 +174,22 @@ def test_an_exit_reported_for_a_run_that_is_no_longer_running_changes_nothing(co
     assert services.run_record_exit(run_id=run.pk, outcome="failed", detail="late") == RunStatus.LOST
     run.refresh_from_db()
     assert run.status == RunStatus.LOST and "late" not in run.error
+
+
+@pytest.mark.parametrize("status", [RunStatus.RUNNING, RunStatus.QUEUED, RunStatus.SUCCEEDED])
+def test_only_a_killed_lost_or_failed_run_can_be_resumed(config, status, django_capture_on_commit_callbacks):
+    run = services.run_create(config=config)
+    Run.objects.filter(pk=run.pk).update(status=status, kill_requested_at=timezone.now(), killed_by="user:ada")
+    with django_capture_on_commit_callbacks() as sent, pytest.raises(services.TransitionError, match="can be resumed"):
+        services.run_resume(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == status and run.kill_requested_at is not None and not sent  # nothing changed
+
+
+def test_a_failed_run_resumes_from_its_checkpoint(config, django_capture_on_commit_callbacks):
+    run = make_running(services.run_create(config=config))
+    services.run_finish(run_id=run.pk, status=RunStatus.FAILED, error="CUDA out of memory")
+    with django_capture_on_commit_callbacks() as sent:
+        services.run_resume(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == RunStatus.QUEUED and run.error == "" and len(sent) == 1

@@ -52,6 +52,10 @@ def test_register_by_decorator_and_dotted_path(tmp_path, monkeypatch):
             return VerifierResult(float(word in completion), {})
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match="only name a module the operator allows"):
+        get_verifier("my_rewards:has_please")  # not allowed yet: nothing imported
+    assert "my_rewards" not in sys.modules
+    monkeypatch.setenv("SEEDBED_VERIFIER_MODULES", "my_rewards, no_such_module_xyz")
     v = get_verifier("my_rewards:has_please", word="thanks")
     assert v("thanks!", {}).score == 1.0
     assert v("please", {}).score == 0.0
@@ -101,3 +105,21 @@ def test_combine_rewards_rejects_bad_spec_naming_item():
     with pytest.raises(ValueError, match="empty"):
         combine_rewards([], [], [])
     assert math.isnan(combine_rewards([{"name": "exact"}], [], []).metrics()["reward/exact/mean"])
+
+
+@pytest.mark.parametrize("name", ["subprocess:Popen", "builtins:eval", "os:system", "training.verifiers.base:_resolve"])
+def test_a_reward_spec_cannot_name_arbitrary_code(name, tmp_path, monkeypatch):
+    """The exploit of issue 12: a dotted path to any importable callable. Refused at submit (a field error) and
+    when built (the worker), unless the operator allows its module; nothing runs."""
+    from training.config import TrainConfig
+    from training.fields import FieldErrors
+
+    monkeypatch.delenv("SEEDBED_VERIFIER_MODULES", raising=False)
+    marker = tmp_path / "ran"
+    spec = [{"name": name, "params": {"args": f"touch {marker}", "shell": True}}]
+    with pytest.raises(FieldErrors) as info:
+        TrainConfig.from_dict({"rewards": spec}, check_paths=False)
+    assert "operator allows" in info.value.errors["rewards"]
+    with pytest.raises(ValueError, match="operator allows"):
+        get_verifier(name, **spec[0]["params"])
+    assert not marker.exists()

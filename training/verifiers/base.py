@@ -2,7 +2,8 @@
 
 A verifier is a callable ``v(completion: str, example: dict) -> VerifierResult``. It is registered under a name
 with :func:`register_verifier` and built with :func:`get_verifier`, which binds its parameters once and
-rejects unknown ones, naming them. A user's own verifier is reached by a dotted path ``"pkg.mod:fn"``.
+rejects unknown ones, naming them. A verifier of the operator's own is reached by a dotted path
+``"pkg.mod:fn"``, from the modules listed in $SEEDBED_VERIFIER_MODULES only.
 
 Two kinds of thing can be registered:
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -97,7 +99,10 @@ def check_reward_spec(rewards: Any) -> str:
             return f"item {i}: params must be a mapping; got {type(params).__name__}"
         name = item["name"]
         if ":" in name:
-            continue  # a dotted path is imported (and checked) only where the reward is built
+            refused = dotted_path_error(name)
+            if refused:
+                return f"item {i}: {refused}"
+            continue  # an allowed dotted path is imported (and checked) only where the reward is built
         if name not in _REGISTRY:
             _load_builtins()
         if name not in _REGISTRY or name.startswith("_"):
@@ -118,8 +123,32 @@ def _load_builtins() -> None:
     from training.verifiers import simple, math_answer, ifeval, judge, code  # noqa: F401
 
 
+VERIFIER_MODULES_ENV = "SEEDBED_VERIFIER_MODULES"
+
+
+def allowed_verifier_modules() -> tuple[str, ...]:
+    """The modules whose callables a reward spec may name by dotted path ``"pkg.mod:fn"``: those the operator
+    lists in $SEEDBED_VERIFIER_MODULES (comma-separated; a package allows its submodules). None by default:
+    a config names code only where the operator said so (DESIGN §9)."""
+    return tuple(m.strip() for m in os.environ.get(VERIFIER_MODULES_ENV, "").split(",") if m.strip())
+
+
+def dotted_path_error(name: str) -> str:
+    """"" when the dotted path ``name`` lies in an allowed module, else why it is refused (nothing imported)."""
+    module_name = name.partition(":")[0]
+    allowed = allowed_verifier_modules()
+    if any(module_name == m or module_name.startswith(m + ".") for m in allowed):
+        return ""
+    return (f"verifier {name!r}: a dotted path may only name a module the operator allows in "
+            f"${VERIFIER_MODULES_ENV} ({', '.join(allowed) or 'none are'}); use a registered verifier: "
+            f"{', '.join(registered_names())}")
+
+
 def _resolve(name: str) -> Any:
     if ":" in name:
+        refused = dotted_path_error(name)
+        if refused:
+            raise ValueError(refused)
         module_name, _, attr = name.partition(":")
         try:
             module = importlib.import_module(module_name)

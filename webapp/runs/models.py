@@ -32,8 +32,11 @@ LEGAL_TRANSITIONS: dict[str, frozenset[str]] = {
     # A killed run can be resumed from its last checkpoint (back to the queue).
     RunStatus.KILLED: frozenset({RunStatus.QUEUED}),
     RunStatus.SUCCEEDED: frozenset(),
-    RunStatus.FAILED: frozenset(),
+    # A failed run can be resumed from its last checkpoint (after its cause was fixed).
+    RunStatus.FAILED: frozenset({RunStatus.QUEUED}),
 }
+# What a user may resume (running -> queued is the worker's own move when it shuts down, not a user's).
+RESUMABLE_STATUSES = frozenset({RunStatus.KILLED, RunStatus.LOST, RunStatus.FAILED})
 
 
 class Run(models.Model):

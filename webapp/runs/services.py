@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from training.config import TrainConfig
 
-from .models import ENDED_STATUSES, LEGAL_TRANSITIONS, Checkpoint, MetricPoint, Run, RunStatus, Sample
+from .models import (ENDED_STATUSES, LEGAL_TRANSITIONS, RESUMABLE_STATUSES, Checkpoint, MetricPoint, Run,
+                     RunStatus, Sample)
 from .signals import slots_changed
 
 log = logging.getLogger("seedbed.runs")
@@ -241,8 +242,11 @@ def run_kill(*, run_id: int, killed_by: str, reason: str = "") -> Run:
 
 @transaction.atomic
 def run_resume(*, run_id: int) -> Run:
-    """Put a killed or lost run back in the queue; the worker resumes it from its last checkpoint."""
+    """Put a killed, lost or failed run back in the queue; the worker resumes it from its last checkpoint.
+    Any other run is refused, loudly (a running one stays running, its pending kill stays pending)."""
     run = _locked(run_id)
+    if run.status not in RESUMABLE_STATUSES:
+        raise TransitionError(f"run {run.pk} is {run.status}; only a killed, lost or failed run can be resumed")
     _move(run, RunStatus.QUEUED)
     run.kill_requested_at, run.killed_by, run.kill_reason = None, "", ""
     run.ended_at, run.enqueued_at, run.error = None, None, ""
