@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "webapp.runs",
     "webapp.evals",
     "webapp.sweeps",
+    "webapp.library",
 ]
 
 MIDDLEWARE = [

@@ -7,7 +7,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from training.verifiers import VerifierError, get_verifier, score_batch
-from training.verifiers.judge import parse_score
+from training.verifiers import judge as judge_module
+from training.verifiers.judge import JudgeEndpoint, parse_score, set_endpoint_provider
 
 
 class FakeJudge:
@@ -54,14 +55,25 @@ class FakeJudge:
 
 
 @pytest.fixture
-def fake():
+def endpoints():
+    """The judge endpoints "staff registered" for the test (the web app's come from the database)."""
+    registered: dict[str, JudgeEndpoint] = {}
+    before = judge_module._provider
+    set_endpoint_provider(lambda: dict(registered))
+    yield registered
+    set_endpoint_provider(before)
+
+
+@pytest.fixture
+def fake(endpoints):
     server = FakeJudge()
+    endpoints["grader"] = JudgeEndpoint(name="grader", base_url=server.url, model="grader")
     yield server
     server.close()
 
 
 def judge(fake, **kw):
-    params = dict(base_url=fake.url, model="grader", retries=2, backoff_s=0.01, timeout_s=2)
+    params = dict(endpoint="grader", retries=2, backoff_s=0.01, timeout_s=2)
     params.update(kw)
     return get_verifier("judge", **params)
 
@@ -114,11 +126,12 @@ def test_timeout_is_retried_then_verifier_error(fake):
     assert len(fake.requests) == 2
 
 
-def test_server_down_is_verifier_error():
+def test_server_down_is_verifier_error(endpoints):
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    v = get_verifier("judge", base_url=f"http://127.0.0.1:{port}/v1", retries=1, backoff_s=0.01, timeout_s=1)
+    endpoints["down"] = JudgeEndpoint(name="down", base_url=f"http://127.0.0.1:{port}/v1")
+    v = get_verifier("judge", endpoint="down", retries=1, backoff_s=0.01, timeout_s=1)
     with pytest.raises(VerifierError, match="cannot reach the judge server"):
         v("x", {})
     out = score_batch(v, ["a", "b"], [{}, {}])
@@ -131,18 +144,55 @@ def test_batch_runs_concurrently_and_keeps_order(fake):
     assert [o.score for o in out] == [0.5, 0.5, 0.5]
 
 
-def test_bad_params_are_named(fake):
-    with pytest.raises(ValueError, match="exactly one of base_url"):
+def test_bad_params_are_named(fake, endpoints):
+    with pytest.raises(ValueError, match="name a registered judge endpoint"):
         get_verifier("judge")
+    with pytest.raises(ValueError, match="no judge endpoint named 'elsewhere'"):
+        get_verifier("judge", endpoint="elsewhere")
     with pytest.raises(ValueError, match="scale"):
         judge(fake, scale=[5, 1])
     with pytest.raises(ValueError, match=r"unknown fields \['answer'\]"):
         judge(fake, template="{answer} {completion}")
-    with pytest.raises(ValueError, match="SEEDBED_NO_SUCH_KEY"):
-        judge(fake, api_key_env="SEEDBED_NO_SUCH_KEY")
+    with pytest.raises(ValueError, match=r"retries must be a number in \[0, 10\]"):
+        judge(fake, retries=10**6)
+    endpoints["keyed"] = JudgeEndpoint(name="keyed", base_url=fake.url, secret="NO_SUCH_KEY")
+    with pytest.raises(ValueError, match="SEEDBED_SECRET_NO_SUCH_KEY"):
+        get_verifier("judge", endpoint="keyed")
 
 
-def test_api_key_sent_as_bearer(fake, monkeypatch):
-    monkeypatch.setenv("SEEDBED_JUDGE_KEY", "k-123")
-    judge(fake, api_key_env="SEEDBED_JUDGE_KEY")("x", {})
+def test_the_key_comes_from_the_secret_the_endpoint_names(fake, endpoints, monkeypatch):
+    monkeypatch.setenv("SEEDBED_SECRET_JUDGE_KEY", "k-123")
+    endpoints["keyed"] = JudgeEndpoint(name="keyed", base_url=fake.url, model="grader", secret="judge_key")
+    fake.script = [("reply", "Score: 3")]
+    get_verifier("judge", endpoint="keyed")("x", {})
     assert fake.requests[-1]["auth"] == "Bearer k-123"
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"base_url": "file:///etc/shadow#"}, "unknown parameter(s) ['base_url']"),
+    ({"endpoint": "grader", "api_key_env": "DJANGO_SECRET_KEY"}, "unknown parameter(s) ['api_key_env']"),
+    ({"local_model_path": "/root"}, "unknown parameter(s) ['local_model_path']"),
+    ({"endpoint": "file:///etc/shadow"}, "no judge endpoint named"),
+])
+def test_a_config_can_name_no_url_file_or_environment_variable(fake, params, message):
+    """The exploits of issue 12 (a file:// judge reading any file, SSRF, any variable sent as a key): a run's
+    config can only name an endpoint staff registered; anything else is a field error at submit time."""
+    from training.config import TrainConfig
+    from training.fields import FieldErrors
+
+    with pytest.raises(FieldErrors) as info:
+        TrainConfig.from_dict({"rewards": [{"name": "judge", "params": params}]}, check_paths=False)
+    assert message in info.value.errors["rewards"]
+    assert fake.requests == []
+
+
+def test_an_endpoint_must_be_http_or_https(endpoints):
+    endpoints["disk"] = JudgeEndpoint(name="disk", base_url="file:///etc/passwd")
+    with pytest.raises(ValueError, match="must be http:// or https://"):
+        get_verifier("judge", endpoint="disk")
+
+
+def test_only_a_short_excerpt_of_the_reply_is_kept(fake):
+    fake.script = [("reply", "x" * 5000 + "\nScore: 5")]
+    result = judge(fake)("y", {})
+    assert result.score == 0.5 and len(result.details["reply"]) <= judge_module.REPLY_EXCERPT_CHARS

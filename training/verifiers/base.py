@@ -115,6 +115,10 @@ def check_reward_spec(rewards: Any) -> str:
                 _check_params(obj, params, name, skip=2)
         except ValueError as exc:
             return f"item {i}: {exc}"
+        # a verifier that checks its parameters' values (``check_params(**params) -> problem``) does so here
+        problem = obj.check_params(**params) if hasattr(obj, "check_params") else ""
+        if problem:
+            return f"item {i}: {problem}"
     return ""
 
 

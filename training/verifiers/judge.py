@@ -1,7 +1,10 @@
 """The ``judge`` verifier: a generative reward model grading with a rubric.
 
-Backends: an OpenAI-compatible ``/chat/completions`` endpoint (a vLLM server or any compatible one) or a
-local transformers model folder. The prompt is ``template`` filled with the rubric, the scale, the prompt,
+A run's config names a judge **endpoint** registered by the operator, never a URL, a path or a secret:
+an OpenAI-compatible ``/chat/completions`` server (http or https; a vLLM server or any compatible one), with
+the key read from ``$SEEDBED_SECRET_<SECRET>`` when the endpoint names a secret, or a local transformers model
+folder. The web app and the workers register the endpoints staff keep in the database (webapp.library); the
+CLI has those of the JSON file named by $SEEDBED_JUDGE_ENDPOINTS. The prompt is ``template`` filled with the rubric, the scale, the prompt,
 the reference answer and the completion. The judge must answer with exactly one line ``Score: <number>``
 inside the scale; anything else is malformed. The reward is the score mapped to [0, 1]:
 
@@ -22,6 +25,8 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 from training.verifiers.base import VerifierError, VerifierResult, register_verifier
 
@@ -45,6 +50,50 @@ Think briefly, then end with exactly one line of the form "Score: <number>", whe
 DEFAULT_RUBRIC = "Score correctness first, then clarity. A response that does not answer the task scores lowest."
 _SCORE_LINE = re.compile(r"^\s*\**\s*score\s*\**\s*[:=]\s*\**\s*(-?\d+(?:\.\d+)?)\s*\**\s*$", re.I | re.M)
 _FIELDS = ("rubric", "prompt", "reference", "completion", "scale_min", "scale_max")
+
+
+REPLY_EXCERPT_CHARS = 300  # what is kept of a judge's reply next to its parsed score
+
+
+@dataclass(frozen=True)
+class JudgeEndpoint:
+    """A judge the operator registered: a chat-completions server or a local model folder, and the name of
+    the secret holding its key (its value comes from $SEEDBED_SECRET_<SECRET>, set by the operator)."""
+
+    name: str
+    base_url: str = ""
+    model: str = "judge"
+    local_model_path: str = ""
+    secret: str = ""
+
+    def problem(self) -> str:
+        """"" when usable, else what is wrong with it."""
+        if bool(self.base_url) == bool(self.local_model_path):
+            return f"judge endpoint {self.name!r}: give exactly one of a server URL or a local model folder"
+        if self.base_url and not re.match(r"^https?://[^/\s]+", self.base_url):
+            return f"judge endpoint {self.name!r}: the URL must be http:// or https://; got {self.base_url!r}"
+        return ""
+
+
+def _endpoints_from_file() -> dict[str, JudgeEndpoint]:
+    path = os.environ.get("SEEDBED_JUDGE_ENDPOINTS", "")
+    if not path:
+        return {}
+    with open(path, encoding="utf-8") as fh:
+        return {item["name"]: JudgeEndpoint(**item) for item in json.load(fh)}
+
+
+_provider: Callable[[], dict[str, JudgeEndpoint]] = _endpoints_from_file
+
+
+def set_endpoint_provider(provider: Callable[[], dict[str, JudgeEndpoint]]) -> None:
+    """Where judge endpoints come from (the web app and the workers install the database's)."""
+    global _provider
+    _provider = provider
+
+
+def judge_endpoint(name: str) -> Optional[JudgeEndpoint]:
+    return _provider().get(name)
 
 
 class _Retryable(Exception):
@@ -76,36 +125,63 @@ def parse_score(reply: str, scale_min: float, scale_max: float) -> float:
 class JudgeVerifier:
     """Ask a judge model to grade the completion; the reward is its score mapped to [0, 1].
 
-    >>> JudgeVerifier(base_url="http://127.0.0.1:9/v1", template="{completion}").render("Hi", {"prompt": "x"})[:2]
-    'Hi'
+    ``endpoint`` names a registered judge (see the module docstring); the other parameters shape the prompt
+    and the retries, each bounded.
     """
 
-    def __init__(self, *, base_url: str = "", model: str = "judge", local_model_path: str = "",
-                 api_key_env: str = "", rubric: str = DEFAULT_RUBRIC, scale: list | tuple = (0, 10),
+    def __init__(self, *, endpoint: str = "", rubric: str = DEFAULT_RUBRIC, scale: list | tuple = (0, 10),
                  template: str = DEFAULT_TEMPLATE, prompt_key: str = "prompt", reference_key: str = "answer",
                  temperature: float = 0.0, max_tokens: int = 512, timeout_s: float = 60.0, retries: int = 3,
                  backoff_s: float = 1.0, concurrency: int = 8):
-        if bool(base_url) == bool(local_model_path):
-            raise ValueError("judge: give exactly one of base_url (an OpenAI-compatible server) or local_model_path")
-        if len(scale) != 2 or not scale[0] < scale[1]:
-            raise ValueError(f"judge: scale must be [min, max] with min < max; got {scale!r}")
-        unknown = set(re.findall(r"{(\w+)}", template)) - set(_FIELDS)
-        if unknown:
-            raise ValueError(f"judge: template uses unknown fields {sorted(unknown)}; known: {list(_FIELDS)}")
-        if "{completion}" not in template:
-            raise ValueError("judge: template must contain {completion}")
-        if retries < 0 or timeout_s <= 0 or backoff_s < 0:
-            raise ValueError("judge: retries >= 0, timeout_s > 0 and backoff_s >= 0 are required")
-        self.base_url, self.model, self.local_model_path = base_url.rstrip("/"), model, local_model_path
-        self.api_key = os.environ.get(api_key_env, "") if api_key_env else ""
-        if api_key_env and not self.api_key:
-            raise ValueError(f"judge: api_key_env names {api_key_env!r}, which is not set")
+        problem = self.check_params(endpoint=endpoint, scale=scale, template=template, temperature=temperature,
+                                    max_tokens=max_tokens, timeout_s=timeout_s, retries=retries, backoff_s=backoff_s,
+                                    concurrency=concurrency)
+        if problem:
+            raise ValueError(problem)
+        found = judge_endpoint(endpoint)
+        self.endpoint = endpoint
+        self.base_url, self.model, self.local_model_path = found.base_url.rstrip("/"), found.model, found.local_model_path
+        self.api_key = os.environ.get(f"SEEDBED_SECRET_{found.secret.upper()}", "") if found.secret else ""
+        if found.secret and not self.api_key:
+            raise ValueError(f"judge endpoint {endpoint!r}: its secret {found.secret!r} is not set on this "
+                             f"worker (${'SEEDBED_SECRET_' + found.secret.upper()})")
         self.rubric, self.scale_min, self.scale_max = rubric, float(scale[0]), float(scale[1])
         self.template, self.prompt_key, self.reference_key = template, prompt_key, reference_key
         self.temperature, self.max_tokens = temperature, max_tokens
         self.timeout_s, self.retries, self.backoff_s, self.concurrency = timeout_s, retries, backoff_s, concurrency
         self._local = None
         self._local_lock = threading.Lock()
+
+    @staticmethod
+    def check_params(*, endpoint: str = "", scale=(0, 10), template: str = DEFAULT_TEMPLATE,
+                     temperature: float = 0.0, max_tokens: int = 512, timeout_s: float = 60.0, retries: int = 3,
+                     backoff_s: float = 1.0, concurrency: int = 8, **_) -> str:
+        """What is wrong with these parameters ("" when nothing): checked when a config is submitted, before
+        any work, and again when the worker builds the verifier."""
+        if not isinstance(endpoint, str) or not endpoint:
+            return "judge: name a registered judge endpoint (parameter endpoint)"
+        found = judge_endpoint(endpoint)
+        if found is None:
+            return f"judge: no judge endpoint named {endpoint!r} (staff register them)"
+        if found.problem():
+            return found.problem()
+        numbers = {"temperature": (temperature, 0, 2), "max_tokens": (max_tokens, 1, 8192),
+                   "timeout_s": (timeout_s, 0.1, 600), "retries": (retries, 0, 10), "backoff_s": (backoff_s, 0, 60),
+                   "concurrency": (concurrency, 1, 64)}
+        for name, (value, lo, hi) in numbers.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+                return f"judge: {name} must be a number in [{lo}, {hi}]; got {value!r}"
+        if not isinstance(scale, (list, tuple)) or len(scale) != 2 or not all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) for x in scale) or not scale[0] < scale[1]:
+            return f"judge: scale must be [min, max] with min < max; got {scale!r}"
+        if not isinstance(template, str):
+            return "judge: template must be text"
+        unknown = set(re.findall(r"{(\w+)}", template)) - set(_FIELDS)
+        if unknown:
+            return f"judge: template uses unknown fields {sorted(unknown)}; known: {list(_FIELDS)}"
+        if "{completion}" not in template:
+            return "judge: template must contain {completion}"
+        return ""
 
     def render(self, completion: str, example: dict) -> str:
         values = {"rubric": self.rubric, "prompt": str(example.get(self.prompt_key, "")),
@@ -128,9 +204,9 @@ class JudgeVerifier:
         except urllib.error.HTTPError as exc:
             if exc.code == 429 or exc.code >= 500:
                 raise _Retryable(f"HTTP {exc.code} from the judge server") from None
-            raise VerifierError(f"judge: HTTP {exc.code} from {self.base_url}: {exc.read()[:300]!r}") from None
+            raise VerifierError(f"judge {self.endpoint!r}: HTTP {exc.code}: {exc.read()[:300]!r}") from None
         except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as exc:
-            raise _Retryable(f"cannot reach the judge server at {self.base_url}: {exc}") from None
+            raise _Retryable(f"cannot reach the judge server of {self.endpoint!r}: {exc}") from None
         try:
             content = json.loads(payload)["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
@@ -175,10 +251,11 @@ class JudgeVerifier:
                 problems.append(str(exc))
                 continue
             except ValueError as exc:  # a malformed judgement: ask again
-                problems.append(f"malformed judgement: {exc}; reply {reply[-200:]!r}")
+                problems.append(f"malformed judgement: {exc}; reply {reply[-REPLY_EXCERPT_CHARS:]!r}")
                 continue
             reward = (score - self.scale_min) / (self.scale_max - self.scale_min)
-            return VerifierResult(reward, {"judge_score": score, "attempts": attempt + 1, "reply": reply[-1000:],
+            return VerifierResult(reward, {"judge_score": score, "attempts": attempt + 1,
+                                           "reply": reply[-REPLY_EXCERPT_CHARS:], "endpoint": self.endpoint,
                                            "problems": problems, "seconds": round(time.perf_counter() - start, 3)})
         raise VerifierError(f"judge: no valid judgement after {self.retries + 1} attempts: {problems[-1]}")
 
