@@ -37,15 +37,13 @@ def cmd_run(args) -> int:
     from training.loop import train
     from training.sink import JsonlSink
 
-    try:
-        cfg = TrainConfig.from_file(args.config)
-        if args.set:
-            overrides = dict(kv.split("=", 1) for kv in args.set)
-            cfg = TrainConfig.from_dict({**cfg.to_dict(), **overrides})
-    except FieldErrors as exc:
-        for name, msg in exc.errors.items():
-            print(f"config error: {name}: {msg}", file=sys.stderr)
-        return 2
+    cfg = TrainConfig.from_file(args.config)
+    if args.set:
+        bad = [kv for kv in args.set if "=" not in kv]
+        if bad:
+            raise FieldErrors({"--set": f"expected KEY=VALUE; got {bad[0]!r}"})
+        overrides = dict(kv.split("=", 1) for kv in args.set)
+        cfg = TrainConfig.from_dict({**cfg.to_dict(), **overrides})
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "config.json"), "w", encoding="utf-8") as fh:
         fh.write(cfg.to_json())
@@ -66,7 +64,12 @@ def cmd_eval(args) -> int:
     from training.evaluate import evaluate_examples
     from training.loop import load_model
 
-    ks = [int(k) for k in args.k.split(",")]
+    try:
+        ks = [int(k) for k in args.k.split(",")]
+    except ValueError:
+        raise FieldErrors({"--k": f"expected whole numbers separated by commas; got {args.k!r}"}) from None
+    if not ks or min(ks) < 1 or max(ks) > args.n:
+        raise FieldErrors({"--k": f"every k must lie in [1, --n = {args.n}]; got {args.k!r}"})
     if not os.path.isfile(os.path.join(args.model, "config.json")):
         print(f"error: --model: not a model folder: {args.model}", file=sys.stderr)
         return 2
@@ -78,7 +81,15 @@ def cmd_eval(args) -> int:
     except DatasetError as exc:
         print(f"error: --data: {exc}", file=sys.stderr)
         return 2
-    rewards = json.loads(args.rewards) if args.rewards else DEFAULT_REWARDS[task]
+    try:
+        rewards = json.loads(args.rewards) if args.rewards else DEFAULT_REWARDS[task]
+    except json.JSONDecodeError as exc:
+        raise FieldErrors({"--rewards": f"not valid JSON: {exc.msg}"}) from None
+    from training.verifiers import check_reward_spec
+
+    problem = check_reward_spec(rewards)
+    if problem:
+        raise FieldErrors({"--rewards": problem})
     model, tokenizer = load_model(args.model, "cpu")
     model.eval()
     try:
@@ -143,7 +154,12 @@ def main(argv=None) -> int:
     b.add_argument("--force", action="store_true")
     b.set_defaults(fn=cmd_bootstrap)
     args = ap.parse_args(argv)
-    return args.fn(args)
+    try:
+        return args.fn(args)
+    except FieldErrors as exc:  # every bad input: one line per field, exit code 2, no traceback
+        for name, msg in exc.errors.items():
+            print(f"error: {name}: {msg}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

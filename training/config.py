@@ -157,13 +157,24 @@ class TrainConfig:
 
     @classmethod
     def from_file(cls, path: str) -> "TrainConfig":
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-        if path.endswith((".yaml", ".yml")):
-            import yaml
-            data = yaml.safe_load(text) or {}
-        else:
-            data = json.loads(text)
+        """A YAML (.yaml/.yml) or JSON file; a file that cannot be read or parsed is a FieldErrors on
+        ``config``, like any other bad input."""
+        import yaml
+
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read(MAX_CONFIG_BYTES + 1)
+        except OSError as exc:
+            raise FieldErrors({"config": f"cannot read {path}: {exc.strerror or exc}"}) from None
+        except UnicodeDecodeError:
+            raise FieldErrors({"config": f"{path} is not UTF-8 text"}) from None
+        if len(text) > MAX_CONFIG_BYTES:
+            raise FieldErrors({"config": f"{path} is larger than {MAX_CONFIG_BYTES // 1000} kB"})
+        try:
+            data = (yaml.safe_load(text) or {}) if path.endswith((".yaml", ".yml")) else json.loads(text)
+        except (yaml.YAMLError, json.JSONDecodeError) as exc:
+            raise FieldErrors({"config": f"{path} is not valid {'YAML' if path.endswith(('.yaml', '.yml')) else 'JSON'}: "
+                                         f"{str(exc).splitlines()[0]}"}) from None
         return cls.from_dict(data)
 
     def resolved_model_path(self) -> str:
@@ -222,6 +233,7 @@ class TrainConfig:
 
 
 MAX_REWARDS = 16
+MAX_CONFIG_BYTES = 100_000
 MAX_EVAL_K = 32
 
 

@@ -77,8 +77,12 @@ def load_file_dataset(path: str, prompt_field: str = "prompt", answer_field: str
         raise DatasetError(f"data_path: no such file: {path}")
     rows: list[tuple[int, object]] = []
     if path.endswith(".jsonl"):
-        with open(path, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
+        with open(path, "rb") as fh:  # decoded line by line, so a binary file is an error naming its line
+            for lineno, raw in enumerate(fh, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise DatasetError(f"{path}:{lineno}: not UTF-8 text (a binary file?)") from None
                 if not line.strip():
                     continue
                 try:

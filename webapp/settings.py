@@ -145,7 +145,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {"seedbed": {"handlers": ["console"], "level": os.environ.get("SEEDBED_LOG_LEVEL", "INFO")}},
+    "loggers": {"seedbed": {"handlers": ["console"], "level": os.environ.get("SEEDBED_LOG_LEVEL", "INFO")},
+                # a 500 is logged with its traceback (the web server's output is var/logs/web.log)
+                "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False}},
 }
 
 # --- Seedbed's own knobs ------------------------------------------------------------------------------

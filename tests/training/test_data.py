@@ -66,3 +66,10 @@ def test_held_out_set_is_disjoint_from_training_draws():
     assert held == src.eval_set(50)
     drawn = src.sample(8, torch.Generator().manual_seed(0))
     assert len(drawn) == 8
+
+
+def test_a_binary_file_is_a_dataset_error_not_a_crash(tmp_path):
+    path = tmp_path / "blob.jsonl"
+    path.write_bytes(b'{"prompt": "1+1=", "answer": "2"}\n' + bytes(range(128, 256)) * 4)
+    with pytest.raises(DatasetError, match=r"blob.jsonl:2: not UTF-8 text"):
+        load_file_dataset(str(path))
