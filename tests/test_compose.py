@@ -9,7 +9,7 @@ import yaml
 
 from tests.conftest import REPO
 
-ENV = {**os.environ, "POSTGRES_PASSWORD": "pw", "DJANGO_SECRET_KEY": "key"}
+ENV = {**os.environ, "POSTGRES_PASSWORD": "pw", "DJANGO_SECRET_KEY": "key", "DJANGO_ALLOWED_HOSTS": "seedbed.lab"}
 
 
 def compose(*args, env=ENV):
@@ -47,9 +47,10 @@ def test_compose_has_the_services_health_checks_and_one_gpu_per_worker():
 
 
 def test_compose_refuses_to_start_without_its_secrets():
-    env = {k: v for k, v in ENV.items() if k not in ("POSTGRES_PASSWORD", "DJANGO_SECRET_KEY")}
-    result = compose("config", "-q", env=env)
-    assert result.returncode != 0 and "POSTGRES_PASSWORD" in result.stderr + result.stdout
+    for secret in ("POSTGRES_PASSWORD", "DJANGO_SECRET_KEY", "DJANGO_ALLOWED_HOSTS"):
+        env = {k: v for k, v in ENV.items() if k != secret}
+        result = compose("config", "-q", env=env)
+        assert result.returncode != 0 and secret in result.stderr + result.stdout, secret
 
 
 def test_the_workers_get_what_bubblewrap_needs_and_only_they_do():

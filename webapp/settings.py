@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONCE, NONE, SELF
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Everything Seedbed writes at run time (database, run folders, broker files, admin password) lives here.
@@ -34,7 +36,10 @@ def _secret_key() -> str:
 
 SECRET_KEY = _secret_key()
 DEBUG = _env_bool("DJANGO_DEBUG", False)
-ALLOWED_HOSTS = [h.strip() for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "*").split(",") if h.strip()]
+# Fail closed: only this machine unless the deployment names its hosts (./seedbed up adds the host it serves on;
+# docker-compose.yml refuses to start without DJANGO_ALLOWED_HOSTS).
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
+                 if h.strip()]
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 
 INSTALLED_APPS = [
@@ -48,10 +53,12 @@ INSTALLED_APPS = [
     "webapp.evals",
     "webapp.sweeps",
     "webapp.library",
+    "axes",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -61,7 +68,25 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # last: it answers a locked-out login (django-axes)
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Login throttling (django-axes): after AXES_FAILURE_LIMIT failed logins for one username from one address, that
+# pair is locked out for the cool-off period; a success resets the count.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("SEEDBED_LOGIN_FAILURE_LIMIT", "10"))
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+
+# Content security policy (django-csp): scripts only from this site, inline ones only with the page's nonce;
+# inline styles are allowed (Plotly draws with them).
+CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
+    "default-src": [SELF], "script-src": [SELF, NONCE], "style-src": [SELF, "'unsafe-inline'"],
+    "img-src": [SELF, "data:", "blob:"], "connect-src": [SELF], "font-src": [SELF, "data:"],
+    "object-src": [NONE], "base-uri": [SELF], "form-action": [SELF], "frame-ancestors": [NONE],
+}}
 
 ROOT_URLCONF = "webapp.urls"
 WSGI_APPLICATION = "webapp.wsgi.application"

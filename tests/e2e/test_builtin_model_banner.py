@@ -30,15 +30,13 @@ def test_the_banner_follows_the_build_until_the_model_is_ready(live_server, djan
         banner = page.locator("#builtin-model-banner")
         assert "SFT step 25" in banner.inner_text()
         progress.write_text(json.dumps({"step": 150, "pass1": 0.08, "target": 0.15}))
-        page.wait_for_function("document.getElementById('builtin-model-banner').textContent.includes('step 150')",
-                               timeout=10_000)
+        page.wait_for_selector("#builtin-model-banner:has-text('SFT step 150')", timeout=10_000)
         assert "held-out pass@1 0.080 of the 0.15 it needs" in banner.inner_text()
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / "builtin_model_banner.png"))
         shutil.copytree(tiny_model_dir, target.parent / ".tiny-build-x")
         os.rename(target.parent / ".tiny-build-x", target)
-    page.wait_for_function("document.getElementById('builtin-model-banner').textContent.includes('is ready')",
-                           timeout=10_000)
+    page.wait_for_selector("#builtin-model-banner:has-text('is ready')", timeout=10_000)
     page.reload()
     assert page.locator("#builtin-model-banner").count() == 0
     assert not errors

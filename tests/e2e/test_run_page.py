@@ -34,7 +34,8 @@ def test_launch_watch_and_kill_a_run_from_the_browser(live_server, celery_worker
     clicked_launch = time.monotonic()
     page.click("#launch")
     page.wait_for_url("**/runs/*/")
-    page.wait_for_function("typeof Plotly !== 'undefined'")
+    # polled from here: a page-side poll (wait_for_function) would need eval, which the pages' CSP forbids
+    wait_for(lambda: page.evaluate("typeof Plotly !== 'undefined'"), timeout=30, what="Plotly to load")
     run_page_s = time.monotonic() - clicked_launch
     run = Run.objects.get(name="browser run")
     assert run.config["preset"] == "dapo" and run.config["eps_high"] == 0.28 and run.seed == 11

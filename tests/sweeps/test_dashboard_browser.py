@@ -46,7 +46,8 @@ def test_a_median_policy_stops_a_seed_live_on_the_dashboard(live_server, celery_
     page.fill("#id_policy_params", '{"grace_steps": 2, "min_peers": 1, "min_delta": 0, "smoothing": "none"}')
     page.click("#launch")
     page.wait_for_url("**/sweeps/*/")
-    page.wait_for_function("typeof Plotly !== 'undefined'")
+    # polled from here: a page-side poll (wait_for_function) would need eval, which the pages' CSP forbids
+    wait_for(lambda: page.evaluate("typeof Plotly !== 'undefined'"), timeout=30, what="Plotly to load")
     sweep = Sweep.objects.get(name="browser sweep")
     runs = list(sweep.runs.order_by("pk"))
     assert [r.seed for r in runs] == [31, 32, 33, 34] and sweep.policy["metric"] == "entropy"
