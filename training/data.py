@@ -14,6 +14,9 @@ from dataclasses import dataclass
 import torch
 
 HELD_OUT_OFFSET = 10_000_000  # held-out built-in problems come from indices past this
+# A dataset file larger than this is refused before it is read (a web request or a worker never loads
+# gigabytes by accident); $SEEDBED_MAX_DATASET_MB raises it for the operator.
+MAX_DATASET_BYTES = int(float(os.environ.get("SEEDBED_MAX_DATASET_MB", "200")) * 1_000_000)
 
 
 class DatasetError(ValueError):
@@ -75,6 +78,10 @@ def load_file_dataset(path: str, prompt_field: str = "prompt", answer_field: str
     """Read a JSONL or Parquet file into examples; a bad row raises DatasetError naming its line."""
     if not os.path.isfile(path):
         raise DatasetError(f"data_path: no such file: {path}")
+    size = os.path.getsize(path)
+    if size > MAX_DATASET_BYTES:
+        raise DatasetError(f"data_path: {path} is {size:,} bytes; at most {MAX_DATASET_BYTES:,} "
+                           "(SEEDBED_MAX_DATASET_MB)")
     rows: list[tuple[int, object]] = []
     if path.endswith(".jsonl"):
         with open(path, "rb") as fh:  # decoded line by line, so a binary file is an error naming its line
