@@ -79,9 +79,9 @@ def test_a_dataset_over_the_size_limit_is_refused_before_it_is_read(tmp_path, mo
     import training.data as data
 
     path = tmp_path / "big.jsonl"
-    path.write_text('{"prompt": "1+1=", "answer": "2"}\n' * 2000)  # 70 kB
+    path.write_text('{"prompt": "1+1=", "answer": "2"}\n' * 2000)  # 68 kB
     monkeypatch.setattr(data, "MAX_DATASET_BYTES", 50_000)
-    with pytest.raises(DatasetError, match=r"big.jsonl is 70,000 bytes; at most 50,000"):
+    with pytest.raises(DatasetError, match=r"big.jsonl is 68,000 bytes; at most 50,000"):
         load_file_dataset(str(path))
     monkeypatch.setattr(data, "MAX_DATASET_BYTES", 100_000)
     assert len(load_file_dataset(str(path))) == 2000
