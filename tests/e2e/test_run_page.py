@@ -43,6 +43,8 @@ def test_launch_watch_and_kill_a_run_from_the_browser(live_server, celery_worker
     wait_for(lambda: chart_points(page) >= 1, timeout=240, what="the first point on the chart")
     first_point_s = time.monotonic() - clicked_launch
     wait_for(lambda: chart_points(page) >= 3, timeout=120, what="3 steps on the chart")
+    # the status badge is an htmx fragment polled every second: it follows within that second
+    page.wait_for_selector(".run-head .status[data-status=running]", timeout=10_000)
     assert page.text_content(".run-head .status") == "running"
 
     clicked_kill = time.monotonic()
