@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from datetime import timedelta
+from webapp.projects.services import default_project
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -59,7 +60,7 @@ def build_sweep(seeds: int, metrics: list[str], steps: int):
     Sweep.objects.all().delete()
     config = {"total_steps": steps, "preset": "grpo", "seed": 0}
     policy = {"name": "median", "metric": "reward/mean", "mode": "max", "max_steps": steps}
-    sweep = Sweep.objects.create(name="bench", config=config, seeds=list(range(seeds)), concurrency=8, policy=policy)
+    sweep = Sweep.objects.create(project=default_project(), name="bench", config=config, seeds=list(range(seeds)), concurrency=8, policy=policy)
     SweepPlan.objects.create(sweep=sweep)
     start = timezone.now() - timedelta(seconds=steps)
     runs = Run.objects.bulk_create([

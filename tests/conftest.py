@@ -182,7 +182,18 @@ def model_dir(tmp_path):
 
 @pytest.fixture
 def user(django_user_model):
-    return django_user_model.objects.create_user(username="ada", password="pw-for-tests-only")
+    """ada, a member of the "default" project: where tests' work made by services without a user goes (the
+    permission tests make their own users, in their own projects)."""
+    ada = django_user_model.objects.create_user(username="ada", password="pw-for-tests-only")
+    join_default_project(ada)
+    return ada
+
+
+def join_default_project(user, role: str = "member") -> None:
+    from webapp.projects.models import Membership
+    from webapp.projects.services import default_project
+
+    Membership.objects.update_or_create(project=default_project(), user=user, defaults={"role": role})
 
 
 @pytest.fixture
@@ -226,10 +237,13 @@ def browser_page(chromium):
 
 
 def log_in(page, live_server, django_user_model, *, start: str, lands_on: str | None = None,
-           username: str = "ada") -> None:
-    """Create ``username``, open ``start`` (a login-only page sends the browser to the login form), log in there
-    and wait to land on ``lands_on`` (``start`` unless given)."""
-    django_user_model.objects.create_user(username=username, password=BROWSER_PASSWORD)
+           username: str = "ada", default_role: str | None = "member") -> None:
+    """Create ``username`` (with ``default_role`` in the "default" project, see ``user``), open ``start`` (a
+    login-only page sends the browser to the login form), log in there and wait to land on ``lands_on``
+    (``start`` unless given)."""
+    created = django_user_model.objects.create_user(username=username, password=BROWSER_PASSWORD)
+    if default_role:
+        join_default_project(created, default_role)
     page.goto(f"{live_server.url}{start}")
     assert "/accounts/login/" in page.url
     page.fill("#id_username", username)

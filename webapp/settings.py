@@ -49,10 +49,12 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "webapp.projects",
     "webapp.runs",
     "webapp.evals",
     "webapp.sweeps",
     "webapp.library",
+    "webapp.api",
     "axes",
 ]
 

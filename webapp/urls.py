@@ -5,6 +5,19 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from webapp import builtin_model
+from webapp.api import views as api_views
+from webapp.api.api import api
+
+
+def _token_authenticated(urls):
+    """The API authenticates every request by its bearer token (401 without one), not by a login session: the
+    login middleware must not send API clients to the login page."""
+    patterns, app_name, namespace = urls
+    for pattern in patterns:
+        if hasattr(pattern, "callback") and pattern.callback is not None:
+            pattern.callback.login_required = False
+    return patterns, app_name, namespace
+
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="runs:list", permanent=False)),
@@ -15,4 +28,8 @@ urlpatterns = [
     path("evals/", include("webapp.evals.urls")),
     path("sweeps/", include("webapp.sweeps.urls")),
     path("models/builtin/state", builtin_model.state_view, name="builtin-model-state"),
+    path("account/tokens/", api_views.token_list, name="api-tokens"),
+    path("account/tokens/<int:token_id>/revoke/", api_views.token_revoke, name="api-token-revoke"),
+    path("projects/", include("webapp.projects.urls")),
+    path("api/v1/", _token_authenticated(api.urls)),
 ]

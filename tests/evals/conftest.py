@@ -11,6 +11,7 @@ import pytest
 from webapp.evals import services
 from webapp.evals.models import EvalStatus
 from webapp.runs.models import Checkpoint, Run
+from webapp.projects.services import default_project
 
 
 def fake_model_folder(path: Path) -> str:
@@ -24,7 +25,7 @@ def fake_model_folder(path: Path) -> str:
 def run_with_checkpoints(tmp_path):
     """A finished run whose base model and two checkpoints (steps 2 and 4) are folders on disk."""
     base = fake_model_folder(tmp_path / "base")
-    run = Run.objects.create(name="parent", config={"preset": "dapo", "model_path": base, "task": "arithmetic",
+    run = Run.objects.create(project=default_project(), name="parent", config={"preset": "dapo", "model_path": base, "task": "arithmetic",
                                                     "total_steps": 4, "seed": 7, "device": "cpu"},
                              seed=7, status=Run.Status.SUCCEEDED, last_step=4)
     for step in (2, 4):

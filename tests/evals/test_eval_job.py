@@ -10,6 +10,7 @@ from webapp.evals import selectors, services
 from webapp.evals.models import EvalJob, EvalResult, EvalStatus
 from webapp.runs import services as run_services
 from webapp.runs.models import Run, RunStatus
+from webapp.projects.services import default_project
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 TIMEOUT = 300  # two shared cores: generous
@@ -67,7 +68,7 @@ def test_a_checkpoint_removed_after_the_job_was_queued_fails_it_visibly(celery_w
 
     from webapp.runs.models import Checkpoint
 
-    run = Run.objects.create(config=tiny_config(model_path=tiny_model_dir), seed=0, status=RunStatus.SUCCEEDED)
+    run = Run.objects.create(project=default_project(), config=tiny_config(model_path=tiny_model_dir), seed=0, status=RunStatus.SUCCEEDED)
     copy = shutil.copytree(tiny_model_dir, tmp_path / "step_000001")
     ckpt = Checkpoint.objects.create(run=run, step=1, path=str(copy))
     from django.db import transaction

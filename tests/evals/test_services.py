@@ -14,6 +14,7 @@ from webapp.evals import selectors, services
 from webapp.evals.models import EvalJob, EvalResult, EvalStatus
 from webapp.runs import selectors as run_selectors
 from webapp.runs.models import Checkpoint, Run
+from webapp.projects.services import default_project
 
 pytestmark = pytest.mark.django_db
 
@@ -174,9 +175,9 @@ def test_curves_and_coverage_from_stored_results(run_with_checkpoints):
 
 def test_lineage_is_the_chain_of_parents_oldest_first(run_with_checkpoints):
     root = run_with_checkpoints
-    child = Run.objects.create(name="child", config=root.config, seed=1, parent_run=root, parent_step=4)
+    child = Run.objects.create(project=default_project(), name="child", config=root.config, seed=1, parent_run=root, parent_step=4)
     Checkpoint.objects.create(run=child, step=3, path="/nowhere")
-    grandchild = Run.objects.create(name="grandchild", config=root.config, seed=2, parent_run=child, parent_step=3)
+    grandchild = Run.objects.create(project=default_project(), name="grandchild", config=root.config, seed=2, parent_run=child, parent_step=3)
     chain = selectors.run_ancestry(run=grandchild)
     assert [(link.run.pk, link.step) for link in chain] == [(root.pk, 4), (child.pk, 3), (grandchild.pk, None)]
     assert list(selectors.run_children(run=root)) == [child]

@@ -12,6 +12,7 @@ from django.urls import reverse
 from tests.evals.conftest import make_job_with_results, model_keys
 from webapp.evals.models import EvalJob
 from webapp.runs.models import Run
+from webapp.projects.services import default_project
 
 pytestmark = pytest.mark.django_db
 
@@ -170,7 +171,7 @@ def test_the_run_page_shows_an_eval_chart_when_the_run_evaluates(client_in, run_
 def test_a_sweep_page_offers_evaluation_of_its_runs(client_in, run_with_checkpoints, tmp_path):
     from webapp.sweeps.models import Sweep
 
-    sweep = Sweep.objects.create(name="s", config=run_with_checkpoints.config, seeds=[7])
+    sweep = Sweep.objects.create(project=default_project(), name="s", config=run_with_checkpoints.config, seeds=[7])
     run_with_checkpoints.sweep = sweep
     run_with_checkpoints.save()
     assert f"?sweep={sweep.pk}".encode() in client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content

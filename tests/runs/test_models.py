@@ -2,6 +2,7 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from webapp.runs.models import ENDED_STATUSES, LEGAL_TRANSITIONS, MetricPoint, Run, RunStatus
+from webapp.projects.services import default_project
 
 
 def test_every_status_has_its_transitions_and_finished_ones_lead_nowhere_but_a_resume():
@@ -13,7 +14,7 @@ def test_every_status_has_its_transitions_and_finished_ones_lead_nowhere_but_a_r
 
 @pytest.mark.django_db
 def test_a_metric_is_stored_once_per_run_key_and_step():
-    run = Run.objects.create(config={"total_steps": 3}, seed=1)
+    run = Run.objects.create(project=default_project(), config={"total_steps": 3}, seed=1)
     MetricPoint.objects.create(run=run, step=1, key="reward/mean", value=0.5)
     with pytest.raises(IntegrityError), transaction.atomic():
         MetricPoint.objects.create(run=run, step=1, key="reward/mean", value=0.6)
@@ -23,7 +24,7 @@ def test_a_metric_is_stored_once_per_run_key_and_step():
 
 @pytest.mark.django_db
 def test_run_defaults_and_helpers():
-    run = Run.objects.create(config={"total_steps": 12}, seed=7)
+    run = Run.objects.create(project=default_project(), config={"total_steps": 12}, seed=7)
     assert run.status == RunStatus.QUEUED and not run.is_ended
     assert run.total_steps == 12
     assert run.display_name == f"run {run.pk}"

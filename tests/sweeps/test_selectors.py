@@ -99,8 +99,8 @@ def test_next_decision_points_follow_the_policy(sweep):
     assert nxt["runs"] == {a.pk: 100, b.pk: 100} and "100, 300, 900, 2700, 8100" in nxt["summary"]
 
 
-def test_sweep_list_counts_runs_by_status(config):
+def test_sweep_list_counts_runs_by_status(config, user):
     sweep = services.sweep_create(config=config, seeds=[0, 1, 2], concurrency=1)
     run_services.run_kill(run_id=sweep.runs.order_by("pk").last().pk, killed_by="user:ada")
-    row = selectors.sweep_list().get(pk=sweep.pk)
+    row = selectors.sweep_list(user=user).get(pk=sweep.pk)
     assert (row.n_runs, row.n_queued, row.n_killed, row.n_running) == (3, 2, 1, 0)

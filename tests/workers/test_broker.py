@@ -12,6 +12,7 @@ from django.utils import timezone
 from tests.conftest import REPO, WorkerProcess, tiny_config, wait_for
 from webapp.runs.models import Run, RunStatus
 from workers import broker
+from webapp.projects.services import default_project
 
 
 def free_port() -> int:
@@ -72,7 +73,7 @@ def test_a_worker_on_the_filesystem_transport_processes_tasks(worker_env, tmp_pa
     env, _ = worker_env
     env = {**env, "CELERY_BROKER_URL": "filesystem://", "SEEDBED_HOME": str(tmp_path)}
     now = timezone.now()
-    stale = Run.objects.create(config=tiny_config(), seed=0, status=RunStatus.RUNNING, started_at=now,
+    stale = Run.objects.create(project=default_project(), config=tiny_config(), seed=0, status=RunStatus.RUNNING, started_at=now,
                                heartbeat_at=now - timedelta(seconds=120))
     worker = WorkerProcess(env, tmp_path, concurrency=1)
     try:

@@ -12,6 +12,7 @@ from django.utils import timezone
 from tests.conftest import REPO, WorkerProcess, tiny_config, wait_for
 from webapp.runs import services
 from webapp.runs.models import Checkpoint, MetricPoint, Run, RunStatus
+from webapp.projects.services import default_project
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,7 +22,7 @@ def test_shutdown_requeues_running_runs_and_the_next_worker_resumes_them(worker_
     # its own queue namespace: only the workers started here see these tasks
     env = {**env, "SEEDBED_BROKER_PREFIX": f"seedbed-test-shutdown-{uuid.uuid4().hex[:8]}:"}
     cfg = services.as_config(tiny_config(total_steps=40, seed=9)).to_dict()
-    run = Run.objects.create(config=cfg, seed=9, queue="cpu", enqueued_at=timezone.now())
+    run = Run.objects.create(project=default_project(), config=cfg, seed=9, queue="cpu", enqueued_at=timezone.now())
     send = f"from workers.tasks import train_run; train_run.apply_async(args=[{run.pk}], queue='cpu')"
 
     (tmp_path / "w1").mkdir()

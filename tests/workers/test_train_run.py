@@ -12,6 +12,7 @@ from tests.conftest import tiny_config, wait_for
 from webapp.runs import services
 from webapp.runs.models import Checkpoint, MetricPoint, Run, RunStatus, Sample
 from webapp.sweeps import services as sweep_services
+from webapp.projects.services import default_project
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 RUN_TIMEOUT = 240  # generous: the test machine has 2 cores shared with other work
@@ -92,9 +93,9 @@ def test_a_kill_the_loop_cannot_honour_ends_with_the_process_group_terminated(ce
 
 def test_a_stale_heartbeat_marks_the_run_lost(celery_worker):
     now = timezone.now()
-    stale = Run.objects.create(config=tiny_config(), seed=0, status=RunStatus.RUNNING, started_at=now,
+    stale = Run.objects.create(project=default_project(), config=tiny_config(), seed=0, status=RunStatus.RUNNING, started_at=now,
                                heartbeat_at=now - timedelta(seconds=61))
-    fresh = Run.objects.create(config=tiny_config(), seed=1, status=RunStatus.RUNNING, started_at=now,
+    fresh = Run.objects.create(project=default_project(), config=tiny_config(), seed=1, status=RunStatus.RUNNING, started_at=now,
                                heartbeat_at=now - timedelta(seconds=30))
     from workers.tasks import maintenance
 

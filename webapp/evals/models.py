@@ -40,6 +40,8 @@ class EvalJob(models.Model):
     Status = EvalStatus
 
     name = models.CharField(max_length=200, blank=True)
+    project = models.ForeignKey("projects.Project", related_name="eval_jobs", on_delete=models.PROTECT,
+                                help_text="Its origin's (the run's or the sweep's) project.")
     run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="eval_jobs",
                             help_text="The run whose page it was started from.")
     sweep = models.ForeignKey("sweeps.Sweep", null=True, blank=True, on_delete=models.SET_NULL,

@@ -9,6 +9,7 @@ from training.passk import coverage, crossing_k, doubling_ks, pass_at_k_curve
 from webapp.runs.models import Checkpoint, MetricPoint, Run
 from webapp.sweeps.models import Sweep
 
+from webapp.projects.selectors import visible
 from .models import EvalJob, EvalModel, EvalResult
 
 
@@ -18,8 +19,9 @@ def eval_jobs_of(*, run: Run | None = None, sweep: Sweep | None = None) -> Query
     return EvalJob.objects.filter(sweep=sweep)
 
 
-def eval_job_list() -> QuerySet[EvalJob]:
-    return EvalJob.objects.select_related("run", "sweep")
+def eval_job_list(*, user) -> QuerySet[EvalJob]:
+    """The evaluation jobs ``user`` may read."""
+    return visible(EvalJob.objects.select_related("run", "sweep", "project"), user)
 
 
 def model_counts(*, job: EvalJob) -> dict[int, dict[int, tuple[int, int]]]:

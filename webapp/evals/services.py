@@ -6,6 +6,7 @@ maps each bad field to a message. The task is enqueued on commit with the job's 
 from __future__ import annotations
 
 import logging
+import math
 import os
 from dataclasses import dataclass
 from datetime import timedelta
@@ -19,6 +20,8 @@ from training.data import BUILTIN_TASKS, DEFAULT_REWARDS, DatasetError, load_fil
 from training.fields import FieldErrors
 from training.passk import MAX_N, doubling_ks
 from training.verifiers import check_reward_spec
+from webapp.projects.models import Role
+from webapp.projects.services import audit, default_project, require_role
 from webapp.runs.models import Checkpoint, Run
 from webapp.runs.services import queue_for
 from webapp.sweeps.models import Sweep
@@ -173,8 +176,8 @@ def validate_eval_input(*, run: Run | None, sweep: Sweep | None, models: list[st
         bad = [k for k in ks if not 1 <= k <= n]
         if bad:
             errors["k"] = f"every k must lie in 1..n (n = {n}); got {bad}"
-    if not temperature > 0:
-        errors["temperature"] = f"must be > 0; got {temperature}"
+    if not (math.isfinite(temperature) and temperature > 0):
+        errors["temperature"] = f"must be a finite number > 0; got {temperature}"
     if not 0 < top_p <= 1:
         errors["top_p"] = f"must lie in (0, 1]; got {top_p}"
     if not 1 <= max_new_tokens <= 8192:
@@ -208,10 +211,15 @@ def eval_create(*, run: Run | None = None, sweep: Sweep | None = None, models: l
                 user=None, **inputs) -> EvalJob:
     """Validate, create a queued job with its models, and enqueue it once the transaction commits.
 
-    ``inputs`` are those of ``validate_eval_input`` (task, data_path, problems, n, ks, temperature, ...)."""
+    ``inputs`` are those of ``validate_eval_input`` (task, data_path, problems, n, ks, temperature, ...). The
+    job belongs to its origin's project, where ``user`` must be a member."""
+    origin = run if run is not None else sweep
+    project_id = origin.project_id if origin is not None else default_project().pk
+    if user is not None:
+        require_role(user, project_id, Role.MEMBER)
     valid = validate_eval_input(run=run, sweep=sweep, models=models, **inputs)
     job = EvalJob.objects.create(
-        name=name, run=run, sweep=sweep, task=valid.task, data_path=valid.data_path,
+        name=name, project_id=project_id, run=run, sweep=sweep, task=valid.task, data_path=valid.data_path,
         prompt_field=valid.prompt_field, answer_field=valid.answer_field, problems=valid.problems, n=valid.n,
         ks=valid.ks, temperature=valid.temperature, top_p=valid.top_p, max_new_tokens=valid.max_new_tokens,
         rewards=valid.rewards, seed=valid.seed, keep_completions=valid.keep_completions,
@@ -221,6 +229,8 @@ def eval_create(*, run: Run | None = None, sweep: Sweep | None = None, models: l
         EvalModel(job=job, position=i, label=m.label, path=m.path, is_base=m.key == BASE_KEY,
                   checkpoint_id=m.checkpoint_id, run_id=m.run_id, step=m.step)
         for i, m in enumerate(valid.models)])
+    audit(project=project_id, user=user, action="eval.launch", target_type="eval", target_id=job.pk,
+          models=len(valid.models), problems=valid.problems, n=valid.n)
     _dispatch(job)
     return job
 
@@ -308,9 +318,12 @@ def eval_finish(*, job_id: int, status: str, error: str = "") -> EvalJob:
 
 
 @transaction.atomic
-def eval_cancel(*, job_id: int) -> EvalJob:
-    """Cancel a job: queued or lost at once; running through the flag the task reads between chunks."""
+def eval_cancel(*, job_id: int, user=None) -> EvalJob:
+    """Cancel a job (for ``user``, a member of its project): queued or lost at once; running through the flag
+    the task reads between chunks."""
     job = EvalJob.objects.select_for_update().get(pk=job_id)
+    if user is not None:
+        require_role(user, job.project_id, Role.MEMBER)
     if job.is_ended and job.status != EvalStatus.LOST:
         raise EvalTransitionError(f"eval {job.pk} already ended ({job.status}); nothing to cancel")
     if job.cancel_requested_at is not None:
@@ -320,17 +333,22 @@ def eval_cancel(*, job_id: int) -> EvalJob:
         _move(job, EvalStatus.CANCELLED)
         job.ended_at = job.cancel_requested_at
     job.save()
+    audit(project=job.project_id, user=user, action="eval.cancel", target_type="eval", target_id=job.pk)
     return job
 
 
 @transaction.atomic
-def eval_resume(*, job_id: int) -> EvalJob:
-    """Put a lost job back in the queue; the worker evaluates only the problems not stored yet."""
+def eval_resume(*, job_id: int, user=None) -> EvalJob:
+    """Put a lost job back in the queue (for ``user``, a member of its project); the worker evaluates only the
+    problems not stored yet."""
     job = EvalJob.objects.select_for_update().get(pk=job_id)
+    if user is not None:
+        require_role(user, job.project_id, Role.MEMBER)
     _move(job, EvalStatus.QUEUED)
     job.ended_at, job.error = None, ""
     _dispatch(job)
     job.save()
+    audit(project=job.project_id, user=user, action="eval.resume", target_type="eval", target_id=job.pk)
     return job
 
 

@@ -6,11 +6,13 @@ import json
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from training.fields import FieldErrors
+from webapp.projects.selectors import get_visible
 from webapp.runs.models import Run
+from webapp.runs.views import can_act
 from webapp.sweeps.models import Sweep
 
 from . import selectors, services
@@ -24,8 +26,8 @@ def _origin(request: HttpRequest) -> tuple[Run | None, Sweep | None]:
         raise Http404("evaluate from a run (?run=ID) or a sweep (?sweep=ID)")
     try:
         if run_id:
-            return get_object_or_404(Run, pk=int(run_id)), None
-        return None, get_object_or_404(Sweep, pk=int(sweep_id))
+            return get_visible(Run.objects.all(), request.user, pk=int(run_id)), None
+        return None, get_visible(Sweep.objects.all(), request.user, pk=int(sweep_id))
     except ValueError:
         raise Http404("run and sweep ids are integers") from None
 
@@ -53,7 +55,12 @@ def eval_new(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def eval_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "evals/eval_list.html", {"jobs": selectors.eval_job_list()[:200]})
+    return render(request, "evals/eval_list.html", {"jobs": selectors.eval_job_list(user=request.user)[:200]})
+
+
+def visible_job(request: HttpRequest, job_id: int, qs=None) -> EvalJob:
+    """The job if the user may read it (a member of its project, or staff); 404 otherwise."""
+    return get_visible(qs if qs is not None else EvalJob.objects.all(), request.user, pk=job_id)
 
 
 def _pick_model(job: EvalJob, value: str | None, default: EvalModel | None) -> EvalModel | None:
@@ -67,7 +74,7 @@ def _pick_model(job: EvalJob, value: str | None, default: EvalModel | None) -> E
 
 @require_GET
 def eval_detail(request: HttpRequest, job_id: int) -> HttpResponse:
-    job = get_object_or_404(EvalJob.objects.select_related("run", "sweep"), pk=job_id)
+    job = visible_job(request, job_id, EvalJob.objects.select_related("run", "sweep", "project"))
     counts = selectors.model_counts(job=job)
     curves = selectors.job_curves(job=job, counts=counts)
     a_default, b_default = selectors.default_pair(job=job)
@@ -80,15 +87,16 @@ def eval_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         "job": job, "curves": curves, "chart": chart, "coverage": cov, "models": list(job.models.all()),
         "problem_rows": selectors.job_problem_rows(job=job, counts=counts),
         "table_ks": [k for k in sorted(set(job.ks) | {1, job.n})],
-        "crossing": selectors.curves_crossing(curves=curves), "rewards_json": json.dumps(job.rewards)})
+        "crossing": selectors.curves_crossing(curves=curves), "rewards_json": json.dumps(job.rewards),
+        "can_act": can_act(request, job)})
 
 
 @require_GET
 def eval_state(request: HttpRequest, job_id: int) -> HttpResponse:
     """The job's progress and status badge (templates/evals/_progress.html), polled by htmx; at its end, htmx
     is told to reload the page (the curves are drawn from what the job stored)."""
-    job = get_object_or_404(EvalJob, pk=job_id)
-    response = render(request, "evals/_progress.html", {"job": job})
+    job = visible_job(request, job_id)
+    response = render(request, "evals/_progress.html", {"job": job, "can_act": can_act(request, job)})
     if job.is_ended:
         response["HX-Refresh"] = "true"
     return response
@@ -96,7 +104,7 @@ def eval_state(request: HttpRequest, job_id: int) -> HttpResponse:
 
 @require_GET
 def eval_progress(request: HttpRequest, job_id: int) -> JsonResponse:
-    job = get_object_or_404(EvalJob, pk=job_id)
+    job = visible_job(request, job_id)
     return JsonResponse({"id": job.pk, "status": job.status, "ended": job.is_ended, "done": job.done_units,
                          "total": job.total_units, "error": job.error,
                          "cancel_requested": job.cancel_requested_at is not None})
@@ -104,7 +112,7 @@ def eval_progress(request: HttpRequest, job_id: int) -> JsonResponse:
 
 @require_GET
 def eval_problem(request: HttpRequest, job_id: int, index: int) -> HttpResponse:
-    job = get_object_or_404(EvalJob, pk=job_id)
+    job = visible_job(request, job_id)
     try:
         detail = selectors.problem_detail(job=job, index=index)
     except EvalResult.DoesNotExist as exc:
@@ -118,7 +126,7 @@ def eval_export(request: HttpRequest, job_id: int, fmt: str) -> HttpResponse:
     ?table=problems for one row per model and problem)."""
     if fmt not in ("json", "csv"):
         raise Http404("export formats: json, csv")
-    job = get_object_or_404(EvalJob, pk=job_id)
+    job = visible_job(request, job_id)
     payload = selectors.export_payload(job=job)
     filename = f"seedbed-eval-{job.pk}"
     if fmt == "json":
@@ -147,9 +155,9 @@ def eval_export(request: HttpRequest, job_id: int, fmt: str) -> HttpResponse:
 
 @require_POST
 def eval_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
-    get_object_or_404(EvalJob, pk=job_id)
+    visible_job(request, job_id)
     try:
-        services.eval_cancel(job_id=job_id)
+        services.eval_cancel(job_id=job_id, user=request.user)
         messages.info(request, f"Cancel requested for evaluation {job_id}.")
     except services.EvalTransitionError as exc:
         messages.error(request, str(exc))
@@ -158,9 +166,9 @@ def eval_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
 
 @require_POST
 def eval_resume(request: HttpRequest, job_id: int) -> HttpResponse:
-    get_object_or_404(EvalJob, pk=job_id)
+    visible_job(request, job_id)
     try:
-        services.eval_resume(job_id=job_id)
+        services.eval_resume(job_id=job_id, user=request.user)
         messages.info(request, f"Evaluation {job_id} queued again; it keeps the results stored so far.")
     except services.EvalTransitionError as exc:
         messages.error(request, str(exc))

@@ -16,10 +16,21 @@ from django import forms
 
 from training.config import PRESETS, TrainConfig, field_specs
 from training.fields import FieldErrors
+from webapp.projects.models import Role
+from webapp.projects.selectors import projects_where
 
 # Knobs shown first, in this order; the rest follow in schema order.
 PRIMARY_KNOBS = ("preset", "model_path", "task", "seed", "total_steps", "prompts_per_step", "group_size",
                  "max_new_tokens", "lr", "eps_low", "eps_high", "kl_coef")
+
+
+def project_field(user) -> forms.ModelChoiceField:
+    """Where the new work goes: a project where the user may launch, their personal project first."""
+    choices = projects_where(user, Role.MEMBER).distinct()
+    personal = choices.filter(personal_for=user).first()
+    return forms.ModelChoiceField(queryset=choices, to_field_name="name", empty_label=None, required=False,
+                                  initial=personal.name if personal else None,
+                                  help_text="Its members see it; members and admins may stop it.")
 
 
 def preset_values(preset: str) -> dict:
@@ -42,8 +53,11 @@ class RunForm(forms.Form):
     name = forms.CharField(required=False, max_length=200, help_text="Optional label.")
     rendered_preset = forms.CharField(widget=forms.HiddenInput, required=False)
 
-    def __init__(self, *args, preset: str = "grpo", initial_config: dict | None = None, **kwargs):
+    def __init__(self, *args, preset: str = "grpo", initial_config: dict | None = None, user=None, **kwargs):
         super().__init__(*args, **kwargs)
+        if user is not None:
+            self.fields["project"] = project_field(user)
+            self.order_fields(["name", "project"])
         self.specs = {s["name"]: s for s in field_specs()}
         values = preset_values(preset if preset in PRESETS else "grpo")
         if initial_config:

@@ -45,6 +45,8 @@ class Run(models.Model):
     Status = RunStatus
 
     name = models.CharField(max_length=200, blank=True)
+    project = models.ForeignKey("projects.Project", related_name="runs", on_delete=models.PROTECT,
+                                help_text="Who may see and act on it (a sweep's runs are in the sweep's project).")
     sweep = models.ForeignKey("sweeps.Sweep", null=True, blank=True, related_name="runs", on_delete=models.CASCADE)
     config = models.JSONField(help_text="The validated TrainConfig.to_dict().")
     seed = models.BigIntegerField()

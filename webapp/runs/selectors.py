@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import json
+import math
 
-from django.db.models import QuerySet
+from django.db.models import Avg, ExpressionWrapper, F, IntegerField, Max, Min, QuerySet
+
+from webapp.projects.selectors import visible
 
 from .models import Checkpoint, MetricPoint, Run, Sample
 
@@ -13,10 +16,13 @@ CHART_METRICS: tuple[tuple[str, ...], ...] = (
 )
 
 
-def run_list(*, status: str | None = None) -> QuerySet[Run]:
-    qs = Run.objects.select_related("sweep", "created_by")
+def run_list(*, user, status: str | None = None, project: str | None = None) -> QuerySet[Run]:
+    """The runs ``user`` may read, newest first, optionally of one status and one project (by name)."""
+    qs = visible(Run.objects.select_related("sweep", "created_by", "project"), user)
     if status:
         qs = qs.filter(status=status)
+    if project:
+        qs = qs.filter(project__name=project)
     return qs
 
 
@@ -31,6 +37,37 @@ def run_metrics_since(*, run_id: int, since_step: int = 0, keys: list[str] | Non
         s["x"].append(step)
         s["y"].append(value)
     return series
+
+
+def run_metrics_bucketed(*, run_id: int, keys: list[str] | None = None, since_step: int = 0,
+                         max_points: int = 400) -> dict:
+    """Points with step > ``since_step``, at most about ``max_points`` per key: ``{"width": w, "series": {key:
+    {"step": [...], "value": [...], "min": [...], "max": [...]}}}``. With ``width`` 1 every point is there
+    (value = min = max); otherwise each entry is a bucket of ``width`` steps: its last step, mean, min and max
+    (spikes stay visible, as on the dashboard). Non-finite values (stored as null) are left out of buckets."""
+    qs = MetricPoint.objects.filter(run_id=run_id, step__gt=since_step)
+    if keys:
+        qs = qs.filter(key__in=keys)
+    span = qs.aggregate(lo=Min("step"), hi=Max("step"))
+    if span["lo"] is None:
+        return {"width": 1, "series": {}}
+    width = max(1, math.ceil((span["hi"] - since_step) / max_points))
+    series: dict[str, dict] = {}
+    if width == 1:
+        for step, key, value in qs.order_by("key", "step").values_list("step", "key", "value"):
+            s = series.setdefault(key, {"step": [], "value": [], "min": [], "max": []})
+            for name, v in (("step", step), ("value", value), ("min", value), ("max", value)):
+                s[name].append(v)
+        return {"width": 1, "series": series}
+    bucket = ExpressionWrapper((F("step") - since_step - 1) / width, output_field=IntegerField())
+    rows = (qs.filter(value__isnull=False).annotate(b=bucket).values("key", "b")
+            .annotate(last=Max("step"), avg=Avg("value"), lo=Min("value"), hi=Max("value"))
+            .order_by("key", "b").values_list("key", "last", "avg", "lo", "hi"))
+    for key, last, avg, lo, hi in rows:
+        s = series.setdefault(key, {"step": [], "value": [], "min": [], "max": []})
+        for name, v in (("step", last), ("value", avg), ("min", lo), ("max", hi)):
+            s[name].append(v)
+    return {"width": width, "series": series}
 
 
 def run_samples_since(*, run_id: int, since_step: int = 0, limit_steps: int = 5) -> list[dict]:

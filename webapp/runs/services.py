@@ -15,6 +15,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from training.config import TrainConfig
+from webapp.projects.models import Role
+from webapp.projects.services import audit, project_for_launch, require_role
 
 from .models import (ENDED_STATUSES, LEGAL_TRANSITIONS, RESUMABLE_STATUSES, Checkpoint, MetricPoint, Run,
                      RunStatus, Sample)
@@ -56,14 +58,24 @@ def queue_for(cfg: TrainConfig) -> str:
 # --- creating and dispatching -----------------------------------------------------------------------------
 
 @transaction.atomic
-def run_create(*, config: TrainConfig | dict, user=None, name: str = "", sweep=None, parent_run: Run | None = None,
-               parent_step: int | None = None) -> Run:
-    """Validate ``config`` and create a queued run; a run outside a sweep is enqueued at once (on commit), a
-    sweep's run when its sweep gives it a slot."""
+def run_create(*, config: TrainConfig | dict, user=None, project=None, name: str = "", sweep=None,
+               parent_run: Run | None = None, parent_step: int | None = None) -> Run:
+    """Validate ``config`` and create a queued run in ``project`` (default: the user's personal project; a
+    sweep's run: the sweep's, checked when the sweep was made); a run outside a sweep is enqueued at once (on
+    commit), a sweep's run when its sweep gives it a slot. ``user`` must be a member of the project and able to
+    read ``parent_run``."""
+    if sweep is not None:
+        project = sweep.project
+    else:
+        project = project_for_launch(user=user, project=project)
+        if parent_run is not None and user is not None:
+            require_role(user, parent_run.project_id, Role.VIEWER)
     cfg = as_config(config)
-    run = Run.objects.create(name=name, sweep=sweep, config=cfg.to_dict(), seed=cfg.seed, queue=queue_for(cfg),
-                             created_by=user, parent_run=parent_run, parent_step=parent_step)
+    run = Run.objects.create(name=name, project=project, sweep=sweep, config=cfg.to_dict(), seed=cfg.seed,
+                             queue=queue_for(cfg), created_by=user, parent_run=parent_run, parent_step=parent_step)
     if sweep is None:
+        audit(project=project, user=user, action="run.launch", target_type="run", target_id=run.pk,
+              **({"from_run": parent_run.pk, "from_step": parent_step} if parent_run is not None else {}))
         run_dispatch(run=run)
     return run
 
@@ -216,20 +228,30 @@ def runs_mark_lost(*, older_than_s: float | None = None) -> list[int]:
 
 # --- users' actions ---------------------------------------------------------------------------------------
 
+KILLABLE_STATUSES = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
+
+
 @transaction.atomic
-def run_kill(*, run_id: int, killed_by: str, reason: str = "") -> Run:
-    """Kill a run. Running: set the flag the loop reads through should_stop() (status becomes killed when
-    it exits, or when the worker terminates it after the grace period). Queued or lost: killed at once.
-    An ended run, or one already being killed, is refused."""
+def run_kill(*, run_id: int, user=None, killed_by: str = "", reason: str = "") -> Run:
+    """Kill a queued or running run, for ``user`` (a member of its project) or for the system (``killed_by``
+    names it, e.g. "policy:asha"). Running: set the flag the loop reads through should_stop() (status becomes
+    killed when it exits, or when the worker terminates it after the grace period). Queued: killed at once.
+    Any other run, or one already being killed, is refused with TransitionError and left as it is."""
     run = _locked(run_id)
-    if run.status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.KILLED):
-        raise TransitionError(f"run {run.pk} already ended ({run.status}); nothing to kill")
+    if user is not None:
+        require_role(user, run.project_id, Role.MEMBER)
+        killed_by = killed_by or f"user:{user.get_username()}"
+    if run.status not in KILLABLE_STATUSES:
+        raise TransitionError(f"run {run.pk} already ended ({run.status}); only a queued or running run can be "
+                              "killed")
     if run.kill_requested_at is not None:
         raise TransitionError(f"run {run.pk} is already being killed (requested by {run.killed_by})")
     run.kill_requested_at = timezone.now()
-    run.killed_by = killed_by
+    run.killed_by = killed_by or "system"
     run.kill_reason = reason
-    if run.status in (RunStatus.QUEUED, RunStatus.LOST):
+    audit(project=run.project_id, user=user, actor=run.killed_by if user is None else "", action="run.kill",
+          target_type="run", target_id=run.pk, reason=reason)
+    if run.status == RunStatus.QUEUED:
         _move(run, RunStatus.KILLED)
         run.ended_at = run.kill_requested_at
         run.save()
@@ -241,16 +263,20 @@ def run_kill(*, run_id: int, killed_by: str, reason: str = "") -> Run:
 
 
 @transaction.atomic
-def run_resume(*, run_id: int) -> Run:
-    """Put a killed, lost or failed run back in the queue; the worker resumes it from its last checkpoint.
-    Any other run is refused, loudly (a running one stays running, its pending kill stays pending)."""
+def run_resume(*, run_id: int, user=None) -> Run:
+    """Put a killed, lost or failed run back in the queue, for ``user`` (a member of its project); the worker
+    resumes it from its last checkpoint. Any other run is refused, loudly (a running one stays running, its
+    pending kill stays pending)."""
     run = _locked(run_id)
+    if user is not None:
+        require_role(user, run.project_id, Role.MEMBER)
     if run.status not in RESUMABLE_STATUSES:
         raise TransitionError(f"run {run.pk} is {run.status}; only a killed, lost or failed run can be resumed")
     _move(run, RunStatus.QUEUED)
     run.kill_requested_at, run.killed_by, run.kill_reason = None, "", ""
     run.ended_at, run.enqueued_at, run.error = None, None, ""
     run.save()
+    audit(project=run.project_id, user=user, action="run.resume", target_type="run", target_id=run.pk)
     if run.sweep_id is None:
         run_dispatch(run=run)
     else:

@@ -5,10 +5,12 @@ import json
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from training.fields import FieldErrors
+from webapp.projects.models import Role
+from webapp.projects.selectors import audit_trail, get_visible, has_role, visible
 
 from . import selectors, services
 from .forms import RunForm, preset_form_values
@@ -18,8 +20,10 @@ from .models import Checkpoint, Run, RunStatus
 @require_GET
 def run_list(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status") or None
+    project = request.GET.get("project") or None
     return render(request, "runs/run_list.html", {
-        "runs": selectors.run_list(status=status)[:500], "status": status, "statuses": RunStatus.values})
+        "runs": selectors.run_list(user=request.user, status=status, project=project)[:500], "status": status,
+        "statuses": RunStatus.values})
 
 
 def parent_checkpoint_of(request: HttpRequest) -> Checkpoint | None:
@@ -28,8 +32,8 @@ def parent_checkpoint_of(request: HttpRequest) -> Checkpoint | None:
     value = (request.POST if request.method == "POST" else request.GET).get("from_checkpoint")
     if not value:
         return None
-    try:
-        return Checkpoint.objects.select_related("run").get(pk=int(value))
+    try:  # only a checkpoint of a run the user may read
+        return visible(Checkpoint.objects.select_related("run"), request.user, field="run__project").get(pk=int(value))
     except (ValueError, Checkpoint.DoesNotExist):
         messages.error(request, f"from_checkpoint: checkpoint {value} no longer exists; starting from scratch.")
         return None
@@ -39,17 +43,18 @@ def run_form_for(request: HttpRequest, form_class, parent: Checkpoint | None, **
     """The run form (or a form built on it) for a GET: the preset asked for, or a checkpoint's config."""
     if parent is not None:
         _, config = selectors.new_run_prefill(checkpoint_id=parent.pk)
-        return form_class(preset=config.get("preset", "grpo"), initial_config=config, **kwargs)
-    return form_class(preset=request.GET.get("preset", "grpo"), **kwargs)
+        return form_class(preset=config.get("preset", "grpo"), initial_config=config, user=request.user, **kwargs)
+    return form_class(preset=request.GET.get("preset", "grpo"), user=request.user, **kwargs)
 
 
 def run_new(request: HttpRequest) -> HttpResponse:
     parent = parent_checkpoint_of(request)
     if request.method == "POST":
-        form = RunForm(request.POST)
+        form = RunForm(request.POST, user=request.user)
         if form.is_valid():
             try:
                 run = services.run_create(config=form.config, user=request.user, name=form.cleaned_data["name"],
+                                          project=form.cleaned_data["project"],
                                           parent_run=parent.run if parent else None,
                                           parent_step=parent.step if parent else None)
             except FieldErrors as exc:  # e.g. a model folder removed between validation and launch
@@ -64,11 +69,22 @@ def run_new(request: HttpRequest) -> HttpResponse:
                   status=400 if form.errors else 200)
 
 
+def visible_run(request: HttpRequest, run_id: int, qs=None) -> Run:
+    """The run if the user may read it (a member of its project, or staff); 404 otherwise."""
+    return get_visible(qs if qs is not None else Run.objects.all(), request.user, pk=run_id)
+
+
+def can_act(request: HttpRequest, obj) -> bool:
+    """Whether the page shows the object's action buttons (kill, resume, cancel): members and admins."""
+    return has_role(request.user, obj.project_id, Role.MEMBER)
+
+
 @require_GET
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(Run.objects.select_related("sweep", "parent_run"), pk=run_id)
+    run = visible_run(request, run_id, Run.objects.select_related("sweep", "parent_run", "project"))
     return render(request, "runs/run_detail.html", {
-        "run": run,
+        "run": run, "can_act": can_act(request, run),
+        "audit": audit_trail(targets=[("run", run.pk)]),
         "config_json": json.dumps(run.config, indent=2, sort_keys=True),
         "charts": [list(keys) for keys in selectors.CHART_METRICS],
         "checkpoints": selectors.run_checkpoints(run_id=run.pk),
@@ -87,14 +103,15 @@ def fragment(request: HttpRequest, template: str, context: dict, *, ended: bool)
 @require_GET
 def run_state(request: HttpRequest, run_id: int) -> HttpResponse:
     """The run page's status, facts and actions (templates/runs/_run_state.html), polled by htmx."""
-    run = get_object_or_404(Run.objects.select_related("sweep", "parent_run"), pk=run_id)
-    return fragment(request, "runs/_run_state.html", {"run": run}, ended=run.is_ended)
+    run = visible_run(request, run_id, Run.objects.select_related("sweep", "parent_run"))
+    return fragment(request, "runs/_run_state.html", {"run": run, "can_act": can_act(request, run)},
+                    ended=run.is_ended)
 
 
 @require_GET
 def run_samples(request: HttpRequest, run_id: int) -> HttpResponse:
     """The newest steps' sampled completions (templates/runs/_samples.html), polled by htmx."""
-    run = get_object_or_404(Run, pk=run_id)
+    run = visible_run(request, run_id)
     return fragment(request, "runs/_samples.html", {"run": run, "samples": selectors.run_samples_table(run_id=run.pk)},
                     ended=run.is_ended)
 
@@ -107,16 +124,16 @@ def run_live(request: HttpRequest, run_id: int) -> JsonResponse:
         samples_since = int(request.GET.get("samples_since", since))
     except ValueError:
         return JsonResponse({"error": "since and samples_since must be integer steps"}, status=400)
-    get_object_or_404(Run, pk=run_id)
+    visible_run(request, run_id)
     return JsonResponse(selectors.run_live_state(run_id=run_id, since_step=since, samples_since_step=samples_since))
 
 
 @require_POST
 def run_kill(request: HttpRequest, run_id: int) -> HttpResponse:
-    get_object_or_404(Run, pk=run_id)
-    reason = request.POST.get("reason", "").strip() or "killed from the run page"
+    visible_run(request, run_id)
+    reason = request.POST.get("reason", "").strip()[:1000] or "killed from the run page"
     try:
-        services.run_kill(run_id=run_id, killed_by=f"user:{request.user.get_username()}", reason=reason)
+        services.run_kill(run_id=run_id, user=request.user, reason=reason)
         messages.info(request, f"Kill requested for run {run_id}.")
     except services.TransitionError as exc:
         messages.error(request, str(exc))
@@ -125,9 +142,9 @@ def run_kill(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @require_POST
 def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
-    get_object_or_404(Run, pk=run_id)
+    visible_run(request, run_id)
     try:
-        services.run_resume(run_id=run_id)
+        services.run_resume(run_id=run_id, user=request.user)
         messages.info(request, f"Run {run_id} queued again; it resumes from its last checkpoint.")
     except services.TransitionError as exc:
         messages.error(request, str(exc))

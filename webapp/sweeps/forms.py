@@ -126,6 +126,7 @@ class SweepForm(RunForm):
             "policy": policy, "free_slot_use": cleaned["free_slot_use"],
             "extend_steps": cleaned.get("extend_steps") or 0, "max_new_seeds": cleaned.get("max_new_seeds") or 0,
             "alert_bounds": parsed["alert_bounds"], "name": cleaned.get("name") or "",
+            "project": cleaned.get("project"),
         }
         return cleaned
 

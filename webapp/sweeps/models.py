@@ -13,6 +13,7 @@ class Sweep(models.Model):
     """One config x N seeds, with a concurrency limit and an early-stopping policy."""
 
     name = models.CharField(max_length=200)
+    project = models.ForeignKey("projects.Project", related_name="sweeps", on_delete=models.PROTECT)
     config = models.JSONField(help_text="The validated TrainConfig.to_dict() shared by every seed.")
     seeds = models.JSONField(default=list, help_text="The seeds launched, in order.")
     concurrency = models.PositiveIntegerField(default=2, help_text="How many of its runs may hold a slot at once.")

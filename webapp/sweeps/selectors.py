@@ -17,6 +17,7 @@ from django.db.models import Avg, Count, ExpressionWrapper, F, IntegerField, Max
 
 from webapp.runs.models import ENDED_STATUSES, MetricPoint, Run, RunStatus, Sample
 
+from webapp.projects.selectors import visible
 from .models import Alert, PolicyDecision, Sweep, SweepPlan
 from .policies import make_policy
 
@@ -35,8 +36,12 @@ def bucket_width(max_step: int, target: int = TARGET_BUCKETS) -> int:
     return max(1, math.ceil(max_step / target))
 
 
-def sweep_list() -> QuerySet[Sweep]:
-    return Sweep.objects.annotate(
+def sweep_list(*, user, project: str | None = None) -> QuerySet[Sweep]:
+    """The sweeps ``user`` may read, with their runs counted by status (optionally of one project)."""
+    qs = visible(Sweep.objects.select_related("project"), user)
+    if project:
+        qs = qs.filter(project__name=project)
+    return qs.annotate(
         n_runs=Count("runs"),
         n_running=Count("runs", filter=Q(runs__status=RunStatus.RUNNING)),
         n_queued=Count("runs", filter=Q(runs__status=RunStatus.QUEUED)),

@@ -21,6 +21,8 @@ from django.utils import timezone
 
 from training.config import TrainConfig
 from training.fields import FieldErrors, range_error
+from webapp.projects.models import Role
+from webapp.projects.services import audit, project_for_launch, require_role
 from webapp.runs import services as run_services
 from webapp.runs.models import MetricPoint, Run, RunStatus
 
@@ -104,15 +106,19 @@ def policy_config_for(policy: Optional[dict], *, total_steps: int, free_slot_use
 def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrency: int, policy: Optional[dict] = None,
                  grid: Optional[dict] = None, free_slot_use: str = FreeSlotUse.NOTHING, extend_steps: int = 0,
                  max_new_seeds: int = 0, alert_bounds: Optional[dict] = None, name: str = "", user=None,
-                 parent_run: Optional[Run] = None, parent_step: Optional[int] = None) -> Sweep:
+                 project=None, parent_run: Optional[Run] = None, parent_step: Optional[int] = None) -> Sweep:
     """Create a sweep of (grid point x seed) runs, all queued, and start as many as ``concurrency`` allows.
 
     Runs are ordered seed by seed (every grid point of the first seed, then the second ...), so a slow
     sweep shows every grid point early. A sweep started from a checkpoint records that parent on every run
     (iterative RLVR lineage). ``config`` is parsed once (a TrainConfig from the form is taken as it is), each
     grid point once, and each run's config is its point's with the seed replaced. Raises FieldErrors naming
-    the bad field.
+    the bad field. ``user`` must be a member of ``project`` (default: their personal project) and able to read
+    ``parent_run``.
     """
+    project = project_for_launch(user=user, project=project)
+    if parent_run is not None and user is not None:
+        require_role(user, parent_run.project_id, Role.VIEWER)
     seeds = [int(s) for s in seeds]
     errors = {}
     seed_range = next(f.metadata for f in dataclasses.fields(TrainConfig) if f.name == "seed")
@@ -141,8 +147,11 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
     policy_config = policy_config_for(policy, total_steps=base.total_steps, free_slot_use=free_slot_use,
                                       extend_steps=extend_steps)
     n_runs = len(points) * len(seeds)
-    sweep = Sweep.objects.create(name=name or f"{base.preset} x {n_runs} runs", config=base.to_dict(), seeds=seeds,
-                                 concurrency=concurrency, policy=policy_config, created_by=user)
+    sweep = Sweep.objects.create(name=name or f"{base.preset} x {n_runs} runs", project=project,
+                                 config=base.to_dict(), seeds=seeds, concurrency=concurrency, policy=policy_config,
+                                 created_by=user)
+    audit(project=project, user=user, action="sweep.launch", target_type="sweep", target_id=sweep.pk,
+          runs=n_runs, policy=policy_config.get("name", "manual") if policy_config else "manual")
     SweepPlan.objects.create(sweep=sweep, grid=grid or {}, free_slot_use=free_slot_use, extend_steps=extend_steps,
                              max_new_seeds=max_new_seeds, alert_bounds=alert_bounds or {})
     for seed in seeds:
@@ -334,13 +343,17 @@ def use_freed_slot(*, sweep: Sweep, freed_run: Run) -> str:
 
 
 @transaction.atomic
-def sweep_kill_runs(*, sweep_id: int, run_ids: list[int], killed_by: str, reason: str = "") -> tuple[list[int], dict]:
-    """Kill several runs of one sweep (the dashboard's multi-select). Returns (killed ids, {id: why not})."""
+def sweep_kill_runs(*, sweep_id: int, run_ids: list[int], user=None, killed_by: str = "",
+                    reason: str = "") -> tuple[list[int], dict]:
+    """Kill several runs of one sweep (the dashboard's multi-select) for ``user`` (a member of its project).
+    Returns (killed ids, {id: why not})."""
     sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
+    if user is not None:
+        require_role(user, sweep.project_id, Role.MEMBER)
     killed, refused = [], {}
     for run in Run.objects.filter(sweep=sweep, pk__in=run_ids).order_by("pk"):
         try:
-            run_services.run_kill(run_id=run.pk, killed_by=killed_by, reason=reason)
+            run_services.run_kill(run_id=run.pk, user=user, killed_by=killed_by, reason=reason)
         except run_services.TransitionError as exc:
             refused[run.pk] = str(exc)
             continue

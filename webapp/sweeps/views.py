@@ -5,12 +5,13 @@ import json
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from training.fields import FieldErrors
 from webapp.runs.forms import preset_form_values
-from webapp.runs.views import fragment, parent_checkpoint_of, run_form_for
+from webapp.projects.selectors import audit_trail, get_visible
+from webapp.runs.views import can_act, fragment, parent_checkpoint_of, run_form_for
 
 from . import selectors, services
 from .forms import SweepForm
@@ -19,13 +20,18 @@ from .models import Sweep, SweepPlan
 
 @require_GET
 def sweep_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "sweeps/sweep_list.html", {"sweeps": selectors.sweep_list()[:200]})
+    return render(request, "sweeps/sweep_list.html", {"sweeps": selectors.sweep_list(user=request.user)[:200]})
+
+
+def visible_sweep(request: HttpRequest, sweep_id: int) -> Sweep:
+    """The sweep if the user may read it (a member of its project, or staff); 404 otherwise."""
+    return get_visible(Sweep.objects.select_related("project"), request.user, pk=sweep_id)
 
 
 def sweep_new(request: HttpRequest) -> HttpResponse:
     parent = parent_checkpoint_of(request)
     if request.method == "POST":
-        form = SweepForm(request.POST)
+        form = SweepForm(request.POST, user=request.user)
         if form.is_valid():
             try:
                 sweep = services.sweep_create(user=request.user, parent_run=parent.run if parent else None,
@@ -44,7 +50,7 @@ def sweep_new(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def sweep_detail(request: HttpRequest, sweep_id: int) -> HttpResponse:
-    sweep = get_object_or_404(Sweep, pk=sweep_id)
+    sweep = visible_sweep(request, sweep_id)
     keys = selectors.sweep_metric_keys(sweep_id=sweep.pk)
     metric = request.GET.get("metric") or sweep.policy.get("metric") or selectors.DEFAULT_METRIC
     if metric not in keys:
@@ -54,7 +60,8 @@ def sweep_detail(request: HttpRequest, sweep_id: int) -> HttpResponse:
         "policy_json": json.dumps(sweep.policy, indent=2, sort_keys=True) if sweep.policy else "",
         "config_json": json.dumps(sweep.config, indent=2, sort_keys=True),
         "sample_steps": selectors.sweep_sample_steps(sweep_id=sweep.pk)[:200],
-        "panel": selectors.sweep_panel(sweep=sweep, metric=metric),
+        "panel": selectors.sweep_panel(sweep=sweep, metric=metric), "can_act": can_act(request, sweep),
+        "audit": audit_trail(targets=[("sweep", sweep.pk), *(("run", pk) for pk in sweep.runs.values_list("pk", flat=True))]),
     })
 
 
@@ -82,7 +89,7 @@ def _int_param(request: HttpRequest, name: str, default: int | None) -> int | No
 @require_GET
 def sweep_live(request: HttpRequest, sweep_id: int) -> JsonResponse:
     """Polled by the dashboard: ?metric=KEY&since=RUN:STEP,...&width=W (the width fixed by the first answer)."""
-    get_object_or_404(Sweep, pk=sweep_id)
+    visible_sweep(request, sweep_id)
     try:
         since = parse_since(request.GET.get("since", ""))
     except ValueError:
@@ -101,16 +108,17 @@ def sweep_live(request: HttpRequest, sweep_id: int) -> JsonResponse:
 @require_GET
 def sweep_panel(request: HttpRequest, sweep_id: int) -> HttpResponse:
     """The dashboard's live tables (templates/sweeps/_panel.html), polled by htmx; 286 once every run ended."""
-    sweep = get_object_or_404(Sweep, pk=sweep_id)
+    sweep = visible_sweep(request, sweep_id)
     metric = request.GET.get("metric") or sweep.policy.get("metric") or selectors.DEFAULT_METRIC
     panel = selectors.sweep_panel(sweep=sweep, metric=metric)
-    return fragment(request, "sweeps/_panel.html", {"sweep": sweep, "panel": panel}, ended=panel["ended"])
+    return fragment(request, "sweeps/_panel.html", {"sweep": sweep, "panel": panel, "can_act": can_act(request, sweep)},
+                    ended=panel["ended"])
 
 
 @require_GET
 def sweep_samples(request: HttpRequest, sweep_id: int) -> HttpResponse:
     """Sampled completions of one step, one column per run (templates/sweeps/_samples.html), for htmx."""
-    get_object_or_404(Sweep, pk=sweep_id)
+    visible_sweep(request, sweep_id)
     try:
         step = int(request.GET["step"])
     except (KeyError, ValueError):
@@ -121,7 +129,7 @@ def sweep_samples(request: HttpRequest, sweep_id: int) -> HttpResponse:
 
 @require_POST
 def sweep_kill(request: HttpRequest, sweep_id: int) -> HttpResponse:
-    get_object_or_404(Sweep, pk=sweep_id)
+    visible_sweep(request, sweep_id)
     try:
         run_ids = [int(v) for v in request.POST.getlist("run")]
     except ValueError:
@@ -130,9 +138,8 @@ def sweep_kill(request: HttpRequest, sweep_id: int) -> HttpResponse:
     if not run_ids:
         messages.error(request, "Select at least one run to kill.")
         return redirect("sweeps:detail", sweep_id=sweep_id)
-    reason = request.POST.get("reason", "").strip() or "killed from the sweep dashboard"
-    killed, refused = services.sweep_kill_runs(sweep_id=sweep_id, run_ids=run_ids,
-                                               killed_by=f"user:{request.user.get_username()}", reason=reason)
+    reason = request.POST.get("reason", "").strip()[:1000] or "killed from the sweep dashboard"
+    killed, refused = services.sweep_kill_runs(sweep_id=sweep_id, run_ids=run_ids, user=request.user, reason=reason)
     if killed:
         messages.info(request, f"Kill requested for run(s) {', '.join(map(str, killed))}.")
     for message in refused.values():

@@ -1,0 +1,54 @@
+"""What the API answers with: plain dictionaries of runs, sweeps and projects, read through the same
+membership checks as the pages (webapp.projects.selectors)."""
+from __future__ import annotations
+
+from webapp.projects.models import Membership
+from webapp.projects.selectors import role_in, visible, visible_projects
+from webapp.runs.models import Checkpoint, Run
+from webapp.sweeps.models import Sweep
+from webapp.sweeps.selectors import sweep_alerts, sweep_decisions
+
+
+def _iso(value) -> str | None:
+    return value.isoformat() if value else None
+
+
+def projects_of(user) -> list[dict]:
+    roles = dict(Membership.objects.filter(user=user).values_list("project_id", "role"))
+    return [{"name": p.name, "role": roles.get(p.pk) or role_in(user, p.pk), "personal": p.personal_for_id == user.pk}
+            for p in visible_projects(user).distinct().order_by("name")]
+
+
+def visible_checkpoint(user, checkpoint_id: int) -> Checkpoint | None:
+    return visible(Checkpoint.objects.select_related("run"), user, field="run__project").filter(pk=checkpoint_id).first()
+
+
+def run_summary(run: Run) -> dict:
+    return {"id": run.pk, "name": run.display_name, "project": run.project.name, "sweep": run.sweep_id,
+            "status": run.status, "seed": run.seed, "last_step": run.last_step, "total_steps": run.total_steps,
+            "created_by": run.created_by.get_username() if run.created_by else None,
+            "created_at": _iso(run.created_at), "ended_at": _iso(run.ended_at)}
+
+
+def run_detail(run: Run) -> dict:
+    return {**run_summary(run), "config": run.config, "queue": run.queue, "worker": run.worker,
+            "started_at": _iso(run.started_at), "heartbeat_at": _iso(run.heartbeat_at), "attempts": run.attempts,
+            "kill_requested": run.kill_requested_at is not None, "killed_by": run.killed_by,
+            "kill_reason": run.kill_reason, "error": run.error,
+            "parent_run": run.parent_run_id, "parent_step": run.parent_step,
+            "checkpoints": [{"id": c.pk, "step": c.step} for c in run.checkpoints.order_by("step")]}
+
+
+def sweep_summary(sweep: Sweep) -> dict:
+    return {"id": sweep.pk, "name": sweep.name, "project": sweep.project.name, "seeds": sweep.seeds,
+            "concurrency": sweep.concurrency, "policy": sweep.policy or {"name": "manual"},
+            "created_at": _iso(sweep.created_at)}
+
+
+def sweep_detail(sweep: Sweep) -> dict:
+    runs = [{"id": r.pk, "seed": r.seed, "status": r.status, "last_step": r.last_step, "total_steps": r.total_steps,
+             "killed_by": r.killed_by, "kill_reason": r.kill_reason}
+            for r in sweep.runs.order_by("pk")]
+    return {**sweep_summary(sweep), "config": sweep.config, "runs": runs,
+            "ended": all(r["status"] in ("succeeded", "failed", "killed", "lost") for r in runs),
+            "decisions": sweep_decisions(sweep_id=sweep.pk), "alerts": sweep_alerts(sweep_id=sweep.pk)}

@@ -1,0 +1,80 @@
+"""Projects, their members and what they did (DESIGN §9).
+
+Every run, sweep and evaluation belongs to one project. A member's role says what they may do there:
+viewers read, members launch and stop the project's work, admins also manage its members. Staff see and may
+do everything. A user who is not a member of a project gets 404 for its objects: they do not learn they exist.
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+
+class Role(models.TextChoices):
+    VIEWER = "viewer"
+    MEMBER = "member"
+    ADMIN = "admin"
+
+
+# a role may do what every lower role may
+ROLE_RANK = {Role.VIEWER: 1, Role.MEMBER: 2, Role.ADMIN: 3}
+
+# A project's name is what the API, the CLI and the URLs say; a personal project is named after its user, so
+# the characters Django allows in usernames are allowed here.
+PROJECT_NAME_MAX = 150
+project_name_validator = RegexValidator(
+    r"^[A-Za-z0-9][A-Za-z0-9_.@+-]*\Z",
+    "a project name starts with a letter or digit and holds only letters, digits and _ . @ + -")
+
+
+class Project(models.Model):
+    name = models.CharField(max_length=PROJECT_NAME_MAX, unique=True, validators=[project_name_validator])
+    personal_for = models.OneToOneField(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="personal_project",
+                                        help_text="The user this personal project was made with.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    project = models.ForeignKey(Project, related_name="memberships", on_delete=models.CASCADE)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, related_name="project_memberships", on_delete=models.CASCADE)
+    role = models.CharField(max_length=10, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "user"], name="membership_unique_project_user")]
+        ordering = ["project", "user"]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.project} ({self.role})"
+
+
+class AuditEvent(models.Model):
+    """Who did what to which object: every user action (launch, kill, resume, cancel, policy change, members)
+    and what the system did in their stead (a policy's kill)."""
+
+    project = models.ForeignKey(Project, related_name="audit_events", on_delete=models.CASCADE)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="+")
+    actor_name = models.CharField(max_length=200, help_text='The username, or "policy:<rule>" / "system".')
+    action = models.CharField(max_length=40, help_text="e.g. run.launch, run.kill, sweep.policy, eval.cancel")
+    target_type = models.CharField(max_length=20, help_text="run, sweep, eval or project")
+    target_id = models.BigIntegerField()
+    detail = models.JSONField(default=dict, blank=True)
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["target_type", "target_id"], name="audit_target")]
+
+    def __str__(self) -> str:
+        return f"{self.actor_name} {self.action} {self.target_type} {self.target_id}"
