@@ -69,3 +69,19 @@ def test_the_image_installs_bubblewrap_and_creates_the_sandbox_user():
     commands = (REPO / "Dockerfile").read_text().replace("\\\n", " ").splitlines()  # continuations joined
     assert any("apt-get install" in c and "bubblewrap" in c for c in commands)
     assert any(re.search(rf"useradd --system .*\b{SANDBOX_USER}\b", c) for c in commands)
+
+
+def test_check_deploy_is_clean_under_the_compose_settings(tmp_path):
+    """`manage.py check --deploy` with the web service's environment as compose gives it (a real secret key)
+    reports nothing: HTTPS only, secure cookies, HSTS, hosts named."""
+    import secrets
+    import sys
+
+    env_for_compose = {**ENV, "DJANGO_SECRET_KEY": secrets.token_urlsafe(50)}
+    web_env = yaml.safe_load(compose("config", env=env_for_compose).stdout)["services"]["web"]["environment"]
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "SEEDBED_"))},
+           **{k: str(v) for k, v in web_env.items()}, "SEEDBED_HOME": str(tmp_path)}
+    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout

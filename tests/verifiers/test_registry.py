@@ -123,3 +123,30 @@ def test_a_reward_spec_cannot_name_arbitrary_code(name, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="operator allows"):
         get_verifier(name, **spec[0]["params"])
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("item, message", [
+    ({"name": "code", "params": {"user": "root"}}, "unknown parameter(s) ['user']"),  # the sandbox's user
+    ({"name": "code", "params": {"use_bwrap": "never"}}, "unknown parameter(s) ['use_bwrap']"),  # no sandbox
+    ({"name": "code", "params": {"timeout_s": 1e9}}, "timeout_s must lie in [0.1, 300]"),
+    ({"name": "code", "params": {"memory_mb": "lots"}}, "memory_mb must be an integer"),
+    ({"name": "math", "params": {"processes": 10**6}}, "processes must lie in [1, 32]"),
+    ({"name": "math", "params": {"deadline_s": float("nan")}}, "deadline_s must be a finite number"),
+    ({"name": "math", "params": {"timeout_s": 20, "deadline_s": 10}}, "deadline_s must exceed timeout_s"),
+    ({"name": "exact", "params": {"case_sensitive": "no"}}, "case_sensitive must be true or false"),
+    ({"name": "regex", "params": {"mode": "match"}}, "mode must be one of search, fullmatch"),
+    ({"name": "regex", "params": {"pattern": "a" * 5000}}, "pattern at most 1000 characters"),
+    ({"name": "judge", "params": {"endpoint": "g", "base_url": "file:///etc/shadow"}}, "unknown parameter(s) ['base_url']"),
+    ({"name": "judge", "params": {"endpoint": "g", "api_key_env": "DJANGO_SECRET_KEY"}}, "unknown parameter(s) ['api_key_env']"),
+    ({"name": "judge", "params": {"endpoint": "g", "concurrency": 10**4}}, "concurrency must lie in [1, 64]"),
+    ({"name": "ifeval", "params": {"constraints_key": ["a"]}}, "constraints_key must be a string"),
+])
+def test_every_verifier_parameter_is_declared_and_bounded(item, message):
+    """Verifiers declare what a config may set (training.verifiers.base.Param): anything else, a wrong type or a
+    value out of bounds is a field error on `rewards` at submit time, never a crash (or a root shell) later."""
+    from training.config import TrainConfig
+    from training.fields import FieldErrors
+
+    with pytest.raises(FieldErrors) as info:
+        TrainConfig.from_dict({"rewards": [item]}, check_paths=False)
+    assert message in info.value.errors["rewards"], info.value.errors

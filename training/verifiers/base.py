@@ -108,11 +108,12 @@ def check_reward_spec(rewards: Any) -> str:
         if name not in _REGISTRY or name.startswith("_"):
             return f"item {i}: unknown verifier {name!r}; registered: {', '.join(registered_names())}"
         obj = _REGISTRY[name]
+        declared = getattr(obj, "PARAMS", None)
         try:
             if inspect.isclass(obj):
-                _check_params(obj.__init__, params, name, skip=1)
+                _check_params(obj.__init__, params, name, skip=1, declared=declared)
             else:
-                _check_params(obj, params, name, skip=2)
+                _check_params(obj, params, name, skip=2, declared=declared)
         except ValueError as exc:
             return f"item {i}: {exc}"
         # a verifier that checks its parameters' values (``check_params(**params) -> problem``) does so here
@@ -170,8 +171,59 @@ def _resolve(name: str) -> Any:
     return _REGISTRY[name]
 
 
-def _check_params(target: Callable, params: dict, name: str, skip: int) -> None:
-    """Reject parameters the verifier does not accept, naming them (no silently ignored typos)."""
+@dataclass(frozen=True)
+class Param:
+    """A parameter a reward spec may set for a verifier: its type and bounds (checked at submit time, before
+    any work). A verifier lists them in ``PARAMS = {name: Param(...)}``; a parameter it takes but does not list
+    there (e.g. which user the code sandbox runs as) is the operator's, never a config's."""
+
+    kind: type
+    lo: float | None = None
+    hi: float | None = None
+    choices: tuple = ()
+    max_len: int = 200
+    optional: bool = False  # None is allowed (the verifier's own default)
+
+    def problem(self, value: Any) -> str:
+        if value is None and self.optional:
+            return ""
+        if self.kind is bool:
+            return "" if isinstance(value, bool) else f"must be true or false; got {value!r}"
+        if self.kind in (int, float):
+            numeric = (int,) if self.kind is int else (int, float)
+            if isinstance(value, bool) or not isinstance(value, numeric):
+                return f"must be {'an integer' if self.kind is int else 'a number'}; got {value!r}"
+            if value != value or value in (float("inf"), float("-inf")):
+                return f"must be a finite number; got {value!r}"
+            if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
+                return f"must lie in [{self.lo:g}, {self.hi:g}]; got {value!r}"
+            return ""
+        if self.kind is str:
+            if not isinstance(value, str):
+                return f"must be a string; got {type(value).__name__}"
+            if self.choices and value not in self.choices:
+                return f"must be one of {', '.join(self.choices)}; got {value!r}"
+            return f"at most {self.max_len} characters; got {len(value)}" if len(value) > self.max_len else ""
+        if self.kind is list:
+            if not isinstance(value, (list, tuple)):
+                return f"must be a list; got {type(value).__name__}"
+            return f"at most {self.max_len} items; got {len(value)}" if len(value) > self.max_len else ""
+        return "" if isinstance(value, self.kind) else f"must be a {self.kind.__name__}; got {value!r}"
+
+
+def _check_params(target: Callable, params: dict, name: str, skip: int, declared: dict | None = None) -> None:
+    """Reject parameters the verifier does not accept, naming them (no silently ignored typos), and, where the
+    verifier declares its parameters (``PARAMS``), any other parameter and any value of the wrong type or out
+    of bounds."""
+    if declared is not None:
+        unknown = sorted(set(params) - set(declared))
+        if unknown:
+            raise ValueError(f"verifier {name!r}: unknown parameter(s) {unknown}; accepted: {sorted(declared)}")
+        for key, value in params.items():
+            problem = declared[key].problem(value)
+            if problem:
+                raise ValueError(f"verifier {name!r}: {key} {problem}")
+        return
     sig = inspect.signature(target)
     accepted = list(sig.parameters.values())[skip:]
     if any(p.kind is p.VAR_KEYWORD for p in accepted):

@@ -26,7 +26,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from training.verifiers.base import VerifierError, VerifierResult, register_verifier
+from training.verifiers.base import Param, VerifierError, VerifierResult, register_verifier
 from training.verifiers.sandbox import SANDBOX_USER, shared_sandbox
 from training.verifiers.sandbox_server import _to_wire
 from training.verifiers.workers import TaskFailed, TaskTimeout
@@ -192,6 +192,13 @@ class CodeVerifier:
     ...   "outputs": [3]}).details["first_failure"]
     'add(*[1, 2]) == 3: got -1'
     """
+
+    # What a reward spec may set, with bounds (checked at submit time; base.Param). Which user the programs run
+    # as and whether bubblewrap is used are the operator's (the worker's set-up), never a config's.
+    PARAMS = {"timeout_s": Param(float, 0.1, 300), "memory_mb": Param(int, 64, 16_384),
+              "max_output_kb": Param(int, 1, 65_536), "max_processes": Param(int, 1, 1024),
+              "processes": Param(int, 1, 64, optional=True), "partial_credit": Param(bool),
+              "cache_size": Param(int, 0, 1_000_000)}
 
     def __init__(self, *, timeout_s: float = 5.0, memory_mb: int = 1024, max_output_kb: int = 1024,
                  max_processes: int = 32, processes: int | None = None, partial_credit: bool = False,

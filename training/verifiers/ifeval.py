@@ -17,7 +17,7 @@ import re
 import unicodedata
 from typing import Callable
 
-from training.verifiers.base import VerifierError, VerifierResult, register_verifier
+from training.verifiers.base import Param, VerifierError, VerifierResult, register_verifier
 
 _WORD = re.compile(r"\w[\w'-]*", re.UNICODE)
 _SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)")
@@ -286,3 +286,6 @@ def ifeval(completion: str, example: dict, *, constraints_key: str = "constraint
         verdicts.append({"type": c["type"], "ok": bool(ok), "why": why})
     met = sum(v["ok"] for v in verdicts)
     return VerifierResult(met / len(verdicts), {"constraints": verdicts, "met": met, "total": len(verdicts)})
+
+
+ifeval.PARAMS = {"constraints_key": Param(str, max_len=100)}  # what a reward spec may set (base.Param)

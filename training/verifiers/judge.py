@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from training.verifiers.base import VerifierError, VerifierResult, register_verifier
+from training.verifiers.base import Param, VerifierError, VerifierResult, register_verifier
 
 DEFAULT_TEMPLATE = """You are grading a response to a task.
 
@@ -128,6 +128,13 @@ class JudgeVerifier:
     ``endpoint`` names a registered judge (see the module docstring); the other parameters shape the prompt
     and the retries, each bounded.
     """
+
+    # What a reward spec may set (types and bounds at submit time; base.Param); check_params adds the rest.
+    PARAMS = {"endpoint": Param(str, max_len=100), "rubric": Param(str, max_len=20_000), "scale": Param(list, max_len=2),
+              "template": Param(str, max_len=20_000), "prompt_key": Param(str, max_len=100),
+              "reference_key": Param(str, max_len=100), "temperature": Param(float, 0, 2),
+              "max_tokens": Param(int, 1, 8192), "timeout_s": Param(float, 1, 600), "retries": Param(int, 0, 10),
+              "backoff_s": Param(float, 0, 60), "concurrency": Param(int, 1, 64)}
 
     def __init__(self, *, endpoint: str = "", rubric: str = DEFAULT_RUBRIC, scale: list | tuple = (0, 10),
                  template: str = DEFAULT_TEMPLATE, prompt_key: str = "prompt", reference_key: str = "answer",

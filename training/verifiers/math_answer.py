@@ -28,7 +28,7 @@ import threading
 import time
 from collections import OrderedDict
 
-from training.verifiers.base import VerifierError, VerifierResult, register_verifier
+from training.verifiers.base import Param, VerifierError, VerifierResult, register_verifier
 from training.verifiers.math_fastpath import decide, parse_fast
 from training.verifiers.workers import TaskFailed, TaskTimeout, WorkerPool
 
@@ -198,6 +198,18 @@ class MathVerifier:
     >>> v(r"\\boxed{3 \\text{ or } 4}", {"answer": "3"}).details["reason"]
     'hedged answer'
     """
+
+    # What a reward spec may set, with bounds (checked at submit time; base.Param).
+    PARAMS = {"answer_key": Param(str, max_len=100), "fallback": Param(str, choices=("answer_line", "none")),
+              "multiple_boxed": Param(str, choices=("last", "reject")), "processes": Param(int, 1, 32),
+              "deadline_s": Param(float, 1, 600), "timeout_s": Param(int, 1, 300), "float_rounding": Param(int, 0, 15),
+              "cache_size": Param(int, 0, 1_000_000)}
+
+    @staticmethod
+    def check_params(*, timeout_s: int = 3, deadline_s: float = 10.0, **_) -> str:
+        """What is wrong with these parameters together ("" when nothing), at submit time."""
+        return "" if deadline_s > timeout_s else (
+            f"math: deadline_s must exceed timeout_s; got timeout_s={timeout_s}, deadline_s={deadline_s}")
 
     def __init__(self, *, answer_key: str = "answer", fallback: str = "answer_line", multiple_boxed: str = "last",
                  processes: int = 2, deadline_s: float = 10.0, timeout_s: int = 3, float_rounding: int = 6,

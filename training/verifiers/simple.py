@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from training.verifiers.base import VerifierError, VerifierResult, register_verifier
+from training.verifiers.base import Param, VerifierError, VerifierResult, register_verifier
 
 
 def _normalise(text: str, case_sensitive: bool) -> str:
@@ -59,3 +59,9 @@ def regex(completion: str, example: dict, *, pattern: str = "", pattern_key: str
     text = completion.strip() if mode == "fullmatch" else completion
     match = compiled.fullmatch(text) if mode == "fullmatch" else compiled.search(text)
     return VerifierResult(1.0 if match else 0.0, {"pattern": source, "match": match.group(0) if match else None})
+
+
+# What a reward spec may set (types and bounds checked at submit time; training.verifiers.base.Param).
+exact.PARAMS = {"answer_key": Param(str, max_len=100), "case_sensitive": Param(bool)}
+regex.PARAMS = {"pattern": Param(str, max_len=1000), "pattern_key": Param(str, max_len=100),
+                "flags": Param(str, max_len=10), "mode": Param(str, choices=("search", "fullmatch"))}

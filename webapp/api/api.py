@@ -87,7 +87,9 @@ def _forbidden(request, exc):
 
 @api.exception_handler(AuthenticationError)
 def _unauthorized(request, exc):
-    return api.create_response(request, {"detail": "give a valid token: Authorization: Bearer <token>"}, status=401)
+    return api.create_response(request, {"detail": "give a valid token: Authorization: Bearer <token> (make one on "
+                                                   "the API tokens page, /account/tokens/, or with `python "
+                                                   "manage.py api_token USERNAME`)"}, status=401)
 
 
 def _conflict(exc: Exception) -> HttpError:

@@ -24,7 +24,7 @@ def visible_checkpoint(user, checkpoint_id: int) -> Checkpoint | None:
 
 
 def run_summary(run: Run) -> dict:
-    return {"id": run.pk, "name": run.display_name, "project": run.project.name, "sweep": run.sweep_id,
+    return {"id": run.pk, "name": run.name, "display_name": run.display_name, "project": run.project.name, "sweep": run.sweep_id,
             "status": run.status, "seed": run.seed, "last_step": run.last_step, "total_steps": run.total_steps,
             "created_by": run.created_by.get_username() if run.created_by else None,
             "created_at": _iso(run.created_at), "ended_at": _iso(run.ended_at)}

@@ -52,7 +52,8 @@ def get_visible(qs: QuerySet, user, **lookup):
     try:
         return visible(qs, user).get(**lookup)
     except (qs.model.DoesNotExist, ValueError, TypeError):
-        raise Http404(f"no {qs.model._meta.verbose_name} {lookup} in your projects") from None
+        what = " ".join(str(v) for v in lookup.values())
+        raise Http404(f"not found: no {qs.model._meta.verbose_name} {what} in your projects") from None
 
 
 def project_by_name(user, name: str) -> Project:

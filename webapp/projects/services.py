@@ -68,13 +68,8 @@ def project_for_launch(*, user, project: Project | None) -> Project:
 
 @transaction.atomic
 def _make_personal(user) -> Project:
-    name = user.get_username()
-    project = Project.objects.filter(name=name, personal_for__isnull=True).first()
-    if project is None:
-        project = Project.objects.create(name=_free_name(name), personal_for=user, created_by=user)
-    else:  # a project already carries the name (made before the user): it becomes theirs only if no one's
-        project.personal_for = user
-        project.save(update_fields=["personal_for"])
+    # a project that already carries the name stays its owners' (the new user never inherits it)
+    project = Project.objects.create(name=_free_name(user.get_username()), personal_for=user, created_by=user)
     Membership.objects.get_or_create(project=project, user=user, defaults={"role": Role.ADMIN})
     return project
 

@@ -1,0 +1,28 @@
+"""A command-line client for Seedbed's JSON API (/api/v1/), standard library only (PyYAML for YAML configs).
+
+    SEEDBED_URL=http://HOST:PORT SEEDBED_TOKEN=sb_... python -m seedbed_client COMMAND
+    (--url / --token override the environment; a token: `python manage.py api_token USERNAME`
+    or the API tokens page at /account/tokens/)
+
+Commands:
+    runs list [--project P] [--status S]          id, name, project, status, step/total
+    runs launch CONFIG.yaml [--project P] [--name N]
+    runs get ID                                   the run as JSON
+    runs kill ID [--reason R]
+    runs resume ID
+    runs watch ID [--interval SECONDS]            progress bar until it ends; exit 0 if it succeeded
+    sweeps launch CONFIG.yaml --seeds 4 [--concurrency 2] [--policy median] [--project P] [--name N]
+    sweeps get ID
+    evals get ID
+    projects list
+    projects create NAME
+    projects add-member NAME USERNAME ROLE        ROLE: viewer, member or admin
+
+CONFIG.yaml is the same mapping as a config of `python -m training run` (YAML, or JSON in a .json file).
+Exit codes: 0 done; 1 a watched run did not succeed; 2 bad input (a 400's `error: FIELD: message` lines, a bad
+config file, SEEDBED_URL/SEEDBED_TOKEN not set); 3 token refused (401); 4 forbidden, not found or conflict
+(403/404/409); 5 server unreachable; 130 Ctrl-C (a watched run goes on).
+"""
+from .client import ApiError, SeedbedClient, Unreachable
+
+__all__ = ["ApiError", "SeedbedClient", "Unreachable"]

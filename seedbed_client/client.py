@@ -1,0 +1,84 @@
+"""The HTTP side of the client: JSON requests to a Seedbed server's /api/v1/ with a bearer token.
+
+``SeedbedClient(url, token).get("/runs", status="queued")`` returns the decoded JSON answer; an HTTP error is
+an ``ApiError`` (status and decoded body), a server that cannot be reached is an ``Unreachable``.
+Standard library only.
+"""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+API_PREFIX = "/api/v1"
+TIMEOUT_S = 30.0
+
+
+class ApiError(Exception):
+    """The server answered with an HTTP error: ``status`` and the decoded JSON ``body`` (``{}`` if not JSON)."""
+
+    def __init__(self, status: int, body: dict, url: str):
+        super().__init__(f"HTTP {status} from {url}")
+        self.status, self.body, self.url = status, body, url
+
+
+class Unreachable(Exception):
+    """No HTTP answer at all: connection refused, unknown host, time-out."""
+
+    def __init__(self, url: str, reason: str):
+        super().__init__(f"cannot reach {url}: {reason}")
+        self.url, self.reason = url, reason
+
+
+def server_root(url: str) -> str:
+    """The server's address without a trailing slash or API prefix: "http://h:8000/api/v1/" -> "http://h:8000"."""
+    root = url.strip().rstrip("/")
+    return root[:-len(API_PREFIX)] if root.endswith(API_PREFIX) else root
+
+
+def _decode(raw: bytes) -> Any:
+    try:
+        return json.loads(raw.decode("utf-8")) if raw else {}
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+
+
+def _reason(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None) or exc
+    return getattr(reason, "strerror", None) or str(reason)
+
+
+class SeedbedClient:
+    """One server and one token; every call is one request."""
+
+    def __init__(self, url: str, token: str, timeout: float = TIMEOUT_S):
+        self.root, self.token, self.timeout = server_root(url), token, timeout
+
+    def get(self, path: str, **params: Any) -> Any:
+        query = {k: v for k, v in params.items() if v is not None}
+        suffix = f"?{urllib.parse.urlencode(query)}" if query else ""
+        return self._send("GET", f"{path}{suffix}", None)
+
+    def post(self, path: str, body: dict | None = None) -> Any:
+        return self._send("POST", path, body if body is not None else {})
+
+    def _send(self, method: str, path: str, body: dict | None) -> Any:
+        url = f"{self.root}{API_PREFIX}{path}"
+        data = json.dumps(body).encode("utf-8") if body is not None else None
+        request = urllib.request.Request(url, data=data, method=method, headers={
+            "Authorization": f"Bearer {self.token}", "Accept": "application/json",
+            **({"Content-Type": "application/json"} if data is not None else {})})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as exc:
+            body = _decode(exc.read())
+            raise ApiError(exc.code, body if isinstance(body, dict) else {}, url) from None
+        except (urllib.error.URLError, OSError) as exc:  # refused, unknown host, reset, time-out
+            raise Unreachable(self.root, _reason(exc)) from None
+        answer = _decode(raw)
+        if answer is None:
+            raise ApiError(200, {"detail": f"{url} did not answer with JSON; is {self.root} a Seedbed server?"}, url)
+        return answer

@@ -1,0 +1,158 @@
+"""One function per command: ``(client, args) -> exit code``. Each makes the API calls, prints the answer
+(a table, a line, or JSON for the ``get`` commands) and returns 0; failures are exceptions that ``cli`` turns
+into one ``error: ...`` line and an exit code."""
+from __future__ import annotations
+
+import json
+import urllib.parse
+from typing import Any
+
+from .client import SeedbedClient
+from .watch import watch_run
+
+MAX_CONFIG_BYTES = 1_000_000
+
+
+class ConfigError(Exception):
+    """A config file that cannot be read, parsed or sent: reported as ``error: config: ...`` (exit 2)."""
+
+
+# --- config files -------------------------------------------------------------------------------------------------
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text") from None
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path} is larger than {MAX_CONFIG_BYTES // 1000} kB")
+    return text
+
+
+def _parse(path: str, text: str) -> Any:
+    if path.endswith(".json"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path} is not valid JSON: {exc}") from None
+    import yaml  # only the config commands need PyYAML
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+
+
+def load_config(path: str) -> dict:
+    """The mapping in a YAML (or .json) config file, as ``python -m training run`` reads it."""
+    data = _parse(path, _read_text(path))
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of settings (key: value); got {type(data).__name__}")
+    try:
+        json.dumps(data)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{path} holds a value JSON cannot carry: {exc}") from None
+    return data
+
+
+# --- output -------------------------------------------------------------------------------------------------------
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True))
+
+
+def format_table(headers: list[str], rows: list[list[Any]]) -> str:
+    """Left-aligned columns, as wide as their widest cell."""
+    cells = [headers] + [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+
+
+def _launch_fields(args) -> dict:
+    fields = {"config": load_config(args.config), "name": args.name}
+    if args.project:
+        fields["project"] = args.project
+    return fields
+
+
+# --- runs ---------------------------------------------------------------------------------------------------------
+
+def runs_list(client: SeedbedClient, args) -> int:
+    runs = client.get("/runs", project=args.project, status=args.status, limit=args.limit)["runs"]
+    rows = [[r["id"], r.get("display_name") or r["name"], r["project"], r["status"], f"{r['last_step']}/{r['total_steps']}"] for r in runs]
+    print(format_table(["ID", "NAME", "PROJECT", "STATUS", "STEP"], rows))
+    return 0
+
+
+def runs_launch(client: SeedbedClient, args) -> int:
+    created = client.post("/runs", _launch_fields(args))
+    print(f"run {created['id']} {created['status']} in project {created['project']}")
+    return 0
+
+
+def runs_get(client: SeedbedClient, args) -> int:
+    print_json(client.get(f"/runs/{args.id}"))
+    return 0
+
+
+def runs_kill(client: SeedbedClient, args) -> int:
+    answer = client.post(f"/runs/{args.id}/kill", {"reason": args.reason})
+    note = "" if answer["status"] == "killed" else " (kill requested: it stops at its next step)"
+    print(f"run {answer['id']} {answer['status']}{note}")
+    return 0
+
+
+def runs_resume(client: SeedbedClient, args) -> int:
+    answer = client.post(f"/runs/{args.id}/resume")
+    print(f"run {answer['id']} {answer['status']}")
+    return 0
+
+
+def runs_watch(client: SeedbedClient, args) -> int:
+    return watch_run(client, args.id, args.interval)
+
+
+# --- sweeps and evaluations ---------------------------------------------------------------------------------------
+
+def sweeps_launch(client: SeedbedClient, args) -> int:
+    body = {**_launch_fields(args), "seeds": args.seeds, "concurrency": args.concurrency,
+            "policy": {"name": args.policy}}
+    created = client.post("/sweeps", body)
+    runs = ", ".join(map(str, created["runs"]))
+    print(f"sweep {created['id']} in project {created['project']}: {len(created['runs'])} runs ({runs})")
+    return 0
+
+
+def sweeps_get(client: SeedbedClient, args) -> int:
+    print_json(client.get(f"/sweeps/{args.id}"))
+    return 0
+
+
+def evals_get(client: SeedbedClient, args) -> int:
+    print_json(client.get(f"/evals/{args.id}"))
+    return 0
+
+
+# --- projects -----------------------------------------------------------------------------------------------------
+
+def projects_list(client: SeedbedClient, args) -> int:
+    projects = client.get("/projects")["projects"]
+    rows = [[p["name"], p["role"], "yes" if p["personal"] else ""] for p in projects]
+    print(format_table(["NAME", "ROLE", "PERSONAL"], rows))
+    return 0
+
+
+def projects_create(client: SeedbedClient, args) -> int:
+    created = client.post("/projects", {"name": args.name})
+    print(f"project {created['name']} created; you are its {created['role']}")
+    return 0
+
+
+def projects_add_member(client: SeedbedClient, args) -> int:
+    path = f"/projects/{urllib.parse.quote(args.name, safe='')}/members"
+    added = client.post(path, {"username": args.username, "role": args.role})
+    print(f"{added['username']} is {added['role']} in project {added['project']}")
+    return 0

@@ -1,0 +1,52 @@
+"""Projects arriving on a database with work in it (SQLite and PostgreSQL): every user gets a personal project,
+every run, sweep and eval job goes to its creator's personal project (a sweep's runs and an eval job to their
+sweep's or origin's), and work without a creator to the staff-only "default" project."""
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BEFORE = [("runs", "0002_sweep_moved_to_sweeps"), ("sweeps", "0004_sweep_table_renamed"),
+          ("evals", "0002_sweep_moved_to_sweeps"), ("projects", None)]
+
+
+def migrate(targets):
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+    return executor.loader.project_state([t for t in targets if t[1] is not None]).apps
+
+
+def test_existing_work_goes_to_its_creators_personal_project():
+    old = migrate(BEFORE)
+    User = old.get_model("auth", "User")
+    ann = User.objects.create(username="ann")
+    ben = User.objects.create(username="ben")
+    sweep = old.get_model("sweeps", "Sweep").objects.create(name="s", config={}, seeds=[1], concurrency=1,
+                                                            created_by=ann)
+    Run = old.get_model("runs", "Run")
+    in_sweep = Run.objects.create(name="in sweep", sweep=sweep, config={}, seed=1, created_by=ann)
+    bens = Run.objects.create(name="ben's", config={}, seed=2, created_by=ben)
+    orphan = Run.objects.create(name="orphan", config={}, seed=3)
+    EvalJob = old.get_model("evals", "EvalJob")
+    job = EvalJob.objects.create(run=bens, task="arithmetic", problems=3, n=4, created_by=ann)
+
+    executor = MigrationExecutor(connection)
+    migrate(executor.loader.graph.leaf_nodes())
+
+    from webapp.evals.models import EvalJob as NewEvalJob
+    from webapp.projects.models import Membership, Project
+    from webapp.runs.models import Run as NewRun
+    from webapp.sweeps.models import Sweep
+
+    assert Project.objects.get(personal_for_id=ann.pk).name == "ann"
+    assert Membership.objects.get(user_id=ben.pk, project__name="ben").role == "admin"
+    assert Sweep.objects.get(pk=sweep.pk).project.name == "ann"
+    assert NewRun.objects.get(pk=in_sweep.pk).project.name == "ann"
+    assert NewRun.objects.get(pk=bens.pk).project.name == "ben"
+    assert NewRun.objects.get(pk=orphan.pk).project.name == "default"
+    assert NewEvalJob.objects.get(pk=job.pk).project.name == "ben"  # its origin's project, not its creator's
+    assert not Membership.objects.filter(project__name="default").exists()
