@@ -228,6 +228,14 @@ class TrainConfig:
                 e["data_path"] = f"no such file: {self.data_path}"
             elif self.task == "file" and self.data_path and not self.data_path.endswith((".jsonl", ".parquet")):
                 e["data_path"] = f"must be a .jsonl or .parquet file: {self.data_path}"
+            elif self.task == "file" and self.data_path and "data_path" not in e:
+                # the size limit and the first rows, streamed (bounded memory), before any run is made
+                from training.data import DatasetError, check_file_dataset
+
+                try:
+                    check_file_dataset(self.data_path, self.prompt_field, self.answer_field)
+                except DatasetError as exc:
+                    e["data_path"] = str(exc).removeprefix("data_path: ")
         if e:
             raise FieldErrors(e)
 

@@ -74,15 +74,15 @@ DEFAULT_REWARDS = {"arithmetic": [{"name": "exact", "weight": 1.0}],
                    "file": [{"name": "math", "weight": 1.0}]}
 
 
-def load_file_dataset(path: str, prompt_field: str = "prompt", answer_field: str = "answer") -> list[dict]:
-    """Read a JSONL or Parquet file into examples; a bad row raises DatasetError naming its line."""
+def _file_rows(path: str):
+    """Yield (where, row) for each row of a JSONL or Parquet file, streamed (bounded memory: one line, or one
+    Parquet batch, at a time); raises DatasetError naming the file and the line."""
     if not os.path.isfile(path):
         raise DatasetError(f"data_path: no such file: {path}")
     size = os.path.getsize(path)
     if size > MAX_DATASET_BYTES:
         raise DatasetError(f"data_path: {path} is {size:,} bytes; at most {MAX_DATASET_BYTES:,} "
                            "(SEEDBED_MAX_DATASET_MB)")
-    rows: list[tuple[int, object]] = []
     if path.endswith(".jsonl"):
         with open(path, "rb") as fh:  # decoded line by line, so a binary file is an error naming its line
             for lineno, raw in enumerate(fh, start=1):
@@ -93,32 +93,72 @@ def load_file_dataset(path: str, prompt_field: str = "prompt", answer_field: str
                 if not line.strip():
                     continue
                 try:
-                    rows.append((lineno, json.loads(line)))
+                    yield f"{path}:{lineno}", json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
     elif path.endswith(".parquet"):
         import pyarrow.parquet as pq
-        for i, row in enumerate(pq.read_table(path).to_pylist(), start=1):
-            rows.append((i, row))
+        try:
+            parquet = pq.ParquetFile(path)
+        except Exception as exc:  # pyarrow's errors for a file that is not Parquet
+            raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from None
+        i = 0
+        for batch in parquet.iter_batches(batch_size=1024):
+            for row in batch.to_pylist():
+                i += 1
+                yield f"{path}: row {i}", row
     else:
         raise DatasetError(f"data_path: must end in .jsonl or .parquet: {path}")
-    examples = []
-    for lineno, row in rows:
-        where = f"{path}:{lineno}" if path.endswith(".jsonl") else f"{path}: row {lineno}"
-        if not isinstance(row, dict):
-            raise DatasetError(f"{where}: expected an object, got {type(row).__name__}")
-        for name in (prompt_field, answer_field):
-            if name not in row:
-                raise DatasetError(f"{where}: missing field {name!r}")
-        if not isinstance(row[prompt_field], str) or not row[prompt_field].strip():
-            raise DatasetError(f"{where}: field {prompt_field!r} must be a non-empty string")
-        ex = dict(row)
-        ex["prompt"] = row[prompt_field]
-        ex["answer"] = row[answer_field] if isinstance(row[answer_field], str) else json.dumps(row[answer_field])
-        examples.append(ex)
+
+
+def _as_example(where: str, row, prompt_field: str, answer_field: str) -> dict:
+    if not isinstance(row, dict):
+        raise DatasetError(f"{where}: expected an object, got {type(row).__name__}")
+    for name in (prompt_field, answer_field):
+        if name not in row:
+            raise DatasetError(f"{where}: missing field {name!r}")
+    if not isinstance(row[prompt_field], str) or not row[prompt_field].strip():
+        raise DatasetError(f"{where}: field {prompt_field!r} must be a non-empty string")
+    ex = dict(row)
+    ex["prompt"] = row[prompt_field]
+    ex["answer"] = row[answer_field] if isinstance(row[answer_field], str) else json.dumps(row[answer_field])
+    return ex
+
+
+def load_file_dataset(path: str, prompt_field: str = "prompt", answer_field: str = "answer") -> list[dict]:
+    """Read a JSONL or Parquet file into examples; a bad row raises DatasetError naming its line."""
+    examples = [_as_example(where, row, prompt_field, answer_field)
+                for where, row in _file_rows(path)]
     if not examples:
         raise DatasetError(f"{path}: the dataset is empty")
     return examples
+
+
+CHECKED_ROWS = 1000  # rows a request reads to check a dataset (the worker reads all of it)
+
+
+def check_file_dataset(path: str, prompt_field: str = "prompt", answer_field: str = "answer",
+                       max_rows: int = CHECKED_ROWS) -> int:
+    """Check a dataset where a request enters, in bounded memory and time: the size limit, then the first
+    ``max_rows`` rows parsed and checked as training reads them; the remaining rows are only counted (JSONL:
+    non-empty lines; Parquet: its metadata). Returns the number of rows. Raises DatasetError naming the line."""
+    count = 0
+    rows = _file_rows(path)
+    for where, row in rows:
+        _as_example(where, row, prompt_field, answer_field)
+        count += 1
+        if count >= max_rows:
+            break
+    if count == 0:
+        raise DatasetError(f"{path}: the dataset is empty")
+    if count < max_rows:
+        return count
+    rows.close()
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+        return pq.ParquetFile(path).metadata.num_rows
+    with open(path, "rb") as fh:
+        return sum(1 for line in fh if line.strip())
 
 
 @dataclass

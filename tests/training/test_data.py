@@ -85,3 +85,40 @@ def test_a_dataset_over_the_size_limit_is_refused_before_it_is_read(tmp_path, mo
         load_file_dataset(str(path))
     monkeypatch.setattr(data, "MAX_DATASET_BYTES", 100_000)
     assert len(load_file_dataset(str(path))) == 2000
+
+
+def test_a_request_checks_a_dataset_by_streaming_its_first_rows(tmp_path, monkeypatch):
+    """Where a request enters (the config schema, the eval form), a dataset is checked in bounded memory: its
+    first CHECKED_ROWS rows parsed, the rest counted; a bad early row is a field error naming its line."""
+    import tracemalloc
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from training.config import TrainConfig
+    from training.data import check_file_dataset
+    from training.fields import FieldErrors
+
+    path = tmp_path / "many.jsonl"
+    row = json.dumps({"prompt": "x" * 200 + "1+1=", "answer": "2"}) + "\n"
+    path.write_text(row * 60_000)  # ~13 MB
+    tracemalloc.start()
+    assert check_file_dataset(str(path)) == 60_000
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 2_000_000, peak  # the whole file parsed would hold ~60k dicts (tens of MB)
+
+    # a row past the checked ones is the worker's to report; an early one is the request's
+    path.write_text(row * 1500 + "not json\n")
+    assert check_file_dataset(str(path)) == 1501
+    path.write_text(row * 10 + '{"question": "?"}\n')
+    with pytest.raises(FieldErrors) as info:
+        TrainConfig.from_dict({"task": "file", "data_path": str(path)}, check_paths=True)
+    assert info.value.errors["data_path"].endswith("many.jsonl:11: missing field 'prompt'")
+
+    table = pa.table({"prompt": [f"{i}+1=" for i in range(5000)], "answer": [str(i + 1) for i in range(5000)]})
+    pq.write_table(table, tmp_path / "t.parquet")
+    assert check_file_dataset(str(tmp_path / "t.parquet")) == 5000
+    (tmp_path / "fake.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(DatasetError, match="not a readable Parquet file"):
+        check_file_dataset(str(tmp_path / "fake.parquet"))

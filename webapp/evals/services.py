@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from training.config import CHOICES, TrainConfig
-from training.data import BUILTIN_TASKS, DEFAULT_REWARDS, DatasetError, load_file_dataset
+from training.data import BUILTIN_TASKS, DEFAULT_REWARDS, DatasetError, check_file_dataset
 from training.fields import FieldErrors
 from training.passk import MAX_N, doubling_ks
 from training.verifiers import check_reward_spec
@@ -32,6 +32,7 @@ log = logging.getLogger("seedbed.evals")
 
 MAX_PROBLEMS = 10_000
 MAX_KEEP_COMPLETIONS = 16
+MAX_SEED = 2**32 - 1  # as a run's seed (TrainConfig.seed)
 BASE_KEY = "base"
 
 
@@ -134,11 +135,11 @@ def _check_dataset(*, task: str, data_path: str, prompt_field: str, answer_field
         errors["problems"] = f"must be 0 (all rows) or more; got {problems}"
         return 0
     try:
-        rows = load_file_dataset(data_path, prompt_field or "prompt", answer_field or "answer")
+        count = check_file_dataset(data_path, prompt_field or "prompt", answer_field or "answer")
     except DatasetError as exc:
         errors["data_path"] = str(exc).removeprefix("data_path: ")
         return 0
-    return min(problems, len(rows)) if problems else len(rows)
+    return min(problems, count) if problems else count
 
 
 @dataclass(frozen=True)
@@ -184,8 +185,8 @@ def validate_eval_input(*, run: Run | None, sweep: Sweep | None, models: list[st
         errors["max_new_tokens"] = f"must lie in 1..8192; got {max_new_tokens}"
     if not 0 <= keep_completions <= MAX_KEEP_COMPLETIONS:
         errors["keep_completions"] = f"must lie in 0..{MAX_KEEP_COMPLETIONS}; got {keep_completions}"
-    if seed < 0:
-        errors["seed"] = f"must be >= 0; got {seed}"
+    if not 0 <= seed <= MAX_SEED:
+        errors["seed"] = f"must lie in 0..{MAX_SEED}; got {seed}"
     count = _check_dataset(task=task, data_path=data_path, prompt_field=prompt_field, answer_field=answer_field,
                            problems=problems, errors=errors)
     rewards = list(rewards) if rewards else list(DEFAULT_REWARDS.get("file" if task == "file" else task, []))
