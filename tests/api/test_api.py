@@ -210,3 +210,27 @@ def test_the_openapi_schema_lists_the_endpoints(alice):
     for path in ("/api/v1/runs", "/api/v1/runs/{run_id}/kill", "/api/v1/runs/{run_id}/metrics", "/api/v1/sweeps",
                  "/api/v1/evals", "/api/v1/projects/{name}/members"):
         assert path in paths, sorted(paths)
+
+
+@pytest.mark.parametrize("rewards", [
+    [{"name": "subprocess:Popen", "params": {"args": "touch MARKER", "shell": True}}],
+    [{"name": "builtins:eval"}],
+    [{"name": "code", "params": {"user": "root"}}],
+    [{"name": "code", "params": {"use_bwrap": "never"}}],
+    [{"name": "judge", "params": {"endpoint": "x", "base_url": "file:///etc/shadow#"}}],
+    [{"name": "judge", "params": {"endpoint": "x", "api_key_env": "DJANGO_SECRET_KEY"}}],
+])
+def test_the_exploits_of_the_issue_are_field_errors_and_run_nothing(alice, config, tmp_path, rewards):
+    """Code by dotted path, the code sandbox without its user or without bubblewrap, a judge reading a file or
+    sending a secret: each is a 400 on `rewards` for the run, the sweep and the evaluation; nothing is created
+    and no command runs (a marker file proves it)."""
+    marker = tmp_path / "ran"
+    rewards = [{**r, "params": {k: (v.replace("MARKER", str(marker)) if isinstance(v, str) else v)
+                                for k, v in r.get("params", {}).items()}} for r in rewards]
+    run = alice.post("/runs", {"config": {**config, "rewards": rewards}})
+    sweep = alice.post("/sweeps", {"config": {**config, "rewards": rewards}, "seeds": 2})
+    assert run.status_code == sweep.status_code == 400 and "rewards" in run.json()["errors"]
+    base = launch(alice, config)["id"]
+    job = alice.post("/evals", {"run": base, "problems": 4, "n": 2, "rewards": rewards})
+    assert job.status_code == 400 and "rewards" in job.json()["errors"]
+    assert Run.objects.count() == 1 and not Sweep.objects.exists() and not marker.exists()
