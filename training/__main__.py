@@ -59,6 +59,32 @@ def cmd_run(args) -> int:
     return 0
 
 
+def check_eval_numbers(args, ks: list[int]) -> None:
+    """The numbers of an evaluation, in the ranges the web's evaluation form takes, checked before the model is
+    loaded (NaN fails every comparison, so it is refused too); raises FieldErrors naming the option."""
+    from training.passk import MAX_N
+
+    e = {}
+    if not 1 <= args.n <= MAX_N:
+        e["--n"] = f"must lie in [1, {MAX_N}]; got {args.n}"
+    elif not ks or min(ks) < 1 or max(ks) > args.n:
+        e["--k"] = f"every k must lie in [1, --n = {args.n}]; got {args.k!r}"
+    if not (0 < args.temperature < float("inf")):
+        e["--temperature"] = f"must be a finite number > 0; got {args.temperature}"
+    if not 0 < args.top_p <= 1:
+        e["--top-p"] = f"must lie in (0, 1]; got {args.top_p}"
+    if not 1 <= args.max_new_tokens <= 8192:
+        e["--max-new-tokens"] = f"must lie in [1, 8192]; got {args.max_new_tokens}"
+    if args.data in ("arithmetic", "countdown") and not 1 <= args.problems <= 10_000:
+        e["--problems"] = f"must lie in [1, 10000]; got {args.problems}"
+    if args.keep_completions < 0:
+        e["--keep-completions"] = f"must be >= 0; got {args.keep_completions}"
+    if not 0 <= args.seed <= 2**32 - 1:
+        e["--seed"] = f"must lie in [0, {2**32 - 1}]; got {args.seed}"
+    if e:
+        raise FieldErrors(e)
+
+
 def cmd_eval(args) -> int:
     from training.data import DEFAULT_REWARDS, DatasetError, load_file_dataset, make_prompt_source
     from training.evaluate import evaluate_examples
@@ -68,8 +94,7 @@ def cmd_eval(args) -> int:
         ks = [int(k) for k in args.k.split(",")]
     except ValueError:
         raise FieldErrors({"--k": f"expected whole numbers separated by commas; got {args.k!r}"}) from None
-    if not ks or min(ks) < 1 or max(ks) > args.n:
-        raise FieldErrors({"--k": f"every k must lie in [1, --n = {args.n}]; got {args.k!r}"})
+    check_eval_numbers(args, ks)
     if not os.path.isfile(os.path.join(args.model, "config.json")):
         print(f"error: --model: not a model folder: {args.model}", file=sys.stderr)
         return 2
@@ -79,7 +104,7 @@ def cmd_eval(args) -> int:
         else:
             examples, task = load_file_dataset(args.data, args.prompt_field, args.answer_field), "file"
     except DatasetError as exc:
-        print(f"error: --data: {exc}", file=sys.stderr)
+        print(f"error: --data: {str(exc).removeprefix('data_path: ')}", file=sys.stderr)
         return 2
     try:
         rewards = json.loads(args.rewards) if args.rewards else DEFAULT_REWARDS[task]

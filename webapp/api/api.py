@@ -9,6 +9,7 @@ the forms cannot disagree and the same checks apply (DESIGN §9). Errors:
 """
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, Optional, Union
 
@@ -16,6 +17,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from ninja import NinjaAPI, Query, Schema, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
 from ninja.security import HttpBearer
 from pydantic import Field
 
@@ -48,8 +50,18 @@ class BearerToken(HttpBearer):
         return user
 
 
+class JsonObjectParser(Parser):
+    """Every request body is a JSON object: an array, a string or null is refused before any field is read."""
+
+    def parse_body(self, request):
+        data = json.loads(request.body)
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object {{...}}; got {type(data).__name__}")
+        return data
+
+
 api = NinjaAPI(title="Seedbed API", version="1", urls_namespace="api-v1", openapi_url="/schema", docs_url=None,
-               auth=BearerToken(),
+               auth=BearerToken(), parser=JsonObjectParser(),
                description="Launch, watch and stop RLVR runs, seed sweeps and pass@k evaluations. "
                            "Authorization: Bearer <token>.")
 
@@ -73,6 +85,17 @@ def _schema_errors(request, exc: ValidationError):
 @api.exception_handler(FieldErrors)
 def _field_errors(request, exc: FieldErrors):
     return api.create_response(request, {"errors": exc.errors}, status=400)
+
+
+@api.exception_handler(HttpError)
+def _http_errors(request, exc: HttpError):
+    # ninja answers a body its parser (JsonObjectParser) refuses with HttpError(400) raised from the parser's
+    # error: say what is wrong on the field "body", in the one shape of bad input
+    if exc.status_code == 400 and exc.__cause__ is not None:
+        cause = exc.__cause__
+        message = str(cause) if type(cause) is ValueError else f"not valid JSON: {cause}"
+        return api.create_response(request, {"errors": {"body": message}}, status=400)
+    return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
 
 
 @api.exception_handler(Http404)
@@ -128,8 +151,8 @@ class SweepIn(Schema):
     policy: dict[str, Any] = Field(default_factory=lambda: {"name": "median"},
                                    description='e.g. {"name": "asha", "metric": "reward/mean", "eta": 3}')
     free_slot_use: str = Field("nothing", max_length=20, description="nothing, extend or new_seed")
-    extend_steps: int = Field(0, ge=0, le=1_000_000)
-    max_new_seeds: int = Field(0, ge=0, le=1024)
+    extend_steps: int = Field(0, ge=0, le=sweep_services.MAX_EXTEND_STEPS)
+    max_new_seeds: int = Field(0, ge=0, le=sweep_services.MAX_NEW_SEEDS)
     alert_bounds: dict[str, Any] = Field(default_factory=dict)
     from_checkpoint: Optional[int] = None
 

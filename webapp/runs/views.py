@@ -116,14 +116,24 @@ def run_samples(request: HttpRequest, run_id: int) -> HttpResponse:
                     ended=run.is_ended)
 
 
+def _step_param(request: HttpRequest, name: str, default: int) -> int:
+    value = request.GET.get(name)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name}: expected an integer step; got {value!r}") from None
+
+
 @require_GET
 def run_live(request: HttpRequest, run_id: int) -> JsonResponse:
     """Polled by the run page: new metric points (step > ?since=) and samples, and the status."""
     try:
-        since = int(request.GET.get("since", "0"))
-        samples_since = int(request.GET.get("samples_since", since))
-    except ValueError:
-        return JsonResponse({"error": "since and samples_since must be integer steps"}, status=400)
+        since = _step_param(request, "since", 0)
+        samples_since = _step_param(request, "samples_since", since)
+    except ValueError as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
     visible_run(request, run_id)
     return JsonResponse(selectors.run_live_state(run_id=run_id, since_step=since, samples_since_step=samples_since))
 

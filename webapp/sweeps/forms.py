@@ -33,12 +33,12 @@ def parse_seeds(text: str, first_seed: int) -> list[int]:
         numbers = [int(p) for p in parts]
     except ValueError:
         raise ValueError(f"expected whole numbers separated by commas; got {text!r}") from None
-    if len(numbers) == 1:
+    if len(numbers) == 1 and "," not in text:
         if not 1 <= numbers[0] <= services.MAX_RUNS:
             raise ValueError(f"a count of seeds must lie in [1, {services.MAX_RUNS}]; got {numbers[0]} "
                              "(write a single explicit seed as '7,')")
-        return list(range(first_seed, first_seed + numbers[0])) if "," not in text else numbers
-    return numbers
+        return list(range(first_seed, first_seed + numbers[0]))
+    return numbers  # explicit seeds: sweep_create checks each against the seed's range
 
 
 def parse_value(text: str):

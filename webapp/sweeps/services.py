@@ -34,6 +34,8 @@ log = logging.getLogger("seedbed.sweeps")
 
 MAX_GRID_KNOBS = 3
 MAX_RUNS = 256
+MAX_EXTEND_STEPS = 1_000_000  # a survivor's extension: at most total_steps' own maximum
+MAX_NEW_SEEDS = 1024
 # Knobs a grid may not vary: the seed is the sweep's other axis; total_steps is the policy's horizon.
 NOT_GRIDDABLE = ("seed", "total_steps", "preset")
 
@@ -72,6 +74,8 @@ def validate_grid(grid: dict, base: TrainConfig, n_seeds: int = 1) -> list[tuple
         if len({repr(v) for v in values}) != len(values):
             raise FieldErrors({"grid": f"{knob}: values must be distinct; got {values}"})
     n_points = math.prod(len(values) for values in grid.values())
+    if n_points > MAX_RUNS:  # too large whatever the seeds: the grid is what to shrink
+        raise FieldErrors({"grid": f"{n_points} grid points; a sweep has at most {MAX_RUNS} runs"})
     if n_points * n_seeds > MAX_RUNS:
         raise FieldErrors({"seeds": f"{n_points} grid points x {n_seeds} seeds = {n_points * n_seeds} runs; "
                                     f"at most {MAX_RUNS}"})
@@ -134,8 +138,10 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
         errors["free_slot_use"] = f"must be one of {', '.join(FreeSlotUse.values)}; got {free_slot_use!r}"
     if free_slot_use == FreeSlotUse.EXTEND and extend_steps < 1:
         errors["extend_steps"] = "give the number of steps a survivor is extended by (at least 1)"
-    if max_new_seeds < 0:
-        errors["max_new_seeds"] = f"must be 0 or more; got {max_new_seeds}"
+    elif not 0 <= extend_steps <= MAX_EXTEND_STEPS:
+        errors["extend_steps"] = f"must lie in [0, {MAX_EXTEND_STEPS}]; got {extend_steps}"
+    if not 0 <= max_new_seeds <= MAX_NEW_SEEDS:
+        errors["max_new_seeds"] = f"must lie in [0, {MAX_NEW_SEEDS}]; got {max_new_seeds}"
     try:
         alert_rules.AlertBounds.from_overrides(alert_bounds)
     except ValueError as exc:

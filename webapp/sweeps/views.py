@@ -76,13 +76,20 @@ def parse_since(text: str) -> dict[int, int]:
     return since
 
 
-def _int_param(request: HttpRequest, name: str, default: int | None) -> int | None:
-    value = request.GET.get(name)
+MAX_WIDTH = 1_000_000  # a bucket of more steps than the longest run (total_steps <= 1,000,000) is never needed
+
+
+def _width_param(request: HttpRequest) -> int | None:
+    """?width= as a bucket width in [1, MAX_WIDTH], None when absent; ValueError with the message otherwise."""
+    value = request.GET.get("width")
     if value in (None, ""):
-        return default
-    number = int(value)  # ValueError -> 400 by the caller
-    if number < 0:
-        raise ValueError(name)
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= MAX_WIDTH:
+        raise ValueError(f"width: expected a whole number in [1, {MAX_WIDTH}]; got {value!r}")
     return number
 
 
@@ -96,11 +103,9 @@ def sweep_live(request: HttpRequest, sweep_id: int) -> JsonResponse:
         return JsonResponse({"error": "since: expected run:step pairs separated by commas, e.g. 12:40,13:38"},
                             status=400)
     try:
-        width = _int_param(request, "width", None)
-    except ValueError:
-        return JsonResponse({"error": "width: expected a whole number >= 1"}, status=400)
-    if width == 0:
-        return JsonResponse({"error": "width must be at least 1"}, status=400)
+        width = _width_param(request)
+    except ValueError as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
     metric = request.GET.get("metric") or selectors.DEFAULT_METRIC
     return JsonResponse(selectors.sweep_live_state(sweep_id=sweep_id, metric=metric, since=since, width=width))
 
