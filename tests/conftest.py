@@ -155,6 +155,13 @@ def tiny_config(**overrides) -> dict:
 
 # --- the web layer: a user, a logged-in client, a model folder the config schema accepts ---
 
+@pytest.fixture(autouse=True)
+def test_folders_are_allowed_data(settings, tmp_path_factory):
+    """Tests keep their model folders and datasets under pytest's temporary folder: allow it, as an operator
+    allows a lab's data folders with $SEEDBED_DATA_ROOTS (tests/test_security.py checks what lies outside)."""
+    settings.SEEDBED_DATA_ROOTS = [*settings.SEEDBED_DATA_ROOTS, str(tmp_path_factory.getbasetemp())]
+
+
 @pytest.fixture
 def parses(monkeypatch):
     """Counts config parses (TrainConfig.from_dict calls) made while the test runs."""

@@ -40,3 +40,36 @@ def test_repeated_failed_logins_lock_the_username_out_even_with_the_right_passwo
 def test_an_unknown_host_is_refused(client):
     assert client.get(reverse("login"), HTTP_HOST="evil.example").status_code == 400
     assert client.get(reverse("login"), HTTP_HOST="localhost").status_code == 200
+
+
+def test_a_config_may_name_only_paths_inside_the_allowed_folders(client_in, settings, tmp_path, model_dir):
+    """A request's model_path and data_path must lie in $SEEDBED_HOME or a folder the operator lists in
+    $SEEDBED_DATA_ROOTS, symlinks and '..' resolved; a path outside is refused without looking at what is
+    there (no "no such file" that would tell what exists)."""
+    import os
+
+    from training.fields import FieldErrors
+    from webapp.runs.models import Run
+    from webapp.runs.services import parse_config
+
+    settings.SEEDBED_DATA_ROOTS = [str(tmp_path / "allowed")]
+    (tmp_path / "allowed").mkdir()
+    os.symlink(model_dir, tmp_path / "allowed" / "link")  # points outside
+    cases = {"model_path": [model_dir, str(tmp_path / "allowed" / "link"), str(tmp_path / "allowed" / ".." / "model"),
+                            "/etc", "/nonexistent"],
+             "data_path": ["/etc/passwd", "/etc/shadow.jsonl", str(tmp_path / "allowed" / ".." / "d.jsonl")]}
+    for field, paths in cases.items():
+        for path in paths:
+            data = {"task": "file", "data_path": str(tmp_path / "allowed" / "d.jsonl"), field: path}
+            with pytest.raises(FieldErrors) as info:
+                parse_config(data)
+            assert info.value.errors[field].startswith("must lie inside the allowed folders"), (path, info.value)
+    (tmp_path / "allowed" / "d.jsonl").write_text('{"prompt": "1+1=", "answer": "2"}\n')
+    os.makedirs(tmp_path / "allowed" / "m")
+    (tmp_path / "allowed" / "m" / "config.json").write_text("{}")
+    assert parse_config({"task": "file", "data_path": str(tmp_path / "allowed" / "d.jsonl"),
+                         "model_path": str(tmp_path / "allowed" / "m")}).model_path.endswith("/m")
+    # through the API and the eval service the same
+    response = client_in.post("/runs/new/", {"rendered_preset": "grpo", "preset": "grpo", "model_path": "/etc"})
+    assert response.status_code == 400 and "must lie inside the allowed folders" in response.content.decode()
+    assert not Run.objects.exists()

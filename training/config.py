@@ -16,7 +16,7 @@ import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Optional, get_args, get_origin
+from typing import Any, Optional, Sequence, get_args, get_origin
 
 from training.fields import RANGE_KEYS, FieldErrors, coerce, range_error, range_text
 
@@ -127,8 +127,10 @@ class TrainConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
-    def from_dict(cls, data: dict, *, check_paths: bool = True) -> "TrainConfig":
-        """Build and validate a config: preset values first, then ``data``; raises FieldErrors."""
+    def from_dict(cls, data: dict, *, check_paths: bool = True, roots: Sequence[str] | None = None) -> "TrainConfig":
+        """Build and validate a config: preset values first, then ``data``; raises FieldErrors. ``roots``: the
+        folders model_path and data_path must lie in (a request's config; None for the CLI, whose user names
+        their own files)."""
         if not isinstance(data, dict):
             raise FieldErrors({"config": f"expected a mapping of knobs, got {type(data).__name__}"})
         names = {f.name: f for f in dataclasses.fields(cls)}
@@ -152,7 +154,7 @@ class TrainConfig:
         if errors:
             raise FieldErrors(errors)
         cfg = cls(**kwargs)
-        cfg.validate(check_paths=check_paths)
+        cfg.validate(check_paths=check_paths, roots=roots)
         return cfg
 
     @classmethod
@@ -180,10 +182,19 @@ class TrainConfig:
     def resolved_model_path(self) -> str:
         return self.model_path or default_tiny_model_dir()
 
-    def validate(self, *, check_paths: bool = True) -> None:
+    def validate(self, *, check_paths: bool = True, roots: Sequence[str] | None = None) -> None:
         """Every field in its range (its metadata) or among its choices, then the rules that tie fields
-        together; raises FieldErrors naming each bad field."""
+        together; raises FieldErrors naming each bad field. With ``roots``, model_path and data_path must lie
+        inside one of those folders (checked before anything about the path is looked at, so a path outside
+        says nothing about what is there)."""
         e: dict[str, str] = {}
+        if roots is not None:
+            for name in ("model_path", "data_path"):
+                problem = outside_roots(getattr(self, name), roots)
+                if problem:
+                    e[name] = problem
+            if e:
+                check_paths = False
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name in CHOICES and value not in CHOICES[f.name]:
@@ -238,6 +249,25 @@ class TrainConfig:
                     e["data_path"] = str(exc).removeprefix("data_path: ")
         if e:
             raise FieldErrors(e)
+
+
+def outside_roots(path: str, roots: Sequence[str]) -> str:
+    """"" when ``path`` is empty or lies inside one of ``roots`` once symlinks and ".." are resolved, else the
+    field message. A config names data, it never points at the machine's files (DESIGN §9).
+
+    >>> outside_roots("/srv/seedbed/models/../../../etc/passwd", ["/srv/seedbed"])
+    'must lie inside the allowed folders (/srv/seedbed); got /srv/seedbed/models/../../../etc/passwd'
+    >>> outside_roots("/srv/seedbed/models/qwen", ["/srv/seedbed"])
+    ''
+    """
+    if not path:
+        return ""
+    real = os.path.realpath(path)
+    for root in roots:
+        base = os.path.realpath(root)
+        if real == base or real.startswith(base.rstrip(os.sep) + os.sep):
+            return ""
+    return f"must lie inside the allowed folders ({', '.join(map(str, roots))}); got {path}"
 
 
 MAX_REWARDS = 16

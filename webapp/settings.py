@@ -193,6 +193,10 @@ LOGGING = {
 
 # --- Seedbed's own knobs ------------------------------------------------------------------------------
 SEEDBED_RUNS_DIR = SEEDBED_HOME / "runs"
+# The folders a config submitted through the web app or the API may name as model_path or data_path:
+# $SEEDBED_HOME (checkpoints, the tiny model, var/models, var/data) and those the operator adds.
+SEEDBED_DATA_ROOTS = [str(SEEDBED_HOME)] + [p for p in os.environ.get("SEEDBED_DATA_ROOTS", "").split(os.pathsep)
+                                            if p.strip()]
 # Seconds between a running run's heartbeats, and the age at which a heartbeat means the run is lost.
 SEEDBED_HEARTBEAT_S = float(os.environ.get("SEEDBED_HEARTBEAT_S", "5"))
 SEEDBED_LOST_AFTER_S = float(os.environ.get("SEEDBED_LOST_AFTER_S", "60"))

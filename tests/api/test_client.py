@@ -48,7 +48,11 @@ def bob(django_user_model):
 
 @pytest.fixture
 def config(model_dir):
-    return {"preset": "grpo", "model_path": model_dir, "total_steps": 6, "prompts_per_step": 4, "group_size": 4}
+    # device cuda: these runs go to the gpu queue, which no test worker consumes (the session's CPU worker, if
+    # an earlier test started it, would take them and fail them on the fake model folder); the tests move them
+    # through the services themselves
+    return {"preset": "grpo", "model_path": model_dir, "total_steps": 6, "prompts_per_step": 4, "group_size": 4,
+            "device": "cuda"}
 
 
 @pytest.fixture

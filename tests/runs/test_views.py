@@ -82,12 +82,14 @@ def test_the_form_shows_every_knob_with_its_help(client_in):
     ({"lr": "nan"}, "lr", "expected a finite number"),
     ({"temperature": "inf"}, "temperature", "expected a finite number"),
     ({"preset": "ppo-ish"}, "preset", "unknown preset"),
-    ({"model_path": "/nonexistent/model"}, "model_path", "no such folder"),
+    ({"model_path": "/nonexistent/model"}, "model_path", "must lie inside the allowed folders"),
+    ({"model_path": "MODEL_DIR/../missing"}, "model_path", "no such folder"),
     ({"seed": "forty-two"}, "seed", "expected an integer"),
     ({"rewards": '[{"name": "maths"}]'}, "rewards", "unknown verifier &#x27;maths&#x27;"),
 ])
 def test_bad_input_gives_a_field_error_and_launches_nothing(client_in, model_dir, django_capture_on_commit_callbacks,
                                                             changes, field, message):
+    changes = {k: v.replace("MODEL_DIR", model_dir) for k, v in changes.items()}
     data = form_post(**{"model_path": model_dir, **changes})
     with django_capture_on_commit_callbacks() as callbacks:
         response = client_in.post(reverse("runs:new"), data)

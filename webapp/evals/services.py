@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from training.config import CHOICES, TrainConfig
+from training.config import CHOICES, TrainConfig, outside_roots
 from training.data import BUILTIN_TASKS, DEFAULT_REWARDS, DatasetError, check_file_dataset
 from training.fields import FieldErrors
 from training.passk import MAX_N, doubling_ks
@@ -133,6 +133,10 @@ def _check_dataset(*, task: str, data_path: str, prompt_field: str, answer_field
         return 0
     if problems < 0:
         errors["problems"] = f"must be 0 (all rows) or more; got {problems}"
+        return 0
+    outside = outside_roots(data_path, settings.SEEDBED_DATA_ROOTS)
+    if outside:
+        errors["data_path"] = outside
         return 0
     try:
         count = check_file_dataset(data_path, prompt_field or "prompt", answer_field or "answer")

@@ -18,6 +18,7 @@ from training.config import PRESETS, TrainConfig, field_specs
 from training.fields import FieldErrors
 from webapp.projects.models import Role
 from webapp.projects.selectors import projects_where
+from webapp.runs.services import parse_config
 
 # Knobs shown first, in this order; the rest follow in schema order.
 PRIMARY_KNOBS = ("preset", "model_path", "task", "seed", "total_steps", "prompts_per_step", "group_size",
@@ -111,7 +112,7 @@ class RunForm(forms.Form):
         if self.errors:
             return cleaned
         try:
-            cfg = TrainConfig.from_dict(self.submitted_config(), check_paths=True)
+            cfg = parse_config(self.submitted_config())
         except FieldErrors as exc:
             self.add_config_errors(exc)
             return cleaned

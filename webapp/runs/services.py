@@ -40,10 +40,16 @@ def _locked(run_id: int) -> Run:
     return Run.objects.select_for_update().get(pk=run_id)
 
 
+def parse_config(data: dict) -> TrainConfig:
+    """A request's config, validated by the one schema (training.config), its paths inside the allowed folders
+    (settings.SEEDBED_DATA_ROOTS); raises FieldErrors with per-field messages."""
+    return TrainConfig.from_dict(data, check_paths=True, roots=settings.SEEDBED_DATA_ROOTS)
+
+
 def as_config(config: TrainConfig | dict) -> TrainConfig:
     """A config as the one schema (training.config) has it: a TrainConfig passes as it is (a request parsed it
-    once, in its form), a mapping is parsed and validated; raises FieldErrors with per-field messages."""
-    return config if isinstance(config, TrainConfig) else TrainConfig.from_dict(config, check_paths=True)
+    once, in its form), a mapping is parsed and validated (``parse_config``)."""
+    return config if isinstance(config, TrainConfig) else parse_config(config)
 
 
 def queue_for(cfg: TrainConfig) -> str:
