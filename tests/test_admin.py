@@ -12,9 +12,10 @@ def test_each_model_has_working_admin_pages(admin_client, tmp_path):
     (tmp_path / "config.json").write_text("{}")
     run = services.run_create(config={"model_path": str(tmp_path)})
     services.run_metrics_append(run_id=run.pk, points=[(1, "a", 1.0)])
-    ours = [m for label in ("runs", "sweeps", "evals", "library") for m in apps.get_app_config(label).get_models()]
+    ours = [m for label in ("runs", "sweeps", "evals", "library", "projects", "api") for m in apps.get_app_config(label).get_models()]
     assert {m._meta.model_name for m in ours} >= {"run", "metricpoint", "sample", "checkpoint", "sweep",
-                                                   "sweepplan", "policydecision", "alert"}
+                                                   "sweepplan", "policydecision", "alert", "project", "membership",
+                                                   "auditevent", "apitoken"}
     for model in ours:
         assert admin.site.is_registered(model), model
         url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")

@@ -1,0 +1,41 @@
+from django.contrib import admin
+
+from .models import AuditEvent, Membership, Project
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+    autocomplete_fields = ("user",)
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ("name", "personal_for", "created_by", "created_at")
+    search_fields = ("name",)
+    inlines = [MembershipInline]
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """The audit trail is a record: staff read it, nobody edits it."""
+
+    list_display = ("at", "actor_name", "action", "target_type", "target_id", "project")
+    list_filter = ("action", "target_type")
+    search_fields = ("actor_name", "project__name")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ("project", "user", "role", "created_at")
+    list_filter = ("role",)
+    search_fields = ("project__name", "user__username")
