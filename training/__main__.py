@@ -147,6 +147,17 @@ def cmd_bootstrap(args) -> int:
     return 0
 
 
+def cmd_import_model(args) -> int:
+    from training.models import describe_model, import_gguf
+
+    log = lambda s: print(s, file=sys.stderr)  # noqa: E731
+    import_gguf(args.gguf, args.out, log=log)
+    description = describe_model(args.out)
+    description.pop("chat_template", None)
+    print(json.dumps(description))
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m training", description="Seedbed's training core")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -178,6 +189,10 @@ def main(argv=None) -> int:
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--force", action="store_true")
     b.set_defaults(fn=cmd_bootstrap)
+    m = sub.add_parser("import-model", help="import a GGUF model into a safetensors folder (weights in float32)")
+    m.add_argument("--gguf", required=True, help="the .gguf file")
+    m.add_argument("--out", required=True, help="the folder to write (replaced whole when the import succeeds)")
+    m.set_defaults(fn=cmd_import_model)
     args = ap.parse_args(argv)
     try:
         return args.fn(args)

@@ -13,17 +13,15 @@ page how far the build is.
 from __future__ import annotations
 
 import fcntl
-import glob
 import json
 import os
-import shutil
 import string
-import tempfile
 import time
 
 import torch
 
 from training.data import BUILTIN_TASKS, HELD_OUT_OFFSET, encode_prompt
+from training.models import atomic_folder, built_once
 
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 ALPHABET = string.digits + "+-*/=()<>:,. " + string.ascii_lowercase
@@ -109,20 +107,11 @@ def bootstrap_tiny(out_dir: str, *, task: str = "arithmetic", seed: int = 0, ban
         raise RuntimeError(f"tiny model warm-up ended at pass@1 {pass1:.3f}, outside {band}")
     info = {"task": task, "sft_steps": step, "pass@1": pass1, "seconds": round(time.time() - t0, 1),
             "parameters": sum(p.numel() for p in model.parameters())}
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=parent)
-    try:
+    with atomic_folder(out_dir, prefix=_STAGING_PREFIX) as staging:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         with open(os.path.join(staging, READY_FILE), "w") as fh:
             json.dump(info, fh, indent=2)
-        os.chmod(staging, 0o755)  # mkdtemp makes it 0700: workers running as another user must read it
-        if os.path.isdir(out_dir):
-            shutil.rmtree(out_dir)  # --force, or a half-written folder from before builds were atomic
-        os.rename(staging, out_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return info
 
 
@@ -145,20 +134,7 @@ def _progress_path(out_dir: str) -> str:
 def ensure_tiny_model(out_dir: str, *, log=print, **build) -> dict | None:
     """Make sure ``out_dir`` holds the built-in tiny model; build it if no other process is doing so, else
     wait for that one (``build``: bootstrap_tiny's task/seed/...). Returns the build's info when this call built it, None when it was already there."""
-    if tiny_model_ready(out_dir):
-        return None
-    os.makedirs(os.path.dirname(os.path.abspath(out_dir)), exist_ok=True)
-    with open(_lock_path(out_dir), "a+") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log(f"the built-in tiny model ({out_dir}) is being built by another process: waiting for it")
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        if tiny_model_ready(out_dir):
-            return None
-        # Holding the lock: any staging folder left is from a build that died (killed run, power cut).
-        for stale in glob.glob(os.path.join(os.path.dirname(os.path.abspath(out_dir)), _STAGING_PREFIX + "*")):
-            shutil.rmtree(stale, ignore_errors=True)
+    def make() -> dict:
         log(f"building the built-in tiny model in {out_dir} (once; about a minute on two idle cores)")
         started = time.time()
 
@@ -181,6 +157,9 @@ def ensure_tiny_model(out_dir: str, *, log=print, **build) -> dict | None:
                 os.remove(_progress_path(out_dir))
             except FileNotFoundError:
                 pass
+
+    return built_once(out_dir, ready=tiny_model_ready, build=make, what="the built-in tiny model",
+                      prefix=_STAGING_PREFIX, log=log)
 
 
 def tiny_build_state(out_dir: str) -> dict:

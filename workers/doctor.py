@@ -51,8 +51,9 @@ def _pins(extras: tuple[str, ...]) -> dict[str, str]:
     """{distribution name: pinned version} from pyproject.toml's dependencies and the given extras."""
     import tomllib
 
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    specs = list(project["dependencies"])
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    project = pyproject["project"]
+    specs = list(project["dependencies"]) + list(pyproject.get("tool", {}).get("seedbed", {}).get("no-deps", []))
     for extra in extras:
         specs += project.get("optional-dependencies", {}).get(extra, [])
     pins = {}
