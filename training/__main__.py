@@ -86,7 +86,7 @@ def check_eval_numbers(args, ks: list[int]) -> None:
 
 
 def cmd_eval(args) -> int:
-    from training.data import DEFAULT_REWARDS, DatasetError, load_file_dataset, make_prompt_source
+    from training.data import DatasetError, default_rewards, load_file_dataset, make_prompt_source, task_error
     from training.evaluate import evaluate_examples
     from training.loop import load_model
 
@@ -99,7 +99,9 @@ def cmd_eval(args) -> int:
         print(f"error: --model: not a model folder: {args.model}", file=sys.stderr)
         return 2
     try:
-        if args.data in ("arithmetic", "countdown"):
+        if args.data in ("arithmetic", "countdown") or args.data.startswith("reasoning_gym:"):
+            if task_error(args.data):
+                raise FieldErrors({"--data": task_error(args.data)})
             examples, task = make_prompt_source(args.data).eval_set(args.problems), args.data
         else:
             examples, task = load_file_dataset(args.data, args.prompt_field, args.answer_field), "file"
@@ -107,7 +109,7 @@ def cmd_eval(args) -> int:
         print(f"error: --data: {str(exc).removeprefix('data_path: ')}", file=sys.stderr)
         return 2
     try:
-        rewards = json.loads(args.rewards) if args.rewards else DEFAULT_REWARDS[task]
+        rewards = json.loads(args.rewards) if args.rewards else default_rewards(task)
     except json.JSONDecodeError as exc:
         raise FieldErrors({"--rewards": f"not valid JSON: {exc.msg}"}) from None
     from training.verifiers import check_reward_spec

@@ -18,11 +18,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, get_args, get_origin
 
+from training.data import task_error
 from training.fields import RANGE_KEYS, FieldErrors, coerce, range_error, range_text
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "preset": ("grpo", "dapo", "dr_grpo"),
-    "task": ("arithmetic", "countdown", "file"),
     "rollout_engine": ("hf", "vllm"),
     "adv_estimator": ("grpo", "rloo", "reinforce_pp_baseline"),
     "loss_agg": ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"),
@@ -48,7 +48,11 @@ class TrainConfig:
                      "normalisation, length-unbiased loss).")
     model_path: str = _f("", "Local Hugging Face model folder (config.json + weights + tokenizer). Nothing is "
                          "downloaded. Empty means the built-in tiny model ($SEEDBED_TINY_MODEL or var/models/tiny).")
-    task: str = _f("arithmetic", "Built-in task (arithmetic, countdown) or 'file' for your own JSONL/Parquet data.")
+    task: str = _f("arithmetic", "Built-in task (arithmetic, countdown), 'file' for your own JSONL/Parquet data, or "
+                   "reasoning_gym:<task> for one of reasoning-gym's seeded generators (e.g. "
+                   "reasoning_gym:basic_arithmetic), scored by the task's own score_answer.")
+    task_size: int = _f(1000, "Training problems a reasoning_gym task generates from the run's seed (its held-out "
+                        "problems are one fixed set, the same for every seed).", min=1, max=1_000_000)
     data_path: str = _f("", "Training data file (.jsonl or .parquet) when task is 'file'.")
     prompt_field: str = _f("prompt", "Field of each data row holding the prompt text.")
     answer_field: str = _f("answer", "Field of each data row holding the reference answer given to the verifier.")
@@ -225,6 +229,8 @@ class TrainConfig:
                 e["rewards"] = problem
         if self.rollout_engine == "vllm" and (self.keep_sampling_mask or self.keep_routing):
             e["rollout_engine"] = "vllm returns no kept-token masks or expert choices: use hf for keep_sampling_mask/keep_routing"
+        if task_error(self.task):
+            e["task"] = task_error(self.task)
         if self.task == "file" and not self.data_path:
             e["data_path"] = "required when task is 'file'"
         if check_paths and self.model_path:
@@ -294,6 +300,12 @@ def default_tiny_model_dir() -> str:
     return os.path.join(root, "var", "models", "tiny")
 
 
+# What the forms offer for `task` (any reasoning_gym:<name> is accepted; these are examples that suit RLVR).
+TASK_SUGGESTIONS = ("arithmetic", "countdown", "file", "reasoning_gym:basic_arithmetic", "reasoning_gym:chain_sum",
+                    "reasoning_gym:gsm_symbolic", "reasoning_gym:leg_counting", "reasoning_gym:simple_equations",
+                    "reasoning_gym:decimal_arithmetic", "reasoning_gym:gcd", "reasoning_gym:lcm")
+
+
 def field_specs() -> list[dict]:
     """Describe every knob for form generation: name, kind, default, help, choices, range text and bounds."""
     specs = []
@@ -304,7 +316,8 @@ def field_specs() -> list[dict]:
         base = next(a for a in get_args(ann) if a is not type(None)) if optional else ann
         kind = "choice" if f.name in CHOICES else {bool: "bool", int: "int", float: "float", str: "str",
                                                     list: "json"}[base]
-        specs.append({"name": f.name, "kind": kind, "default": getattr(defaults, f.name),
+        suggestions = TASK_SUGGESTIONS if f.name == "task" else ()
+        specs.append({"name": f.name, "kind": kind, "default": getattr(defaults, f.name), "suggestions": suggestions,
                       "help": f.metadata["help"], "choices": list(CHOICES.get(f.name, ())),
                       "optional": optional, "range": range_text(f.metadata),
                       "bounds": {k: f.metadata[k] for k in RANGE_KEYS if k in f.metadata}})

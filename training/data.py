@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -72,6 +73,57 @@ BUILTIN_TASKS = {"arithmetic": arithmetic_example, "countdown": countdown_exampl
 DEFAULT_REWARDS = {"arithmetic": [{"name": "exact", "weight": 1.0}],
                    "countdown": [{"name": "countdown", "weight": 1.0}],
                    "file": [{"name": "math", "weight": 1.0}]}
+
+# --- reasoning-gym's procedural tasks: "reasoning_gym:<name>" (the package's generators, seeded) ---------------
+
+REASONING_GYM = "reasoning_gym:"
+# One held-out set per task, whatever the run's seed: seeds of a sweep are evaluated on the same problems.
+HELD_OUT_SEED = 2_147_483_629
+HELD_OUT_SIZE = 10_000
+
+
+def reasoning_gym_names() -> list[str]:
+    from reasoning_gym.factory import DATASETS
+
+    return sorted(DATASETS)
+
+
+def task_error(task: str) -> str:
+    """"" when ``task`` names a task Seedbed can draw prompts from, else the field message."""
+    if task in BUILTIN_TASKS or task == "file":
+        return ""
+    if isinstance(task, str) and task.startswith(REASONING_GYM):
+        name = task[len(REASONING_GYM):]
+        if name in reasoning_gym_names():
+            return ""
+        return f"reasoning-gym has no task {name!r} (e.g. basic_arithmetic, gsm_symbolic, chain_sum, leg_counting)"
+    return (f"must be arithmetic, countdown, file or reasoning_gym:<task> (e.g. reasoning_gym:basic_arithmetic); "
+            f"got {task!r}")
+
+
+def default_rewards(task: str) -> list[dict]:
+    """The reward spec a task is scored with when the config names none."""
+    if task.startswith(REASONING_GYM):
+        return [{"name": "reasoning_gym", "weight": 1.0}]
+    return DEFAULT_REWARDS[task]
+
+
+class ReasoningGymExamples(Sequence):
+    """``size`` problems of one reasoning-gym task from ``seed``, made when read (the package's datasets are
+    lazy). Each example keeps the package's entry (question, answer, metadata) for its own ``score_answer``."""
+
+    def __init__(self, name: str, size: int, seed: int):
+        import reasoning_gym
+
+        self.name = name
+        self.dataset = reasoning_gym.create_dataset(name, size=size, seed=seed)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> dict:
+        entry = self.dataset[index]
+        return {**entry, "prompt": entry["question"], "answer": str(entry["answer"])}
 
 
 def _file_rows(path: str):
@@ -166,8 +218,8 @@ class PromptSource:
     """Draws training prompts (with a torch Generator, so its state is checkpointed) and held-out ones."""
 
     task: str
-    examples: list[dict] | None = None  # file datasets; None for built-in generated tasks
-    held_out: list[dict] | None = None
+    examples: Sequence[dict] | None = None  # file datasets, reasoning-gym tasks; None for built-in generated tasks
+    held_out: Sequence[dict] | None = None
 
     def sample(self, n: int, generator: torch.Generator) -> list[dict]:
         if self.examples is None:
@@ -179,13 +231,18 @@ class PromptSource:
     def eval_set(self, n: int) -> list[dict]:
         if self.examples is None:
             return [BUILTIN_TASKS[self.task](HELD_OUT_OFFSET + i) for i in range(n)]
-        return (self.held_out or self.examples)[:n]
+        pool = self.held_out if self.held_out is not None else self.examples
+        return [pool[i] for i in range(min(n, len(pool)))]
 
 
 def make_prompt_source(task: str, data_path: str = "", prompt_field: str = "prompt",
-                       answer_field: str = "answer") -> PromptSource:
+                       answer_field: str = "answer", *, seed: int = 0, task_size: int = 1000) -> PromptSource:
     if task in BUILTIN_TASKS:
         return PromptSource(task)
+    if task.startswith(REASONING_GYM):
+        name = task[len(REASONING_GYM):]
+        return PromptSource(task, examples=ReasoningGymExamples(name, task_size, seed),
+                            held_out=ReasoningGymExamples(name, HELD_OUT_SIZE, HELD_OUT_SEED))
     examples = load_file_dataset(data_path, prompt_field, answer_field)
     return PromptSource(task, examples=examples)
 

@@ -19,7 +19,7 @@ from training.algorithms import (aggregate_loss, group_advantages, kl_penalty, m
                                  off_policy_sequence_mask, overlong_penalty, policy_loss)
 from training.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
 from training.config import TrainConfig
-from training.data import DEFAULT_REWARDS, encode_prompt, make_prompt_source
+from training.data import default_rewards, encode_prompt, make_prompt_source
 from training.evaluate import decode_completions, evaluate_examples, is_correct
 from training.rollout import RolloutBatch, concat_batches, make_rollout_engine, sequence_logprobs
 from training.routing import RoutingReplay
@@ -47,8 +47,9 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
     model, tokenizer = load_model(resume[1] if resume else cfg.resolved_model_path(), device)
     # the reference policy is the run's starting model (its checkpoint parent for iterative RLVR)
     ref_model = load_model(cfg.resolved_model_path(), device)[0].eval().requires_grad_(False) if cfg.kl_coef > 0 else None
-    source = make_prompt_source(cfg.task, cfg.data_path, cfg.prompt_field, cfg.answer_field)
-    reward_fn = build_reward(cfg.rewards or DEFAULT_REWARDS[cfg.task])
+    source = make_prompt_source(cfg.task, cfg.data_path, cfg.prompt_field, cfg.answer_field, seed=cfg.seed,
+                                task_size=cfg.task_size)
+    reward_fn = build_reward(cfg.rewards or default_rewards(cfg.task))
     engine = make_rollout_engine(cfg.rollout_engine, model, tokenizer)
     # foreach: one kernel per op over all parameters instead of a Python loop over ~40 tensors
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
@@ -228,6 +229,6 @@ def periodic_eval(cfg, model, tokenizer, source, step: int) -> dict:
     model.eval()
     res = evaluate_examples(model, tokenizer, source.eval_set(cfg.eval_problems), n=cfg.eval_n, ks=cfg.eval_k,
                             temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
-                            rewards=cfg.rewards or DEFAULT_REWARDS[cfg.task], seed=cfg.seed * 7 + step)
+                            rewards=cfg.rewards or default_rewards(cfg.task), seed=cfg.seed * 7 + step)
     model.train()
     return {f"eval/pass@{k}": v for k, v in res["pass@k"].items()}

@@ -48,4 +48,4 @@ def test_shutdown_requeues_running_runs_and_the_next_worker_resumes_them(worker_
     assert run.status == RunStatus.SUCCEEDED, run.error
     assert run.attempts == 2 and run.last_step == 40
     steps = list(MetricPoint.objects.filter(run=run, key="reward/mean").order_by("step").values_list("step", flat=True))
-    assert steps == list(range(1, 41))
+    assert steps == list(range(1, 41)), f"first worker:\n{first.log()[-4000:]}\nsecond:\n{second.log()[-4000:]}"

@@ -125,7 +125,7 @@ def check_reward_spec(rewards: Any) -> str:
 
 def _load_builtins() -> None:
     # Imported lazily so that `import training.verifiers` stays cheap and has no import cycle.
-    from training.verifiers import simple, math_answer, ifeval, judge, code  # noqa: F401
+    from training.verifiers import simple, math_answer, ifeval, judge, code, reasoning_gym  # noqa: F401
 
 
 VERIFIER_MODULES_ENV = "SEEDBED_VERIFIER_MODULES"

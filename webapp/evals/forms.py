@@ -6,7 +6,8 @@ import json
 
 from django import forms
 
-from training.config import CHOICES
+from training.config import TASK_SUGGESTIONS
+from webapp.runs.forms import DatalistInput
 from training.passk import MAX_N
 
 from .services import ModelChoice
@@ -24,8 +25,9 @@ class EvalForm(forms.Form):
     name = forms.CharField(required=False, max_length=200, help_text="Optional label for the evaluation.")
     models = AnyMultipleChoiceField(widget=forms.CheckboxSelectMultiple, required=False,
                                     help_text="The base model and the checkpoints to compare.")
-    task = forms.CharField(widget=forms.Select(choices=[(c, c) for c in CHOICES["task"]]),
-                           help_text="A built-in task's held-out set, or 'file' for your own held-out data.")
+    task = forms.CharField(widget=DatalistInput(TASK_SUGGESTIONS), max_length=100,
+                           help_text="A built-in or reasoning_gym:<task> held-out set, or 'file' for your own "
+                                     "held-out data.")
     data_path = forms.CharField(required=False, max_length=1000,
                                 help_text="Held-out problems (.jsonl or .parquet) when task is 'file'.")
     prompt_field = forms.CharField(required=False, initial="prompt")

@@ -15,8 +15,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from training.config import CHOICES, TrainConfig, outside_roots
-from training.data import BUILTIN_TASKS, DEFAULT_REWARDS, DatasetError, check_file_dataset
+from training.config import TrainConfig, outside_roots
+from training.data import DatasetError, check_file_dataset, default_rewards, task_error
 from training.fields import FieldErrors
 from training.passk import MAX_N, doubling_ks
 from training.verifiers import check_reward_spec
@@ -119,10 +119,10 @@ def _check_rewards(rewards, errors: dict) -> None:
 def _check_dataset(*, task: str, data_path: str, prompt_field: str, answer_field: str, problems: int,
                    errors: dict) -> int:
     """Checks the dataset can be read and is not empty; returns the number of problems the job will use."""
-    if task not in CHOICES["task"]:
-        errors["task"] = f"must be one of {', '.join(CHOICES['task'])}; got {task!r}"
+    if task_error(task):
+        errors["task"] = task_error(task)
         return 0
-    if task in BUILTIN_TASKS:
+    if task != "file":  # generated: built-in or reasoning-gym
         if not 1 <= problems <= MAX_PROBLEMS:
             errors["problems"] = (f"must be at least 1 (an empty dataset has nothing to evaluate); got {problems}"
                                   if problems < 1 else f"must be at most {MAX_PROBLEMS}; got {problems}")
@@ -193,7 +193,7 @@ def validate_eval_input(*, run: Run | None, sweep: Sweep | None, models: list[st
         errors["seed"] = f"must lie in 0..{MAX_SEED}; got {seed}"
     count = _check_dataset(task=task, data_path=data_path, prompt_field=prompt_field, answer_field=answer_field,
                            problems=problems, errors=errors)
-    rewards = list(rewards) if rewards else list(DEFAULT_REWARDS.get("file" if task == "file" else task, []))
+    rewards = list(rewards) if rewards else (default_rewards(task) if not task_error(task) else [])
     _check_rewards(rewards, errors)
     if errors:
         raise FieldErrors(errors)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 
 from django import forms
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from training.config import PRESETS, TrainConfig, field_specs
 from training.fields import FieldErrors
@@ -23,6 +25,20 @@ from webapp.runs.services import parse_config
 # Knobs shown first, in this order; the rest follow in schema order.
 PRIMARY_KNOBS = ("preset", "model_path", "task", "seed", "total_steps", "prompts_per_step", "group_size",
                  "max_new_tokens", "lr", "eps_low", "eps_high", "kl_coef")
+
+
+class DatalistInput(forms.TextInput):
+    """A text box that suggests values (an HTML datalist) but accepts any: e.g. any reasoning_gym:<task>."""
+
+    def __init__(self, suggestions, attrs=None):
+        super().__init__(attrs)
+        self.suggestions = list(suggestions)
+
+    def render(self, name, value, attrs=None, renderer=None):
+        list_id = f"{name}-suggestions"
+        html = super().render(name, value, {**(attrs or {}), "list": list_id}, renderer)
+        options = "".join(format_html('<option value="{}">', s) for s in self.suggestions)
+        return mark_safe(f'{html}<datalist id="{list_id}">{options}</datalist>')
 
 
 def project_field(user) -> forms.ModelChoiceField:
@@ -86,6 +102,9 @@ class RunForm(forms.Form):
         if kind == "json":
             return forms.CharField(label=label, help_text=help_text, required=False,
                                    widget=forms.Textarea(attrs={"rows": 2}))
+        if spec.get("suggestions"):
+            return forms.CharField(label=label, help_text=help_text, required=False, strip=True,
+                                   widget=DatalistInput(spec["suggestions"]))
         attrs = {"inputmode": "decimal"} if kind in ("int", "float") else {}
         return forms.CharField(label=label, help_text=help_text, required=False, strip=True,
                                widget=forms.TextInput(attrs=attrs))
