@@ -28,6 +28,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "loss_agg": ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"),
     "kl_estimator": ("k1", "k2", "k3"),
     "device": ("auto", "cpu", "cuda"),
+    "chat_template": ("auto", "on", "off"),
 }
 
 
@@ -55,6 +56,12 @@ class TrainConfig:
                         "problems are one fixed set, the same for every seed).", min=1, max=1_000_000)
     data_path: str = _f("", "Training data file (.jsonl or .parquet) when task is 'file'.")
     prompt_field: str = _f("prompt", "Field of each data row holding the prompt text.")
+    chat_template: str = _f("auto", "Prompts through the model's chat template (system turn, the question as the "
+                            "user's turn, the assistant's turn opened): auto when its tokenizer has one, on "
+                            "(required), off (plain text).")
+    system_prompt: str = _f("", "The system turn of a chat prompt (empty: the template's own default).")
+    answer_instruction: str = _f("", "Appended to each question: how to give the answer, matching the verifier "
+                                 "(e.g. 'Put your final answer inside <answer></answer>.' for reasoning_gym).")
     answer_field: str = _f("answer", "Field of each data row holding the reference answer given to the verifier.")
     rewards: list = _f([], "Reward spec: a list of {\"name\": verifier, \"weight\": w, \"params\": {...}}; "
                        "rewards are the weighted sum. Empty means the task's own verifier.")
@@ -129,6 +136,12 @@ class TrainConfig:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    def prompt_template(self) -> "PromptTemplate":
+        from training.prompts import PromptTemplate
+
+        return PromptTemplate(chat=self.chat_template, system_prompt=self.system_prompt,
+                              instruction=self.answer_instruction)
 
     @classmethod
     def from_dict(cls, data: dict, *, check_paths: bool = True, roots: Sequence[str] | None = None) -> "TrainConfig":
@@ -231,6 +244,9 @@ class TrainConfig:
             e["rollout_engine"] = "vllm returns no kept-token masks or expert choices: use hf for keep_sampling_mask/keep_routing"
         if task_error(self.task):
             e["task"] = task_error(self.task)
+        for name, limit in (("system_prompt", 4000), ("answer_instruction", 1000)):
+            if len(getattr(self, name)) > limit:
+                e[name] = f"at most {limit} characters; got {len(getattr(self, name))}"
         if self.task == "file" and not self.data_path:
             e["data_path"] = "required when task is 'file'"
         if check_paths and self.model_path:
@@ -240,6 +256,11 @@ class TrainConfig:
                 e["model_path"] = f"no such folder: {model_dir}"
             elif not os.path.isfile(os.path.join(model_dir, "config.json")):
                 e["model_path"] = f"not a model folder (no config.json): {model_dir}"
+            elif self.chat_template == "on":
+                from training.models import describe_model
+
+                if not describe_model(model_dir)["chat_template"]:
+                    e["chat_template"] = f"'on' but the model has no chat template: {model_dir}"
         if check_paths:
             if self.task == "file" and self.data_path and not os.path.isfile(self.data_path):
                 e["data_path"] = f"no such file: {self.data_path}"

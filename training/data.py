@@ -276,9 +276,8 @@ _register_countdown()
 
 
 def encode_prompt(tokenizer, prompt: str) -> list[int]:
-    """Prompt token ids: the tokenizer's BOS (when it has one and does not add it itself), then the text."""
-    ids = tokenizer.encode(prompt, add_special_tokens=True)
-    bos = tokenizer.bos_token_id
-    if bos is not None and (not ids or ids[0] != bos):
-        ids = [bos] + ids
-    return ids
+    """Prompt token ids of plain text: the tokenizer's BOS (when it has one and does not add it itself), then
+    the text (training.prompts renders chat prompts)."""
+    from training.prompts import PLAIN
+
+    return PLAIN.encode(tokenizer, prompt)

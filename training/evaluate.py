@@ -27,9 +27,10 @@ def is_correct(reward_batch, i: int) -> bool:
 
 def evaluate_examples(model, tokenizer, examples: list[dict], *, n: int, ks: list[int], temperature: float = 1.0,
                       top_p: float = 1.0, max_new_tokens: int = 8, rewards: list[dict], seed: int = 0,
-                      batch_size: int = 256, keep_completions: int = 0) -> dict:
-    from training.data import encode_prompt
+                      batch_size: int = 256, keep_completions: int = 0, template=None) -> dict:
+    from training.prompts import PLAIN
 
+    template = template or PLAIN
     if not examples:
         raise ValueError("data: the evaluation dataset is empty")
     bad = [k for k in ks if k > n or k < 1]
@@ -44,7 +45,7 @@ def evaluate_examples(model, tokenizer, examples: list[dict], *, n: int, ks: lis
     samples: list[list[dict]] = [[] for _ in examples]
     for start in range(0, len(jobs), batch_size):
         chunk = jobs[start:start + batch_size]
-        batch = engine.generate([encode_prompt(tokenizer, ex["prompt"]) for _, ex in chunk],
+        batch = engine.generate([template.encode(tokenizer, ex["prompt"]) for _, ex in chunk],
                                 max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=0,
                                 generator=gen)
         texts = decode_completions(tokenizer, batch)

@@ -19,7 +19,7 @@ from training.algorithms import (aggregate_loss, group_advantages, kl_penalty, m
                                  off_policy_sequence_mask, overlong_penalty, policy_loss)
 from training.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
 from training.config import TrainConfig
-from training.data import default_rewards, encode_prompt, make_prompt_source
+from training.data import default_rewards, make_prompt_source
 from training.evaluate import decode_completions, evaluate_examples, is_correct
 from training.rollout import RolloutBatch, concat_batches, make_rollout_engine, sequence_logprobs
 from training.routing import RoutingReplay
@@ -125,7 +125,7 @@ def collect_rollouts(cfg, model, tokenizer, engine, source, reward_fn, gens, dev
     for gen_batch in range(1, cfg.max_gen_batches + 1):
         drawn = source.sample(cfg.prompts_per_step, gens["data"])
         examples = [ex for ex in drawn for _ in range(G)]
-        prompt_ids = [encode_prompt(tokenizer, ex["prompt"]) for ex in drawn]
+        prompt_ids = [cfg.prompt_template().encode(tokenizer, ex["prompt"]) for ex in drawn]
         batch = engine.generate([ids for ids in prompt_ids for _ in range(G)],
                                 max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
                                 top_k=cfg.top_k, generator=gens["sampling"],
@@ -229,6 +229,7 @@ def periodic_eval(cfg, model, tokenizer, source, step: int) -> dict:
     model.eval()
     res = evaluate_examples(model, tokenizer, source.eval_set(cfg.eval_problems), n=cfg.eval_n, ks=cfg.eval_k,
                             temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
-                            rewards=cfg.rewards or default_rewards(cfg.task), seed=cfg.seed * 7 + step)
+                            rewards=cfg.rewards or default_rewards(cfg.task), seed=cfg.seed * 7 + step,
+                            template=cfg.prompt_template())
     model.train()
     return {f"eval/pass@{k}": v for k, v in res["pass@k"].items()}

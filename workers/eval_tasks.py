@@ -88,6 +88,7 @@ def evaluate_model(job: EvalJob, model_row: EvalModel, examples: list[dict], dev
     from training.config import default_tiny_model_dir
     from training.evaluate import evaluate_examples
     from training.loop import load_model
+    from training.prompts import PromptTemplate
     from training.tiny import ensure_tiny_model
 
     done = set(EvalResult.objects.filter(model=model_row).values_list("index", flat=True))
@@ -106,7 +107,8 @@ def evaluate_model(job: EvalJob, model_row: EvalModel, examples: list[dict], dev
         # base and the checkpoints share random numbers on each problem (a fairer comparison).
         res = evaluate_examples(model, tokenizer, [examples[i] for i in chunk], n=job.n, ks=[1],
                                 temperature=job.temperature, top_p=job.top_p, max_new_tokens=job.max_new_tokens,
-                                rewards=job.rewards, seed=job.seed + chunk[0], keep_completions=job.keep_completions)
+                                rewards=job.rewards, seed=job.seed + chunk[0], keep_completions=job.keep_completions,
+                                template=PromptTemplate.from_dict(job.prompt_template))
         rows = [{"index": i, "prompt": p["prompt"], "answer": p["answer"], "n": p["n"], "c": p["c"],
                  "samples": p["samples"]} for i, p in zip(chunk, res["problems"])]
         services.eval_results_add(model_id=model_row.pk, rows=rows, seconds=time.monotonic() - t0)

@@ -1,3 +1,4 @@
+import os
 import re
 
 import pytest
@@ -156,3 +157,20 @@ def test_a_run_request_parses_its_config_once(client_in, model_dir, parses, djan
         response = client_in.post(reverse("runs:new"), form_post(model_path=model_dir, lr="0.001"))
     assert response.status_code == 302 and Run.objects.get().config["lr"] == 0.001
     assert len(parses) == 1  # before: 2 (the form, then run_create)
+
+
+def test_the_run_page_shows_the_prompt_rendered_for_one_example(client_in, tiny_model_dir, smollm2_dir, settings):
+    from webapp.runs import services as run_services
+
+    settings.SEEDBED_DATA_ROOTS = [*settings.SEEDBED_DATA_ROOTS, os.path.dirname(smollm2_dir),
+                                   os.path.dirname(tiny_model_dir)]
+    chat_run = run_services.run_create(config={"model_path": smollm2_dir, "task": "reasoning_gym:basic_arithmetic",
+                                               "answer_instruction": "Put your answer in <answer></answer>."})
+    page = client_in.get(reverse("runs:detail", args=[chat_run.pk])).content.decode()
+    assert reverse("runs:prompt", args=[chat_run.pk]) in page  # loaded after the page, by htmx
+    html = client_in.get(reverse("runs:prompt", args=[chat_run.pk])).content.decode()
+    assert "Through the model's chat template" in html and "&lt;|im_start|&gt;assistant" in html
+    assert "Calculate" in html and "Put your answer in &lt;answer&gt;&lt;/answer&gt;." in html
+    plain_run = run_services.run_create(config={"task": "arithmetic"})
+    html = client_in.get(reverse("runs:prompt", args=[plain_run.pk])).content.decode()
+    assert "Plain text (no chat template)" in html and "+" in html

@@ -78,3 +78,32 @@ def test_the_cli_import_names_a_bad_file(tmp_path, capsys):
     assert main(["import-model", "--gguf", str(tmp_path / "x.gguf"), "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.strip() == f"error: gguf: no such file: {tmp_path / 'x.gguf'}"
     assert not (tmp_path / "out").exists()
+
+
+def test_prompts_go_through_the_chat_template_with_the_system_prompt_and_instruction(smollm2_dir, tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    from training.data import encode_prompt
+    from training.prompts import PromptTemplate
+
+    chat = AutoTokenizer.from_pretrained(smollm2_dir)
+    template = PromptTemplate(system_prompt="You are a careful solver.",
+                              instruction="Put your final answer inside <answer></answer>.")
+    text = template.render(chat, "What is 2+3?")
+    assert text == ("<|im_start|>system\nYou are a careful solver.<|im_end|>\n<|im_start|>user\nWhat is 2+3?\n\n"
+                    "Put your final answer inside <answer></answer>.<|im_end|>\n<|im_start|>assistant\n")
+    ids = template.encode(chat, "What is 2+3?")
+    assert chat.decode(ids) == text and ids.count(chat.convert_tokens_to_ids("<|im_start|>")) == 3
+    # without a system prompt the template's own default system turn stays
+    assert "SmolLM" in PromptTemplate().render(chat, "hi")
+    assert PromptTemplate(chat="off", instruction="Answer:").render(chat, "2+3?") == "2+3?\n\nAnswer:"
+    # the built-in tiny model has no chat template: auto means plain text, exactly as before
+    tiny = AutoTokenizer.from_pretrained(tiny_model_dir)
+    assert PromptTemplate().encode(tiny, "12+7=") == encode_prompt(tiny, "12+7=")
+    with pytest.raises(ValueError, match="no chat template"):
+        PromptTemplate(chat="on").encode(tiny, "12+7=")
+    with pytest.raises(FieldErrors) as info:
+        from training.config import TrainConfig
+
+        TrainConfig.from_dict({"model_path": tiny_model_dir, "chat_template": "on"})
+    assert "no chat template" in info.value.errors["chat_template"]

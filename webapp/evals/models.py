@@ -61,6 +61,9 @@ class EvalJob(models.Model):
                                                        "gives it its full score.")
     seed = models.BigIntegerField(default=0)
     keep_completions = models.PositiveIntegerField(default=4, help_text="Completions kept per (model, problem).")
+    prompt_template = models.JSONField(default=dict, blank=True,
+                                       help_text="How questions become prompts (training.prompts): the origin "
+                                                 "config's chat_template, system_prompt, answer_instruction.")
 
     queue = models.CharField(max_length=20, default="cpu")
     status = models.CharField(max_length=20, choices=EvalStatus.choices, default=EvalStatus.QUEUED, db_index=True)

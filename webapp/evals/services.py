@@ -18,6 +18,7 @@ from django.utils import timezone
 from training.config import TrainConfig, outside_roots
 from training.data import DatasetError, check_file_dataset, default_rewards, task_error
 from training.fields import FieldErrors
+from training.prompts import PromptTemplate
 from training.passk import MAX_N, doubling_ks
 from training.verifiers import check_reward_spec
 from webapp.projects.models import Role
@@ -56,6 +57,16 @@ def origin_config(*, run: Run | None, sweep: Sweep | None) -> dict:
     if (run is None) == (sweep is None):
         raise ValueError("give exactly one of run or sweep")
     return run.config if run is not None else sweep.config
+
+
+def prompt_template_of(origin) -> dict:
+    """The prompt template of the run (or sweep) evaluated: its checkpoints answer questions as they were asked
+    in training."""
+    if origin is None:
+        return {}
+    config = origin.config
+    return PromptTemplate(chat=config.get("chat_template", "auto"), system_prompt=config.get("system_prompt", ""),
+                          instruction=config.get("answer_instruction", "")).to_dict()
 
 
 def base_model_path(config: dict) -> str:
@@ -229,7 +240,7 @@ def eval_create(*, run: Run | None = None, sweep: Sweep | None = None, models: l
         ks=valid.ks, temperature=valid.temperature, top_p=valid.top_p, max_new_tokens=valid.max_new_tokens,
         rewards=valid.rewards, seed=valid.seed, keep_completions=valid.keep_completions,
         queue=_queue_of(origin_config(run=run, sweep=sweep)), created_by=user,
-        total_units=valid.problems * len(valid.models))
+        total_units=valid.problems * len(valid.models), prompt_template=prompt_template_of(origin))
     EvalModel.objects.bulk_create([
         EvalModel(job=job, position=i, label=m.label, path=m.path, is_base=m.key == BASE_KEY,
                   checkpoint_id=m.checkpoint_id, run_id=m.run_id, step=m.step)

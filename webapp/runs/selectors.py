@@ -1,8 +1,10 @@
 """Read queries for runs (the views and the JSON endpoints call these, nothing else)."""
 from __future__ import annotations
 
+import functools
 import json
 import math
+import os
 
 from django.db.models import Avg, ExpressionWrapper, F, IntegerField, Max, Min, QuerySet
 
@@ -119,3 +121,25 @@ def new_run_prefill(*, checkpoint_id: int) -> tuple[Checkpoint, dict]:
     config = dict(ckpt.run.config)
     config["model_path"] = ckpt.path
     return ckpt, config
+
+
+@functools.lru_cache(maxsize=8)
+def _tokenizer(path: str, mtime: float):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+def run_prompt_preview(*, run: Run) -> dict:
+    """The run's prompt for one held-out example, rendered as the model sees it (training.prompts), or
+    {"error": ...} when it cannot be rendered (its model or data gone)."""
+    from training.config import TrainConfig
+    from training.prompts import preview
+
+    try:
+        cfg = TrainConfig.from_dict(run.config, check_paths=False)
+        path = cfg.resolved_model_path()
+        tokenizer = _tokenizer(path, os.path.getmtime(os.path.join(path, "config.json")))
+        return preview(cfg, tokenizer)
+    except Exception as exc:  # a page section, not the page: say why and carry on
+        return {"error": f"{type(exc).__name__}: {exc}"[:500]}

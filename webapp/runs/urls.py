@@ -11,6 +11,7 @@ urlpatterns = [
     path("<int:run_id>/live.json", views.run_live, name="live"),
     path("<int:run_id>/state/", views.run_state, name="state"),
     path("<int:run_id>/samples/", views.run_samples, name="samples"),
+    path("<int:run_id>/prompt/", views.run_prompt, name="prompt"),
     path("<int:run_id>/kill/", views.run_kill, name="kill"),
     path("<int:run_id>/resume/", views.run_resume, name="resume"),
 ]

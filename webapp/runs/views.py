@@ -109,6 +109,13 @@ def run_state(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 @require_GET
+def run_prompt(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The run's prompt rendered for one example (templates/runs/_prompt.html), loaded by htmx after the page."""
+    run = visible_run(request, run_id)
+    return render(request, "runs/_prompt.html", {"run": run, "preview": selectors.run_prompt_preview(run=run)})
+
+
+@require_GET
 def run_samples(request: HttpRequest, run_id: int) -> HttpResponse:
     """The newest steps' sampled completions (templates/runs/_samples.html), polled by htmx."""
     run = visible_run(request, run_id)

@@ -1,0 +1,78 @@
+"""How a task's question becomes the model's prompt: plain text for a base or built-in model; for a chat model,
+its chat template (through the tokenizer: system prompt, the question as the user's turn with the
+answer-format instruction, then the assistant's turn opened), so the model sees what it was tuned on.
+
+The same template renders prompts for training, for the periodic held-out eval and for evaluation jobs, and the
+run page shows it rendered for one example (``render``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CHAT_MODES = ("auto", "on", "off")
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    chat: str = "auto"        # auto: the tokenizer's chat template when it has one; on: required; off: plain text
+    system_prompt: str = ""   # chat only: the system turn ("" keeps the template's own default, if any)
+    instruction: str = ""     # appended to the question, e.g. "Put your final answer in <answer></answer>."
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> "PromptTemplate":
+        data = data or {}
+        return cls(chat=data.get("chat", "auto"), system_prompt=data.get("system_prompt", ""),
+                   instruction=data.get("instruction", ""))
+
+    def to_dict(self) -> dict:
+        return {"chat": self.chat, "system_prompt": self.system_prompt, "instruction": self.instruction}
+
+    def uses_chat(self, tokenizer) -> bool:
+        has_template = bool(getattr(tokenizer, "chat_template", None))
+        if self.chat == "on" and not has_template:
+            raise ValueError("chat_template: 'on' but the model's tokenizer has no chat template")
+        return self.chat != "off" and has_template
+
+    def user_text(self, question: str) -> str:
+        return f"{question}\n\n{self.instruction}" if self.instruction else question
+
+    def render(self, tokenizer, question: str) -> str:
+        """The prompt as text: what the model is given, special tokens included."""
+        if not self.uses_chat(tokenizer):
+            return self.user_text(question)
+        messages = ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []) + [
+            {"role": "user", "content": self.user_text(question)}]
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def encode(self, tokenizer, question: str) -> list[int]:
+        """Prompt token ids. Plain text: the tokenizer's BOS (when it has one and does not add it itself),
+        then the text. Chat: the rendered template as it is (it carries its own special tokens)."""
+        if self.uses_chat(tokenizer):
+            return tokenizer.encode(self.render(tokenizer, question), add_special_tokens=False)
+        ids = tokenizer.encode(self.render(tokenizer, question), add_special_tokens=True)
+        bos = tokenizer.bos_token_id
+        if bos is not None and (not ids or ids[0] != bos):
+            ids = [bos] + ids
+        return ids
+
+
+PLAIN = PromptTemplate(chat="off")
+
+
+def first_question(task: str, data_path: str = "", prompt_field: str = "prompt", answer_field: str = "answer") -> dict:
+    """One held-out example of the task (the first), cheaply: a file's first row, a generator's first item."""
+    from training.data import _as_example, _file_rows, make_prompt_source
+
+    if task == "file":
+        where, row = next(iter(_file_rows(data_path)))
+        return _as_example(where, row, prompt_field, answer_field)
+    return make_prompt_source(task, task_size=1).eval_set(1)[0]
+
+
+def preview(config, tokenizer) -> dict:
+    """What the model is given for one example of a run's task: {"question", "text", "tokens", "chat"}."""
+    template = config.prompt_template()
+    example = first_question(config.task, config.data_path, config.prompt_field, config.answer_field)
+    text = template.render(tokenizer, example["prompt"])
+    return {"question": example["prompt"], "answer": example["answer"], "text": text,
+            "tokens": len(template.encode(tokenizer, example["prompt"])), "chat": template.uses_chat(tokenizer)}
