@@ -31,5 +31,6 @@ urlpatterns = [
     path("account/tokens/", api_views.token_list, name="api-tokens"),
     path("account/tokens/<int:token_id>/revoke/", api_views.token_revoke, name="api-token-revoke"),
     path("projects/", include("webapp.projects.urls")),
+    path("models/", include("webapp.library.urls")),
     path("api/v1/", _token_authenticated(api.urls)),
 ]

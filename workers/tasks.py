@@ -168,6 +168,15 @@ def maintenance() -> dict:
     return {"lost": lost, "stopped": stopped}
 
 
+@app.task(name="workers.tasks.import_model", ignore_result=True)
+def import_model(entry_id: int) -> str:
+    """Import a GGUF file into the model library (webapp.library.services.model_import_run)."""
+    from webapp.library.services import model_import_run
+
+    close_old_connections()
+    return model_import_run(entry_id=entry_id, log=lambda line: log.info("model %s: %s", entry_id, line)).status
+
+
 @app.task(name="workers.tasks.sweep_check", ignore_result=True)
 def sweep_check(sweep_id: int) -> list[int]:
     """One sweep's policy and alerts, requested after a run stored metrics (sweeps.services.sweep_request_check)."""

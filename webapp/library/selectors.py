@@ -11,3 +11,49 @@ def judge_endpoints() -> dict[str, Endpoint]:
     return {row.name: Endpoint(name=row.name, base_url=row.base_url, model=row.model,
                                local_model_path=row.local_model_path, secret=row.secret)
             for row in JudgeEndpoint.objects.all()}
+
+
+def model_entries(*, user):
+    """The model library entries of the user's projects."""
+    from webapp.projects.selectors import visible
+
+    from .models import ModelEntry
+
+    return visible(ModelEntry.objects.select_related("project", "created_by"), user)
+
+
+def builtin_models() -> list[dict]:
+    """The models every project can use: the built-in tiny model and SmolLM2-135M-Instruct, once made."""
+    import os
+
+    from training.config import default_tiny_model_dir
+    from training.models import SMOLLM2, default_models_dir, describe_model, imported_ready
+    from training.tiny import tiny_model_ready
+
+    rows = []
+    for name, path, ready in (("tiny (built-in)", default_tiny_model_dir(), tiny_model_ready),
+                              ("SmolLM2-135M-Instruct (built-in)", os.path.join(default_models_dir(), SMOLLM2),
+                               imported_ready)):
+        if ready(path):
+            rows.append({"name": name, "path": "" if "tiny" in name else path, "description": describe_model(path)})
+    return rows
+
+
+def runs_using(*, user, path: str, limit: int = 50):
+    """The user's runs that started from the model folder ``path`` (their config's model_path)."""
+    from webapp.projects.selectors import visible
+    from webapp.runs.models import Run
+
+    return visible(Run.objects.filter(config__model_path=path).select_related("project"), user)[:limit]
+
+
+def checkpoint_models(*, user, limit: int = 100) -> list[dict]:
+    """Checkpoints of the user's runs, as models: base model -> run -> checkpoint (iterative RLVR lineage)."""
+    from webapp.projects.selectors import visible
+    from webapp.runs.models import Checkpoint
+
+    rows = []
+    for ckpt in visible(Checkpoint.objects.select_related("run", "run__project"), user,
+                        field="run__project").order_by("-created_at")[:limit]:
+        rows.append({"checkpoint": ckpt, "run": ckpt.run, "base": ckpt.run.config.get("model_path") or "tiny (built-in)"})
+    return rows
