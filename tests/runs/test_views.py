@@ -174,3 +174,17 @@ def test_the_run_page_shows_the_prompt_rendered_for_one_example(client_in, tiny_
     plain_run = run_services.run_create(config={"task": "arithmetic"})
     html = client_in.get(reverse("runs:prompt", args=[plain_run.pk])).content.decode()
     assert "Plain text (no chat template)" in html and "+" in html
+
+
+def test_the_real_model_demo_run_is_launched_once(smollm2_dir, django_user_model, capsys):
+    from django.core.management import call_command
+
+    from webapp.runs.models import Run
+
+    django_user_model.objects.create_superuser(username="admin", password="x")
+    call_command("demo_real_run", "--steps", "5")
+    call_command("demo_real_run")
+    run = Run.objects.get()
+    assert run.config["model_path"] == smollm2_dir and run.config["task"] == "reasoning_gym:basic_arithmetic"
+    assert run.config["chat_template"] == "auto" and "<answer>" in run.config["answer_instruction"]
+    assert run.project.name == "admin" and "exists already" in capsys.readouterr().out

@@ -1,0 +1,38 @@
+"""Launch the real-model demo run: SmolLM2-135M-Instruct (imported by set-up) learning reasoning-gym's
+basic_arithmetic through its chat template, next to the tiny demo sweep."""
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from training.fields import FieldErrors
+from training.models import SMOLLM2, default_models_dir, imported_ready
+from webapp.runs import services
+from webapp.runs.models import Run
+
+DEMO_NAME = "demo: SmolLM2-135M-Instruct on reasoning_gym:basic_arithmetic"
+
+
+class Command(BaseCommand):
+    help = "Launch one GRPO run on the built-in pretrained model (SmolLM2-135M-Instruct), once."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--steps", type=int, default=60)
+
+    def handle(self, *args, steps: int, **options):
+        import os
+
+        path = os.path.join(default_models_dir(), SMOLLM2)
+        if not imported_ready(path):
+            raise CommandError(f"SmolLM2-135M-Instruct is not imported yet ({path}): ./seedbed setup imports it")
+        if Run.objects.filter(name=DEMO_NAME).exists():
+            self.stdout.write("real-model demo run not launched: it exists already")
+            return
+        user = get_user_model().objects.filter(is_superuser=True).order_by("pk").first()
+        config = {"preset": "grpo", "model_path": path, "task": "reasoning_gym:basic_arithmetic",
+                  "answer_instruction": "Give only the final number inside <answer></answer>.",
+                  "total_steps": steps, "prompts_per_step": 4, "group_size": 4, "max_new_tokens": 48,
+                  "kl_coef": 0.0, "lr": 2e-6, "samples_per_step": 4, "checkpoint_every": 20}
+        try:
+            run = services.run_create(config=config, user=user, name=DEMO_NAME)
+        except FieldErrors as exc:
+            raise CommandError(f"real-model demo config rejected: {exc}") from exc
+        self.stdout.write(f"real-model demo run {run.pk} launched")
