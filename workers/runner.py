@@ -31,10 +31,13 @@ def die_with_parent() -> None:
 
 class StopFlag:
     """should_stop() for the loop: true once a kill is requested, the run stops being ``running``
-    (declared lost), or this process got SIGTERM. The database is read at most every ``every_s`` seconds."""
+    (declared lost), another worker took it over (its claim, the worker and attempt that started this process,
+    is no longer the run's), the run is gone, or this process got SIGTERM. The database is read at most every
+    ``every_s`` seconds."""
 
-    def __init__(self, run_id: int, every_s: float = 0.3, clock=time.monotonic):
+    def __init__(self, run_id: int, every_s: float = 0.3, clock=time.monotonic, claim: tuple | None = None):
         self.run_id = run_id
+        self.claim = claim
         self.every_s = every_s
         self.clock = clock
         self._checked_at = float("-inf")
@@ -54,8 +57,14 @@ class StopFlag:
         self._checked_at = now
         from webapp.runs.models import Run, RunStatus
 
-        status, kill_requested_at = Run.objects.values_list("status", "kill_requested_at").get(pk=self.run_id)
-        if kill_requested_at is not None:
+        row = Run.objects.filter(pk=self.run_id).values_list("status", "kill_requested_at", "worker", "attempts").first()
+        if row is None:
+            self._stop, self.reason = True, "run no longer exists"
+            return True
+        status, kill_requested_at, worker, attempts = row
+        if self.claim is not None and (worker, attempts) != tuple(self.claim):
+            self._stop, self.reason = True, f"run taken over by {worker or 'no one'} (attempt {attempts})"
+        elif kill_requested_at is not None:
             self._stop, self.reason = True, "kill requested"
         elif status != RunStatus.RUNNING:
             self._stop, self.reason = True, f"run is {status}"
@@ -119,15 +128,18 @@ def main(argv: list[str]) -> int:
 
     # Each worker slot trains one run; one thread per run keeps slots from fighting over cores.
     torch.set_num_threads(int(os.environ.get("SEEDBED_TORCH_THREADS", "1")))
-    stop = StopFlag(run_id)
-    signal.signal(signal.SIGTERM, stop.on_signal)
     run = Run.objects.get(pk=run_id)
+    # this process trains the run as claimed by its task (services.run_start); if that claim changes (the run
+    # declared lost and taken over elsewhere, or gone), it stops and writes nothing more into the run
+    claim = (run.worker, run.attempts)
+    stop = StopFlag(run_id, claim=claim)
+    signal.signal(signal.SIGTERM, stop.on_signal)
     cfg = TrainConfig.from_dict(run.config)
     out_dir = os.path.join(settings.SEEDBED_RUNS_DIR, str(run_id))
     os.makedirs(out_dir, exist_ok=True)
     print(f"run {run_id}: training in {out_dir}", flush=True)
     try:
-        result = train(cfg, out_dir, sink=DatabaseSink(run_id), should_stop=stop)
+        result = train(cfg, out_dir, sink=DatabaseSink(run_id, claim=claim), should_stop=stop)
     except Exception:
         traceback.print_exc()
         sys.stdout.flush()

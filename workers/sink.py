@@ -13,8 +13,9 @@ from webapp.runs import services
 
 class DatabaseSink:
     def __init__(self, run_id: int, *, flush_every_s: float = 0.5, max_points: int = 500,
-                 clock=time.monotonic, echo=print):
+                 clock=time.monotonic, echo=print, claim: tuple | None = None):
         self.run_id = run_id
+        self.claim = claim  # (worker, attempt) that started this process: writes only while it holds the run
         self.flush_every_s = flush_every_s
         self.max_points = max_points
         self.clock = clock
@@ -27,7 +28,8 @@ class DatabaseSink:
         """Called by the loop when it (re)starts at ``step``: forget whatever an interrupted attempt stored
         after its checkpoint, so a resumed run's history has each step exactly once."""
         self._points, self._samples = [], {}
-        services.run_discard_after(run_id=self.run_id, step=step)
+        if self._holds_run():
+            services.run_discard_after(run_id=self.run_id, step=step)
 
     def on_metrics(self, step: int, metrics: dict[str, float]) -> None:
         self._points.extend((step, key, value) for key, value in metrics.items())
@@ -39,7 +41,13 @@ class DatabaseSink:
 
     def on_checkpoint(self, step: int, path: str) -> None:
         self.flush()
-        services.run_checkpoint_add(run_id=self.run_id, step=step, path=path)
+        if self._holds_run():
+            services.run_checkpoint_add(run_id=self.run_id, step=step, path=path)
+
+    def _holds_run(self) -> bool:
+        """Whether this process's claim is still the run's: a process whose run was taken over by another worker
+        (or deleted) must not write into it."""
+        return self.claim is None or services.run_held_by(run_id=self.run_id, claim=self.claim)
 
     def on_log(self, line: str) -> None:
         if self.echo:
@@ -52,6 +60,9 @@ class DatabaseSink:
     def flush(self) -> None:
         # Samples first: the page polls metrics by step, so when a step's metrics appear its samples exist.
         samples, self._samples = self._samples, {}
+        if (samples or self._points) and not self._holds_run():
+            self._points = []
+            return
         for step, rows in sorted(samples.items()):
             services.run_samples_append(run_id=self.run_id, step=step, rows=rows)
         points, self._points = self._points, []

@@ -96,15 +96,17 @@ def _terminate_group(proc: ForkedChild) -> None:
             continue
 
 
-def _supervise(run_id: int, proc: ForkedChild) -> bool:
+def _supervise(run_id: int, proc: ForkedChild, worker: str) -> bool:
     """Wait for the child, heartbeating; returns True when it had to be terminated after a kill request."""
     next_beat = 0.0
     while proc.poll() is None:
         now = time.monotonic()
         if now >= next_beat:
             next_beat = now + settings.SEEDBED_HEARTBEAT_S
-            services.run_heartbeat(run_id=run_id, pid=proc.pid)
-        requested = Run.objects.values_list("kill_requested_at", flat=True).get(pk=run_id)
+            if not services.run_heartbeat(run_id=run_id, pid=proc.pid, worker=worker):
+                # lost, ended or taken over: the child sees it too (runner.StopFlag) and stops within a step
+                log.info("run %s: no longer held by %s; its training process is stopping", run_id, worker)
+        requested = Run.objects.filter(pk=run_id).values_list("kill_requested_at", flat=True).first()
         if requested is not None:
             from django.utils import timezone
 
@@ -141,14 +143,14 @@ def train_run(run_id: int) -> str:
     log_path = out / "worker.log"
     proc = ForkedChild.start(run_id, log_path)
     try:
-        services.run_heartbeat(run_id=run_id, pid=proc.pid)
-        forced = _supervise(run_id, proc)
+        services.run_heartbeat(run_id=run_id, pid=proc.pid, worker=worker)
+        forced = _supervise(run_id, proc, worker)
     except BaseException:
         _terminate_group(proc)  # the task is going away (worker shutdown): take the child with it
         raise
     outcome = _exit_outcome(proc.returncode)
     detail = f"training process exited with code {proc.returncode}\n{log_tail(log_path)}" if outcome == "failed" else ""
-    status = services.run_record_exit(run_id=run_id, outcome=outcome, forced=forced, detail=detail)
+    status = services.run_record_exit(run_id=run_id, outcome=outcome, forced=forced, detail=detail, worker=worker)
     log.info("run %s: ended %s (exit code %s)", run_id, status, proc.returncode)
     return status
 

@@ -95,3 +95,31 @@ def test_should_stop_when_the_run_was_declared_lost(run):
     Run.objects.filter(pk=run.pk).update(status=RunStatus.LOST)
     stop = StopFlag(run.pk, clock=Clock())
     assert stop() is True and stop.reason == "run is lost"
+
+
+def test_a_process_whose_run_was_taken_over_stops_and_writes_nothing(run):
+    """A training process holds its run by the claim (worker, attempt) its task made. Once another worker holds
+    the run (it was declared lost and resumed elsewhere, or a new run got the same id after the old one was
+    deleted), the old process stops, and none of its metrics, samples, checkpoints or truncations land."""
+    Run.objects.filter(pk=run.pk).update(worker="host:1", attempts=1)
+    claim = ("host:1", 1)
+    mine = DatabaseSink(run.pk, flush_every_s=0, clock=Clock(), echo=None, claim=claim)
+    mine.on_metrics(1, {"reward/mean": 0.5})
+    assert stored_steps(run) == [1] and StopFlag(run.pk, clock=Clock(), claim=claim)() is False
+
+    Run.objects.filter(pk=run.pk).update(worker="host:2", attempts=2)  # another worker resumed it
+    mine.on_metrics(2, {"reward/mean": 0.9})
+    mine.on_samples(2, [{"prompt": "p", "completion": "c", "reward": 1.0}])
+    mine.on_checkpoint(2, "/nowhere")
+    mine.truncate_after(0)
+    assert stored_steps(run) == [1] and not Sample.objects.exists() and not Checkpoint.objects.exists()
+    stop = StopFlag(run.pk, clock=Clock(), claim=claim)
+    assert stop() is True and stop.reason == "run taken over by host:2 (attempt 2)"
+    assert services.run_heartbeat(run_id=run.pk, worker="host:1") is False
+    assert services.run_heartbeat(run_id=run.pk, worker="host:2") is True
+    assert services.run_record_exit(run_id=run.pk, outcome="failed", detail="old", worker="host:1") == "running"
+    assert Run.objects.get(pk=run.pk).error == ""
+
+    Run.objects.filter(pk=run.pk).delete()
+    gone = StopFlag(run.pk, clock=Clock(), claim=claim)
+    assert gone() is True and gone.reason == "run no longer exists"

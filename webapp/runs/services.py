@@ -140,14 +140,24 @@ def run_start(*, run_id: int, worker: str) -> str:
     return action
 
 
+def run_held_by(*, run_id: int, claim: tuple) -> bool:
+    """Whether ``claim`` ((worker, attempt), set when a worker started the run) is still the run's."""
+    worker, attempts = claim
+    return Run.objects.filter(pk=run_id, worker=worker, attempts=attempts).exists()
+
+
 @transaction.atomic
-def run_heartbeat(*, run_id: int, pid: int | None = None) -> bool:
-    """Record that the run's process is alive. Returns False when the run is no longer ``running``
-    (it was declared lost, or ended): the worker must then stop it."""
+def run_heartbeat(*, run_id: int, pid: int | None = None, worker: str | None = None) -> bool:
+    """Record that the run's process is alive. Returns False when the run is no longer ``running`` (it was
+    declared lost, or ended) or, given ``worker``, no longer held by that worker (taken over elsewhere): the
+    worker must then stop it."""
     updates = {"heartbeat_at": timezone.now()}
     if pid is not None:
         updates["pid"] = pid
-    return Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(**updates) == 1
+    held = Run.objects.filter(pk=run_id, status=RunStatus.RUNNING)
+    if worker is not None:
+        held = held.filter(worker=worker)
+    return held.update(**updates) == 1
 
 
 @transaction.atomic
@@ -177,7 +187,8 @@ def run_finish(*, run_id: int, status: str, error: str = "") -> Run:
 
 
 @transaction.atomic
-def run_record_exit(*, run_id: int, outcome: str, forced: bool = False, detail: str = "") -> str:
+def run_record_exit(*, run_id: int, outcome: str, forced: bool = False, detail: str = "",
+                    worker: str | None = None) -> str:
     """A running run's training process exited: decide how the run ended and record it; returns its status.
 
     ``outcome`` is what the process reported: "succeeded" (it trained every step), "stopped" (it stopped
@@ -187,8 +198,8 @@ def run_record_exit(*, run_id: int, outcome: str, forced: bool = False, detail: 
     (declared lost meanwhile, or ended elsewhere) is left as it is.
     """
     run = _locked(run_id)
-    if run.status != RunStatus.RUNNING:
-        return run.status
+    if run.status != RunStatus.RUNNING or (worker is not None and run.worker != worker):
+        return run.status  # ended meanwhile, or another worker holds it now: not this process's to record
     if forced or run.kill_requested_at is not None:
         return run_finish(run_id=run_id, status=RunStatus.KILLED,
                           error="terminated after the kill grace period" if forced else "").status
