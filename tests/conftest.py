@@ -203,6 +203,15 @@ def join_default_project(user, role: str = "member") -> None:
     Membership.objects.update_or_create(project=default_project(), user=user, defaults={"role": role})
 
 
+def logged_in(user):
+    """A test client logged in as ``user``."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
 @pytest.fixture
 def client_in(client, user):
     client.force_login(user)

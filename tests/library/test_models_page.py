@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from django.test import Client
+from tests.conftest import logged_in
 from django.urls import reverse
 from django.utils.html import escape
 
@@ -16,10 +16,6 @@ from webapp.projects.models import AuditEvent
 pytestmark = pytest.mark.django_db
 
 
-def logged_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

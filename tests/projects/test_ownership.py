@@ -4,7 +4,7 @@ project. (The same checks through the token API: tests/api/test_api.py.)"""
 from __future__ import annotations
 
 import pytest
-from django.test import Client
+from tests.conftest import logged_in
 from django.urls import reverse
 
 from webapp.evals.models import EvalJob
@@ -22,10 +22,6 @@ def config(model_dir):
     return {"preset": "grpo", "model_path": model_dir, "total_steps": 6, "prompts_per_step": 4, "group_size": 4}
 
 
-def logged_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

@@ -233,14 +233,21 @@ def _checkpoint(request, checkpoint_id: Optional[int]):
     return checkpoint
 
 
-@api.post("/runs", response={201: dict}, tags=["runs"])
-def runs_create(request, payload: RunIn):
-    """Launch one run. 400 with per-field errors (config knobs by name) when anything is wrong."""
+def _launch_inputs(request, payload):
+    """A launch's project (by name), the checkpoint it starts from (its folder the config's default model_path)
+    and the config; field errors for a project or checkpoint outside the caller's projects."""
     project = _launch_project(request, payload.project)
     parent = _checkpoint(request, payload.from_checkpoint)
     config = dict(payload.config)
     if parent is not None:
         config.setdefault("model_path", parent.path)
+    return project, parent, config
+
+
+@api.post("/runs", response={201: dict}, tags=["runs"])
+def runs_create(request, payload: RunIn):
+    """Launch one run. 400 with per-field errors (config knobs by name) when anything is wrong."""
+    project, parent, config = _launch_inputs(request, payload)
     run = run_services.run_create(config=config, user=request.user, project=project, name=payload.name,
                                   parent_run=parent.run if parent else None, parent_step=parent.step if parent else None)
     return Status(201, {"id": run.pk, "status": run.status, "project": run.project.name})
@@ -305,11 +312,7 @@ def runs_metrics(request, run_id: int, metric_keys: str = Query("", alias="keys"
 @api.post("/sweeps", response={201: dict}, tags=["sweeps"])
 def sweeps_create(request, payload: SweepIn):
     """Launch a sweep: seeds x an optional grid, a concurrency limit, an early-stopping policy."""
-    project = _launch_project(request, payload.project)
-    parent = _checkpoint(request, payload.from_checkpoint)
-    config = dict(payload.config)
-    if parent is not None:
-        config.setdefault("model_path", parent.path)
+    project, parent, config = _launch_inputs(request, payload)
     cfg = run_services.as_config(config)
     seeds_text = payload.seeds if isinstance(payload.seeds, str) else (
         str(payload.seeds) if isinstance(payload.seeds, int) else ",".join(map(str, payload.seeds)) + ",")
