@@ -81,3 +81,10 @@ def test_a_gguf_import_is_queued_for_a_worker_and_a_bad_file_fails_visibly(ann, 
     with pytest.raises(Exception, match="no GGUF magic"):
         (tmp_path / "text.gguf").write_text("hello")
         model_import_gguf(user=ann, name="text", gguf=str(tmp_path / "text.gguf"))
+
+
+def test_the_run_form_suggests_the_library_models(ann, model_dir, smollm2_dir):
+    register(logged_in(ann), name="mine", path=model_dir)
+    page = logged_in(ann).get(reverse("runs:new")).content.decode()
+    assert 'list="model_path-suggestions"' in page
+    assert f'<option value="{os.path.realpath(model_dir)}">' in page and f'<option value="{smollm2_dir}">' in page

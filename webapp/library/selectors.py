@@ -57,3 +57,10 @@ def checkpoint_models(*, user, limit: int = 100) -> list[dict]:
                         field="run__project").order_by("-created_at")[:limit]:
         rows.append({"checkpoint": ckpt, "run": ckpt.run, "base": ckpt.run.config.get("model_path") or "tiny (built-in)"})
     return rows
+
+
+def model_paths_for(*, user) -> list[str]:
+    """The model folders the run form suggests: the built-in pretrained model and the user's library entries."""
+    paths = [m["path"] for m in builtin_models() if m["path"]]
+    paths += [e.path for e in model_entries(user=user).filter(status="ready")]
+    return list(dict.fromkeys(paths))

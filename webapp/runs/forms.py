@@ -85,6 +85,10 @@ class RunForm(forms.Form):
             spec = self.specs[name]
             self.fields[name] = self._field_for(spec)
             self.fields[name].initial = to_form_text(spec["kind"], values.get(name))
+        if user is not None:  # the model library's folders, suggested (any folder in the allowed ones is accepted)
+            from webapp.library.selectors import model_paths_for
+
+            self.fields["model_path"].widget = DatalistInput(model_paths_for(user=user))
         self.config: TrainConfig | None = None  # parsed once, here; the services take it as it is
 
     @staticmethod
