@@ -149,7 +149,8 @@ def api_failure(exc: ApiError, root: str) -> Failure:
         return Failure(3, "error: the server refused the token (missing, invalid or revoked): "
                           + TOKEN_HELP.format(root=root))
     if exc.status in REFUSALS:
-        return Failure(4, f"error: {REFUSALS[exc.status]}: {_detail(exc.body) or exc.url}")
+        detail, word = _detail(exc.body) or exc.url, REFUSALS[exc.status]
+        return Failure(4, f"error: {detail}" if detail.startswith(f"{word}:") else f"error: {word}: {detail}")
     detail = _detail(exc.body)
     return Failure(2 if exc.status == 400 else 1, f"error: HTTP {exc.status} from {exc.url}"
                                                   + (f": {detail}" if detail else ""))

@@ -2,9 +2,11 @@
 fail closed."""
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
+from training.fields import FieldErrors
 from django.urls import reverse
 
 from webapp.runs import services
@@ -73,3 +75,58 @@ def test_a_config_may_name_only_paths_inside_the_allowed_folders(client_in, sett
     response = client_in.post("/runs/new/", {"rendered_preset": "grpo", "preset": "grpo", "model_path": "/etc"})
     assert response.status_code == 400 and "must lie inside the allowed folders" in response.content.decode()
     assert not Run.objects.exists()
+
+
+def test_another_projects_checkpoints_and_library_models_are_not_found(django_user_model, settings, tmp_path,
+                                                                       model_dir):
+    """The new-user trial's exploit: a raw model_path into another project's run folder (its checkpoints) or
+    library folder was accepted because it lies inside $SEEDBED_HOME. Now a run's folder may be named only by
+    who may read the run, a library folder only by its project's members; the rest of $SEEDBED_HOME (database,
+    secret key, logs) is outside the allowed folders."""
+    import json as json_module
+    import shutil
+
+    from tests.api.conftest import Api
+    from tests.conftest import logged_in
+    from webapp.api.services import token_create
+    from webapp.library.models import ModelEntry
+    from webapp.library.services import model_register
+    from webapp.projects.services import project_create
+    from webapp.runs.models import Run
+    from webapp.runs.services import run_create
+
+    settings.SEEDBED_RUNS_DIR = tmp_path / "home" / "runs"
+    settings.SEEDBED_LIBRARY_DIR = tmp_path / "home" / "library"
+    settings.SEEDBED_DATA_ROOTS = [str(settings.SEEDBED_RUNS_DIR), str(settings.SEEDBED_LIBRARY_DIR),
+                                   str(tmp_path / "home" / "models")]
+    base = tmp_path / "home" / "models" / "base"
+    shutil.copytree(model_dir, base)
+    alice = django_user_model.objects.create_user(username="alice", password="x")
+    carol = django_user_model.objects.create_user(username="carol", password="x")
+    vision = project_create(user=alice, name="vision")
+    run = run_create(config={"model_path": str(base)}, user=alice, project=vision)
+    checkpoint = settings.SEEDBED_RUNS_DIR / str(run.pk) / "checkpoints" / "step_000002"
+    library = settings.SEEDBED_LIBRARY_DIR / "vision" / "model"
+    data = settings.SEEDBED_RUNS_DIR / str(run.pk) / "train.jsonl"
+    for folder in (checkpoint, library):
+        shutil.copytree(model_dir, folder)
+    data.write_text(json_module.dumps({"prompt": "1+1=", "answer": "2"}) + "\n")
+    (tmp_path / "home" / "x.jsonl").write_text(data.read_text())  # directly in $SEEDBED_HOME: never allowed
+
+    api = Api(logged_in(carol), token_create(user=carol)[1])
+    for config, field in (({"model_path": str(checkpoint)}, "model_path"), ({"model_path": str(library)}, "model_path"),
+                          ({"task": "file", "data_path": str(data)}, "data_path")):
+        response = api.post("/runs", {"config": config})
+        assert response.status_code == 400 and response.json()["errors"][field].startswith("not found in your projects")
+        response = api.post("/sweeps", {"config": config, "seeds": 2})
+        assert response.status_code == 400 and field in response.json()["errors"]
+    response = api.post("/runs", {"config": {"task": "file", "data_path": str(tmp_path / "home" / "x.jsonl")}})
+    assert response.json()["errors"]["data_path"].startswith("must lie inside the allowed folders")
+    for path in (checkpoint, library):
+        with pytest.raises(FieldErrors, match="not found in your projects"):
+            model_register(user=carol, name="stolen", path=str(path))
+    assert not ModelEntry.objects.exists() and Run.objects.count() == 1
+    # its own members (and staff) may
+    assert run_create(config={"model_path": str(checkpoint)}, user=alice, project=vision).pk
+    assert run_create(config={"model_path": str(library)}, user=alice, project=vision).pk
+    assert model_register(user=alice, name="from-checkpoint", path=str(checkpoint)).pk

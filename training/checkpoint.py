@@ -31,6 +31,23 @@ def latest_checkpoint(out_dir: str) -> tuple[int, str] | None:
     return max(found) if found else None
 
 
+def discard_checkpoints_except(out_dir: str, keep_steps) -> list[int]:
+    """Remove the checkpoints of ``out_dir`` whose step is not in ``keep_steps`` (the ones the run's record
+    knows): a folder left by something else, e.g. an earlier run with the same id, must not be resumed from.
+    Returns the steps removed."""
+    root = checkpoint_dir(out_dir)
+    if not os.path.isdir(root):
+        return []
+    keep = set(keep_steps)
+    removed = []
+    for d in os.listdir(root):
+        m = _STEP_DIR.match(d)
+        if m and int(m.group(1)) not in keep:
+            shutil.rmtree(os.path.join(root, d), ignore_errors=True)
+            removed.append(int(m.group(1)))
+    return sorted(removed)
+
+
 def save_checkpoint(out_dir: str, step: int, *, model, tokenizer, optimizer, scheduler, generators: dict,
                     config_dict: dict) -> str:
     final = os.path.join(checkpoint_dir(out_dir), f"step_{step:06d}")

@@ -193,10 +193,15 @@ LOGGING = {
 
 # --- Seedbed's own knobs ------------------------------------------------------------------------------
 SEEDBED_RUNS_DIR = SEEDBED_HOME / "runs"
-# The folders a config submitted through the web app or the API may name as model_path or data_path:
-# $SEEDBED_HOME (checkpoints, the tiny model, var/models, var/data) and those the operator adds.
-SEEDBED_DATA_ROOTS = [str(SEEDBED_HOME)] + [p for p in os.environ.get("SEEDBED_DATA_ROOTS", "").split(os.pathsep)
-                                            if p.strip()]
+# Imported models, one folder per project (webapp.library): only the project's members may name them.
+SEEDBED_LIBRARY_DIR = SEEDBED_HOME / "library"
+# The folders a config submitted through the web app or the API may name as model_path or data_path: the
+# built-in models and shared data under $SEEDBED_HOME, the library and run folders (where membership decides,
+# webapp.runs.selectors.config_path_error), and the folders the operator adds. Never the rest of $SEEDBED_HOME
+# (the database, the secret key, the admin password, logs).
+SEEDBED_DATA_ROOTS = [str(SEEDBED_HOME / "models"), str(SEEDBED_HOME / "data"), str(SEEDBED_LIBRARY_DIR),
+                      str(SEEDBED_RUNS_DIR)] + [p for p in os.environ.get("SEEDBED_DATA_ROOTS", "").split(os.pathsep)
+                                                if p.strip()]
 # Seconds between a running run's heartbeats, and the age at which a heartbeat means the run is lost.
 SEEDBED_HEARTBEAT_S = float(os.environ.get("SEEDBED_HEARTBEAT_S", "5"))
 SEEDBED_LOST_AFTER_S = float(os.environ.get("SEEDBED_LOST_AFTER_S", "60"))

@@ -121,9 +121,10 @@ def main(argv: list[str]) -> int:
     import torch
     from django.conf import settings
 
+    from training.checkpoint import discard_checkpoints_except
     from training.config import TrainConfig
     from training.loop import train
-    from webapp.runs.models import Run
+    from webapp.runs.models import Checkpoint, Run
     from workers.sink import DatabaseSink
 
     # Each worker slot trains one run; one thread per run keeps slots from fighting over cores.
@@ -137,6 +138,11 @@ def main(argv: list[str]) -> int:
     cfg = TrainConfig.from_dict(run.config)
     out_dir = os.path.join(settings.SEEDBED_RUNS_DIR, str(run_id))
     os.makedirs(out_dir, exist_ok=True)
+    # resume only from checkpoints this run recorded: a folder's others are someone else's (a run that had
+    # this id before the database was reset, or a save whose record never landed)
+    stale = discard_checkpoints_except(out_dir, Checkpoint.objects.filter(run_id=run_id).values_list("step", flat=True))
+    if stale:
+        print(f"run {run_id}: removed checkpoints it never recorded (steps {stale})", flush=True)
     print(f"run {run_id}: training in {out_dir}", flush=True)
     try:
         result = train(cfg, out_dir, sink=DatabaseSink(run_id, claim=claim), should_stop=stop)

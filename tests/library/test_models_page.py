@@ -71,7 +71,7 @@ def test_a_gguf_import_is_queued_for_a_worker_and_a_bad_file_fails_visibly(ann, 
     fake.write_bytes(b"GGUF" + b"\x00" * 64)  # the magic, then nothing a reader can use
     with django_capture_on_commit_callbacks() as callbacks:
         entry = model_import_gguf(user=ann, name="broken", gguf=str(fake))
-    assert entry.status == "importing" and entry.path.endswith(os.path.join("models", "ann", "broken"))
+    assert entry.status == "importing" and entry.path.endswith(os.path.join("library", "ann", "broken"))
     assert len(callbacks) == 1  # the import task, sent once the entry is committed
     page = logged_in(ann).get(reverse("library:model", args=[entry.pk]))
     assert page["Refresh"] == "3" and "Importing" in page.content.decode()

@@ -27,3 +27,14 @@ def test_a_planted_pickle_in_the_trainer_state_runs_nothing(tmp_path):
         load_trainer_state(str(tmp_path), optimizer=None, scheduler=None, generators={})
     assert not marker.exists()
     assert os.listdir(tmp_path) == ["trainer_state.pt"]
+
+
+def test_checkpoints_the_run_never_recorded_are_discarded(tmp_path):
+    from training.checkpoint import checkpoint_dir, discard_checkpoints_except
+
+    for step in (2, 4, 6):
+        os.makedirs(os.path.join(checkpoint_dir(str(tmp_path)), f"step_{step:06d}"))
+    os.makedirs(os.path.join(checkpoint_dir(str(tmp_path)), "notes"))
+    assert discard_checkpoints_except(str(tmp_path), [4]) == [2, 6]
+    assert sorted(os.listdir(checkpoint_dir(str(tmp_path)))) == ["notes", "step_000004"]
+    assert discard_checkpoints_except(str(tmp_path / "none"), []) == []

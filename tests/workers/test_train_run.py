@@ -117,3 +117,18 @@ def test_a_sweep_starts_its_next_queued_run_when_one_ends(celery_worker):
     # concurrency 1: each run started only after the previous one ended
     for before, after in zip(runs, runs[1:]):
         assert before.ended_at <= after.started_at
+
+
+def test_a_run_never_resumes_from_a_checkpoint_it_did_not_record(celery_worker, worker_env):
+    """A run's folder holding another run's checkpoint (a run that had the same id before the database was
+    reset) is not resumed from: the run trains from step 1 and the stranger is removed."""
+    _, home = worker_env
+    cfg = services.as_config(tiny_config(total_steps=4, seed=8)).to_dict()
+    run = Run.objects.create(project=default_project(), config=cfg, seed=8, queue="cpu")
+    stranger = home / "runs" / str(run.pk) / "checkpoints" / "step_000003"
+    stranger.mkdir(parents=True)
+    (stranger / "trainer_state.pt").write_bytes(b"not this run's")
+    services.run_dispatch(run=run)
+    run = wait_status(run.pk, RunStatus.SUCCEEDED, RunStatus.FAILED)
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert_every_step_complete(run.pk, 4) and not stranger.exists()

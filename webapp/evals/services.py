@@ -24,6 +24,7 @@ from training.verifiers import check_reward_spec
 from webapp.projects.models import Role
 from webapp.projects.services import audit, default_project, require_role
 from webapp.runs.models import Checkpoint, Run
+from webapp.runs.selectors import config_path_error
 from webapp.runs.services import queue_for
 from webapp.sweeps.models import Sweep
 
@@ -127,7 +128,7 @@ def _check_rewards(rewards, errors: dict) -> None:
         errors["rewards"] = problem
 
 
-def _check_dataset(*, task: str, data_path: str, prompt_field: str, answer_field: str, problems: int,
+def _check_dataset(*, task: str, data_path: str, prompt_field: str, answer_field: str, problems: int, user=None,
                    errors: dict) -> int:
     """Checks the dataset can be read and is not empty; returns the number of problems the job will use."""
     if task_error(task):
@@ -145,7 +146,7 @@ def _check_dataset(*, task: str, data_path: str, prompt_field: str, answer_field
     if problems < 0:
         errors["problems"] = f"must be 0 (all rows) or more; got {problems}"
         return 0
-    outside = outside_roots(data_path, settings.SEEDBED_DATA_ROOTS)
+    outside = outside_roots(data_path, settings.SEEDBED_DATA_ROOTS) or config_path_error(user=user, path=data_path)
     if outside:
         errors["data_path"] = outside
         return 0
@@ -177,7 +178,7 @@ class EvalInput:
     keep_completions: int
 
 
-def validate_eval_input(*, run: Run | None, sweep: Sweep | None, models: list[str], task: str, data_path: str = "",
+def validate_eval_input(*, run: Run | None, sweep: Sweep | None, models: list[str], task: str, data_path: str = "", user=None,
                         prompt_field: str = "prompt", answer_field: str = "answer", problems: int, n: int,
                         ks: list[int] | None = None, temperature: float = 1.0, top_p: float = 1.0,
                         max_new_tokens: int = 8, rewards: list | None = None, seed: int = 0,
@@ -202,7 +203,7 @@ def validate_eval_input(*, run: Run | None, sweep: Sweep | None, models: list[st
         errors["keep_completions"] = f"must lie in 0..{MAX_KEEP_COMPLETIONS}; got {keep_completions}"
     if not 0 <= seed <= MAX_SEED:
         errors["seed"] = f"must lie in 0..{MAX_SEED}; got {seed}"
-    count = _check_dataset(task=task, data_path=data_path, prompt_field=prompt_field, answer_field=answer_field,
+    count = _check_dataset(task=task, data_path=data_path, prompt_field=prompt_field, answer_field=answer_field, user=user,
                            problems=problems, errors=errors)
     rewards = list(rewards) if rewards else (default_rewards(task) if not task_error(task) else [])
     _check_rewards(rewards, errors)
@@ -233,7 +234,7 @@ def eval_create(*, run: Run | None = None, sweep: Sweep | None = None, models: l
     project_id = origin.project_id if origin is not None else default_project().pk
     if user is not None:
         require_role(user, project_id, Role.MEMBER)
-    valid = validate_eval_input(run=run, sweep=sweep, models=models, **inputs)
+    valid = validate_eval_input(run=run, sweep=sweep, models=models, user=user, **inputs)
     job = EvalJob.objects.create(
         name=name, project_id=project_id, run=run, sweep=sweep, task=valid.task, data_path=valid.data_path,
         prompt_field=valid.prompt_field, answer_field=valid.answer_field, problems=valid.problems, n=valid.n,

@@ -1,8 +1,15 @@
 from django.contrib import admin
 
-from .models import JudgeEndpoint
+from .models import JudgeEndpoint, ModelEntry
 
 
 @admin.register(JudgeEndpoint)
 class JudgeEndpointAdmin(admin.ModelAdmin):
     list_display = ("name", "base_url", "model", "local_model_path", "secret")
+
+
+@admin.register(ModelEntry)
+class ModelEntryAdmin(admin.ModelAdmin):
+    list_display = ("name", "project", "status", "path", "created_by", "created_at")
+    list_filter = ("status",)
+    search_fields = ("name", "project__name", "path")

@@ -13,6 +13,7 @@ from training.fields import FieldErrors
 from training.models import check_gguf_file, describe_model
 from webapp.projects.models import Role
 from webapp.projects.services import audit, project_for_launch, require_role
+from webapp.runs.selectors import config_path_error
 
 from .models import ModelEntry, ModelStatus
 
@@ -28,11 +29,11 @@ def _check_name(name, project) -> str:
     return name
 
 
-def _check_folder(path) -> str:
+def _check_folder(path, user) -> str:
     if not isinstance(path, str) or not path.strip():
         raise FieldErrors({"path": "give the model folder"})
     path = path.strip()
-    problem = outside_roots(path, settings.SEEDBED_DATA_ROOTS)
+    problem = outside_roots(path, settings.SEEDBED_DATA_ROOTS) or config_path_error(user=user, path=path)
     if problem:
         raise FieldErrors({"path": problem})
     if not os.path.isfile(os.path.join(path, "config.json")):
@@ -45,7 +46,7 @@ def model_register(*, user, name, path, project=None) -> ModelEntry:
     """Register a Hugging Face model folder that is already on the server, described from its files."""
     project = project_for_launch(user=user, project=project)
     name = _check_name(name, project)
-    folder = _check_folder(path)
+    folder = _check_folder(path, user)
     entry = ModelEntry.objects.create(project=project, name=name, path=folder, description=describe_model(folder),
                                       created_by=user)
     audit(project=project, user=user, action="model.register", target_type="model", target_id=entry.pk, path=folder)
@@ -53,7 +54,8 @@ def model_register(*, user, name, path, project=None) -> ModelEntry:
 
 
 def imported_folder(project, name: str) -> str:
-    return os.path.join(str(settings.SEEDBED_HOME), "models", project.name, name)
+    """$SEEDBED_HOME/library/<project>/<name>: only the project's members may name it in a config."""
+    return os.path.join(str(settings.SEEDBED_LIBRARY_DIR), project.name, name)
 
 
 @transaction.atomic
@@ -64,7 +66,7 @@ def model_import_gguf(*, user, name, gguf, project=None) -> ModelEntry:
     if not isinstance(gguf, str) or not gguf.strip():
         raise FieldErrors({"gguf": "give the .gguf file to import"})
     gguf = gguf.strip()
-    problem = outside_roots(gguf, settings.SEEDBED_DATA_ROOTS)
+    problem = outside_roots(gguf, settings.SEEDBED_DATA_ROOTS) or config_path_error(user=user, path=gguf)
     if problem:
         raise FieldErrors({"gguf": problem})
     check_gguf_file(gguf)

@@ -72,6 +72,7 @@ class RunForm(forms.Form):
 
     def __init__(self, *args, preset: str = "grpo", initial_config: dict | None = None, user=None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.user = user
         if user is not None:
             self.fields["project"] = project_field(user)
             self.order_fields(["name", "project"])
@@ -135,7 +136,7 @@ class RunForm(forms.Form):
         if self.errors:
             return cleaned
         try:
-            cfg = parse_config(self.submitted_config())
+            cfg = parse_config(self.submitted_config(), user=self.user)
         except FieldErrors as exc:
             self.add_config_errors(exc)
             return cleaned

@@ -139,7 +139,35 @@ def run_prompt_preview(*, run: Run) -> dict:
     try:
         cfg = TrainConfig.from_dict(run.config, check_paths=False)
         path = cfg.resolved_model_path()
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            return {"error": "the model is not there yet (the built-in model is built, or an import runs, on "
+                             "first use): the prompt appears once it is"}
         tokenizer = _tokenizer(path, os.path.getmtime(os.path.join(path, "config.json")))
         return preview(cfg, tokenizer)
     except Exception as exc:  # a page section, not the page: say why and carry on
         return {"error": f"{type(exc).__name__}: {exc}"[:500]}
+
+
+def config_path_error(*, user, path: str) -> str:
+    """"" when ``user`` may name ``path`` in a config: a run's folder (its checkpoints) only when they may read
+    that run, a library folder only when they may read its project; other allowed folders are shared. (The
+    allowed folders themselves are checked by the config schema, training.config.outside_roots.)"""
+    from django.conf import settings
+
+    from webapp.projects.selectors import visible_projects
+
+    if not path or user is None:
+        return ""
+    real = os.path.realpath(path)
+    for base, kind in ((settings.SEEDBED_RUNS_DIR, "run"), (settings.SEEDBED_LIBRARY_DIR, "project")):
+        base = os.path.realpath(base)
+        if not real.startswith(base.rstrip(os.sep) + os.sep):
+            continue
+        owner = os.path.relpath(real, base).split(os.sep)[0]
+        if kind == "run":
+            readable = owner.isdigit() and visible(Run.objects.all(), user).filter(pk=int(owner)).exists()
+        else:
+            readable = visible_projects(user).filter(name=owner).exists()
+        if not readable:
+            return f"not found in your projects: {path}"
+    return ""

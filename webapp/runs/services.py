@@ -15,9 +15,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from training.config import TrainConfig
+from training.fields import FieldErrors
 from webapp.projects.models import Role
 from webapp.projects.services import audit, project_for_launch, require_role
 
+from .selectors import config_path_error
 from .models import (ENDED_STATUSES, LEGAL_TRANSITIONS, RESUMABLE_STATUSES, Checkpoint, MetricPoint, Run,
                      RunStatus, Sample)
 from .signals import slots_changed
@@ -40,16 +42,26 @@ def _locked(run_id: int) -> Run:
     return Run.objects.select_for_update().get(pk=run_id)
 
 
-def parse_config(data: dict) -> TrainConfig:
+def parse_config(data: dict, *, user=None) -> TrainConfig:
     """A request's config, validated by the one schema (training.config), its paths inside the allowed folders
-    (settings.SEEDBED_DATA_ROOTS); raises FieldErrors with per-field messages."""
+    (settings.SEEDBED_DATA_ROOTS) and, for ``user``, inside what they may read (another project's checkpoints
+    and library models are not found); raises FieldErrors with per-field messages."""
+    errors = {}
+    if isinstance(data, dict):
+        for name in ("model_path", "data_path"):
+            value = data.get(name)
+            problem = config_path_error(user=user, path=value) if isinstance(value, str) else ""
+            if problem:
+                errors[name] = problem
+    if errors:
+        raise FieldErrors(errors)
     return TrainConfig.from_dict(data, check_paths=True, roots=settings.SEEDBED_DATA_ROOTS)
 
 
-def as_config(config: TrainConfig | dict) -> TrainConfig:
+def as_config(config: TrainConfig | dict, *, user=None) -> TrainConfig:
     """A config as the one schema (training.config) has it: a TrainConfig passes as it is (a request parsed it
-    once, in its form), a mapping is parsed and validated (``parse_config``)."""
-    return config if isinstance(config, TrainConfig) else parse_config(config)
+    once, in its form, for its user), a mapping is parsed and validated (``parse_config``)."""
+    return config if isinstance(config, TrainConfig) else parse_config(config, user=user)
 
 
 def queue_for(cfg: TrainConfig) -> str:
@@ -76,7 +88,7 @@ def run_create(*, config: TrainConfig | dict, user=None, project=None, name: str
         project = project_for_launch(user=user, project=project)
         if parent_run is not None and user is not None:
             require_role(user, parent_run.project_id, Role.VIEWER)
-    cfg = as_config(config)
+    cfg = as_config(config, user=user if sweep is None else None)  # a sweep's runs: checked with the sweep
     run = Run.objects.create(name=name, project=project, sweep=sweep, config=cfg.to_dict(), seed=cfg.seed,
                              queue=queue_for(cfg), created_by=user, parent_run=parent_run, parent_step=parent_step)
     if sweep is None:
