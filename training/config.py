@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, get_args, get_origin
 
-from training.data import task_error
+from training.data import task_error, task_params_error
 from training.fields import RANGE_KEYS, FieldErrors, coerce, range_error, range_text
 
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -52,6 +52,8 @@ class TrainConfig:
     task: str = _f("arithmetic", "Built-in task (arithmetic, countdown), 'file' for your own JSONL/Parquet data, or "
                    "reasoning_gym:<task> for one of reasoning-gym's seeded generators (e.g. "
                    "reasoning_gym:basic_arithmetic), scored by the task's own score_answer.")
+    task_params: dict = _f({}, "A reasoning_gym task's own settings (its difficulty), e.g. {\"max_terms\": 2, "
+                           "\"max_digits\": 1} for basic_arithmetic; the same for its held-out problems.")
     task_size: int = _f(1000, "Training problems a reasoning_gym task generates from the run's seed (its held-out "
                         "problems are one fixed set, the same for every seed).", min=1, max=1_000_000)
     data_path: str = _f("", "Training data file (.jsonl or .parquet) when task is 'file'.")
@@ -244,6 +246,8 @@ class TrainConfig:
             e["rollout_engine"] = "vllm returns no kept-token masks or expert choices: use hf for keep_sampling_mask/keep_routing"
         if task_error(self.task):
             e["task"] = task_error(self.task)
+        elif task_params_error(self.task, self.task_params):
+            e["task_params"] = task_params_error(self.task, self.task_params)
         for name, limit in (("system_prompt", 4000), ("answer_instruction", 1000)):
             if len(getattr(self, name)) > limit:
                 e[name] = f"at most {limit} characters; got {len(getattr(self, name))}"

@@ -101,6 +101,35 @@ def task_error(task: str) -> str:
             f"got {task!r}")
 
 
+def task_params_error(task: str, params) -> str:
+    """"" when ``params`` suit the task: a reasoning-gym task's own config fields (its difficulty: e.g.
+    basic_arithmetic's max_terms, max_digits), with scalar or list values its config accepts; nothing else
+    takes parameters."""
+    if not params:
+        return ""
+    if not isinstance(params, dict):
+        return f"must be a mapping of the task's settings; got {type(params).__name__}"
+    if not task.startswith(REASONING_GYM) or task_error(task):
+        return "only a reasoning_gym:<task> takes parameters"
+    import dataclasses
+
+    from reasoning_gym.factory import DATASETS
+
+    config_cls = DATASETS[task[len(REASONING_GYM):]][1]
+    accepted = sorted(f.name for f in dataclasses.fields(config_cls) if f.name not in ("seed", "size"))
+    unknown = sorted(set(params) - set(accepted))
+    if unknown:
+        return f"unknown setting(s) {unknown} of {task}; accepted: {', '.join(accepted)}"
+    for key, value in params.items():
+        if not isinstance(value, (bool, int, float, str, list)) or (isinstance(value, float) and value != value):
+            return f"{key}: expected a number, a string, true/false or a list; got {value!r}"
+    try:
+        config_cls(**params, seed=0, size=1).validate()
+    except Exception as exc:  # the package's own checks (AssertionError, ValueError, TypeError)
+        return f"{task}: {exc or type(exc).__name__}"
+    return ""
+
+
 def default_rewards(task: str) -> list[dict]:
     """The reward spec a task is scored with when the config names none."""
     if task.startswith(REASONING_GYM):
@@ -112,11 +141,11 @@ class ReasoningGymExamples(Sequence):
     """``size`` problems of one reasoning-gym task from ``seed``, made when read (the package's datasets are
     lazy). Each example keeps the package's entry (question, answer, metadata) for its own ``score_answer``."""
 
-    def __init__(self, name: str, size: int, seed: int):
+    def __init__(self, name: str, size: int, seed: int, params: dict | None = None):
         import reasoning_gym
 
         self.name = name
-        self.dataset = reasoning_gym.create_dataset(name, size=size, seed=seed)
+        self.dataset = reasoning_gym.create_dataset(name, size=size, seed=seed, **(params or {}))
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -236,13 +265,14 @@ class PromptSource:
 
 
 def make_prompt_source(task: str, data_path: str = "", prompt_field: str = "prompt",
-                       answer_field: str = "answer", *, seed: int = 0, task_size: int = 1000) -> PromptSource:
+                       answer_field: str = "answer", *, seed: int = 0, task_size: int = 1000,
+                       task_params: dict | None = None) -> PromptSource:
     if task in BUILTIN_TASKS:
         return PromptSource(task)
     if task.startswith(REASONING_GYM):
         name = task[len(REASONING_GYM):]
-        return PromptSource(task, examples=ReasoningGymExamples(name, task_size, seed),
-                            held_out=ReasoningGymExamples(name, HELD_OUT_SIZE, HELD_OUT_SEED))
+        return PromptSource(task, examples=ReasoningGymExamples(name, task_size, seed, task_params),
+                            held_out=ReasoningGymExamples(name, HELD_OUT_SIZE, HELD_OUT_SEED, task_params))
     examples = load_file_dataset(data_path, prompt_field, answer_field)
     return PromptSource(task, examples=examples)
 

@@ -48,7 +48,7 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
     # the reference policy is the run's starting model (its checkpoint parent for iterative RLVR)
     ref_model = load_model(cfg.resolved_model_path(), device)[0].eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     source = make_prompt_source(cfg.task, cfg.data_path, cfg.prompt_field, cfg.answer_field, seed=cfg.seed,
-                                task_size=cfg.task_size)
+                                task_size=cfg.task_size, task_params=cfg.task_params)
     reward_fn = build_reward(cfg.rewards or default_rewards(cfg.task))
     engine = make_rollout_engine(cfg.rollout_engine, model, tokenizer)
     # foreach: one kernel per op over all parameters instead of a Python loop over ~40 tensors

@@ -186,5 +186,5 @@ def test_the_real_model_demo_run_is_launched_once(smollm2_dir, django_user_model
     call_command("demo_real_run")
     run = Run.objects.get()
     assert run.config["model_path"] == smollm2_dir and run.config["task"] == "reasoning_gym:basic_arithmetic"
-    assert run.config["chat_template"] == "auto" and "<answer>" in run.config["answer_instruction"]
+    assert run.config["chat_template"] == "auto" and run.config["task_params"]["max_digits"] == 1
     assert run.project.name == "admin" and "exists already" in capsys.readouterr().out

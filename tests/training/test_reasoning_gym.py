@@ -58,6 +58,8 @@ def test_answer_extraction_forms():
     assert extract_answer("no tag") is None
     assert extract_answer(r"so \boxed{\frac{1}{2}}", "boxed") == r"\frac{1}{2}"
     assert extract_answer("step\n\n42\n", "last_line") == "42" and extract_answer(" x ", "whole") == "x"
+    assert extract_answer("8 + 4 = 12, so -3.5 it is.", "last_number") == "-3.5"
+    assert extract_answer("no digits", "last_number") is None
     assert "extract must be one of" in check_reward_spec([{"name": "reasoning_gym", "params": {"extract": "xml"}}])
 
 
@@ -83,3 +85,20 @@ def test_the_cli_evaluates_a_reasoning_gym_task(tiny_model_dir, capsys):
     assert len(result["problems"]) == 3 and set(result["pass@k"]) == {"1", "2"}
     assert main(["eval", "--model", tiny_model_dir, "--data", "reasoning_gym:nope", "--n", "2", "--k", "1"]) == 2
     assert "error: --data: reasoning-gym has no task 'nope'" in capsys.readouterr().err
+
+
+def test_task_params_set_the_tasks_difficulty_and_are_checked():
+    easy = {"min_terms": 2, "max_terms": 2, "max_digits": 1, "allow_parentheses": False, "allow_negation": False}
+    source = make_prompt_source("reasoning_gym:basic_arithmetic", seed=1, task_size=50, task_params=easy)
+    for example in [source.examples[i] for i in range(20)] + source.eval_set(20):
+        numbers = [t for t in example["prompt"].removeprefix("Calculate ").rstrip(".").split() if t.isdigit()]
+        assert len(numbers) == 2 and all(int(n) <= 10 for n in numbers), example["prompt"]  # "1 digit": 0..10
+    for params, message in (({"bogus": 1}, "unknown setting(s) ['bogus']"),
+                            ({"min_terms": 5, "max_terms": 2}, "max_terms must be >= min_terms"),
+                            ({"max_terms": {"a": 1}}, "expected a number")):
+        with pytest.raises(FieldErrors) as info:
+            TrainConfig.from_dict({"task": "reasoning_gym:basic_arithmetic", "task_params": params}, check_paths=False)
+        assert message in info.value.errors["task_params"]
+    with pytest.raises(FieldErrors) as info:
+        TrainConfig.from_dict({"task": "arithmetic", "task_params": {"a": 1}}, check_paths=False)
+    assert "only a reasoning_gym:<task> takes parameters" in info.value.errors["task_params"]

@@ -3,7 +3,7 @@
 
 The answer is first taken out of the completion the way the prompt asked for it: inside
 ``<answer>…</answer>`` (reasoning-gym's convention; the last one counts), in the last ``\\boxed{}``, on the
-last non-empty line, or the whole completion.
+last non-empty line, the last number, or the whole completion.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from training.verifiers.base import Param, VerifierError, VerifierResult, regist
 from training.verifiers.math_answer import find_boxed
 
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 def extract_answer(completion: str, how: str = "answer_tag") -> str | None:
@@ -30,6 +31,9 @@ def extract_answer(completion: str, how: str = "answer_tag") -> str | None:
     if how == "boxed":
         boxed = find_boxed(completion)
         return boxed[-1].strip() if boxed else None
+    if how == "last_number":
+        numbers = _NUMBER.findall(completion)
+        return numbers[-1] if numbers else None
     if how == "last_line":
         lines = [line.strip() for line in completion.splitlines() if line.strip()]
         return lines[-1] if lines else None
@@ -60,4 +64,5 @@ def reasoning_gym_score(completion: str, example: dict, *, extract: str = "answe
     return VerifierResult(score, {"task": task, "answer": answer[:200], "expected": str(example.get("answer"))[:200]})
 
 
-reasoning_gym_score.PARAMS = {"extract": Param(str, choices=("answer_tag", "boxed", "last_line", "whole"))}
+reasoning_gym_score.PARAMS = {"extract": Param(str, choices=("answer_tag", "boxed", "last_line", "last_number",
+                                                             "whole"))}
