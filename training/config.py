@@ -340,7 +340,7 @@ def field_specs() -> list[dict]:
         optional = get_origin(ann) is not None and type(None) in get_args(ann)
         base = next(a for a in get_args(ann) if a is not type(None)) if optional else ann
         kind = "choice" if f.name in CHOICES else {bool: "bool", int: "int", float: "float", str: "str",
-                                                    list: "json"}[base]
+                                                    list: "json", dict: "json"}[base]
         suggestions = TASK_SUGGESTIONS if f.name == "task" else ()
         specs.append({"name": f.name, "kind": kind, "default": getattr(defaults, f.name), "suggestions": suggestions,
                       "help": f.metadata["help"], "choices": list(CHOICES.get(f.name, ())),
@@ -349,5 +349,5 @@ def field_specs() -> list[dict]:
     return specs
 
 
-_ANNOTATIONS = {"str": str, "int": int, "float": float, "bool": bool, "list": list,
+_ANNOTATIONS = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict,
                 "Optional[float]": Optional[float], "Optional[int]": Optional[int]}
