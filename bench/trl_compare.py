@@ -43,19 +43,16 @@ def held_out_pass1(model_dir: str) -> float:
 def run_seedbed(steps: int, seed: int, out: str) -> dict:
     from training.config import TrainConfig
     from training.loop import train
+    from training.sink import NullSink
 
     cfg = TrainConfig.from_dict({"preset": "dapo", "dynamic_sampling": False, "overlong_buffer_len": 0,
                                  "total_steps": steps, "prompts_per_step": PROMPTS, "group_size": GROUP,
                                  "max_new_tokens": MAX_TOKENS, "lr": LR, "seed": seed, "samples_per_step": 0})
     tokens = []
 
-    class CountingSink:
+    class CountingSink(NullSink):
         def on_metrics(self, step, m):
             tokens.append(m["length/mean"] * PROMPTS * GROUP)
-        def on_samples(self, step, rows): pass
-        def on_checkpoint(self, step, path): pass
-        def on_log(self, line): pass
-        def flush(self): pass
 
     t0 = time.perf_counter()
     train(cfg, out, CountingSink())

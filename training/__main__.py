@@ -75,7 +75,7 @@ def check_eval_numbers(args, ks: list[int]) -> None:
         e["--top-p"] = f"must lie in (0, 1]; got {args.top_p}"
     if not 1 <= args.max_new_tokens <= 8192:
         e["--max-new-tokens"] = f"must lie in [1, 8192]; got {args.max_new_tokens}"
-    if args.data in ("arithmetic", "countdown") and not 1 <= args.problems <= 10_000:
+    if args.data in ("arithmetic", "countdown", "humaneval", "ifbench") and not 1 <= args.problems <= 10_000:
         e["--problems"] = f"must lie in [1, 10000]; got {args.problems}"
     if args.keep_completions < 0:
         e["--keep-completions"] = f"must be >= 0; got {args.keep_completions}"
@@ -99,7 +99,7 @@ def cmd_eval(args) -> int:
         print(f"error: --model: not a model folder: {args.model}", file=sys.stderr)
         return 2
     try:
-        if args.data in ("arithmetic", "countdown") or args.data.startswith("reasoning_gym:"):
+        if args.data in ("arithmetic", "countdown", "humaneval", "ifbench") or args.data.startswith("reasoning_gym:"):
             if task_error(args.data):
                 raise FieldErrors({"--data": task_error(args.data)})
             examples, task = make_prompt_source(args.data).eval_set(args.problems), args.data

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, get_args, get_origin
 
-from training.data import task_error, task_params_error
+from training.data import DATA_SUFFIXES, data_fields_error, is_file_task, task_error, task_params_error
 from training.fields import RANGE_KEYS, FieldErrors, coerce, range_error, range_text
 
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -49,22 +49,34 @@ class TrainConfig:
                      "normalisation, length-unbiased loss).")
     model_path: str = _f("", "Local Hugging Face model folder (config.json + weights + tokenizer). Nothing is "
                          "downloaded. Empty means the built-in tiny model ($SEEDBED_TINY_MODEL or var/models/tiny).")
-    task: str = _f("arithmetic", "Built-in task (arithmetic, countdown), 'file' for your own JSONL/Parquet data, or "
+    task: str = _f("arithmetic", "Built-in task (arithmetic, countdown), a benchmark (humaneval: scored by running "
+                   "its tests in the sandbox; ifbench: the prompts whose constraints ifeval checks), dataset:<name> "
+                   "for one of your project's datasets (the datasets page), 'file' for a JSONL/Parquet/CSV file, or "
                    "reasoning_gym:<task> for one of reasoning-gym's seeded generators (e.g. "
                    "reasoning_gym:basic_arithmetic), scored by the task's own score_answer.")
     task_params: dict = _f({}, "A reasoning_gym task's own settings (its difficulty), e.g. {\"max_terms\": 2, "
                            "\"max_digits\": 1} for basic_arithmetic; the same for its held-out problems.")
     task_size: int = _f(1000, "Training problems a reasoning_gym task generates from the run's seed (its held-out "
                         "problems are one fixed set, the same for every seed).", min=1, max=1_000_000)
-    data_path: str = _f("", "Training data file (.jsonl or .parquet) when task is 'file'.")
+    data_path: str = _f("", "Training data file (.jsonl, .parquet or .csv) when task is 'file' (for dataset:<name> "
+                        "the library fills it in).")
     prompt_field: str = _f("prompt", "Field of each data row holding the prompt text.")
+    data_fields: dict = _f({}, "Other fields of a data row under the names the verifiers read, e.g. {\"tests\": "
+                           "\"test\", \"entry_point\": \"entry_point\"} (tests, entry_point, setup_code, "
+                           "constraints, system_prompt).")
+    held_out_fraction: float = _f(0.0, "Share of a data file's rows kept out of training for the periodic eval, "
+                                  "drawn with split_seed (0: the eval reads the first training rows).",
+                                  min=0.0, max=0.5)
+    split_seed: int = _f(0, "Seed of the train/held-out split of a data file (the same for every seed of a sweep).",
+                         min=0, max=2**32 - 1)
     chat_template: str = _f("auto", "Prompts through the model's chat template (system turn, the question as the "
                             "user's turn, the assistant's turn opened): auto when its tokenizer has one, on "
                             "(required), off (plain text).")
     system_prompt: str = _f("", "The system turn of a chat prompt (empty: the template's own default).")
     answer_instruction: str = _f("", "Appended to each question: how to give the answer, matching the verifier "
                                  "(e.g. 'Put your final answer inside <answer></answer>.' for reasoning_gym).")
-    answer_field: str = _f("answer", "Field of each data row holding the reference answer given to the verifier.")
+    answer_field: str = _f("answer", "Field of each data row holding the reference answer given to the verifier "
+                           "(empty: none, e.g. code judged by its tests).")
     rewards: list = _f([], "Reward spec: a list of {\"name\": verifier, \"weight\": w, \"params\": {...}}; "
                        "rewards are the weighted sum. Empty means the task's own verifier.")
     max_verifier_error_rate: float = _f(0.1, "Fail the run when more than this share of a step's completions "
@@ -82,6 +94,9 @@ class TrainConfig:
     top_k: int = _f(0, "Keep only the k most likely tokens when sampling (0 = off).", min=0, max=1_000_000)
     rollout_engine: str = _f("hf", "Rollout engine: hf (transformers generate, CPU or GPU) or vllm (GPU, "
                              "optional 'gpu' extra).")
+    stop: list = _f([], "Stop strings: a completion ends once its text contains one (kept in the completion, like "
+                    "the end-of-sequence token), e.g. [\"</answer>\"] or [\"\\n\\nQuestion:\"]; at most 4, each 1 to "
+                    "32 characters. Training, its periodic eval and evaluations of its checkpoints all stop there.")
 
     # --- advantages and loss -----------------------------------------------------------------------
     adv_estimator: str = _f("grpo", "Advantage estimator: grpo (group mean/std), rloo (leave-one-out mean) or "
@@ -143,7 +158,7 @@ class TrainConfig:
         from training.prompts import PromptTemplate
 
         return PromptTemplate(chat=self.chat_template, system_prompt=self.system_prompt,
-                              instruction=self.answer_instruction)
+                              instruction=self.answer_instruction, stop=tuple(self.stop))
 
     @classmethod
     def from_dict(cls, data: dict, *, check_paths: bool = True, roots: Sequence[str] | None = None) -> "TrainConfig":
@@ -234,6 +249,8 @@ class TrainConfig:
             e["eval_k"] = f"must be a list of at most {MAX_EVAL_K} integers >= 1; got {self.eval_k}"
         elif self.eval_k and max(self.eval_k) > self.eval_n:
             e["eval_k"] = f"every k must be <= eval_n ({self.eval_n}); got {self.eval_k}"
+        if stop_error(self.stop):
+            e["stop"] = stop_error(self.stop)
         if len(self.rewards) > MAX_REWARDS:
             e["rewards"] = f"at most {MAX_REWARDS} verifiers; got {len(self.rewards)}"
         else:
@@ -251,8 +268,13 @@ class TrainConfig:
         for name, limit in (("system_prompt", 4000), ("answer_instruction", 1000)):
             if len(getattr(self, name)) > limit:
                 e[name] = f"at most {limit} characters; got {len(getattr(self, name))}"
+        if data_fields_error(self.data_fields):
+            e["data_fields"] = data_fields_error(self.data_fields)
         if self.task == "file" and not self.data_path:
             e["data_path"] = "required when task is 'file'"
+        elif is_file_task(self.task) and not self.data_path:
+            e["data_path"] = (f"required for {self.task}: the web app and the API fill it in from the project's "
+                              "dataset library; on the command line give the dataset's file")
         if check_paths and self.model_path:
             # (an empty model_path is the built-in tiny model, which the first run that needs it builds)
             model_dir = self.model_path
@@ -266,16 +288,18 @@ class TrainConfig:
                 if not describe_model(model_dir)["chat_template"]:
                     e["chat_template"] = f"'on' but the model has no chat template: {model_dir}"
         if check_paths:
-            if self.task == "file" and self.data_path and not os.path.isfile(self.data_path):
+            file_task = is_file_task(self.task)
+            if file_task and self.data_path and not os.path.isfile(self.data_path):
                 e["data_path"] = f"no such file: {self.data_path}"
-            elif self.task == "file" and self.data_path and not self.data_path.endswith((".jsonl", ".parquet")):
-                e["data_path"] = f"must be a .jsonl or .parquet file: {self.data_path}"
-            elif self.task == "file" and self.data_path and "data_path" not in e:
+            elif file_task and self.data_path and not self.data_path.endswith(DATA_SUFFIXES):
+                e["data_path"] = f"must be a .jsonl, .parquet or .csv file: {self.data_path}"
+            elif file_task and self.data_path and "data_path" not in e and "data_fields" not in e:
                 # the size limit and the first rows, streamed (bounded memory), before any run is made
                 from training.data import DatasetError, check_file_dataset
 
                 try:
-                    check_file_dataset(self.data_path, self.prompt_field, self.answer_field)
+                    check_file_dataset(self.data_path, self.prompt_field, self.answer_field,
+                                       fields=self.data_fields)
                 except DatasetError as exc:
                     e["data_path"] = str(exc).removeprefix("data_path: ")
         if e:
@@ -304,6 +328,25 @@ def outside_roots(path: str, roots: Sequence[str]) -> str:
 MAX_REWARDS = 16
 MAX_CONFIG_BYTES = 100_000
 MAX_EVAL_K = 32
+MAX_STOP, MAX_STOP_CHARS = 4, 32
+
+
+def stop_error(stop) -> str:
+    """"" when ``stop`` is a valid list of stop strings, else the field message.
+
+    >>> stop_error(["</answer>", "\\n\\n"]), stop_error(["a", ""]), stop_error("</answer>")
+    ('', 'item 1 must be 1 to 32 characters; got 0', "must be a list of strings; got str '</answer>'")
+    """
+    if not isinstance(stop, list):
+        return f"must be a list of strings; got {type(stop).__name__} {stop!r}"[:200]
+    if len(stop) > MAX_STOP:
+        return f"at most {MAX_STOP} stop strings; got {len(stop)}"
+    for i, s in enumerate(stop):
+        if not isinstance(s, str):
+            return f"item {i} must be a string; got {s!r}"[:200]
+        if not 1 <= len(s) <= MAX_STOP_CHARS:
+            return f"item {i} must be 1 to {MAX_STOP_CHARS} characters; got {len(s)}"
+    return ""
 
 
 # Presets: sets of knobs that override the field defaults (which are GRPO's), DESIGN §3. Sources: DeepSeekMath
@@ -326,7 +369,7 @@ def default_tiny_model_dir() -> str:
 
 
 # What the forms offer for `task` (any reasoning_gym:<name> is accepted; these are examples that suit RLVR).
-TASK_SUGGESTIONS = ("arithmetic", "countdown", "file", "reasoning_gym:basic_arithmetic", "reasoning_gym:chain_sum",
+TASK_SUGGESTIONS = ("arithmetic", "countdown", "humaneval", "ifbench", "file", "reasoning_gym:basic_arithmetic", "reasoning_gym:chain_sum",
                     "reasoning_gym:gsm_symbolic", "reasoning_gym:leg_counting", "reasoning_gym:simple_equations",
                     "reasoning_gym:decimal_arithmetic", "reasoning_gym:gcd", "reasoning_gym:lcm")
 

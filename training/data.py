@@ -6,13 +6,18 @@ tasks are generated deterministically from an index, so a seed fixes the data or
 """
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
+import re
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+
+from training.benchmarks import BENCHMARKS
 
 HELD_OUT_OFFSET = 10_000_000  # held-out built-in problems come from indices past this
 # A dataset file larger than this is refused before it is read (a web request or a worker never loads
@@ -72,7 +77,8 @@ def _safe_eval(expr: str) -> int:
 BUILTIN_TASKS = {"arithmetic": arithmetic_example, "countdown": countdown_example}
 DEFAULT_REWARDS = {"arithmetic": [{"name": "exact", "weight": 1.0}],
                    "countdown": [{"name": "countdown", "weight": 1.0}],
-                   "file": [{"name": "math", "weight": 1.0}]}
+                   "file": [{"name": "math", "weight": 1.0}],
+                   "humaneval": [{"name": "code", "weight": 1.0}], "ifbench": [{"name": "ifeval", "weight": 1.0}]}
 
 # --- reasoning-gym's procedural tasks: "reasoning_gym:<name>" (the package's generators, seeded) ---------------
 
@@ -88,17 +94,33 @@ def reasoning_gym_names() -> list[str]:
     return sorted(DATASETS)
 
 
+DATASET = "dataset:"  # a dataset of the web app's library: "dataset:<name>" (or "dataset:<project>/<name>")
+_DATASET_NAME = re.compile(r"^(?:[\w@+][\w.@+-]{0,149}/)?\w[\w.-]{0,99}\Z")
+# Fields of a row that a mapping may name, under the names the verifiers read (code: tests, entry_point,
+# setup_code; ifeval: constraints) and the prompt template reads (system_prompt).
+MAPPED_FIELDS = ("tests", "entry_point", "setup_code", "constraints", "system_prompt")
+
+
+def is_file_task(task: str) -> bool:
+    """Rows read from a file: ``file`` (a path) or ``dataset:<name>`` (a library entry, resolved to its file)."""
+    return task == "file" or (isinstance(task, str) and task.startswith(DATASET))
+
+
 def task_error(task: str) -> str:
     """"" when ``task`` names a task Seedbed can draw prompts from, else the field message."""
-    if task in BUILTIN_TASKS or task == "file":
+    if task in BUILTIN_TASKS or task in BENCHMARKS or task == "file":
         return ""
+    if isinstance(task, str) and task.startswith(DATASET):
+        if _DATASET_NAME.match(task[len(DATASET):]):
+            return ""
+        return f"dataset:<name>: a name of letters, digits, '.', '_' or '-' (first a letter or digit); got {task!r}"
     if isinstance(task, str) and task.startswith(REASONING_GYM):
         name = task[len(REASONING_GYM):]
         if name in reasoning_gym_names():
             return ""
         return f"reasoning-gym has no task {name!r} (e.g. basic_arithmetic, gsm_symbolic, chain_sum, leg_counting)"
-    return (f"must be arithmetic, countdown, file or reasoning_gym:<task> (e.g. reasoning_gym:basic_arithmetic); "
-            f"got {task!r}")
+    return (f"must be arithmetic, countdown, humaneval, ifbench, file, dataset:<name> or reasoning_gym:<task> "
+            f"(e.g. reasoning_gym:basic_arithmetic); got {task!r}")
 
 
 def task_params_error(task: str, params) -> str:
@@ -134,7 +156,7 @@ def default_rewards(task: str) -> list[dict]:
     """The reward spec a task is scored with when the config names none."""
     if task.startswith(REASONING_GYM):
         return [{"name": "reasoning_gym", "weight": 1.0}]
-    return DEFAULT_REWARDS[task]
+    return DEFAULT_REWARDS["file" if is_file_task(task) else task]
 
 
 class ReasoningGymExamples(Sequence):
@@ -155,9 +177,12 @@ class ReasoningGymExamples(Sequence):
         return {**entry, "prompt": entry["question"], "answer": str(entry["answer"])}
 
 
+DATA_SUFFIXES = (".jsonl", ".parquet", ".csv")
+
+
 def _file_rows(path: str):
-    """Yield (where, row) for each row of a JSONL or Parquet file, streamed (bounded memory: one line, or one
-    Parquet batch, at a time); raises DatasetError naming the file and the line."""
+    """Yield (where, row) for each row of a JSONL, Parquet or CSV file (with a header line), streamed (bounded
+    memory: one line, or one Parquet batch, at a time); raises DatasetError naming the file and the line."""
     if not os.path.isfile(path):
         raise DatasetError(f"data_path: no such file: {path}")
     size = os.path.getsize(path)
@@ -188,27 +213,64 @@ def _file_rows(path: str):
             for row in batch.to_pylist():
                 i += 1
                 yield f"{path}: row {i}", row
+    elif path.endswith(".csv"):
+        with open(path, "rb") as raw:
+            text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+            try:
+                reader = csv.DictReader(text, strict=True)
+                if not reader.fieldnames:
+                    return
+                for row in reader:
+                    where = f"{path}:{reader.line_num}"
+                    if None in row:
+                        raise DatasetError(f"{where}: more values than the header's {len(reader.fieldnames)} columns")
+                    if any(value is None for value in row.values()):
+                        raise DatasetError(f"{where}: fewer values than the header's {len(reader.fieldnames)} columns")
+                    yield where, row
+            except UnicodeDecodeError:
+                raise DatasetError(f"{path}: not UTF-8 text (a binary file?)") from None
+            except csv.Error as exc:
+                raise DatasetError(f"{path}:{reader.line_num}: not valid CSV ({exc})") from None
     else:
-        raise DatasetError(f"data_path: must end in .jsonl or .parquet: {path}")
+        raise DatasetError(f"data_path: must end in .jsonl, .parquet or .csv: {path}")
 
 
-def _as_example(where: str, row, prompt_field: str, answer_field: str) -> dict:
+def _as_example(where: str, row, prompt_field: str, answer_field: str, fields: dict | None = None) -> dict:
+    """A row as an example: its prompt and answer, and ``fields`` ({name a verifier reads: the row's column},
+    e.g. {"tests": "test"}) copied under the names the verifiers and the prompt template read."""
     if not isinstance(row, dict):
         raise DatasetError(f"{where}: expected an object, got {type(row).__name__}")
-    for name in (prompt_field, answer_field):
-        if name not in row:
-            raise DatasetError(f"{where}: missing field {name!r}")
+    mapping = {"prompt": prompt_field, **({"answer": answer_field} if answer_field else {}), **(fields or {})}
+    for column in mapping.values():
+        if column not in row:
+            raise DatasetError(f"{where}: missing field {column!r} (the row has {', '.join(map(str, row))[:300]})")
     if not isinstance(row[prompt_field], str) or not row[prompt_field].strip():
         raise DatasetError(f"{where}: field {prompt_field!r} must be a non-empty string")
     ex = dict(row)
-    ex["prompt"] = row[prompt_field]
-    ex["answer"] = row[answer_field] if isinstance(row[answer_field], str) else json.dumps(row[answer_field])
+    for name, column in mapping.items():
+        ex[name] = row[column]
+    # no answer column (e.g. code judged by its tests, instructions by their constraints): an empty reference
+    answer = row[answer_field] if answer_field else ""
+    ex["answer"] = answer if isinstance(answer, str) else json.dumps(answer)
     return ex
 
 
-def load_file_dataset(path: str, prompt_field: str = "prompt", answer_field: str = "answer") -> list[dict]:
-    """Read a JSONL or Parquet file into examples; a bad row raises DatasetError naming its line."""
-    examples = [_as_example(where, row, prompt_field, answer_field)
+def data_fields_error(fields) -> str:
+    """"" when ``fields`` maps names the verifiers read (MAPPED_FIELDS) to column names, else the message."""
+    if not isinstance(fields, dict):
+        return f"must be a mapping of {', '.join(MAPPED_FIELDS)} to column names; got {type(fields).__name__}"
+    for name, column in fields.items():
+        if name not in MAPPED_FIELDS:
+            return f"unknown field {name!r}; a mapping names {', '.join(MAPPED_FIELDS)}"
+        if not isinstance(column, str) or not 0 < len(column) <= 200:
+            return f"{name}: a column name of 1-200 characters; got {column!r}"
+    return ""
+
+
+def load_file_dataset(path: str, prompt_field: str = "prompt", answer_field: str = "answer",
+                      fields: dict | None = None) -> list[dict]:
+    """Read a JSONL, Parquet or CSV file into examples; a bad row raises DatasetError naming its line."""
+    examples = [_as_example(where, row, prompt_field, answer_field, fields)
                 for where, row in _file_rows(path)]
     if not examples:
         raise DatasetError(f"{path}: the dataset is empty")
@@ -219,14 +281,14 @@ CHECKED_ROWS = 1000  # rows a request reads to check a dataset (the worker reads
 
 
 def check_file_dataset(path: str, prompt_field: str = "prompt", answer_field: str = "answer",
-                       max_rows: int = CHECKED_ROWS) -> int:
+                       max_rows: int = CHECKED_ROWS, fields: dict | None = None) -> int:
     """Check a dataset where a request enters, in bounded memory and time: the size limit, then the first
     ``max_rows`` rows parsed and checked as training reads them; the remaining rows are only counted (JSONL:
     non-empty lines; Parquet: its metadata). Returns the number of rows. Raises DatasetError naming the line."""
     count = 0
     rows = _file_rows(path)
     for where, row in rows:
-        _as_example(where, row, prompt_field, answer_field)
+        _as_example(where, row, prompt_field, answer_field, fields)
         count += 1
         if count >= max_rows:
             break
@@ -234,12 +296,40 @@ def check_file_dataset(path: str, prompt_field: str = "prompt", answer_field: st
         raise DatasetError(f"{path}: the dataset is empty")
     if count < max_rows:
         return count
+    if path.endswith(".csv"):  # rows, not lines: a quoted value may span lines
+        return count + sum(1 for _ in rows)
     rows.close()
     if path.endswith(".parquet"):
         import pyarrow.parquet as pq
         return pq.ParquetFile(path).metadata.num_rows
     with open(path, "rb") as fh:
         return sum(1 for line in fh if line.strip())
+
+
+def held_out_size(n: int, fraction: float) -> int:
+    """How many of ``n`` rows ``split_held_out`` keeps out: round(n·fraction), at least one and at most n-1
+    when n >= 2 and fraction > 0."""
+    return min(max(round(n * fraction), 1), n - 1) if n >= 2 and fraction > 0 else 0
+
+
+def split_held_out(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """Indices 0..n-1 split into (training, held-out) by a permutation seeded with ``seed``; both sorted.
+
+    round(n·fraction) indices are held out, at least one and at most n-1 when n >= 2 and fraction > 0. Pass
+    a fixed seed (not the run's) so every seed of a sweep is evaluated on the same problems.
+
+    >>> split_held_out(10, 0.2, seed=0)
+    ([0, 1, 2, 3, 4, 5, 6, 9], [7, 8])
+    """
+    if n < 0 or not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"split_held_out: need n >= 0 and 0 <= fraction <= 1; got n={n}, fraction={fraction}")
+    size = held_out_size(n, fraction)
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    return sorted(order[size:]), sorted(order[:size])
+
+
+BENCHMARK_HELD_OUT_FRACTION = 0.2  # of a benchmark's problems, held out with HELD_OUT_SEED
 
 
 @dataclass
@@ -266,14 +356,23 @@ class PromptSource:
 
 def make_prompt_source(task: str, data_path: str = "", prompt_field: str = "prompt",
                        answer_field: str = "answer", *, seed: int = 0, task_size: int = 1000,
-                       task_params: dict | None = None) -> PromptSource:
+                       task_params: dict | None = None, data_fields: dict | None = None,
+                       held_out_fraction: float = 0.0, split_seed: int = 0) -> PromptSource:
     if task in BUILTIN_TASKS:
         return PromptSource(task)
     if task.startswith(REASONING_GYM):
         name = task[len(REASONING_GYM):]
         return PromptSource(task, examples=ReasoningGymExamples(name, task_size, seed, task_params),
                             held_out=ReasoningGymExamples(name, HELD_OUT_SIZE, HELD_OUT_SEED, task_params))
-    examples = load_file_dataset(data_path, prompt_field, answer_field)
+    if task in BENCHMARKS:
+        examples = BENCHMARKS[task]()
+        train, held = split_held_out(len(examples), BENCHMARK_HELD_OUT_FRACTION, HELD_OUT_SEED)
+        return PromptSource(task, examples=[examples[i] for i in train], held_out=[examples[i] for i in held])
+    examples = load_file_dataset(data_path, prompt_field, answer_field, data_fields)
+    if held_out_fraction > 0:  # rows kept out of training for the periodic eval, the same for every seed
+        train_idx, held_idx = split_held_out(len(examples), held_out_fraction, split_seed)
+        return PromptSource(task, examples=[examples[i] for i in train_idx],
+                            held_out=[examples[i] for i in held_idx])
     return PromptSource(task, examples=examples)
 
 

@@ -45,9 +45,9 @@ def evaluate_examples(model, tokenizer, examples: list[dict], *, n: int, ks: lis
     samples: list[list[dict]] = [[] for _ in examples]
     for start in range(0, len(jobs), batch_size):
         chunk = jobs[start:start + batch_size]
-        batch = engine.generate([template.encode(tokenizer, ex["prompt"]) for _, ex in chunk],
+        batch = engine.generate([template.encode_example(tokenizer, ex) for _, ex in chunk],
                                 max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=0,
-                                generator=gen)
+                                generator=gen, stop=template.stop)
         texts = decode_completions(tokenizer, batch)
         rb = reward(texts, [ex for _, ex in chunk])
         for i, (pi, _) in enumerate(chunk):

@@ -48,7 +48,8 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
     # the reference policy is the run's starting model (its checkpoint parent for iterative RLVR)
     ref_model = load_model(cfg.resolved_model_path(), device)[0].eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     source = make_prompt_source(cfg.task, cfg.data_path, cfg.prompt_field, cfg.answer_field, seed=cfg.seed,
-                                task_size=cfg.task_size, task_params=cfg.task_params)
+                                task_size=cfg.task_size, task_params=cfg.task_params, data_fields=cfg.data_fields,
+                                held_out_fraction=cfg.held_out_fraction, split_seed=cfg.split_seed)
     reward_fn = build_reward(cfg.rewards or default_rewards(cfg.task))
     engine = make_rollout_engine(cfg.rollout_engine, model, tokenizer)
     # foreach: one kernel per op over all parameters instead of a Python loop over ~40 tensors
@@ -125,11 +126,12 @@ def collect_rollouts(cfg, model, tokenizer, engine, source, reward_fn, gens, dev
     for gen_batch in range(1, cfg.max_gen_batches + 1):
         drawn = source.sample(cfg.prompts_per_step, gens["data"])
         examples = [ex for ex in drawn for _ in range(G)]
-        prompt_ids = [cfg.prompt_template().encode(tokenizer, ex["prompt"]) for ex in drawn]
+        prompt_ids = [cfg.prompt_template().encode_example(tokenizer, ex) for ex in drawn]
         batch = engine.generate([ids for ids in prompt_ids for _ in range(G)],
                                 max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
                                 top_k=cfg.top_k, generator=gens["sampling"],
-                                keep_sampling_mask=cfg.keep_sampling_mask, record_routing=cfg.keep_routing)
+                                keep_sampling_mask=cfg.keep_sampling_mask, record_routing=cfg.keep_routing,
+                                stop=cfg.stop)
         texts = decode_completions(tokenizer, batch)
         rb = reward_fn(texts, examples)
         n_errors += rb.errors

@@ -17,15 +17,17 @@ class PromptTemplate:
     chat: str = "auto"        # auto: the tokenizer's chat template when it has one; on: required; off: plain text
     system_prompt: str = ""   # chat only: the system turn ("" keeps the template's own default, if any)
     instruction: str = ""     # appended to the question, e.g. "Put your final answer in <answer></answer>."
+    stop: tuple[str, ...] = ()  # stop strings: a reply ends once its text contains one (e.g. "</answer>")
 
     @classmethod
     def from_dict(cls, data: dict | None) -> "PromptTemplate":
         data = data or {}
         return cls(chat=data.get("chat", "auto"), system_prompt=data.get("system_prompt", ""),
-                   instruction=data.get("instruction", ""))
+                   instruction=data.get("instruction", ""), stop=tuple(data.get("stop", ())))
 
     def to_dict(self) -> dict:
-        return {"chat": self.chat, "system_prompt": self.system_prompt, "instruction": self.instruction}
+        return {"chat": self.chat, "system_prompt": self.system_prompt, "instruction": self.instruction,
+                "stop": list(self.stop)}
 
     def uses_chat(self, tokenizer) -> bool:
         has_template = bool(getattr(tokenizer, "chat_template", None))
@@ -36,19 +38,21 @@ class PromptTemplate:
     def user_text(self, question: str) -> str:
         return f"{question}\n\n{self.instruction}" if self.instruction else question
 
-    def render(self, tokenizer, question: str) -> str:
-        """The prompt as text: what the model is given, special tokens included."""
+    def render(self, tokenizer, question: str, system_prompt: str | None = None) -> str:
+        """The prompt as text: what the model is given, special tokens included. ``system_prompt``: a data
+        row's own (a dataset's mapped system_prompt field), in place of the run's."""
         if not self.uses_chat(tokenizer):
             return self.user_text(question)
-        messages = ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []) + [
+        system = system_prompt or self.system_prompt
+        messages = ([{"role": "system", "content": system}] if system else []) + [
             {"role": "user", "content": self.user_text(question)}]
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
-    def encode(self, tokenizer, question: str) -> list[int]:
+    def encode(self, tokenizer, question: str, system_prompt: str | None = None) -> list[int]:
         """Prompt token ids. Plain text: the tokenizer's BOS (when it has one and does not add it itself),
         then the text. Chat: the rendered template as it is (it carries its own special tokens)."""
         if self.uses_chat(tokenizer):
-            return tokenizer.encode(self.render(tokenizer, question), add_special_tokens=False)
+            return tokenizer.encode(self.render(tokenizer, question, system_prompt), add_special_tokens=False)
         ids = tokenizer.encode(self.render(tokenizer, question), add_special_tokens=True)
         bos = tokenizer.bos_token_id
         if bos is not None and (not ids or ids[0] != bos):
@@ -56,23 +60,32 @@ class PromptTemplate:
         return ids
 
 
+    def encode_example(self, tokenizer, example: dict) -> list[int]:
+        """An example's prompt ids, with its own system prompt when its dataset maps one."""
+        own = example.get("system_prompt")
+        return self.encode(tokenizer, example["prompt"], own if isinstance(own, str) else None)
+
+
 PLAIN = PromptTemplate(chat="off")
 
 
-def first_question(task: str, data_path: str = "", prompt_field: str = "prompt", answer_field: str = "answer") -> dict:
-    """One held-out example of the task (the first), cheaply: a file's first row, a generator's first item."""
-    from training.data import _as_example, _file_rows, make_prompt_source
+def first_question(task: str, data_path: str = "", prompt_field: str = "prompt", answer_field: str = "answer",
+                   data_fields: dict | None = None) -> dict:
+    """One example of the task (the first), cheaply: a file's first row, a generator's first held-out item."""
+    from training.data import _as_example, _file_rows, is_file_task, make_prompt_source
 
-    if task == "file":
+    if is_file_task(task):
         where, row = next(iter(_file_rows(data_path)))
-        return _as_example(where, row, prompt_field, answer_field)
+        return _as_example(where, row, prompt_field, answer_field, data_fields)
     return make_prompt_source(task, task_size=1).eval_set(1)[0]
 
 
 def preview(config, tokenizer) -> dict:
     """What the model is given for one example of a run's task: {"question", "text", "tokens", "chat"}."""
     template = config.prompt_template()
-    example = first_question(config.task, config.data_path, config.prompt_field, config.answer_field)
-    text = template.render(tokenizer, example["prompt"])
+    example = first_question(config.task, config.data_path, config.prompt_field, config.answer_field,
+                             config.data_fields)
+    own = example.get("system_prompt") if isinstance(example.get("system_prompt"), str) else None
+    text = template.render(tokenizer, example["prompt"], own)
     return {"question": example["prompt"], "answer": example["answer"], "text": text,
-            "tokens": len(template.encode(tokenizer, example["prompt"])), "chat": template.uses_chat(tokenizer)}
+            "tokens": len(template.encode_example(tokenizer, example)), "chat": template.uses_chat(tokenizer)}

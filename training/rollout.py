@@ -2,14 +2,17 @@
 
 ``HFRolloutEngine`` samples with the policy's own transformers model and a KV cache (CPU or GPU), keeping
 each token's sampling log-probability (π_old = π_rollout) and, when top-p/top-k truncates the vocabulary,
-the kept-token mask (DeepSeek-V3.2 "keep sampling mask"). ``training.rollout_vllm`` holds the vLLM engine
-(optional ``gpu`` extra). ``sequence_logprobs`` is the training forward: the same prompt+completion layout,
-temperature and (optionally) kept-token mask, so π_θ and π_old are comparable token by token.
+the kept-token mask (DeepSeek-V3.2 "keep sampling mask"). A completion ends at the first of the model's end
+tokens (``end_token_ids``: every EOS it declares and its chat template's end-of-turn token) or once its text
+contains one of the run's stop strings (``StopStrings``); either way that last token is part of the completion.
+``training.rollout_vllm`` holds the vLLM engine (optional ``gpu`` extra). ``sequence_logprobs`` is the training
+forward: the same prompt+completion layout, temperature and (optionally) kept-token mask, so π_θ and π_old are
+comparable token by token.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import Optional, Protocol, Sequence
 
 import torch
 
@@ -22,10 +25,10 @@ class RolloutBatch:
 
     prompt_ids: torch.Tensor        # [B, P] long, left-padded
     prompt_mask: torch.Tensor       # [B, P] long
-    completion_ids: torch.Tensor    # [B, T] long, pad after <eos>
-    completion_mask: torch.Tensor   # [B, T] float, 1 on generated tokens (the <eos> included)
+    completion_ids: torch.Tensor    # [B, T] long, pad after the end
+    completion_mask: torch.Tensor   # [B, T] float, 1 on generated tokens (the <eos> or stop string included)
     sampling_logp: torch.Tensor     # [B, T] float, log π_rollout of each sampled token
-    truncated: torch.Tensor         # [B] bool, no <eos> within max_new_tokens
+    truncated: torch.Tensor         # [B] bool, neither <eos> nor a stop string within max_new_tokens
     kept_mask: Optional[torch.Tensor] = None  # [B, T, V] bool, tokens top-p/top-k kept when sampling
     routing: Optional[dict] = None  # keep-routing: router module name -> [B, P+T, k] expert ids (-1 unknown)
 
@@ -44,7 +47,7 @@ class RolloutBatch:
 class RolloutEngine(Protocol):
     def generate(self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, top_p: float,
                  top_k: int, generator: torch.Generator, keep_sampling_mask: bool = False,
-                 record_routing: bool = False) -> RolloutBatch: ...
+                 record_routing: bool = False, stop: Sequence[str] = ()) -> RolloutBatch: ...
 
     def sync_weights(self, model) -> None: ...
 
@@ -98,21 +101,65 @@ def shared_prefill(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor):
     return last, cache
 
 
+# Tokens that close an assistant turn in common chat templates (ChatML as in SmolLM2 and Qwen, Llama 3, Gemma,
+# Phi-3): a model that has ended its turn has ended its completion, whatever its tokenizer calls EOS.
+END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>")
+
+
+def end_token_ids(model, tokenizer) -> list[int]:
+    """The token ids that end a completion: the tokenizer's EOS, every EOS of the model's generation config
+    (Llama 3 and Qwen2.5 list several there), and the end-of-turn token its chat template writes, if any."""
+    ids = {tokenizer.eos_token_id}
+    declared = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids.update(declared if isinstance(declared, (list, tuple)) else [declared])
+    template = getattr(tokenizer, "chat_template", None)
+    for marker in END_OF_TURN if isinstance(template, str) else ():
+        token_id = tokenizer.convert_tokens_to_ids(marker) if marker in template else None
+        if isinstance(token_id, int) and token_id != tokenizer.unk_token_id:
+            ids.add(token_id)
+    return sorted(i for i in ids if isinstance(i, int))
+
+
+class StopStrings:
+    """Which still-running rows' completion text has just come to contain a stop string.
+
+    Decoding every row's whole completion at every step would cost O(T^2) per row; a stop string completed by
+    the newest token lies within the last ``window`` tokens (each token is at least one byte of text, plus one
+    because a tokenizer may drop the leading space of the first token it decodes), so only those are decoded,
+    and only for the rows still running.
+    """
+
+    def __init__(self, tokenizer, stop: Sequence[str]):
+        self.tokenizer, self.stop = tokenizer, tuple(stop)
+        self.window = max(len(s.encode("utf-8")) for s in self.stop) + 1
+
+    def completed(self, tokens: list[torch.Tensor], running: torch.Tensor) -> torch.Tensor:
+        """``tokens``: the [B] CPU tensors sampled so far; ``running``: [B] bool. Returns [B] bool."""
+        hit = torch.zeros_like(running)
+        rows = running.nonzero().flatten()
+        if len(rows):
+            tails = torch.stack(tokens[-self.window:], dim=1)[rows].tolist()
+            texts = self.tokenizer.batch_decode(tails, skip_special_tokens=True)
+            hit[rows] = torch.tensor([any(s in text for s in self.stop) for text in texts])
+        return hit
+
+
 class HFRolloutEngine:
     """Batched sampling with the policy model itself (weights are always in sync)."""
 
     def __init__(self, model, tokenizer):
-        self.model = model
+        self.model, self.tokenizer = model, tokenizer
         self.pad_id = tokenizer.pad_token_id
-        self.eos_id = tokenizer.eos_token_id
+        self.end_ids = torch.tensor(end_token_ids(model, tokenizer))
 
     def sync_weights(self, model) -> None:  # same module object: nothing to push
         self.model = model
 
     @torch.no_grad()
     def generate(self, prompts, *, max_new_tokens, temperature, top_p, top_k, generator,
-                 keep_sampling_mask=False, record_routing=False) -> RolloutBatch:
+                 keep_sampling_mask=False, record_routing=False, stop=()) -> RolloutBatch:
         model, dev = self.model, next(self.model.parameters()).device
+        stopper = StopStrings(self.tokenizer, stop) if stop else None
         was_training = model.training
         model.eval()
         B, P = len(prompts), max(map(len, prompts))
@@ -131,31 +178,37 @@ class HFRolloutEngine:
             logits, cache = shared_prefill(model, prompt_ids, prompt_mask)
             logits = logits.float()
         tokens, logps, kept = [], [], []
-        done = torch.zeros(B, dtype=torch.bool, device=dev)
+        # which rows have ended, and at which step: on the CPU, where the tokens are sampled and stops checked
+        done = torch.zeros(B, dtype=torch.bool)
+        end = torch.full((B,), max_new_tokens, dtype=torch.long)
         for t in range(max_new_tokens):
             scaled, keep = truncate_logits(logits / temperature, top_p, top_k)
             logp_all = torch.log_softmax(scaled, dim=-1)
             # sampling on CPU with our generator keeps runs reproducible across devices
-            tok = torch.multinomial(logp_all.exp().cpu(), 1, generator=generator).squeeze(1).to(dev)
-            tok = torch.where(done, torch.full_like(tok, self.pad_id), tok)
+            tok = torch.multinomial(logp_all.exp().cpu(), 1, generator=generator).squeeze(1)
+            tok = tok.masked_fill(done, self.pad_id)
             tokens.append(tok)
-            logps.append(logp_all.gather(-1, tok[:, None]).squeeze(1).masked_fill(done, 0.0))
+            tok_dev, done_dev = tok.to(dev), done.to(dev)
+            logps.append(logp_all.gather(-1, tok_dev[:, None]).squeeze(1).masked_fill(done_dev, 0.0))
             if keep_sampling_mask and keep is not None:
                 kept.append(keep)
-            done = done | (tok == self.eos_id)
+            ended = ~done & torch.isin(tok, self.end_ids)
+            if stopper is not None:
+                ended |= stopper.completed(tokens, ~done & ~ended)
+            end[ended] = t
+            done |= ended
             if bool(done.all()) or t == max_new_tokens - 1:
                 break
             attn = torch.cat([attn, torch.ones((B, 1), dtype=attn.dtype, device=dev)], dim=1)
             pos = pos[:, -1:] + 1
-            out = model(input_ids=tok[:, None], attention_mask=attn, position_ids=pos, past_key_values=cache,
+            out = model(input_ids=tok_dev[:, None], attention_mask=attn, position_ids=pos, past_key_values=cache,
                         use_cache=True)
             cache, logits = out.past_key_values, out.logits[:, -1].float()
-        completion_ids = torch.stack(tokens, dim=1)
-        # a token is part of the completion until and including the first <eos>
-        is_eos = completion_ids == self.eos_id
-        after_eos = (is_eos.long().cumsum(1) - is_eos.long()) > 0
-        completion_mask = (~after_eos).float()
-        truncated = ~is_eos.any(dim=1)
+        completion_ids = torch.stack(tokens, dim=1).to(dev)
+        # a token is part of the completion until and including the one that ended it (an end token, or the
+        # token that completed a stop string)
+        completion_mask = (torch.arange(len(tokens))[None, :] <= end[:, None]).float().to(dev)
+        truncated = (~done).to(dev)
         kept_mask = None
         if keep_sampling_mask and kept:
             kept_mask = torch.stack(kept, dim=1)

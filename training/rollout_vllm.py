@@ -5,6 +5,8 @@ The policy's weights live in the trainer's model; after every optimizer step ``s
 into the vLLM engine (``load_weights`` on the engine's model), so sampling always uses the current policy.
 Sampled-token log-probabilities are taken after temperature/top-p processing
 (``logprobs_mode="processed_logprobs"``) so they are π_rollout, the distribution actually sampled from.
+Completions end where the hf engine ends them: at the model's end tokens (``end_token_ids``) or once the text
+contains a stop string (``stop``; vLLM keeps the tokens up to the one that completed it, and so do we).
 """
 from __future__ import annotations
 
@@ -18,12 +20,12 @@ except ImportError as exc:  # pragma: no cover - exercised only where vLLM is ab
 
 import torch
 
-from training.rollout import RolloutBatch
+from training.rollout import RolloutBatch, end_token_ids
 
 
 class VLLMRolloutEngine:
     def __init__(self, model, tokenizer, *, gpu_memory_utilization: float = 0.35, seed: int = 0):
-        self.pad_id, self.eos_id = tokenizer.pad_token_id, tokenizer.eos_token_id
+        self.pad_id, self.end_ids = tokenizer.pad_token_id, end_token_ids(model, tokenizer)
         self.llm = LLM(model=model.name_or_path, tokenizer=model.name_or_path, dtype=str(model.dtype).split(".")[-1],
                        gpu_memory_utilization=gpu_memory_utilization, seed=seed, enable_prefix_caching=False,
                        logprobs_mode="processed_logprobs")
@@ -37,13 +39,14 @@ class VLLMRolloutEngine:
             self.llm.llm_engine.model_executor.driver_worker.model_runner.model.load_weights(state.items())
 
     def generate(self, prompts, *, max_new_tokens, temperature, top_p, top_k, generator,
-                 keep_sampling_mask=False, record_routing=False) -> RolloutBatch:
+                 keep_sampling_mask=False, record_routing=False, stop=()) -> RolloutBatch:
         if keep_sampling_mask or record_routing:
             raise ValueError("rollout_engine 'vllm': keep_sampling_mask and keep_routing need the hf engine "
                              "(vLLM does not return kept-token masks or expert choices)")
         seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
         params = SamplingParams(n=1, temperature=temperature, top_p=top_p, top_k=top_k if top_k > 0 else -1,
-                                max_tokens=max_new_tokens, logprobs=0, seed=seed)
+                                max_tokens=max_new_tokens, logprobs=0, seed=seed, stop=list(stop) or None,
+                                include_stop_str_in_output=True, stop_token_ids=self.end_ids)
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sampling_params=params,
                                  use_tqdm=False)
         B, P = len(prompts), max(map(len, prompts))

@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "webapp.evals",
     "webapp.sweeps",
     "webapp.library",
+    "webapp.datasets",
     "webapp.api",
     "axes",
 ]

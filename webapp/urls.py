@@ -32,5 +32,6 @@ urlpatterns = [
     path("account/tokens/<int:token_id>/revoke/", api_views.token_revoke, name="api-token-revoke"),
     path("projects/", include("webapp.projects.urls")),
     path("models/", include("webapp.library.urls")),
+    path("datasets/", include("webapp.datasets.urls")),
     path("api/v1/", _token_authenticated(api.urls)),
 ]

@@ -63,11 +63,15 @@ class Heartbeat(threading.Thread):
 
 def job_examples(job: EvalJob) -> list[dict]:
     """The job's held-out problems, in a fixed order (the same on every attempt)."""
-    from training.data import load_file_dataset, make_prompt_source
+    from training.data import is_file_task, make_prompt_source
 
-    if job.task == "file":
-        rows = load_file_dataset(job.data_path, job.prompt_field, job.answer_field)
-        return rows[:job.problems]
+    if is_file_task(job.task):  # a file: its rows, or a library dataset's held-out rows
+        options = job.data_options or {}
+        source = make_prompt_source(job.task, job.data_path, job.prompt_field, job.answer_field,
+                                    data_fields=options.get("data_fields"),
+                                    held_out_fraction=options.get("held_out_fraction", 0.0),
+                                    split_seed=options.get("split_seed", 0))
+        return source.eval_set(job.problems)
     return make_prompt_source(job.task).eval_set(job.problems)
 
 

@@ -224,3 +224,22 @@ def _preload_training(sender=None, **_: object) -> None:
 
     preload_training()
     log.info("training stack preloaded in %.1f s", time.monotonic() - started)
+
+
+@app.task(name="workers.tasks.try_model", acks_late=True, ignore_result=True)
+def try_model(trial_id: int) -> str:
+    """One "try it" reply of the models page (webapp.library.services.model_try_run); safe to deliver twice:
+    only a queued trial is claimed."""
+    import torch
+
+    from webapp.library.services import model_try_run
+
+    close_old_connections()
+    # One slot, one trial: as many threads as a training run's child or an evaluation job gets.
+    torch.set_num_threads(int(os.environ.get("SEEDBED_TORCH_THREADS", "1")))
+    trial = model_try_run(trial_id=trial_id)
+    if trial is None:
+        log.warning("trial %s: no such trial; task dropped", trial_id)
+        return "missing"
+    log.info("trial %s: %s", trial_id, trial.status)
+    return trial.status

@@ -48,6 +48,17 @@ def test_a_valid_request_creates_a_queued_job_and_enqueues_it_on_commit(run_with
     assert [m.step for m in models] == [None, 2, 4] and models[2].run_id == run.pk
 
 
+def test_a_job_asks_its_questions_as_the_run_did(run_with_checkpoints):
+    """The run's prompt template goes with the job, its stop strings included, so checkpoints are sampled as
+    they were trained."""
+    run = run_with_checkpoints
+    run.config = {**run.config, "answer_instruction": "Answer in <answer></answer>.", "stop": ["</answer>"]}
+    run.save()
+    job = services.eval_create(run=run, models=["base"], **GOOD)
+    assert job.prompt_template["instruction"] == "Answer in <answer></answer>."
+    assert job.prompt_template["stop"] == ["</answer>"]
+
+
 @pytest.mark.parametrize("overrides, field, words", [
     ({"n": 4, "ks": [1, 8]}, "k", "every k must lie in 1..n (n = 4)"),
     ({"n": 0}, "n", "must lie in 1..1024"),

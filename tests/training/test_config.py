@@ -117,3 +117,28 @@ def test_the_reward_spec_is_checked_with_the_registry_names_and_parameters(rewar
     with pytest.raises(FieldErrors) as info:
         TrainConfig.from_dict({"rewards": rewards})
     assert message in info.value.errors["rewards"]
+
+
+@pytest.mark.parametrize("stop, message", [
+    ("</answer>", "expected a JSON list"),  # form text that is not JSON
+    ({"a": 1}, "expected a list"),
+    (["a", "b", "c", "d", "e"], "at most 4 stop strings; got 5"),
+    (["x" * 33], "item 0 must be 1 to 32 characters; got 33"),
+    (["</answer>", ""], "item 1 must be 1 to 32 characters; got 0"),
+    (["ok", 7], "item 1 must be a string; got 7"),
+])
+def test_stop_strings_are_bounded_and_named(stop, message):
+    with pytest.raises(FieldErrors) as info:
+        TrainConfig.from_dict({"stop": stop}, check_paths=False)
+    assert set(info.value.errors) == {"stop"} and message in info.value.errors["stop"], info.value.errors
+
+
+def test_stop_strings_reach_the_prompt_template():
+    assert TrainConfig().stop == [] and TrainConfig().prompt_template().stop == ()
+    cfg = TrainConfig.from_dict({"stop": '["</answer>", "\\n\\nQuestion:"]'}, check_paths=False)  # a form's text
+    assert cfg.stop == ["</answer>", "\n\nQuestion:"]
+    template = cfg.prompt_template()
+    assert template.stop == ("</answer>", "\n\nQuestion:")
+    # stored with an evaluation job as a dict, and read back the same
+    assert type(template).from_dict(json.loads(json.dumps(template.to_dict()))) == template
+    assert {s["name"]: s for s in field_specs()}["stop"]["kind"] == "json"

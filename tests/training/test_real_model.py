@@ -69,3 +69,24 @@ def test_the_checkpoint_is_evaluated_with_pass_at_k(uninterrupted):
                                template=PromptTemplate(instruction=INSTRUCTION))
     assert set(result["pass@k"]) == {"1", "2"} and 0.0 <= result["pass@k"]["1"] <= result["pass@k"]["2"] <= 1.0
     assert len(result["problems"]) == 2 and result["problems"][0]["samples"]
+
+
+def test_smollm2_ends_at_its_end_of_turn_and_at_stop_strings_across_tokens(smollm2_dir):
+    """Its chat template closes a turn with <|im_end|>, which ends a completion; a stop string spread over
+    several BPE tokens ends one at the token that completes it."""
+    from tests.training.test_rollout import _assert_cut, _expected_ends
+    from training.rollout import HFRolloutEngine, end_token_ids
+
+    model, tok = load_model(smollm2_dir, torch.device("cpu"))
+    im_end = tok.convert_tokens_to_ids("<|im_end|>")
+    assert im_end in end_token_ids(model, tok)
+    prompt = PromptTemplate(instruction=INSTRUCTION).encode(tok, "What is 2 + 3?")
+    engine = HFRolloutEngine(model, tok)
+    kw = dict(max_new_tokens=24, temperature=1.0, top_p=1.0, top_k=0)
+    stop = [" is 5", "= 5", "\n\n"]
+    free = engine.generate([prompt] * 8, generator=torch.Generator().manual_seed(0), **kw)
+    cut = engine.generate([prompt] * 8, generator=torch.Generator().manual_seed(0), stop=stop, **kw)
+    ends = _expected_ends(tok, free, stop, end_ids=[im_end])
+    assert any(e is not None and free.completion_ids[i, e] == im_end for i, e in enumerate(ends))
+    assert any(e is not None and free.completion_ids[i, e] != im_end for i, e in enumerate(ends))
+    _assert_cut(model, tok, free, cut, ends, temperature=1.0)

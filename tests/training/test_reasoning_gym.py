@@ -67,7 +67,7 @@ def test_the_config_names_reasoning_gym_tasks():
     cfg = TrainConfig.from_dict({"task": "reasoning_gym:basic_arithmetic", "task_size": 500}, check_paths=False)
     assert cfg.task == "reasoning_gym:basic_arithmetic" and cfg.task_size == 500
     for task, message in (("reasoning_gym:chess", "reasoning-gym has no task 'chess'"),
-                          ("gsm8k", "must be arithmetic, countdown, file or reasoning_gym:<task>")):
+                          ("gsm8k", "must be arithmetic, countdown, humaneval, ifbench, file, dataset:<name> or reasoning_gym:<task>")):
         with pytest.raises(FieldErrors) as info:
             TrainConfig.from_dict({"task": task}, check_paths=False)
         assert message in info.value.errors["task"]

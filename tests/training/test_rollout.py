@@ -3,7 +3,8 @@ import torch
 from training.data import arithmetic_example
 from training.loop import load_model
 from training.rollout import concat_batches
-from training.rollout import HFRolloutEngine, sequence_logprobs, truncate_logits
+from training.rollout import HFRolloutEngine, StopStrings, end_token_ids, sequence_logprobs, truncate_logits
+from training.evaluate import decode_completions
 from training.data import encode_prompt
 
 
@@ -113,3 +114,117 @@ def test_shared_prompt_prefill_gives_the_same_logprobs_and_gradients(tiny_model_
     assert (shared_logp[m] - full_logp[m]).norm() <= 1e-5 * full_logp[m].norm()
     for g1, g2 in zip(shared_grads, full_grads):
         assert (g1 - g2).norm() <= 1e-5 * g2.norm() + 1e-12, (g1 - g2).norm() / g2.norm()
+
+
+def _expected_ends(tok, free, stop=(), end_ids=()):
+    """Where each row of an unstopped batch should have ended: after the first token that is an end token or
+    whose arrival made the decoded completion contain a stop string (brute force: every prefix decoded)."""
+    ends = []
+    for ids, n in zip(free.completion_ids.tolist(), free.lengths.tolist()):
+        end = None
+        for j in range(n):
+            text = tok.decode(ids[:j + 1], skip_special_tokens=True)
+            if ids[j] in end_ids or any(s in text for s in stop):
+                end = j
+                break
+        ends.append(end)
+    return ends
+
+
+def _assert_cut(model, tok, free, cut, ends, temperature=2.0):
+    """``cut`` is ``free`` (the same draws) ending at ``ends``; the mask covers the last token; truncated only
+    where nothing ended the row; π_old still matches the training forward on the masked tokens."""
+    for i, end in enumerate(ends):
+        n = int(cut.lengths[i])
+        want = free.completion_ids[i, :int(free.lengths[i])] if end is None else free.completion_ids[i, :end + 1]
+        assert cut.completion_ids[i, :n].tolist() == want.tolist(), (i, tok.decode(want))
+        assert bool(cut.truncated[i]) == (end is None and bool(free.truncated[i]))
+    logp, _ = sequence_logprobs(model, cut, temperature=temperature)
+    m = cut.completion_mask.bool()
+    assert torch.allclose(logp[m], cut.sampling_logp[m], atol=1e-4)
+    assert (cut.sampling_logp[~m] == 0).all()
+
+
+def test_stop_strings_end_completions_at_the_token_that_completes_one(tiny_model_dir):
+    """Sampling draws for every row at every step, so with the same seed the stopped batch is the free one cut
+    after the first token whose arrival put a stop string in the completion's text (the string included)."""
+    kw = dict(max_new_tokens=8, temperature=2.0)
+    model, tok, free = _generate(tiny_model_dir, **kw)
+    stop = ["29", "0,", "6"]  # two spread over two tokens (the tiny model's are characters), one a token
+    _, _, cut = _generate(tiny_model_dir, stop=stop, **kw)
+    ends = _expected_ends(tok, free, stop, end_ids=[tok.eos_token_id])
+    stopped = [e is not None and free.completion_ids[i, e] != tok.eos_token_id for i, e in enumerate(ends)]
+    assert any(stopped) and not all(stopped)  # some rows stopped by a string, some not: the test can fail
+    _assert_cut(model, tok, free, cut, ends)
+    texts = decode_completions(tok, cut)
+    assert all(t.endswith(tuple(stop)) for t, s in zip(texts, stopped) if s)
+    assert any(t.endswith(("29", "0,")) for t in texts)
+
+
+def test_every_declared_eos_ends_a_completion(tiny_model_dir):
+    """A generation config listing several EOS ids (Llama 3, Qwen2.5) ends a completion at any of them."""
+    model, tok, free = _generate(tiny_model_dir, max_new_tokens=8, temperature=2.0)
+    seven = tok.convert_tokens_to_ids("7")
+    model.generation_config.eos_token_id = [tok.eos_token_id, seven]
+    assert end_token_ids(model, tok) == sorted([tok.eos_token_id, seven])
+    cut = HFRolloutEngine(model, tok).generate(
+        [encode_prompt(tok, arithmetic_example(i)["prompt"]) for i in range(12)], max_new_tokens=8,
+        temperature=2.0, top_p=1.0, top_k=0, generator=torch.Generator().manual_seed(0))
+    ends = _expected_ends(tok, free, end_ids=[tok.eos_token_id, seven])
+    assert any(e is not None and free.completion_ids[i, e] == seven for i, e in enumerate(ends))
+    _assert_cut(model, tok, free, cut, ends)
+
+
+def test_stop_strings_decode_only_the_running_rows_tails(tiny_model_dir):
+    model, tok = load_model(tiny_model_dir, "cpu")
+    calls = []
+    decode = tok.batch_decode
+    tok.batch_decode = lambda seqs, **kw: calls.append(seqs) or decode(seqs, **kw)
+    prompts = [encode_prompt(tok, arithmetic_example(i)["prompt"]) for i in range(12)]
+    args = dict(max_new_tokens=8, temperature=2.0, top_p=1.0, top_k=0)
+    HFRolloutEngine(model, tok).generate(prompts, generator=torch.Generator().manual_seed(0), **args)
+    assert calls == []  # no stop strings: nothing decoded while sampling
+    b = HFRolloutEngine(model, tok).generate(prompts, generator=torch.Generator().manual_seed(0), stop=["123"],
+                                            **args)
+    window = StopStrings(tok, ["123"]).window
+    assert window == 4 and calls and all(len(row) <= window for seqs in calls for row in seqs)
+    # a row is decoded at each step it runs, except the step its <eos> ended it, and never after it ended
+    last = b.completion_ids.gather(1, (b.lengths - 1)[:, None]).squeeze(1)
+    ended_by_eos = int(((last == tok.eos_token_id) & ~b.truncated).sum())
+    assert sum(len(seqs) for seqs in calls) == int(b.lengths.sum()) - ended_by_eos
+
+
+class _WordTokenizer:
+    """Several characters per token, like a real BPE vocabulary."""
+
+    vocab = ["<pad>", "The", " answer", " is", " <", "answer", ">", "4", "</", "answer>", "\n"]
+
+    def batch_decode(self, seqs, skip_special_tokens=True):
+        return ["".join(self.vocab[t] for t in seq if t) for seq in seqs]
+
+
+def test_stop_strings_split_over_tokens_are_found():
+    tok = _WordTokenizer()
+    stopper = StopStrings(tok, ["</answer>"])
+    seq = [tok.vocab.index(w) for w in ("The", " answer", " is", " <", "answer", ">", "4", "</", "answer>", "\n")]
+    tokens, hits = [], []
+    for t, token in enumerate(seq):
+        tokens.append(torch.tensor([token, token]))
+        hits.append(stopper.completed(tokens, torch.tensor([True, False])).tolist())
+    assert hits.index([True, False]) == seq.index(tok.vocab.index("answer>"))
+    assert all(h == [False, False] for h in hits[:8])
+
+
+def test_evaluation_samples_stop_where_training_does(tiny_model_dir):
+    """The periodic eval and evaluation jobs sample through the run's prompt template, stop strings included."""
+    from training.evaluate import evaluate_examples
+    from training.prompts import PromptTemplate
+
+    model, tok = load_model(tiny_model_dir, "cpu")
+    examples = [arithmetic_example(i) for i in range(6)]
+    res = evaluate_examples(model, tok, examples, n=4, ks=[1], temperature=2.0, max_new_tokens=8,
+                            rewards=[{"name": "exact"}], keep_completions=4,
+                            template=PromptTemplate(chat="off", stop=("6",)))
+    texts = [s["completion"] for p in res["problems"] for s in p["samples"]]
+    assert len(texts) == 24 and any(t.endswith("6") for t in texts)
+    assert all("6" not in t[:-1] for t in texts)

@@ -156,6 +156,75 @@ def test_find_boxed_matches_braces():
     assert extract_answer(r"\boxed{3} \boxed{4}", multiple_boxed="reject")["answer"] is None
 
 
+# (completion, extract, answer extracted, method) — the answer form the run's prompt asks for
+EXTRACTIONS = [
+    # boxed, the default: today's rules (the last box, else the "Answer:" line); other forms are ignored
+    (r"<answer>3</answer> \boxed{4}", "boxed", "4", "boxed"),
+    ("<answer>3</answer>\nAnswer: 5", "boxed", "5", "answer_line"),
+    ("#### 72", "boxed", None, None),
+    # GSM8K: the rest of the line after the last ####
+    ("48/2 = 24 clips in May.\n48+24 = 72\n#### 72", "hash", "72", "hash"),
+    ("#### 1\nno, wait\n#### $1,234$.\nDone", "hash", "1,234", "hash"),
+    ("Answer: 5", "hash", None, None),  # strict: the form asked for or nothing
+    # <answer> tags: the last one
+    ("<think>2+2</think><answer> 4 </answer>", "answer_tag", "4", "answer_tag"),
+    ("<answer>3</answer> no: <ANSWER>$\\frac{1}{2}$.</ANSWER>", "answer_tag", "\\frac{1}{2}", "answer_tag"),
+    (r"\boxed{4}", "answer_tag", None, None),
+    # the last number: signs, thousands separators, decimals, fractions
+    ("so the result is -3.", "last_number", "-3", "last_number"),
+    ("1,000 + 234 = 1,234 apples", "last_number", "1234", "last_number"),
+    ("half of 7 is 3.5", "last_number", "3.5", "last_number"),
+    ("three of four: 3/4", "last_number", "3/4", "last_number"),
+    ("10-3 = 7, then 9-2", "last_number", "2", "last_number"),
+    ("no digits here", "last_number", None, None),
+    # auto: boxed, then an answer tag, then ####, then the "Answer:" line
+    (r"<answer>3</answer> \boxed{4} #### 5", "auto", "4", "boxed"),
+    ("#### 5 <answer>3</answer>", "auto", "3", "answer_tag"),
+    ("Answer: 6\n#### 5", "auto", "5", "hash"),
+    ("Answer: 6", "auto", "6", "answer_line"),
+]
+
+
+@pytest.mark.parametrize("completion,extract,answer,method", EXTRACTIONS,
+                         ids=[f"{e[1]}-{i}" for i, e in enumerate(EXTRACTIONS)])
+def test_extract_forms(completion, extract, answer, method):
+    info = extract_answer(completion, extract=extract)
+    assert (info["answer"], info["method"]) == (answer, method)
+    assert info["reason"] == (None if answer else "no final answer found")
+
+
+def test_default_extract_is_unchanged():
+    """The default is extract=boxed, the rules from before the option existed (the agreement work on the
+    math verifier depends on them): the last box, else the "Answer:" line; tags and #### are not read."""
+    for completion, extract, answer, method in EXTRACTIONS:
+        if extract == "boxed":
+            assert (extract_answer(completion)["answer"], extract_answer(completion)["method"]) == (answer, method)
+    assert extract_answer("\\boxed{}\nAnswer: 3")["answer"] is None  # an empty box is the answer given: none
+    assert extract_answer("<answer>1</answer>\n#### 2", fallback="none")["answer"] is None
+    assert extract_answer("Answer: 6", extract="auto", fallback="none")["answer"] is None
+
+
+def test_extract_forms_are_scored():
+    v = get_verifier("math", processes=2, extract="answer_tag")
+    r = v("The total is 12.\n<answer>$\\frac{24}{2}$</answer>", {"answer": "12"})
+    assert r.score == 1.0 and r.details["method"] == "answer_tag"
+    assert v(r"\boxed{12}", {"answer": "12"}).details["reason"] == "no final answer found"
+    gsm = get_verifier("math", processes=2, extract="hash")
+    assert gsm("5 boxes of 250: 1,250\n#### 1,250", {"answer": "1250"}).score == 1.0
+    assert gsm("#### 3 or 4", {"answer": "3"}).details["reason"] == "hedged answer"
+    last = get_verifier("math", processes=2, extract="last_number")
+    assert [last(c, {"answer": "0.75"}).score for c in ("so 3/4", "so 0.75.", "so 3/5")] == [1.0, 1.0, 0.0]
+
+
+def test_extract_param_is_checked():
+    from training.verifiers import check_reward_spec
+
+    with pytest.raises(ValueError, match="extract"):
+        get_verifier("math", extract="xml")
+    assert "extract" in check_reward_spec([{"name": "math", "params": {"extract": "xml"}}])
+    assert check_reward_spec([{"name": "math", "params": {"extract": "hash", "fallback": "none"}}]) == ""
+
+
 def test_pool_outer_deadline_kills_stuck_worker_and_recovers():
     pool = WorkerPool("time:sleep", processes=1, deadline_s=0.5)
     try:

@@ -13,7 +13,12 @@ the sandbox: a program cannot print a pass marker, exit early, patch builtins or
 ``__eq__`` is always true and pass: values come back as plain JSON data (exact builtin types only) and
 are compared here with Python's ``==``. A report stream that is out of order, duplicated or truncated fails.
 
-All of a completion's tests run in one execution; results are cached by the hash of (code, tests, limits).
+Either kind may carry ``setup_code`` (a string): trusted set-up such as imports and helper functions (e.g. a
+HumanEval prompt), run before the completion's program in the same execution and namespace. The program is
+compiled on its own, so its line numbers and a leading ``from __future__`` import stay valid.
+
+All of a completion's tests run in one execution; results are cached by the hash of (the code run, tests,
+limits).
 """
 from __future__ import annotations
 
@@ -157,6 +162,24 @@ def plan_io(example: dict) -> tuple[list[dict], list[tuple[int, Check]]]:
     return steps, checks
 
 
+def with_setup(program: str, example: dict) -> str:
+    """The code the sandbox runs: the example's ``setup_code``, then the program (compiled on its own).
+
+    >>> with_setup("x = 1\\n", {})
+    'x = 1\\n'
+    >>> print(with_setup("x = y\\n", {"setup_code": "y = 2"}))
+    y = 2
+    exec(compile('x = y\\n', '<program>', 'exec', dont_inherit=True))
+    <BLANKLINE>
+    """
+    setup = example.get("setup_code")
+    if setup is None:
+        return program
+    if not isinstance(setup, str):
+        raise VerifierError(f"code: example field 'setup_code' must be a string; got {type(setup).__name__}")
+    return f"{setup}\nexec(compile({program!r}, '<program>', 'exec', dont_inherit=True))\n"
+
+
 def parse_reports(text: str, n_steps: int) -> tuple[str, list[dict]]:
     """Validate the report stream strictly. Returns (problem or "", per-step reports)."""
     lines = text.splitlines()
@@ -238,14 +261,15 @@ class CodeVerifier:
         for i, (completion, example) in enumerate(zip(completions, examples)):
             try:
                 steps, checks = self._plan(example)
+                program = extract_program(completion)
+                code = with_setup(program or "", example)
             except VerifierError as exc:
                 out[i] = exc
                 continue
-            program = extract_program(completion)
             if program is None:
                 out[i] = VerifierResult(0.0, {"reason": "no ```python block", "passed": 0, "total": len(checks)})
                 continue
-            key = hashlib.sha256(json.dumps([program, steps, repr(checks), self.limits, self.partial_credit],
+            key = hashlib.sha256(json.dumps([code, steps, repr(checks), self.limits, self.partial_credit],
                                             sort_keys=True, default=str).encode()).hexdigest()
             with self._cache_lock:
                 hit = self._cache.get(key)
@@ -253,7 +277,7 @@ class CodeVerifier:
                 out[i] = VerifierResult(hit.score, dict(hit.details, cached=True))
                 continue
             jobs.setdefault(key, []).append(i)
-            plans[key] = (program, steps, checks)
+            plans[key] = (code, steps, checks)
         if jobs:
             keys = list(jobs)
             requests = [{"code": plans[k][0], "steps": plans[k][1], **self.limits} for k in keys]

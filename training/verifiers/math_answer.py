@@ -1,9 +1,13 @@
 """The ``math`` verifier: final-answer extraction plus math-verify, run in worker processes.
 
-Extraction (in the trusted parent, cheap): the content of the completion's last ``\\boxed{...}`` (or
-``\\fbox{...}``), with braces matched; when there is none, the configurable fallback (default: the last
-"Answer: ..." / "Final answer: ..." line). A hedged answer ("3 or 4", "maybe 3") scores 0 unless the gold
-answer itself is phrased that way; no answer scores 0.
+Extraction (in the trusted parent, cheap), in the form the run's prompt asks for (``extract``; the forms are
+:mod:`training.verifiers.answers`, shared with ``reasoning_gym``): ``boxed`` (the default) takes the content of
+the completion's last ``\\boxed{...}`` (or ``\\fbox{...}``), with braces matched, and when there is none the
+configurable fallback (default: the last "Answer: ..." / "Final answer: ..." line); ``answer_tag`` the last
+``<answer>...</answer>``; ``hash`` the text after the last ``####`` (GSM8K); ``last_number`` the last number;
+``auto`` tries boxed, then an answer tag, then ``####``, then the fallback. ``details["method"]`` names the form
+that matched. A hedged answer ("3 or 4", "maybe 3") scores 0 unless the gold answer itself is phrased that way;
+no answer scores 0.
 
 Checking, fast: when gold and answer both fall in the small grammar of :mod:`math_fastpath` (integers,
 decimals, fractions, percentages, simple radicals, ``x = v``), the parent decides exactly in microseconds,
@@ -28,63 +32,55 @@ import threading
 import time
 from collections import OrderedDict
 
+from training.verifiers.answers import extract as extract_form
+from training.verifiers.answers import find_boxed
 from training.verifiers.base import Param, VerifierError, VerifierResult, register_verifier
 from training.verifiers.math_fastpath import decide, parse_fast
 from training.verifiers.workers import TaskFailed, TaskTimeout, WorkerPool
 
-_BOXED_START = re.compile(r"\\(?:boxed|fbox)\s*")
-_ANSWER_LINE = re.compile(r"(?im)^\W*(?:final\s+answer|answer)\s*(?:is)?\s*[:：]?\s*(.+?)\s*$")
 MAX_CHUNK = 16  # pairs per pool message: one round trip per chunk instead of per pair
 
 _HEDGE = re.compile(r"\bor\b|\\lor\b|\beither\b|\bmaybe\b|\bpossibly\b|\bprobably\b|\bperhaps\b|\?")
+# extract -> the answer forms tried in order (the first that gives an answer wins); "boxed" and "auto" end with
+# the fallback (the "Answer:" line unless fallback is "none"), the others are exactly the form the prompt asked for
+EXTRACT = {"boxed": ("boxed",), "answer_tag": ("answer_tag",), "hash": ("hash",), "last_number": ("last_number",),
+           "auto": ("boxed", "answer_tag", "hash")}
 
 
-def find_boxed(text: str) -> list[str]:
-    """Contents of every ``\\boxed{...}`` / ``\\fbox{...}`` (braces matched; ``\\boxed 5`` form too), in order.
-
-    >>> find_boxed(r"so \\boxed{\\frac{1}{2}} or \\boxed 3 and \\boxed{")
-    ['\\\\frac{1}{2}', '3']
-    """
-    found = []
-    for m in _BOXED_START.finditer(text):
-        i = m.end()
-        if i < len(text) and text[i] == "{":
-            depth, j = 0, i
-            while j < len(text):
-                if text[j] == "{" and text[j - 1] != "\\":
-                    depth += 1
-                elif text[j] == "}" and text[j - 1] != "\\":
-                    depth -= 1
-                    if depth == 0:
-                        found.append(text[i + 1:j].strip())
-                        break
-                j += 1
-        else:  # "\boxed 5": one token up to whitespace or '$'
-            token = re.match(r"[^\s$]+", text[i:])
-            if token and m.group(0).endswith((" ", "\t")):
-                found.append(token.group(0))
-    return found
+def _tidy(answer: str) -> str:
+    """A line's answer without its trailing full stop and dollar signs: "$12$." -> "12"."""
+    return answer.strip().rstrip(".").strip("$ ").strip()
 
 
-def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxed: str = "last") -> dict:
-    """Pick the final answer. Returns {"answer": str|None, "method": ..., "n_boxed": int, "reason": ...}.
+def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxed: str = "last",
+                   extract: str = "boxed") -> dict:
+    """Pick the final answer. Returns {"answer": str|None, "method": ..., "n_boxed": int, "reason": ...};
+    ``method`` is the form that gave it (boxed, answer_tag, hash, last_number, answer_line).
 
     >>> extract_answer(r"I think \\boxed{3}. Wait, \\boxed{4}.")["answer"]
     '4'
     >>> extract_answer("Work...\\nAnswer: $12$.")["answer"], extract_answer("no idea")["answer"]
     ('12', None)
+    >>> text = "<answer>3</answer> so #### 1,234"
+    >>> [extract_answer(text, extract=e)["answer"] for e in ("hash", "auto", "last_number")]
+    ['1,234', '3', '1234']
     """
     boxed = find_boxed(completion)
     info = {"answer": None, "method": None, "n_boxed": len(boxed), "reason": None}
-    if boxed:
-        if multiple_boxed == "reject" and len(set(boxed)) > 1:
-            info["reason"] = "several different boxed answers"
-            return info
-        info["answer"], info["method"] = boxed[-1], "boxed"
-    elif fallback == "answer_line":
-        lines = _ANSWER_LINE.findall(completion)
-        if lines:
-            info["answer"], info["method"] = lines[-1].strip().rstrip(".").strip("$ ").strip(), "answer_line"
+    forms = EXTRACT[extract] + (("answer_line",) if extract in ("boxed", "auto") and fallback == "answer_line" else ())
+    for form in forms:
+        if form == "boxed":
+            if not boxed:
+                continue
+            if multiple_boxed == "reject" and len(set(boxed)) > 1:
+                info["reason"] = "several different boxed answers"
+                return info
+            info["answer"], info["method"] = boxed[-1], "boxed"  # an empty box ends the search: no answer
+            break
+        answer = extract_form(completion, form)
+        if answer is not None:
+            info["answer"], info["method"] = _tidy(answer), form
+            break
     if not info["answer"]:
         info["answer"] = None
         info["reason"] = info["reason"] or "no final answer found"
@@ -197,10 +193,13 @@ class MathVerifier:
     1.0
     >>> v(r"\\boxed{3 \\text{ or } 4}", {"answer": "3"}).details["reason"]
     'hedged answer'
+    >>> MathVerifier(processes=1, extract="hash")("2 + 3 = 5\\n#### 5", {"answer": "5"}).details["method"]
+    'hash'
     """
 
     # What a reward spec may set, with bounds (checked at submit time; base.Param).
-    PARAMS = {"answer_key": Param(str, max_len=100), "fallback": Param(str, choices=("answer_line", "none")),
+    PARAMS = {"answer_key": Param(str, max_len=100), "extract": Param(str, choices=tuple(EXTRACT)),
+              "fallback": Param(str, choices=("answer_line", "none")),
               "multiple_boxed": Param(str, choices=("last", "reject")), "processes": Param(int, 1, 32),
               "deadline_s": Param(float, 1, 600), "timeout_s": Param(int, 1, 300), "float_rounding": Param(int, 0, 15),
               "cache_size": Param(int, 0, 1_000_000)}
@@ -211,9 +210,11 @@ class MathVerifier:
         return "" if deadline_s > timeout_s else (
             f"math: deadline_s must exceed timeout_s; got timeout_s={timeout_s}, deadline_s={deadline_s}")
 
-    def __init__(self, *, answer_key: str = "answer", fallback: str = "answer_line", multiple_boxed: str = "last",
-                 processes: int = 2, deadline_s: float = 10.0, timeout_s: int = 3, float_rounding: int = 6,
-                 cache_size: int = 100_000):
+    def __init__(self, *, answer_key: str = "answer", extract: str = "boxed", fallback: str = "answer_line",
+                 multiple_boxed: str = "last", processes: int = 2, deadline_s: float = 10.0, timeout_s: int = 3,
+                 float_rounding: int = 6, cache_size: int = 100_000):
+        if extract not in EXTRACT:
+            raise ValueError(f"math: extract must be one of {', '.join(EXTRACT)}; got {extract!r}")
         if fallback not in ("answer_line", "none"):
             raise ValueError(f"math: fallback must be 'answer_line' or 'none'; got {fallback!r}")
         if multiple_boxed not in ("last", "reject"):
@@ -221,7 +222,8 @@ class MathVerifier:
         if timeout_s < 1 or deadline_s <= timeout_s:
             raise ValueError(f"math: need 1 <= timeout_s < deadline_s; got timeout_s={timeout_s}, "
                              f"deadline_s={deadline_s}")
-        self.answer_key, self.fallback, self.multiple_boxed = answer_key, fallback, multiple_boxed
+        self.answer_key, self.extract = answer_key, extract
+        self.fallback, self.multiple_boxed = fallback, multiple_boxed
         self.timeout_s, self.float_rounding = int(timeout_s), float_rounding
         self.pool = shared_pool(processes, deadline_s)
         self.cache_size = cache_size
@@ -243,7 +245,7 @@ class MathVerifier:
         todo: dict[tuple, list[int]] = {}
         infos = []
         for i, (completion, example) in enumerate(zip(completions, examples)):
-            info = extract_answer(completion, self.fallback, self.multiple_boxed)
+            info = extract_answer(completion, self.fallback, self.multiple_boxed, self.extract)
             infos.append(info)
             try:
                 gold = self._gold(example)

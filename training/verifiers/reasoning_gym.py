@@ -1,43 +1,29 @@
 """The ``reasoning_gym`` verifier: a reasoning-gym task's answer judged by that task's own ``score_answer``
 (the package's reference scorer: partial credit where the task gives it, e.g. a near-miss number).
 
-The answer is first taken out of the completion the way the prompt asked for it: inside
-``<answer>…</answer>`` (reasoning-gym's convention; the last one counts), in the last ``\\boxed{}``, on the
-last non-empty line, the last number, or the whole completion.
+The answer is first taken out of the completion the way the prompt asked for it (``extract``, one of the forms
+of :mod:`training.verifiers.answers`, shared with ``math``): inside ``<answer>…</answer>`` (reasoning-gym's
+convention; the last one counts), in the last ``\\boxed{}``, after ``####``, on an "Answer:" line, on the last
+non-empty line, the last number, or the whole completion.
 """
 from __future__ import annotations
 
 import functools
-import re
 
+from training.verifiers.answers import FORMS, extract
 from training.verifiers.base import Param, VerifierError, VerifierResult, register_verifier
-from training.verifiers.math_answer import find_boxed
-
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 def extract_answer(completion: str, how: str = "answer_tag") -> str | None:
-    """The answer part of a completion, or None when it has none in the asked form.
+    """The answer part of a completion, or None when it has none in the asked form (one of
+    :data:`training.verifiers.answers.FORMS`).
 
     >>> extract_answer("I think <answer>4</answer>, no: <answer> 5 </answer>")
     '5'
     >>> extract_answer("so \\\\boxed{12}", "boxed"), extract_answer("work\\n\\n 7 \\n", "last_line")
     ('12', '7')
     """
-    if how == "answer_tag":
-        found = _ANSWER_TAG.findall(completion)
-        return found[-1].strip() if found else None
-    if how == "boxed":
-        boxed = find_boxed(completion)
-        return boxed[-1].strip() if boxed else None
-    if how == "last_number":
-        numbers = _NUMBER.findall(completion)
-        return numbers[-1] if numbers else None
-    if how == "last_line":
-        lines = [line.strip() for line in completion.splitlines() if line.strip()]
-        return lines[-1] if lines else None
-    return completion.strip()
+    return extract(completion, how)
 
 
 @functools.lru_cache(maxsize=None)
@@ -64,5 +50,4 @@ def reasoning_gym_score(completion: str, example: dict, *, extract: str = "answe
     return VerifierResult(score, {"task": task, "answer": answer[:200], "expected": str(example.get("answer"))[:200]})
 
 
-reasoning_gym_score.PARAMS = {"extract": Param(str, choices=("answer_tag", "boxed", "last_line", "last_number",
-                                                             "whole"))}
+reasoning_gym_score.PARAMS = {"extract": Param(str, choices=FORMS)}

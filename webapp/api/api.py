@@ -313,7 +313,7 @@ def runs_metrics(request, run_id: int, metric_keys: str = Query("", alias="keys"
 def sweeps_create(request, payload: SweepIn):
     """Launch a sweep: seeds x an optional grid, a concurrency limit, an early-stopping policy."""
     project, parent, config = _launch_inputs(request, payload)
-    cfg = run_services.as_config(config, user=request.user)
+    cfg = run_services.as_config(config, user=request.user, project=project)
     seeds_text = payload.seeds if isinstance(payload.seeds, str) else (
         str(payload.seeds) if isinstance(payload.seeds, int) else ",".join(map(str, payload.seeds)) + ",")
     try:

@@ -25,11 +25,11 @@ class EvalForm(forms.Form):
     name = forms.CharField(required=False, max_length=200, help_text="Optional label for the evaluation.")
     models = AnyMultipleChoiceField(widget=forms.CheckboxSelectMultiple, required=False,
                                     help_text="The base model and the checkpoints to compare.")
-    task = forms.CharField(widget=DatalistInput(TASK_SUGGESTIONS), max_length=100,
-                           help_text="A built-in or reasoning_gym:<task> held-out set, or 'file' for your own "
-                                     "held-out data.")
+    task = forms.CharField(widget=DatalistInput(TASK_SUGGESTIONS), max_length=250,
+                           help_text="A built-in or reasoning_gym:<task> held-out set, dataset:<name> (a library "
+                                     "dataset's held-out rows) or 'file' for your own held-out data.")
     data_path = forms.CharField(required=False, max_length=1000,
-                                help_text="Held-out problems (.jsonl or .parquet) when task is 'file'.")
+                                help_text="Held-out problems (.jsonl, .parquet or .csv) when task is 'file'.")
     prompt_field = forms.CharField(required=False, initial="prompt")
     answer_field = forms.CharField(required=False, initial="answer")
     problems = forms.IntegerField(initial=100, help_text="Held-out problems (a file: its first N; 0 = all rows).")
@@ -88,7 +88,9 @@ def initial_from_config(config: dict, choices: list[ModelChoice]) -> dict:
     for c in choices:
         if c.run_id is not None and (c.run_id not in last or c.step > last[c.run_id].step):
             last[c.run_id] = c
-    return {"task": config.get("task", "arithmetic"), "data_path": config.get("data_path", ""),
+    task = config.get("task", "arithmetic")
+    return {"task": task,  # a library dataset: named, so the job reads its held-out rows
+            "data_path": "" if task.startswith("dataset:") else config.get("data_path", ""),
             "prompt_field": config.get("prompt_field", "prompt"), "answer_field": config.get("answer_field", "answer"),
             "temperature": config.get("temperature", 1.0), "top_p": config.get("top_p", 1.0),
             "max_new_tokens": config.get("max_new_tokens", 8),

@@ -47,9 +47,12 @@ class EvalJob(models.Model):
     sweep = models.ForeignKey("sweeps.Sweep", null=True, blank=True, on_delete=models.SET_NULL,
                               related_name="eval_jobs", help_text="The sweep whose page it was started from.")
 
-    task = models.CharField(max_length=40, help_text="Built-in task (its held-out set) or 'file'.")
+    task = models.CharField(max_length=250, help_text="Built-in task (its held-out set), 'file' or dataset:<name>.")
     data_path = models.CharField(max_length=1000, blank=True)
     prompt_field = models.CharField(max_length=100, default="prompt")
+    data_options = models.JSONField(default=dict, blank=True,
+                                    help_text="A library dataset's mapping and split (data_fields, held_out_fraction, "
+                                              "split_seed).")
     answer_field = models.CharField(max_length=100, default="answer")
     problems = models.PositiveIntegerField(help_text="Held-out problems evaluated (a file: its first N).")
     n = models.PositiveIntegerField(help_text="Samples per problem.")

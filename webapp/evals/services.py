@@ -16,11 +16,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from training.config import TrainConfig, outside_roots
-from training.data import DatasetError, check_file_dataset, default_rewards, task_error
+from training.data import DATASET, DatasetError, check_file_dataset, default_rewards, is_file_task, task_error
 from training.fields import FieldErrors
 from training.prompts import PromptTemplate
 from training.passk import MAX_N, doubling_ks
 from training.verifiers import check_reward_spec
+from webapp.datasets.selectors import dataset_for_task
 from webapp.projects.models import Role
 from webapp.projects.services import audit, default_project, require_role
 from webapp.runs.models import Checkpoint, Run
@@ -67,7 +68,8 @@ def prompt_template_of(origin) -> dict:
         return {}
     config = origin.config
     return PromptTemplate(chat=config.get("chat_template", "auto"), system_prompt=config.get("system_prompt", ""),
-                          instruction=config.get("answer_instruction", "")).to_dict()
+                          instruction=config.get("answer_instruction", ""),
+                          stop=tuple(config.get("stop") or ())).to_dict()
 
 
 def base_model_path(config: dict) -> str:
@@ -129,19 +131,19 @@ def _check_rewards(rewards, errors: dict) -> None:
 
 
 def _check_dataset(*, task: str, data_path: str, prompt_field: str, answer_field: str, problems: int, user=None,
-                   errors: dict) -> int:
+                   errors: dict, options: dict | None = None) -> int:
     """Checks the dataset can be read and is not empty; returns the number of problems the job will use."""
     if task_error(task):
         errors["task"] = task_error(task)
         return 0
-    if task != "file":  # generated: built-in or reasoning-gym
+    if not is_file_task(task):  # generated (built-in, reasoning-gym) or shipped by a package (humaneval, ifbench)
         if not 1 <= problems <= MAX_PROBLEMS:
             errors["problems"] = (f"must be at least 1 (an empty dataset has nothing to evaluate); got {problems}"
                                   if problems < 1 else f"must be at most {MAX_PROBLEMS}; got {problems}")
             return 0
         return problems
     if not data_path:
-        errors["data_path"] = "required when task is 'file' (a .jsonl or .parquet file of held-out problems)"
+        errors["data_path"] = "required when task is 'file' (a .jsonl, .parquet or .csv file of held-out problems)"
         return 0
     if problems < 0:
         errors["problems"] = f"must be 0 (all rows) or more; got {problems}"
@@ -151,7 +153,13 @@ def _check_dataset(*, task: str, data_path: str, prompt_field: str, answer_field
         errors["data_path"] = outside
         return 0
     try:
-        count = check_file_dataset(data_path, prompt_field or "prompt", answer_field or "answer")
+        count = check_file_dataset(data_path, prompt_field or "prompt", answer_field,
+                                   fields=(options or {}).get("data_fields"))
+        fraction = (options or {}).get("held_out_fraction") or 0
+        if fraction:  # a library dataset with a split: its held-out rows
+            from training.data import held_out_size
+
+            count = held_out_size(count, fraction)
     except DatasetError as exc:
         errors["data_path"] = str(exc).removeprefix("data_path: ")
         return 0
@@ -176,6 +184,7 @@ class EvalInput:
     rewards: list
     seed: int
     keep_completions: int
+    data_options: dict  # a library dataset's mapping and split: {data_fields, held_out_fraction, split_seed}
 
 
 def validate_eval_input(*, run: Run | None, sweep: Sweep | None, models: list[str], task: str, data_path: str = "", user=None,
@@ -203,14 +212,26 @@ def validate_eval_input(*, run: Run | None, sweep: Sweep | None, models: list[st
         errors["keep_completions"] = f"must lie in 0..{MAX_KEEP_COMPLETIONS}; got {keep_completions}"
     if not 0 <= seed <= MAX_SEED:
         errors["seed"] = f"must lie in 0..{MAX_SEED}; got {seed}"
-    count = _check_dataset(task=task, data_path=data_path, prompt_field=prompt_field, answer_field=answer_field, user=user,
-                           problems=problems, errors=errors)
+    options: dict = {}
+    answer_field = answer_field or "answer"  # (a library dataset may have none: its own mapping says so)
+    if isinstance(task, str) and task.startswith(DATASET) and not data_path:  # a library dataset: its held-out rows
+        origin = run if run is not None else sweep
+        try:
+            entry = dataset_for_task(user=user, task=task, project=origin.project if origin is not None else None)
+            values = entry.config_values()
+            data_path, prompt_field, answer_field = values["data_path"], values["prompt_field"], values["answer_field"]
+            options = {k: values[k] for k in ("data_fields", "held_out_fraction", "split_seed")}
+        except FieldErrors as exc:
+            errors.update(exc.errors)
+    count = 0 if "task" in errors else _check_dataset(
+        task=task, data_path=data_path, prompt_field=prompt_field, answer_field=answer_field, user=user,
+        problems=problems, errors=errors, options=options)
     rewards = list(rewards) if rewards else (default_rewards(task) if not task_error(task) else [])
     _check_rewards(rewards, errors)
     if errors:
         raise FieldErrors(errors)
-    return EvalInput(chosen, task, data_path, prompt_field or "prompt", answer_field or "answer", count, n, ks,
-                     float(temperature), float(top_p), max_new_tokens, rewards, seed, keep_completions)
+    return EvalInput(chosen, task, data_path, prompt_field or "prompt", answer_field, count, n, ks,
+                     float(temperature), float(top_p), max_new_tokens, rewards, seed, keep_completions, options)
 
 
 # --- creating and dispatching ---------------------------------------------------------------------------------
@@ -240,6 +261,7 @@ def eval_create(*, run: Run | None = None, sweep: Sweep | None = None, models: l
         prompt_field=valid.prompt_field, answer_field=valid.answer_field, problems=valid.problems, n=valid.n,
         ks=valid.ks, temperature=valid.temperature, top_p=valid.top_p, max_new_tokens=valid.max_new_tokens,
         rewards=valid.rewards, seed=valid.seed, keep_completions=valid.keep_completions,
+        data_options=valid.data_options,
         queue=_queue_of(origin_config(run=run, sweep=sweep)), created_by=user,
         total_units=valid.problems * len(valid.models), prompt_template=prompt_template_of(origin))
     EvalModel.objects.bulk_create([

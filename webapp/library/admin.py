@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import JudgeEndpoint, ModelEntry
+from .models import JudgeEndpoint, ModelEntry, ModelTrial
 
 
 @admin.register(JudgeEndpoint)
@@ -13,3 +13,10 @@ class ModelEntryAdmin(admin.ModelAdmin):
     list_display = ("name", "project", "status", "path", "created_by", "created_at")
     list_filter = ("status",)
     search_fields = ("name", "project__name", "path")
+
+
+@admin.register(ModelTrial)
+class ModelTrialAdmin(admin.ModelAdmin):
+    list_display = ("pk", "entry", "builtin", "project", "created_by", "status", "tokens", "seconds", "created_at")
+    list_filter = ("status",)
+    search_fields = ("entry__name", "builtin", "project__name", "created_by__username")

@@ -61,3 +61,64 @@ class ModelEntry(models.Model):
 
     def __str__(self) -> str:
         return f"model {self.project}/{self.name}"
+
+
+class TrialStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+TRIAL_ACTIVE = (TrialStatus.QUEUED, TrialStatus.RUNNING)
+
+
+class ModelTrial(models.Model):
+    """One "try it" generation on the models page: a prompt, the sampling settings, and the reply a worker
+    wrote. A library entry's trial belongs to the entry's project; a built-in model's, to the project of the
+    user who asked (their personal project). Only services change ``status`` (library.services)."""
+
+    Status = TrialStatus
+
+    project = models.ForeignKey("projects.Project", related_name="model_trials", on_delete=models.CASCADE)
+    entry = models.ForeignKey(ModelEntry, null=True, blank=True, related_name="trials", on_delete=models.CASCADE,
+                              help_text="The library entry tried; empty for a built-in model.")
+    builtin = models.CharField(max_length=20, blank=True, help_text="The built-in model tried (tiny, smollm2).")
+    model_path = models.CharField(max_length=1000, help_text="The folder the worker loads (the entry's or the "
+                                                             "built-in's, never typed by a user).")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="model_trials")
+    prompt = models.TextField()
+    max_new_tokens = models.PositiveSmallIntegerField()
+    temperature = models.FloatField(help_text="0: greedy.")
+    chat = models.BooleanField(default=True, help_text="Render the prompt with the model's chat template, if it "
+                                                       "has one.")
+    status = models.CharField(max_length=10, choices=TrialStatus.choices, default=TrialStatus.QUEUED)
+    rendered = models.TextField(blank=True, help_text="The prompt as the model was given it.")
+    chat_used = models.BooleanField(default=False, help_text="Whether the chat template rendered the prompt.")
+    reply = models.TextField(blank=True)
+    stop_reason = models.CharField(max_length=20, blank=True, help_text="eos, max_new_tokens or context.")
+    error = models.TextField(blank=True)
+    tokens = models.PositiveIntegerField(null=True, blank=True, help_text="Tokens generated (the EOS counted).")
+    seconds = models.FloatField(null=True, blank=True, help_text="Loading the model and generating.")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            # A trial costs a worker slot: one at a time per user, decided by the database (two requests at once
+            # cannot both pass the service's check).
+            models.UniqueConstraint(fields=["created_by"], condition=models.Q(status__in=TRIAL_ACTIVE),
+                                    name="model_trial_one_active_per_user"),
+            models.CheckConstraint(condition=models.Q(entry__isnull=False) | ~models.Q(builtin=""),
+                                   name="model_trial_entry_or_builtin"),
+        ]
+
+    @property
+    def is_ended(self) -> bool:
+        return self.status not in TRIAL_ACTIVE
+
+    def __str__(self) -> str:
+        return f"trial {self.pk} of {self.entry or self.builtin}"

@@ -31,12 +31,46 @@ def builtin_models() -> list[dict]:
     from training.tiny import tiny_model_ready
 
     rows = []
-    for name, path, ready in (("tiny (built-in)", default_tiny_model_dir(), tiny_model_ready),
-                              ("SmolLM2-135M-Instruct (built-in)", os.path.join(default_models_dir(), SMOLLM2),
-                               imported_ready)):
+    for key, name, path, ready in (
+            ("tiny", "tiny (built-in)", default_tiny_model_dir(), tiny_model_ready),
+            ("smollm2", "SmolLM2-135M-Instruct (built-in)", os.path.join(default_models_dir(), SMOLLM2),
+             imported_ready)):
         if ready(path):
-            rows.append({"name": name, "path": "" if "tiny" in name else path, "description": describe_model(path)})
+            # path: what a run config's model_path says (empty: the tiny model); folder: where it lies
+            rows.append({"key": key, "name": name, "path": "" if key == "tiny" else path, "folder": path,
+                         "description": describe_model(path)})
     return rows
+
+
+def builtin_model(key: str) -> dict:
+    """One built-in model (``builtin_models``' row) by its key; Http404 if there is no such model, or it is not
+    made yet."""
+    from django.http import Http404
+
+    for row in builtin_models():
+        if row["key"] == key:
+            return row
+    raise Http404(f"no built-in model {key!r} on this server (yet)")
+
+
+def trials_of(*, user, entry=None, builtin: str = "", limit: int = 5):
+    """The user's newest trials of a library entry (or of a built-in model), in the projects they may read."""
+    from webapp.projects.selectors import visible
+
+    from .models import ModelTrial
+
+    trials = visible(ModelTrial.objects.filter(created_by=user), user)
+    trials = trials.filter(entry=entry) if entry is not None else trials.filter(entry__isnull=True, builtin=builtin)
+    return list(trials.order_by("-created_at", "-id")[:limit])
+
+
+def get_trial(*, user, trial_id: int):
+    """One of the user's own trials (another user's, even in a shared project, is 404: a prompt is private)."""
+    from webapp.projects.selectors import get_visible
+
+    from .models import ModelTrial
+
+    return get_visible(ModelTrial.objects.filter(created_by=user).select_related("entry"), user, pk=trial_id)
 
 
 def runs_using(*, user, path: str, limit: int = 50):

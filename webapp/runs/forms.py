@@ -90,6 +90,10 @@ class RunForm(forms.Form):
             from webapp.library.selectors import model_paths_for
 
             self.fields["model_path"].widget = DatalistInput(model_paths_for(user=user))
+            from webapp.datasets.selectors import dataset_entries  # the user's datasets, as task names
+
+            self.fields["task"].widget = DatalistInput(
+                [e.task for e in dataset_entries(user=user)] + list(self.specs["task"]["suggestions"]))
         self.config: TrainConfig | None = None  # parsed once, here; the services take it as it is
 
     @staticmethod
@@ -136,7 +140,7 @@ class RunForm(forms.Form):
         if self.errors:
             return cleaned
         try:
-            cfg = parse_config(self.submitted_config(), user=self.user)
+            cfg = parse_config(self.submitted_config(), user=self.user, project=cleaned.get("project"))
         except FieldErrors as exc:
             self.add_config_errors(exc)
             return cleaned

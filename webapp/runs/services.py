@@ -42,10 +42,14 @@ def _locked(run_id: int) -> Run:
     return Run.objects.select_for_update().get(pk=run_id)
 
 
-def parse_config(data: dict, *, user=None) -> TrainConfig:
+def parse_config(data: dict, *, user=None, project=None) -> TrainConfig:
     """A request's config, validated by the one schema (training.config), its paths inside the allowed folders
     (settings.SEEDBED_DATA_ROOTS) and, for ``user``, inside what they may read (another project's checkpoints
-    and library models are not found); raises FieldErrors with per-field messages."""
+    and library models are not found); ``task: dataset:<name>`` takes the entry's file, mapping and split (the
+    run's ``project``'s entry first). Raises FieldErrors with per-field messages."""
+    from webapp.datasets.selectors import resolve_dataset_config
+
+    data = resolve_dataset_config(data, user=user, project=project)
     errors = {}
     if isinstance(data, dict):
         for name in ("model_path", "data_path"):
@@ -58,10 +62,10 @@ def parse_config(data: dict, *, user=None) -> TrainConfig:
     return TrainConfig.from_dict(data, check_paths=True, roots=settings.SEEDBED_DATA_ROOTS)
 
 
-def as_config(config: TrainConfig | dict, *, user=None) -> TrainConfig:
+def as_config(config: TrainConfig | dict, *, user=None, project=None) -> TrainConfig:
     """A config as the one schema (training.config) has it: a TrainConfig passes as it is (a request parsed it
     once, in its form, for its user), a mapping is parsed and validated (``parse_config``)."""
-    return config if isinstance(config, TrainConfig) else parse_config(config, user=user)
+    return config if isinstance(config, TrainConfig) else parse_config(config, user=user, project=project)
 
 
 def queue_for(cfg: TrainConfig) -> str:
@@ -88,7 +92,7 @@ def run_create(*, config: TrainConfig | dict, user=None, project=None, name: str
         project = project_for_launch(user=user, project=project)
         if parent_run is not None and user is not None:
             require_role(user, parent_run.project_id, Role.VIEWER)
-    cfg = as_config(config, user=user if sweep is None else None)  # a sweep's runs: checked with the sweep
+    cfg = as_config(config, user=user if sweep is None else None, project=project)  # a sweep's runs: checked with the sweep
     run = Run.objects.create(name=name, project=project, sweep=sweep, config=cfg.to_dict(), seed=cfg.seed,
                              queue=queue_for(cfg), created_by=user, parent_run=parent_run, parent_step=parent_step)
     if sweep is None:

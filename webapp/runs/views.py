@@ -44,7 +44,9 @@ def run_form_for(request: HttpRequest, form_class, parent: Checkpoint | None, **
     if parent is not None:
         _, config = selectors.new_run_prefill(checkpoint_id=parent.pk)
         return form_class(preset=config.get("preset", "grpo"), initial_config=config, user=request.user, **kwargs)
-    return form_class(preset=request.GET.get("preset", "grpo"), user=request.user, **kwargs)
+    task = request.GET.get("task")  # "New run on it" from a dataset's page
+    initial = {"task": task} if isinstance(task, str) and len(task) <= 300 else None
+    return form_class(preset=request.GET.get("preset", "grpo"), initial_config=initial, user=request.user, **kwargs)
 
 
 def run_new(request: HttpRequest) -> HttpResponse:

@@ -148,7 +148,7 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
         errors["alert_bounds"] = str(exc)
     if errors:
         raise FieldErrors(errors)
-    base = dataclasses.replace(run_services.as_config(config, user=user), seed=0)  # the seed is the sweep's own axis
+    base = dataclasses.replace(run_services.as_config(config, user=user, project=project), seed=0)  # the seed is the sweep's own axis
     points = validate_grid(grid or {}, base, n_seeds=len(seeds))
     policy_config = policy_config_for(policy, total_steps=base.total_steps, free_slot_use=free_slot_use,
                                       extend_steps=extend_steps)

@@ -1,0 +1,215 @@
+"""Seedbed's loop against TRL's GRPOTrainer on a real pretrained model: SmolLM2-135M-Instruct, on CPU.
+
+    python bench/real_model.py [--steps 40] [--rounds 1] [--threads 2] [--problems 64] [--samples 4]
+
+The task is reasoning-gym's ``basic_arithmetic`` at an easy setting (sums and differences of two one-digit
+numbers; the answer is the last number of the reply), asked through the model's chat template with "Reply with
+the number only.". Why this one: the 135 M model gets about a third of it right at temperature 0.7, so GRPO has
+a learning signal from the first step (at the package's default difficulty, or asked for <answer> tags, the model
+scores 0 and nothing can be learned in CPU minutes); the answers are short, so a step costs seconds; and the
+task's own ``score_answer`` judges it, the same function for both engines.
+
+Both engines: 8 prompts x 4 completions per step, at most 24 completion tokens, temperature 0.7, lr 2e-6
+(constant), one optimizer step per batch (on-policy), GRPO's sequence-mean loss with eps 0.2, advantages
+normalised by the group's std, no KL (beta 0), fp32. TRL gets its best CPU configuration (use_cpu,
+gradient_checkpointing off, all 32 completions in one micro-batch). Each engine trains in its own process,
+alternating, so a load spike on the machine hits both.
+
+Printed per engine: end-to-end completion tokens/s (completion tokens generated / wall time of the training
+call), seconds per optimizer step, peak RSS of the process, held-out pass@1 before and after (``--problems``
+fixed held-out problems x ``--samples`` samples at temperature 0.7, the same evaluator for every model) with the
+95 % confidence interval of the gain (paired by problem); then the Seedbed / TRL ratios. Needs the ``bench``
+extra (trl) and SmolLM2 imported (``./seedbed setup`` does it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+TASK = "reasoning_gym:basic_arithmetic"
+TASK_PARAMS = {"min_terms": 2, "max_terms": 2, "max_digits": 1, "allow_parentheses": False, "allow_negation": False,
+               "operators": ["+", "-"]}
+INSTRUCTION = "Reply with the number only."
+REWARDS = [{"name": "reasoning_gym", "weight": 1.0, "params": {"extract": "last_number"}}]
+PROMPTS, GROUP, MAX_TOKENS, LR, TEMPERATURE = 8, 4, 24, 2e-6, 0.7
+
+
+def held_out(problems: int) -> list[dict]:
+    from training.data import make_prompt_source
+
+    return make_prompt_source(TASK, task_size=1, task_params=TASK_PARAMS).eval_set(problems)
+
+
+def pass1_per_problem(model_dir: str, problems: int, samples: int) -> list[float]:
+    """Each held-out problem's share of correct samples (its pass@1 estimate)."""
+    from training.evaluate import evaluate_examples
+    from training.loop import load_model
+    from training.prompts import PromptTemplate
+
+    model, tok = load_model(model_dir, "cpu")
+    model.eval()
+    res = evaluate_examples(model, tok, held_out(problems), n=samples, ks=[1], temperature=TEMPERATURE,
+                            max_new_tokens=MAX_TOKENS, rewards=REWARDS, seed=12345,
+                            template=PromptTemplate(chat="on", instruction=INSTRUCTION))
+    return [p["c"] / p["n"] for p in res["problems"]]
+
+
+def run_seedbed(model_dir: str, steps: int, seed: int, out: str) -> dict:
+    from training.config import TrainConfig
+    from training.loop import train
+    from training.sink import NullSink
+
+    cfg = TrainConfig.from_dict({
+        "preset": "grpo", "model_path": model_dir, "task": TASK, "task_params": TASK_PARAMS, "task_size": 4096,
+        "rewards": REWARDS, "chat_template": "on", "answer_instruction": INSTRUCTION, "temperature": TEMPERATURE,
+        "total_steps": steps, "prompts_per_step": PROMPTS, "group_size": GROUP, "max_new_tokens": MAX_TOKENS,
+        "lr": LR, "kl_coef": 0.0, "seed": seed, "samples_per_step": 0, "device": "cpu"})
+    tokens, rewards = [], []
+
+    class CountingSink(NullSink):
+        def on_metrics(self, step, m):
+            tokens.append(m["length/mean"] * PROMPTS * GROUP)
+            rewards.append(m["reward/mean"])
+
+    t0 = time.perf_counter()
+    train(cfg, out, CountingSink())
+    wall = time.perf_counter() - t0
+    return {"wall_s": wall, "tokens": sum(tokens), "steps": steps, "reward_first_last": [rewards[0], rewards[-1]],
+            "model_dir": os.path.join(out, "checkpoints", f"step_{steps:06d}")}
+
+
+def run_trl(model_dir: str, steps: int, seed: int, out: str) -> dict:
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from training.data import ReasoningGymExamples
+    from training.verifiers import build_reward
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype="float32")
+    train_rows = ReasoningGymExamples(TASK.split(":", 1)[1], 4096, seed, TASK_PARAMS)
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": f"{ex['prompt']}\n\n{INSTRUCTION}"}],
+                               "entry": json.dumps({k: ex[k] for k in ("question", "answer", "metadata")})}
+                              for ex in (train_rows[i] for i in range(len(train_rows)))])
+    reward = build_reward(REWARDS)  # the same verifier as Seedbed's run
+
+    def score(completions, entry, **kw):
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        return list(reward(texts, [json.loads(e) for e in entry]).totals)
+
+    args = GRPOConfig(output_dir=out, use_cpu=True, gradient_checkpointing=False, bf16=False, fp16=False,
+                      per_device_train_batch_size=PROMPTS * GROUP, gradient_accumulation_steps=1,
+                      num_generations=GROUP, max_completion_length=MAX_TOKENS, learning_rate=LR,
+                      lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0, beta=0.0,
+                      num_iterations=1, loss_type="grpo", epsilon=0.2, temperature=TEMPERATURE, top_p=1.0,
+                      max_steps=steps, logging_steps=1, report_to=[], save_strategy="no", seed=seed,
+                      dataloader_num_workers=0, disable_tqdm=True)
+    trainer = GRPOTrainer(model=model, reward_funcs=score, args=args, train_dataset=data, processing_class=tok)
+    t0 = time.perf_counter()
+    trainer.train()
+    wall = time.perf_counter() - t0
+    logs = [h for h in trainer.state.log_history if "completions/mean_length" in h]
+    trainer.save_model(out)
+    tok.save_pretrained(out)
+    return {"wall_s": wall, "tokens": sum(h["completions/mean_length"] for h in logs) * PROMPTS * GROUP,
+            "steps": steps, "reward_first_last": [logs[0].get("reward"), logs[-1].get("reward")], "model_dir": out}
+
+
+def child(engine: str, steps: int, seed: int, threads: int, problems: int, samples: int) -> None:
+    import torch
+
+    from training.loop import load_model
+    from training.models import ensure_smollm2
+
+    torch.set_num_threads(threads)
+    model_dir = ensure_smollm2()
+    load_model(model_dir, "cpu")  # warm transformers' lazy imports outside the timed region, for both alike
+    if engine == "base":
+        print("RESULT " + json.dumps({"per_problem": pass1_per_problem(model_dir, problems, samples)}))
+        return
+    with tempfile.TemporaryDirectory() as out:
+        res = (run_trl if engine == "trl" else run_seedbed)(model_dir, steps, seed, out)
+        res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        res["per_problem"] = pass1_per_problem(res.pop("model_dir"), problems, samples)
+    print("RESULT " + json.dumps(res))
+
+
+def gain_with_ci(before: list[float], after: list[float]) -> tuple[float, float, float]:
+    """Mean paired difference of per-problem pass@1 and its 95 % normal-approximation interval."""
+    d = [a - b for a, b in zip(after, before)]
+    mean = sum(d) / len(d)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / max(len(d) - 1, 1))
+    half = 1.96 * sd / math.sqrt(len(d))
+    return mean, mean - half, mean + half
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--problems", type=int, default=64)
+    ap.add_argument("--samples", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--child", default="")
+    args = ap.parse_args()
+    if args.child:
+        child(args.child, args.steps, args.seed, args.threads, args.problems, args.samples)
+        return
+
+    def spawn(engine: str, seed: int) -> dict:
+        proc = subprocess.run([sys.executable, __file__, "--child", engine, "--steps", str(args.steps),
+                               "--seed", str(seed), "--threads", str(args.threads), "--problems",
+                               str(args.problems), "--samples", str(args.samples)],
+                              capture_output=True, text=True, cwd=ROOT)
+        line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+        if proc.returncode or not line:
+            sys.exit(f"{engine} failed:\n{proc.stderr[-3000:]}")
+        return json.loads(line[0][7:])
+
+    t_start = time.perf_counter()
+    base = spawn("base", 0)["per_problem"]
+    print(f"base model: held-out pass@1 {sum(base) / len(base):.3f} ({args.problems} problems x {args.samples})",
+          flush=True)
+    results: dict[str, list[dict]] = {"trl": [], "seedbed": []}
+    for r in range(args.rounds):
+        for engine in ("trl", "seedbed"):
+            res = spawn(engine, args.seed + r)
+            results[engine].append(res)
+            after = res["per_problem"]
+            print(f"round {r + 1} {engine:<8} {res['tokens'] / res['wall_s']:7.1f} tok/s  "
+                  f"{res['wall_s'] / res['steps']:6.2f} s/step  RSS {res['peak_rss_mb']:6.0f} MB  "
+                  f"reward {res['reward_first_last'][0]:.2f} -> {res['reward_first_last'][1]:.2f}  "
+                  f"pass@1 {sum(after) / len(after):.3f}", flush=True)
+    print(f"\n{'engine':<8} {'tokens/s':>9} {'s/step':>7} {'RSS MB':>7} {'pass@1 before':>14} {'after':>6} "
+          f"{'gain [95% CI]':>22}")
+    summary = {}
+    for engine, rs in results.items():
+        after = [sum(r["per_problem"][i] for r in rs) / len(rs) for i in range(len(base))]
+        gain, lo, hi = gain_with_ci(base, after)
+        summary[engine] = {"tokens_per_s": sum(r["tokens"] for r in rs) / sum(r["wall_s"] for r in rs),
+                           "s_per_step": sum(r["wall_s"] for r in rs) / sum(r["steps"] for r in rs),
+                           "rss": max(r["peak_rss_mb"] for r in rs), "after": sum(after) / len(after),
+                           "gain": (gain, lo, hi)}
+        s = summary[engine]
+        print(f"{engine:<8} {s['tokens_per_s']:9.1f} {s['s_per_step']:7.2f} {s['rss']:7.0f} "
+              f"{sum(base) / len(base):14.3f} {s['after']:6.3f} {gain:+.3f} [{lo:+.3f}, {hi:+.3f}]")
+    sb, trl = summary["seedbed"], summary["trl"]
+    print(f"\nratio seedbed/trl: tokens/s x{sb['tokens_per_s'] / trl['tokens_per_s']:.2f}, "
+          f"s/step x{sb['s_per_step'] / trl['s_per_step']:.2f}, RSS x{sb['rss'] / trl['rss']:.2f}; "
+          f"wall {time.perf_counter() - t_start:.0f} s in all")
+
+
+if __name__ == "__main__":
+    main()
