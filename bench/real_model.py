@@ -1,6 +1,6 @@
 """Seedbed's loop against TRL's GRPOTrainer on a real pretrained model: SmolLM2-135M-Instruct, on CPU.
 
-    python bench/real_model.py [--steps 40] [--rounds 1] [--threads 2] [--problems 64] [--samples 4]
+    python bench/real_model.py [--steps 40] [--rounds 1] [--threads 2] [--problems 128] [--samples 4]
 
 The task is reasoning-gym's ``basic_arithmetic`` at an easy setting (sums and differences of two one-digit
 numbers; the answer is the last number of the reply), asked through the model's chat template with "Reply with
@@ -9,14 +9,15 @@ a learning signal from the first step (at the package's default difficulty, or a
 scores 0 and nothing can be learned in CPU minutes); the answers are short, so a step costs seconds; and the
 task's own ``score_answer`` judges it, the same function for both engines.
 
-Both engines: 8 prompts x 4 completions per step, at most 24 completion tokens, temperature 0.7, lr 2e-6
+Both engines: 8 prompts x 4 completions per step, at most 24 completion tokens, temperature 0.7, lr 5e-6
 (constant), one optimizer step per batch (on-policy), GRPO's sequence-mean loss with eps 0.2, advantages
 normalised by the group's std, no KL (beta 0), fp32. TRL gets its best CPU configuration (use_cpu,
 gradient_checkpointing off, all 32 completions in one micro-batch). Each engine trains in its own process,
 alternating, so a load spike on the machine hits both.
 
 Printed per engine: end-to-end completion tokens/s (completion tokens generated / wall time of the training
-call), seconds per optimizer step, peak RSS of the process, held-out pass@1 before and after (``--problems``
+call), seconds per optimizer step, peak RSS of the process, Seedbed's per-step metrics in
+var/bench/real_model_seedbed_metrics.jsonl, held-out pass@1 before and after (``--problems``
 fixed held-out problems x ``--samples`` samples at temperature 0.7, the same evaluator for every model) with the
 95 % confidence interval of the gain (paired by problem); then the Seedbed / TRL ratios. Needs the ``bench``
 extra (trl) and SmolLM2 imported (``./seedbed setup`` does it).
@@ -41,7 +42,7 @@ TASK_PARAMS = {"min_terms": 2, "max_terms": 2, "max_digits": 1, "allow_parenthes
                "operators": ["+", "-"]}
 INSTRUCTION = "Reply with the number only."
 REWARDS = [{"name": "reasoning_gym", "weight": 1.0, "params": {"extract": "last_number"}}]
-PROMPTS, GROUP, MAX_TOKENS, LR, TEMPERATURE = 8, 4, 24, 2e-6, 0.7
+PROMPTS, GROUP, MAX_TOKENS, LR, TEMPERATURE = 8, 4, 24, 5e-6, 0.7
 
 
 def held_out(problems: int) -> list[dict]:
@@ -76,10 +77,16 @@ def run_seedbed(model_dir: str, steps: int, seed: int, out: str) -> dict:
         "lr": LR, "kl_coef": 0.0, "seed": seed, "samples_per_step": 0, "device": "cpu"})
     tokens, rewards = [], []
 
+    os.makedirs(os.path.join(ROOT, "var", "bench"), exist_ok=True)
+    curve = open(os.path.join(ROOT, "var", "bench", "real_model_seedbed_metrics.jsonl"), "w")
+
     class CountingSink(NullSink):
         def on_metrics(self, step, m):
             tokens.append(m["length/mean"] * PROMPTS * GROUP)
             rewards.append(m["reward/mean"])
+            # the run's curve (reward, length, entropy per step) for the record
+            curve.write(json.dumps({"step": step, **m}) + "\n")
+            curve.flush()
 
     t0 = time.perf_counter()
     train(cfg, out, CountingSink())
@@ -159,7 +166,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--problems", type=int, default=64)
+    ap.add_argument("--problems", type=int, default=128)
     ap.add_argument("--samples", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--child", default="")

@@ -14,6 +14,9 @@ Commands:
     sweeps launch CONFIG.yaml --seeds 4 [--concurrency 2] [--policy median] [--project P] [--name N]
     sweeps get ID
     evals get ID
+    datasets list [--project P]
+    datasets upload FILE --name N [--project P] [--prompt-field F] [--answer-field F]
+    datasets get ID                               columns, first rows, mapping and split as JSON
     projects list
     projects create NAME
     projects add-member NAME USERNAME ROLE        ROLE: viewer, member or admin

@@ -99,14 +99,29 @@ def _projects_commands(group) -> None:
     p.add_argument("role", choices=("viewer", "member", "admin"))
 
 
+def _datasets_commands(group) -> None:
+    _command(group, "list", commands.datasets_list, "your projects' datasets").add_argument("--project")
+    _command(group, "get", commands.datasets_get, "a dataset (columns, first rows, mapping) as JSON").add_argument(
+        "id", type=int)
+    p = _command(group, "upload", commands.datasets_upload, "upload a .jsonl, .parquet or .csv file as a dataset")
+    p.add_argument("file")
+    p.add_argument("--name", required=True, help="what a config names: task: dataset:NAME")
+    p.add_argument("--project", help="project name (default: your personal project)")
+    p.add_argument("--prompt-field", help="the prompt's column (default: guessed)")
+    p.add_argument("--answer-field", help="the reference answer's column (default: guessed)")
+    p.add_argument("--held-out-fraction", type=float, default=0.1)
+    p.add_argument("--split-seed", type=int, default=0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __doc__ as usage
 
     parser = OneLineErrors(prog="python -m seedbed_client", parents=[_connection_options()],
                                      description=usage, formatter_class=argparse.RawDescriptionHelpFormatter)
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{runs,sweeps,evals,projects}")
+    groups = parser.add_subparsers(dest="group", required=True, metavar="{runs,sweeps,evals,datasets,projects}")
     for name, add_commands in (("runs", _runs_commands), ("sweeps", _sweeps_commands),
-                               ("evals", _evals_commands), ("projects", _projects_commands)):
+                               ("evals", _evals_commands), ("datasets", _datasets_commands),
+                               ("projects", _projects_commands)):
         group = groups.add_parser(name, help=f"{name} commands")
         add_commands(group.add_subparsers(dest="command", required=True, metavar="COMMAND"))
     return parser
@@ -165,7 +180,7 @@ def run_command(args) -> int:
     except Unreachable as exc:
         raise Failure(5, f"error: cannot reach the Seedbed server at {exc.url}: {exc.reason}") from None
     except commands.ConfigError as exc:
-        raise Failure(2, f"error: config: {exc}") from None
+        raise Failure(2, f"error: {exc.field}: {exc}") from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,9 +7,11 @@ Standard library only.
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from typing import Any
 
 API_PREFIX = "/api/v1"
@@ -64,12 +66,26 @@ class SeedbedClient:
     def post(self, path: str, body: dict | None = None) -> Any:
         return self._send("POST", path, body if body is not None else {})
 
-    def _send(self, method: str, path: str, body: dict | None) -> Any:
+    def post_file(self, path: str, fields: dict, file_field: str, filename: str, content: bytes) -> Any:
+        """A multipart/form-data POST: ``fields`` as form values and one file."""
+        boundary = f"seedbed-{uuid.uuid4().hex}"
+        parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
+                 for name, value in fields.items() if value is not None]
+        safe_name = os.path.basename(filename).replace('"', "_")
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{file_field}"; filename="{safe_name}"'
+                     f'\r\nContent-Type: application/octet-stream\r\n\r\n'.encode() + content + b"\r\n")
+        body = b"".join(parts) + f"--{boundary}--\r\n".encode()
+        return self._send("POST", path, None, raw=(body, f"multipart/form-data; boundary={boundary}"))
+
+    def _send(self, method: str, path: str, body: dict | None, raw: tuple[bytes, str] | None = None) -> Any:
         url = f"{self.root}{API_PREFIX}{path}"
         data = json.dumps(body).encode("utf-8") if body is not None else None
+        content_type = "application/json" if data is not None else None
+        if raw is not None:
+            data, content_type = raw
         request = urllib.request.Request(url, data=data, method=method, headers={
             "Authorization": f"Bearer {self.token}", "Accept": "application/json",
-            **({"Content-Type": "application/json"} if data is not None else {})})
+            **({"Content-Type": content_type} if content_type else {})})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 raw = response.read()

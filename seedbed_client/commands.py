@@ -14,7 +14,15 @@ MAX_CONFIG_BYTES = 1_000_000
 
 
 class ConfigError(Exception):
-    """A config file that cannot be read, parsed or sent: reported as ``error: config: ...`` (exit 2)."""
+    """A config file that cannot be read, parsed or sent: reported as ``error: <field>: ...`` (exit 2)."""
+
+    field = "config"
+
+
+class DataFileError(ConfigError):
+    """A data file to upload that cannot be read: ``error: file: ...``."""
+
+    field = "file"
 
 
 # --- config files -------------------------------------------------------------------------------------------------
@@ -155,4 +163,36 @@ def projects_add_member(client: SeedbedClient, args) -> int:
     path = f"/projects/{urllib.parse.quote(args.name, safe='')}/members"
     added = client.post(path, {"username": args.username, "role": args.role})
     print(f"{added['username']} is {added['role']} in project {added['project']}")
+    return 0
+
+
+# --- datasets -----------------------------------------------------------------------------------------------------
+
+MAX_UPLOAD_BYTES = 2_000_000_000  # the server has its own (smaller) limit and says so
+
+
+def datasets_list(client: SeedbedClient, args) -> int:
+    datasets = client.get("/datasets", project=args.project)["datasets"]
+    rows = [[d["id"], d["task"], d["project"], d["rows"], d["source"]] for d in datasets]
+    print(format_table(["ID", "TASK", "PROJECT", "ROWS", "SOURCE"], rows))
+    return 0
+
+
+def datasets_get(client: SeedbedClient, args) -> int:
+    print_json(client.get(f"/datasets/{args.id}"))
+    return 0
+
+
+def datasets_upload(client: SeedbedClient, args) -> int:
+    try:
+        with open(args.file, "rb") as fh:
+            content = fh.read(MAX_UPLOAD_BYTES + 1)
+    except OSError as exc:
+        raise DataFileError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+    fields = {"name": args.name, "project": args.project, "prompt_field": args.prompt_field,
+              "answer_field": args.answer_field, "held_out_fraction": args.held_out_fraction,
+              "split_seed": args.split_seed}
+    created = client.post_file("/datasets", fields, "file", args.file, content)
+    print(f"dataset {created['name']}: {created['rows']} rows in project {created['project']}; "
+          f"a config names it as task: {created['task']}")
     return 0

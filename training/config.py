@@ -282,6 +282,11 @@ class TrainConfig:
                 e["model_path"] = f"no such folder: {model_dir}"
             elif not os.path.isfile(os.path.join(model_dir, "config.json")):
                 e["model_path"] = f"not a model folder (no config.json): {model_dir}"
+            elif "max_new_tokens" not in e:
+                context = model_context_length(model_dir)
+                if context is not None and self.max_new_tokens >= context:
+                    e["max_new_tokens"] = (f"must leave room for the prompt in the model's context of {context} "
+                                           f"tokens; got {self.max_new_tokens}")
             elif self.chat_template == "on":
                 from training.models import describe_model
 
@@ -304,6 +309,20 @@ class TrainConfig:
                     e["data_path"] = str(exc).removeprefix("data_path: ")
         if e:
             raise FieldErrors(e)
+
+
+def model_context_length(model_dir: str) -> int | None:
+    """The longest sequence a model folder's config declares (None when it declares none or is unreadable)."""
+    try:
+        with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = data.get(key) if isinstance(data, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 def outside_roots(path: str, roots: Sequence[str]) -> str:

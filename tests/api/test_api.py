@@ -197,6 +197,9 @@ def test_evals_through_the_api(alice, config):
     job = alice.get(f"/evals/{response.json()['id']}").json()
     assert job["status"] == "queued" and job["job"]["n"] == 4 and job["total"] == 8
     assert "unbiased pass@k" in job["estimator"]
+    listed = alice.get("/evals").json()["evals"]
+    assert [(j["id"], j["status"], j["run"], j["total"]) for j in listed] == [(job["id"], "queued", run_id, 8)]
+    assert alice.get("/evals", project="vision").json()["evals"] == []
     bad = alice.post("/evals", {"run": run_id, "models": ["ckpt:999"], "problems": 8, "n": 4, "k": [8],
                                 "temperature": float("inf")})
     assert bad.status_code == 400
@@ -208,7 +211,8 @@ def test_the_openapi_schema_lists_the_endpoints(alice):
     assert response.status_code == 200
     paths = response.json()["paths"]
     for path in ("/api/v1/runs", "/api/v1/runs/{run_id}/kill", "/api/v1/runs/{run_id}/metrics", "/api/v1/sweeps",
-                 "/api/v1/evals", "/api/v1/projects/{name}/members"):
+                 "/api/v1/evals", "/api/v1/projects/{name}/members", "/api/v1/datasets",
+                 "/api/v1/datasets/{dataset_id}/mapping"):
         assert path in paths, sorted(paths)
 
 

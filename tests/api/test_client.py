@@ -306,3 +306,26 @@ def test_ctrl_c_stops_watching_but_not_the_run(watch, alice, config):
     assert "stopped watching" in watcher.stderr() and "Traceback" not in watcher.stderr()
     run = Run.objects.get(pk=run_id)
     assert run.status == RunStatus.QUEUED and run.kill_requested_at is None
+
+
+# --- datasets -----------------------------------------------------------------------------------------------------
+
+def test_upload_list_and_get_a_dataset_then_launch_a_run_on_it(cli, tmp_path, settings, config_file, config):
+    settings.SEEDBED_LIBRARY_DIR = tmp_path / "library"
+    data = tmp_path / "adds.csv"
+    data.write_text("question,answer\n" + "".join(f"{i} + 1?,{i + 1}\n" for i in range(12)))
+    uploaded = cli("datasets", "upload", str(data), "--name", "adds", "--project", "vision")
+    assert uploaded.returncode == 0, uploaded.stderr
+    assert uploaded.stdout.strip() == ("dataset adds: 12 rows in project vision; a config names it as task: "
+                                       "dataset:adds")
+    listed = cli("datasets", "list")
+    assert re.search(r"^\d+\s+dataset:adds\s+vision\s+12\s+upload$", listed.stdout, re.MULTILINE), listed.stdout
+    dataset_id = int(listed.stdout.splitlines()[-1].split()[0])
+    detail = json.loads(cli("datasets", "get", str(dataset_id)).stdout)
+    assert (detail["prompt_field"], detail["preview"][0]) == ("question", {"question": "0 + 1?", "answer": "1"})
+    run_id = launched_id(cli("runs", "launch", config_file({**config, "task": "dataset:adds"}), "--project", "vision"))
+    assert json.loads(cli("runs", "get", str(run_id)).stdout)["config"]["data_path"] == detail["path"]
+    assert_failed(cli("datasets", "upload", str(data), "--name", "adds", "--project", "vision"), 2,
+                  "error: name: project vision has a dataset named 'adds' already")
+    assert_failed(cli("datasets", "upload", str(tmp_path / "missing.jsonl"), "--name", "x"), 2,
+                  "error: file: cannot read")

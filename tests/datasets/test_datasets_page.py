@@ -218,3 +218,21 @@ def test_the_run_form_suggests_the_users_datasets_and_takes_one_from_the_link(an
     upload(client)
     page = client.get(reverse("runs:new") + "?task=dataset:gsm").content.decode()
     assert '<option value="dataset:gsm">' in page and 'value="dataset:gsm"' in page
+
+
+def test_an_evaluation_of_a_dataset_reads_its_held_out_rows(ann, model_dir):
+    from webapp.evals.services import eval_create
+    from workers.eval_tasks import job_examples
+
+    upload(logged_in(ann))
+    entry = DatasetEntry.objects.get(name="gsm")
+    run = run_create(config=tiny_config(task="dataset:gsm", model_path=model_dir), user=ann)
+    job = eval_create(run=run, user=ann, models=["base"], task="dataset:gsm", problems=0, n=2, ks=[1])
+    assert job.data_path == entry.path and job.problems == 4  # 10 % of 40 rows
+    assert job.data_options == {"data_fields": {"system_prompt": "system"}, "held_out_fraction": 0.1, "split_seed": 0}
+    held = [ex["prompt"] for ex in job_examples(job)]
+    from training.data import make_prompt_source
+
+    source = make_prompt_source("dataset:gsm", entry.path, "question", "answer", held_out_fraction=0.1)
+    assert held == [ex["prompt"] for ex in source.held_out] and not set(held) & {ex["prompt"] for ex in source.examples}
+    assert job_examples(job)[0]["system_prompt"] == "Be brief."

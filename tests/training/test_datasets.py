@@ -88,3 +88,14 @@ def test_the_config_checks_dataset_tasks_mappings_and_splits(tmp_path):
         with pytest.raises(FieldErrors) as err:
             TrainConfig.from_dict(data)
         assert field in err.value.errors and message in err.value.errors[field], (data, err.value.errors)
+
+
+def test_max_new_tokens_must_leave_room_in_the_models_context(tmp_path):
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "llama", "max_position_embeddings": 2048}))
+    TrainConfig.from_dict({"model_path": str(model), "max_new_tokens": 1024})
+    with pytest.raises(FieldErrors) as err:
+        TrainConfig.from_dict({"model_path": str(model), "max_new_tokens": 4096})
+    assert err.value.errors["max_new_tokens"] == ("must leave room for the prompt in the model's context of 2048 "
+                                                  "tokens; got 4096")

@@ -15,13 +15,16 @@ from typing import Any, Optional, Union
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
-from ninja import NinjaAPI, Query, Schema, Status
+from ninja import File, Form, NinjaAPI, Query, Schema, Status, UploadedFile
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer
 from pydantic import Field
 
 from training.fields import FieldErrors
+from webapp.datasets import selectors as dataset_selectors
+from webapp.datasets import services as dataset_services
+from webapp.datasets.models import DatasetEntry
 from webapp.evals import selectors as eval_selectors
 from webapp.evals import services as eval_services
 from webapp.evals.models import EvalJob
@@ -163,7 +166,7 @@ class EvalIn(Schema):
     sweep: Optional[int] = Field(None, description="... or of this sweep (give one of them).")
     models: list[str] = Field(default_factory=lambda: ["base"], max_length=1000,
                               description='"base" and/or "ckpt:<checkpoint id>"')
-    task: str = Field("arithmetic", max_length=40)
+    task: str = Field("arithmetic", max_length=250)
     data_path: str = Field("", max_length=1000)
     prompt_field: str = Field("prompt", max_length=100)
     answer_field: str = Field("answer", max_length=100)
@@ -176,6 +179,26 @@ class EvalIn(Schema):
     rewards: list[Any] = Field(default_factory=list, max_length=16)
     seed: int = 0
     keep_completions: int = 4
+
+
+class DatasetPathIn(Schema):
+    name: str = Field(max_length=100)
+    path: str = Field(max_length=1000, description="A data file on the server, inside the allowed folders.")
+    project: Optional[str] = Field(None, max_length=150)
+    prompt_field: Optional[str] = Field(None, max_length=200, description="Blank: guessed from the columns.")
+    answer_field: Optional[str] = Field(None, max_length=200)
+    fields: Optional[dict[str, str]] = Field(None, description="tests, entry_point, setup_code, constraints, "
+                                                               "system_prompt: the columns holding them")
+    held_out_fraction: float = 0.1
+    split_seed: int = 0
+
+
+class DatasetMappingIn(Schema):
+    prompt_field: str = Field(max_length=200)
+    answer_field: str = Field("", max_length=200)
+    fields: dict[str, str] = Field(default_factory=dict)
+    held_out_fraction: float = 0.1
+    split_seed: int = 0
 
 
 # --- projects -----------------------------------------------------------------------------------------------------
@@ -368,6 +391,17 @@ def evals_create(request, payload: EvalIn):
     return Status(201, {"id": job.pk, "status": job.status, "project": job.project.name})
 
 
+@api.get("/evals", tags=["evals"])
+def evals_list(request, project: Optional[str] = Query(None, max_length=150), limit: int = Query(100, ge=1, le=1000)):
+    """Evaluations of your projects, newest first: id, name, project, task, status, progress."""
+    jobs = eval_selectors.eval_job_list(user=request.user)
+    if project is not None:
+        jobs = jobs.filter(project__name=project)
+    return {"evals": [{"id": j.pk, "name": j.display_name, "project": j.project.name, "task": j.task,
+                       "status": j.status, "done": j.done_units, "total": j.total_units,
+                       "run": j.run_id, "sweep": j.sweep_id} for j in jobs.select_related("project")[:limit]]}
+
+
 @api.get("/evals/{job_id}", tags=["evals"])
 def evals_get(request, job_id: int):
     """The job's status and progress, and its pass@k table (per model: pass@k for each k, per-problem n, c)."""
@@ -385,3 +419,58 @@ def evals_cancel(request, job_id: int):
     except eval_services.EvalTransitionError as exc:
         raise _conflict(exc) from None
     return {"id": job.pk, "status": job.status}
+
+
+# --- datasets -----------------------------------------------------------------------------------------------------
+
+def _dataset(request, dataset_id: int) -> DatasetEntry:
+    return project_selectors.get_visible(DatasetEntry.objects.select_related("project"), request.user, pk=dataset_id)
+
+
+@api.get("/datasets", tags=["datasets"])
+def datasets_list(request, project: Optional[str] = Query(None, max_length=150)):
+    entries = dataset_selectors.dataset_entries(user=request.user)
+    if project is not None:
+        entries = entries.filter(project__name=project)
+    return {"datasets": [selectors.dataset_summary(e) for e in entries]}
+
+
+# (declared before /datasets/{dataset_id}: the first route whose path matches answers)
+@api.post("/datasets/register", response={201: dict}, tags=["datasets"])
+def datasets_register(request, payload: DatasetPathIn):
+    """Register a data file already on the server (inside the allowed folders)."""
+    entry = dataset_services.dataset_register(
+        user=request.user, project=_launch_project(request, payload.project), name=payload.name, path=payload.path,
+        prompt_field=payload.prompt_field, answer_field=payload.answer_field, fields=payload.fields,
+        held_out_fraction=payload.held_out_fraction, split_seed=payload.split_seed)
+    return Status(201, selectors.dataset_summary(entry))
+
+
+@api.get("/datasets/{dataset_id}", tags=["datasets"])
+def datasets_get(request, dataset_id: int):
+    """A dataset: its file, columns, first rows, mapping and split (what ``task: dataset:<name>`` stands for)."""
+    return selectors.dataset_detail(_dataset(request, dataset_id))
+
+
+@api.post("/datasets", response={201: dict}, tags=["datasets"])
+def datasets_upload(request, file: UploadedFile = File(...), name: str = Form(..., max_length=100),
+                    project: Optional[str] = Form(None, max_length=150),
+                    prompt_field: Optional[str] = Form(None, max_length=200),
+                    answer_field: Optional[str] = Form(None, max_length=200),
+                    held_out_fraction: float = Form(0.1), split_seed: int = Form(0)):
+    """Upload a .jsonl, .parquet or .csv file (multipart/form-data): checked row by row before it is kept."""
+    entry = dataset_services.dataset_upload(
+        user=request.user, project=_launch_project(request, project), name=name, upload=file,
+        prompt_field=prompt_field or None, answer_field=answer_field, held_out_fraction=held_out_fraction,
+        split_seed=split_seed)
+    return Status(201, selectors.dataset_summary(entry))
+
+
+@api.post("/datasets/{dataset_id}/mapping", tags=["datasets"])
+def datasets_mapping(request, dataset_id: int, payload: DatasetMappingIn):
+    """Change the column mapping and the split (new runs only: runs made before keep theirs)."""
+    entry = dataset_services.dataset_update(
+        user=request.user, entry=_dataset(request, dataset_id), prompt_field=payload.prompt_field,
+        answer_field=payload.answer_field, fields=payload.fields, held_out_fraction=payload.held_out_fraction,
+        split_seed=payload.split_seed)
+    return selectors.dataset_detail(entry)

@@ -52,3 +52,15 @@ def sweep_detail(sweep: Sweep) -> dict:
     return {**sweep_summary(sweep), "config": sweep.config, "runs": runs,
             "ended": all(r["status"] in ("succeeded", "failed", "killed", "lost") for r in runs),
             "decisions": sweep_decisions(sweep_id=sweep.pk), "alerts": sweep_alerts(sweep_id=sweep.pk)}
+
+
+def dataset_summary(entry) -> dict:
+    return {"id": entry.pk, "name": entry.name, "task": entry.task, "project": entry.project.name,
+            "rows": entry.rows, "source": entry.source, "size_bytes": entry.size_bytes,
+            "created_at": _iso(entry.created_at)}
+
+
+def dataset_detail(entry) -> dict:
+    return {**dataset_summary(entry), "path": entry.path, "columns": entry.columns, "preview": entry.preview,
+            "prompt_field": entry.prompt_field, "answer_field": entry.answer_field, "fields": entry.fields,
+            "held_out_fraction": entry.held_out_fraction, "split_seed": entry.split_seed}
