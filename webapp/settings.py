@@ -182,14 +182,24 @@ STATICFILES_DIRS.append(("vendor/htmx", str(BASE_DIR / "node_modules" / "htmx.or
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
+SEEDBED_LOG_DIR = SEEDBED_HOME / "logs"
+SEEDBED_LOG_DIR.mkdir(parents=True, exist_ok=True)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {"seedbed": {"handlers": ["console"], "level": os.environ.get("SEEDBED_LOG_LEVEL", "INFO")},
-                # a 500 is logged with its traceback (the web server's output is var/logs/web.log)
-                "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        # every error of every process (web, workers, beat) with its traceback, in one rotated file: a 500 and
+        # a failed task name their request or task and its arguments (the run, sweep or job id)
+        "errors": {"class": "logging.handlers.RotatingFileHandler", "formatter": "plain", "level": "ERROR",
+                   "filename": str(SEEDBED_LOG_DIR / "errors.log"), "maxBytes": 5_000_000, "backupCount": 5,
+                   "delay": True},
+    },
+    "loggers": {"seedbed": {"handlers": ["console", "errors"], "level": os.environ.get("SEEDBED_LOG_LEVEL", "INFO")},
+                "django.request": {"handlers": ["console", "errors"], "level": "ERROR", "propagate": False},
+                # Celery logs a task that raised here, with its traceback, id and arguments
+                "celery.app.trace": {"handlers": ["errors"], "level": "ERROR", "propagate": True}},
 }
 
 # --- Seedbed's own knobs ------------------------------------------------------------------------------

@@ -59,7 +59,10 @@ def start_local_redis(url: str, home: Path, wait_s: float = 5.0) -> bool:
     data_dir.mkdir(parents=True, exist_ok=True)
     subprocess.run([exe, "--port", str(parsed.port or 6379), "--bind", "127.0.0.1", "--daemonize", "yes",
                     "--pidfile", str(home / "redis.pid"), "--logfile", str(home / "redis.log"),
-                    "--dir", str(data_dir), "--save", "", "--appendonly", "no"], check=False)
+                    # queued messages survive a Redis restart: an append-only file under $SEEDBED_HOME/redis,
+                    # written every second (no RDB snapshots: the AOF is the whole state)
+                    "--dir", str(data_dir), "--save", "", "--appendonly", "yes", "--appendfsync", "everysec"],
+                   check=False)
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if redis_answers(url):

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from celery.signals import worker_init, worker_shutting_down
+from celery.signals import task_failure, worker_init, worker_shutting_down
 
 from workers.celery_app import app, ensure_django
 from workers.runner import EXIT_STOPPED, EXIT_SUCCEEDED
@@ -184,6 +184,14 @@ def sweep_check(sweep_id: int) -> list[int]:
     """One sweep's policy and alerts, requested after a run stored metrics (sweeps.services.sweep_request_check)."""
     close_old_connections()
     return sweep_services.sweep_check(sweep_id=sweep_id)
+
+
+@task_failure.connect
+def _log_task_failure(sender=None, task_id=None, exception=None, args=None, kwargs=None, **_: object) -> None:
+    """Celery logs a failed task's traceback with its id; this line adds what it was about (the run, sweep, job
+    or entry id in its arguments), in the same errors log."""
+    log.error("task %s[%s] failed: args=%s kwargs=%s: %s: %s", getattr(sender, "name", sender), task_id,
+              list(args or ()), dict(kwargs or {}), type(exception).__name__, exception)
 
 
 @worker_shutting_down.connect
