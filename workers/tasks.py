@@ -161,6 +161,7 @@ def maintenance() -> dict:
     (its policy and its alerts)."""
     close_old_connections()
     lost = services.runs_mark_lost()
+    services.runs_redispatch()
     stopped = {}
     for sweep_id in Sweep.objects.filter(runs__status=RunStatus.RUNNING).values_list("pk", flat=True).distinct():
         try:

@@ -279,12 +279,9 @@ def _dispatch(job: EvalJob) -> None:
     job.save(update_fields=["enqueued_at"])
     job_id, queue = job.pk, job.queue
 
-    def send() -> None:
-        from workers.eval_tasks import eval_job
+    from workers.dispatch import send_on_commit
 
-        eval_job.apply_async(args=[job_id], queue=queue)
-
-    transaction.on_commit(send)
+    send_on_commit("workers.eval_tasks.eval_job", args=[job_id], queue=queue)
 
 
 # --- the worker's side ----------------------------------------------------------------------------------------

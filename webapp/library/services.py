@@ -79,12 +79,9 @@ def model_import_gguf(*, user, name, gguf, project=None) -> ModelEntry:
     audit(project=project, user=user, action="model.import", target_type="model", target_id=entry.pk, source=gguf)
     entry_id = entry.pk
 
-    def send() -> None:
-        from workers.tasks import import_model
+    from workers.dispatch import send_on_commit
 
-        import_model.apply_async(args=[entry_id], queue="cpu")
-
-    transaction.on_commit(send)
+    send_on_commit("workers.tasks.import_model", args=[entry_id], queue="cpu")
     return entry
 
 
@@ -206,12 +203,9 @@ def model_try(*, user, prompt, max_new_tokens=TRIAL_DEFAULTS["max_new_tokens"],
           prompt_chars=len(values["prompt"]))
     trial_id = trial.pk
 
-    def send() -> None:
-        from workers.tasks import try_model
+    from workers.dispatch import send_on_commit
 
-        try_model.apply_async(args=[trial_id], queue="cpu")
-
-    transaction.on_commit(send)
+    send_on_commit("workers.tasks.try_model", args=[trial_id], queue="cpu")
     return trial
 
 

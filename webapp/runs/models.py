@@ -57,6 +57,11 @@ class Run(models.Model):
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     enqueued_at = models.DateTimeField(null=True, blank=True, help_text="When its task was sent to the broker.")
+    dispatched_at = models.DateTimeField(null=True, blank=True,
+                                         help_text="When the broker took its task (empty: not yet: the reconciler "
+                                                   "sends it again).")
+    dispatch_note = models.CharField(max_length=500, blank=True,
+                                     help_text='Why its task is not in the queue yet, e.g. "waiting for the queue".')
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
 

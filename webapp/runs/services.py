@@ -102,18 +102,46 @@ def run_create(*, config: TrainConfig | dict, user=None, project=None, name: str
     return run
 
 
+WAITING_FOR_QUEUE = "waiting for the queue"
+
+
 def run_dispatch(*, run: Run) -> None:
-    """Mark the run as sent and send its task once the transaction commits (ids only)."""
-    run.enqueued_at = timezone.now()
-    run.save(update_fields=["enqueued_at"])
-    run_id, queue = run.pk, run.queue
+    """Mark the run as to be sent and send its task once the transaction commits (ids only). When the broker
+    cannot take it, the run stays queued with a "waiting for the queue" note and the reconciler
+    (``runs_redispatch``) sends it again: the request that made it never fails for that."""
+    run.enqueued_at, run.dispatched_at, run.dispatch_note = timezone.now(), None, ""
+    run.save(update_fields=["enqueued_at", "dispatched_at", "dispatch_note"])
+    _send_run(run.pk, run.queue)
 
-    def send() -> None:
-        from workers.tasks import train_run
 
-        train_run.apply_async(args=[run_id], queue=queue)
+def _send_run(run_id: int, queue: str) -> None:
+    from workers.dispatch import send_on_commit
 
-    transaction.on_commit(send)
+    def sent() -> None:
+        Run.objects.filter(pk=run_id, dispatched_at__isnull=True).update(dispatched_at=timezone.now(),
+                                                                         dispatch_note="")
+
+    def failed(reason: str) -> None:
+        Run.objects.filter(pk=run_id, dispatched_at__isnull=True).update(
+            dispatch_note=f"{WAITING_FOR_QUEUE}: the broker did not take the run ({reason[:300]}); it is sent "
+                          "again once the broker answers")
+
+    send_on_commit("workers.tasks.train_run", args=[run_id], queue=queue, sent=sent, failed=failed)
+
+
+def runs_redispatch(*, older_than_s: float = 5.0) -> list[int]:
+    """The reconciler's pass (maintenance, every few seconds; safe in several processes at once): queued runs
+    whose task the broker never took are sent again. A duplicate delivery is harmless: the task claims the
+    run (``run_start``) and a second copy finds it held and does nothing."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    pending = list(Run.objects.filter(status=RunStatus.QUEUED, enqueued_at__lt=cutoff, dispatched_at__isnull=True,
+                                      kill_requested_at__isnull=True).values_list("pk", "queue"))
+    for run_id, queue in pending:
+        with transaction.atomic():
+            _send_run(run_id, queue)
+    if pending:
+        log.info("runs sent again (the broker had not taken them): %s", [pk for pk, _ in pending])
+    return [pk for pk, _ in pending]
 
 
 def _after_end(run: Run) -> None:

@@ -438,10 +438,8 @@ def sweep_request_check(*, run_id: int, min_interval_s: float = CHECK_EVERY_S, n
     if sweep_id is None or not claim_policy_check(sweep_id=sweep_id, min_interval_s=min_interval_s, now=now):
         return False
 
-    def send() -> None:
-        from workers.tasks import sweep_check as sweep_check_task
+    from workers.dispatch import send_on_commit
 
-        sweep_check_task.apply_async(args=[sweep_id])
-
-    transaction.on_commit(send)
+    # (a check the broker cannot take now is made by the maintenance pass every few seconds anyway)
+    send_on_commit("workers.tasks.sweep_check", args=[sweep_id], queue="maintenance")
     return True
