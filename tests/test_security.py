@@ -105,9 +105,9 @@ def test_another_projects_checkpoints_and_library_models_are_not_found(django_us
     carol = django_user_model.objects.create_user(username="carol", password="x")
     vision = project_create(user=alice, name="vision")
     run = run_create(config={"model_path": str(base)}, user=alice, project=vision)
-    checkpoint = settings.SEEDBED_RUNS_DIR / str(run.pk) / "checkpoints" / "step_000002"
+    checkpoint = settings.SEEDBED_RUNS_DIR / str(run.uid) / "checkpoints" / "step_000002"
     library = settings.SEEDBED_LIBRARY_DIR / "vision" / "model"
-    data = settings.SEEDBED_RUNS_DIR / str(run.pk) / "train.jsonl"
+    data = settings.SEEDBED_RUNS_DIR / str(run.uid) / "train.jsonl"
     for folder in (checkpoint, library):
         shutil.copytree(model_dir, folder)
     data.write_text(json_module.dumps({"prompt": "1+1=", "answer": "2"}) + "\n")

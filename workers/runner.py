@@ -21,6 +21,32 @@ EXIT_FAILED = 1
 _PR_SET_PDEATHSIG = 1
 
 
+OWNER_FILE = "run.json"
+
+
+def claim_folder(out_dir: str, run) -> str:
+    """Write who the folder belongs to (the run's UUID and id) on its first start; "" when it is this run's,
+    else why not (its checkpoints are another run's: refused, nothing is read or removed)."""
+    import json
+
+    path = os.path.join(out_dir, OWNER_FILE)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            owner = json.load(fh).get("run_uid")
+    except FileNotFoundError:
+        owner = None
+    except (OSError, ValueError, AttributeError):
+        return f"{path} is unreadable; refusing to train in a folder whose owner is unknown"
+    if owner is None:
+        with open(path + ".tmp", "w", encoding="utf-8") as fh:
+            json.dump({"run_uid": str(run.uid), "run_id": run.pk}, fh)
+        os.replace(path + ".tmp", path)
+        return ""
+    if owner != str(run.uid):
+        return f"the folder {out_dir} belongs to run {owner}, not to this run ({run.uid}); refusing to use it"
+    return ""
+
+
 def die_with_parent() -> None:
     """Ask Linux to send SIGTERM if the worker slot that started us dies (no orphaned training)."""
     try:
@@ -119,7 +145,6 @@ def main(argv: list[str]) -> int:
 
     django.setup()
     import torch
-    from django.conf import settings
 
     from training.checkpoint import discard_checkpoints_except
     from training.config import TrainConfig
@@ -136,8 +161,12 @@ def main(argv: list[str]) -> int:
     stop = StopFlag(run_id, claim=claim)
     signal.signal(signal.SIGTERM, stop.on_signal)
     cfg = TrainConfig.from_dict(run.config)
-    out_dir = os.path.join(settings.SEEDBED_RUNS_DIR, str(run_id))
+    out_dir = str(run.folder)
     os.makedirs(out_dir, exist_ok=True)
+    problem = claim_folder(out_dir, run)
+    if problem:  # never train into (or resume from) another run's folder
+        print(f"run {run_id}: {problem}", flush=True)
+        return 1
     # resume only from checkpoints this run recorded: a folder's others are someone else's (a run that had
     # this id before the database was reset, or a save whose record never landed)
     stale = discard_checkpoints_except(out_dir, Checkpoint.objects.filter(run_id=run_id).values_list("step", flat=True))

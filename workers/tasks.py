@@ -36,7 +36,8 @@ TERM_TO_KILL_S = 5.0  # after SIGTERM to the group, SIGKILL if it is still there
 
 
 def run_dir(run_id: int) -> Path:
-    return Path(settings.SEEDBED_RUNS_DIR) / str(run_id)
+    """The run's folder, named by its UUID (Run.folder)."""
+    return Run.objects.only("uid").get(pk=run_id).folder
 
 
 def log_tail(path: Path, max_chars: int = 4000) -> str:

@@ -125,10 +125,32 @@ def test_a_run_never_resumes_from_a_checkpoint_it_did_not_record(celery_worker, 
     _, home = worker_env
     cfg = services.as_config(tiny_config(total_steps=4, seed=8)).to_dict()
     run = Run.objects.create(project=default_project(), config=cfg, seed=8, queue="cpu")
-    stranger = home / "runs" / str(run.pk) / "checkpoints" / "step_000003"
+    stranger = home / "runs" / str(run.uid) / "checkpoints" / "step_000003"
     stranger.mkdir(parents=True)
     (stranger / "trainer_state.pt").write_bytes(b"not this run's")
     services.run_dispatch(run=run)
     run = wait_status(run.pk, RunStatus.SUCCEEDED, RunStatus.FAILED)
     assert run.status == RunStatus.SUCCEEDED, run.error
     assert_every_step_complete(run.pk, 4) and not stranger.exists()
+
+
+def test_a_run_never_trains_in_another_runs_folder(celery_worker, worker_env):
+    """A folder that says it belongs to another run (its run.json) is refused: the run fails saying so, and
+    nothing in the folder is read, changed or removed."""
+    import json as json_module
+    import uuid
+
+    _, home = worker_env
+    cfg = services.as_config(tiny_config(total_steps=2, seed=9)).to_dict()
+    run = Run.objects.create(project=default_project(), config=cfg, seed=9, queue="cpu")
+    folder = home / "runs" / str(run.uid)
+    theirs = folder / "checkpoints" / "step_000005"
+    theirs.mkdir(parents=True)
+    (theirs / "trainer_state.pt").write_bytes(b"another run's")
+    other = str(uuid.uuid4())
+    (folder / "run.json").write_text(json_module.dumps({"run_uid": other, "run_id": 1}))
+    services.run_dispatch(run=run)
+    run = wait_status(run.pk, RunStatus.SUCCEEDED, RunStatus.FAILED)
+    assert run.status == RunStatus.FAILED and f"belongs to run {other}, not to this run ({run.uid})" in run.error
+    assert (theirs / "trainer_state.pt").read_bytes() == b"another run's"
+    assert json_module.loads((folder / "run.json").read_text())["run_uid"] == other

@@ -5,6 +5,8 @@ Only ``services.py`` changes a status; it checks the current one first (see ``LE
 """
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.db import models
 
@@ -45,6 +47,9 @@ class Run(models.Model):
     Status = RunStatus
 
     name = models.CharField(max_length=200, blank=True)
+    uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False,
+                           help_text="Names the run's folder ($SEEDBED_HOME/runs/<uid>): unlike the id, never reused "
+                                     "by another database on the same $SEEDBED_HOME.")
     project = models.ForeignKey("projects.Project", related_name="runs", on_delete=models.PROTECT,
                                 help_text="Who may see and act on it (a sweep's runs are in the sweep's project).")
     sweep = models.ForeignKey("sweeps.Sweep", null=True, blank=True, related_name="runs", on_delete=models.CASCADE)
@@ -92,6 +97,13 @@ class Run(models.Model):
     @property
     def is_ended(self) -> bool:
         return self.status in ENDED_STATUSES
+
+    @property
+    def folder(self):
+        """Where the run's checkpoints, logs and records live."""
+        from pathlib import Path
+
+        return Path(settings.SEEDBED_RUNS_DIR) / str(self.uid)
 
     @property
     def display_name(self) -> str:

@@ -5,6 +5,7 @@ import functools
 import json
 import math
 import os
+import uuid
 
 from django.db.models import Avg, ExpressionWrapper, F, IntegerField, Max, Min, QuerySet
 
@@ -164,8 +165,12 @@ def config_path_error(*, user, path: str) -> str:
         if not real.startswith(base.rstrip(os.sep) + os.sep):
             continue
         owner = os.path.relpath(real, base).split(os.sep)[0]
-        if kind == "run":
-            readable = owner.isdigit() and visible(Run.objects.all(), user).filter(pk=int(owner)).exists()
+        if kind == "run":  # runs/<uid>/...
+            try:
+                uid = uuid.UUID(owner)
+            except ValueError:
+                return f"not found in your projects: {path}"
+            readable = visible(Run.objects.all(), user).filter(uid=uid).exists()
         else:
             readable = visible_projects(user).filter(name=owner).exists()
         if not readable:
