@@ -138,6 +138,9 @@ class TrainConfig:
                              max=1_000_000)
 
     # --- bookkeeping -------------------------------------------------------------------------------
+    max_restarts: int = _f(2, "When the run's worker is lost (no heartbeat: the machine or the process died), "
+                           "restart it from its last checkpoint this many times, waiting 10 s, 20 s, 40 s... "
+                           "(0: mark it lost and wait for a person).", min=0, max=20)
     checkpoint_every: int = _f(0, "Save a checkpoint every N steps (0 = only at the end and on stop).", min=0,
                                max=1_000_000)
     samples_per_step: int = _f(4, "Completions logged per step (shown in the UI).", min=0, max=256)

@@ -104,6 +104,7 @@ def test_kill_of_a_queued_run_ends_it_at_once(config):
 
 
 def test_stale_heartbeats_mark_runs_lost_and_fresh_ones_do_not(config):
+    config = {**config, "max_restarts": 0}  # (no automatic restart: see the next test)
     stale = make_running(services.run_create(config=config), heartbeat_age_s=61)
     fresh = make_running(services.run_create(config=config), heartbeat_age_s=30)
     assert services.runs_mark_lost() == [stale.pk]
@@ -112,6 +113,34 @@ def test_stale_heartbeats_mark_runs_lost_and_fresh_ones_do_not(config):
     assert fresh.status == RunStatus.RUNNING
     assert services.run_heartbeat(run_id=stale.pk) is False  # a lost run's worker must stop
     assert services.run_heartbeat(run_id=fresh.pk) is True
+
+
+def test_a_lost_worker_restarts_the_run_from_its_checkpoint_with_backoff_then_gives_up(
+        config, django_capture_on_commit_callbacks):
+    from webapp.projects.models import AuditEvent
+
+    run = make_running(services.run_create(config={**config, "max_restarts": 2}), heartbeat_age_s=61)
+    Checkpoint.objects.create(run=run, step=3, path="/x/step_000003")
+    for restart, delay in ((1, 10), (2, 20)):
+        assert services.runs_mark_lost() == [run.pk]
+        run.refresh_from_db()
+        assert run.status == RunStatus.QUEUED and run.restarts == restart and run.worker == ""
+        assert run.dispatch_note.startswith(f"restart {restart} of 2 in {delay} s, from step 3: worker lost")
+        assert abs((run.retry_at - run.enqueued_at).total_seconds() - delay) < 1
+        event = AuditEvent.objects.filter(action="run.restart", target_id=run.pk).latest("pk")
+        assert event.actor_name == "reconciler" and event.detail["from_step"] == 3
+        with django_capture_on_commit_callbacks() as sent:
+            assert services.runs_redispatch(older_than_s=0) == []  # not before its backoff
+        assert sent == []
+        Run.objects.filter(pk=run.pk).update(retry_at=timezone.now())
+        with django_capture_on_commit_callbacks() as sent:
+            assert services.runs_redispatch(older_than_s=0) == [run.pk]
+        assert len(sent) == 1
+        assert services.run_start(run_id=run.pk, worker="w2") == "start"
+        run = make_running(run, heartbeat_age_s=61)
+    assert services.runs_mark_lost() == [run.pk]
+    run.refresh_from_db()
+    assert run.status == RunStatus.LOST and "gave up after 2 automatic restart(s)" in run.error
 
 
 def test_metrics_append_replaces_a_steps_points_and_tracks_the_last_step(config):
@@ -169,7 +198,7 @@ def test_the_exit_of_a_training_process_is_turned_into_the_runs_end(config, outc
 
 
 def test_an_exit_reported_for_a_run_that_is_no_longer_running_changes_nothing(config):
-    run = make_running(services.run_create(config=config))
+    run = make_running(services.run_create(config={**config, "max_restarts": 0}))
     services.runs_mark_lost(older_than_s=-1)
     assert services.run_record_exit(run_id=run.pk, outcome="failed", detail="late") == RunStatus.LOST
     run.refresh_from_db()

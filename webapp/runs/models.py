@@ -74,6 +74,9 @@ class Run(models.Model):
     pid = models.IntegerField(null=True, blank=True, help_text="Process id of the training child process.")
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0, help_text="How many times a worker started it (resumes).")
+    restarts = models.PositiveIntegerField(default=0, help_text="Automatic restarts after its worker was lost.")
+    retry_at = models.DateTimeField(null=True, blank=True,
+                                    help_text="A restarted run is sent again from this time on (backoff).")
 
     last_step = models.IntegerField(default=0, help_text="Last step whose metrics are stored.")
     error = models.TextField(blank=True)

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from training.config import TrainConfig
@@ -109,8 +110,8 @@ def run_dispatch(*, run: Run) -> None:
     """Mark the run as to be sent and send its task once the transaction commits (ids only). When the broker
     cannot take it, the run stays queued with a "waiting for the queue" note and the reconciler
     (``runs_redispatch``) sends it again: the request that made it never fails for that."""
-    run.enqueued_at, run.dispatched_at, run.dispatch_note = timezone.now(), None, ""
-    run.save(update_fields=["enqueued_at", "dispatched_at", "dispatch_note"])
+    run.enqueued_at, run.dispatched_at, run.dispatch_note, run.retry_at = timezone.now(), None, "", None
+    run.save(update_fields=["enqueued_at", "dispatched_at", "dispatch_note", "retry_at"])
     _send_run(run.pk, run.queue)
 
 
@@ -119,7 +120,7 @@ def _send_run(run_id: int, queue: str) -> None:
 
     def sent() -> None:
         Run.objects.filter(pk=run_id, dispatched_at__isnull=True).update(dispatched_at=timezone.now(),
-                                                                         dispatch_note="")
+                                                                         dispatch_note="", retry_at=None)
 
     def failed(reason: str) -> None:
         Run.objects.filter(pk=run_id, dispatched_at__isnull=True).update(
@@ -135,7 +136,8 @@ def runs_redispatch(*, older_than_s: float = 5.0) -> list[int]:
     run (``run_start``) and a second copy finds it held and does nothing."""
     cutoff = timezone.now() - timedelta(seconds=older_than_s)
     pending = list(Run.objects.filter(status=RunStatus.QUEUED, enqueued_at__lt=cutoff, dispatched_at__isnull=True,
-                                      kill_requested_at__isnull=True).values_list("pk", "queue"))
+                                      kill_requested_at__isnull=True)
+                   .filter(Q(retry_at__isnull=True) | Q(retry_at__lte=timezone.now())).values_list("pk", "queue"))
     for run_id, queue in pending:
         with transaction.atomic():
             _send_run(run_id, queue)
@@ -276,15 +278,42 @@ def runs_mark_lost(*, older_than_s: float | None = None) -> list[int]:
     stale = Run.objects.select_for_update().filter(status=RunStatus.RUNNING, heartbeat_at__lt=cutoff)
     lost = []
     for run in stale:
-        _move(run, RunStatus.LOST)
-        run.ended_at = timezone.now()
-        run.error = f"no heartbeat since {run.heartbeat_at.isoformat()} (more than {age:g} s)"
-        run.save()
-        _after_end(run)
+        why = f"no heartbeat since {run.heartbeat_at.isoformat()} (more than {age:g} s)"
+        allowed = int(run.config.get("max_restarts", 0))
+        if run.restarts < allowed and run.kill_requested_at is None:
+            _restart(run, why, allowed)
+        else:
+            _move(run, RunStatus.LOST)
+            run.ended_at = timezone.now()
+            run.error = why + (f"; gave up after {run.restarts} automatic restart(s)" if allowed else "")
+            run.save()
+            _after_end(run)
         lost.append(run.pk)
     if lost:
-        log.warning("runs marked lost (stale heartbeat): %s", lost)
+        log.warning("runs whose worker was lost (stale heartbeat): %s", lost)
     return lost
+
+
+RESTART_BACKOFF_S = 10.0  # the first automatic restart waits this long, each next one twice as long
+
+
+def _restart(run: Run, why: str, allowed: int) -> None:
+    """Back to the queue after its worker was lost, to resume from its last checkpoint after a backoff (the
+    reconciler sends it then); the restart is recorded on the run's page. A sweep's run keeps its slot."""
+    step = run.checkpoints.order_by("-step").values_list("step", flat=True).first() or 0
+    run.restarts += 1
+    delay = RESTART_BACKOFF_S * 2 ** (run.restarts - 1)
+    _move(run, RunStatus.QUEUED)
+    now = timezone.now()
+    run.worker, run.pid = "", None
+    run.enqueued_at, run.dispatched_at, run.retry_at = now, None, now + timedelta(seconds=delay)
+    run.dispatch_note = (f"restart {run.restarts} of {allowed} in {delay:g} s, from step {step}: worker lost "
+                         f"({why})")
+    run.save()
+    audit(project=run.project_id, actor="reconciler", action="run.restart", target_type="run", target_id=run.pk,
+          reason=f"worker lost: {why}", from_step=step, restart=run.restarts, of=allowed, after_s=delay)
+    log.warning("run %s: worker lost (%s); restart %s of %s from step %s in %g s", run.pk, why, run.restarts,
+                allowed, step, delay)
 
 
 # --- users' actions ---------------------------------------------------------------------------------------
