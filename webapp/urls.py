@@ -4,7 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from webapp import builtin_model
+from webapp import builtin_model, status
 from webapp.api import views as api_views
 from webapp.api.api import api
 
@@ -28,6 +28,7 @@ urlpatterns = [
     path("evals/", include("webapp.evals.urls")),
     path("sweeps/", include("webapp.sweeps.urls")),
     path("models/builtin/state", builtin_model.state_view, name="builtin-model-state"),
+    path("status/", status.status_view, name="status"),
     path("account/tokens/", api_views.token_list, name="api-tokens"),
     path("account/tokens/<int:token_id>/revoke/", api_views.token_revoke, name="api-token-revoke"),
     path("projects/", include("webapp.projects.urls")),

@@ -162,14 +162,21 @@ def maintenance() -> dict:
     (its policy and its alerts)."""
     close_old_connections()
     lost = services.runs_mark_lost()
-    services.runs_redispatch()
+    redispatched = services.runs_redispatch()
     stopped = {}
     for sweep_id in Sweep.objects.filter(runs__status=RunStatus.RUNNING).values_list("pk", flat=True).distinct():
         try:
             stopped[sweep_id] = sweep_services.sweep_check(sweep_id=sweep_id)
         except Exception:  # one sweep's failure must not stop the others' checks (or the lost-run marking)
             log.exception("sweep %s: check failed", sweep_id)
-    return {"lost": lost, "stopped": stopped}
+    result = {"lost": lost, "redispatched": redispatched, "stopped": stopped}
+    try:
+        from webapp.status import write_maintenance_pass
+
+        write_maintenance_pass(result)
+    except OSError:
+        log.exception("maintenance: could not record its pass")
+    return result
 
 
 @app.task(name="workers.tasks.import_model", ignore_result=True)

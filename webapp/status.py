@@ -1,0 +1,78 @@
+"""The /status page: is Seedbed healthy? The services ``./seedbed up`` supervises (with their restarts), the
+Celery workers that answer, the depth of each queue, the last pass of the maintenance reconciler, and the runs
+waiting for the queue or for a restart."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone as dt_timezone
+from pathlib import Path
+
+from django.conf import settings
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from webapp.projects.selectors import visible
+from webapp.runs.models import Run, RunStatus
+
+MAINTENANCE_FILE = "maintenance.json"
+SERVICES_FILE = "services.json"
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def write_maintenance_pass(result: dict) -> None:
+    """The maintenance task's record of its last pass (for this page): when, and what it did."""
+    path = Path(settings.SEEDBED_HOME) / MAINTENANCE_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"at": datetime.now(dt_timezone.utc).isoformat(), **result}, default=str))
+    tmp.replace(path)
+
+
+def queue_depths(queues=("cpu", "gpu", "maintenance"), timeout_s: float = 1.0) -> dict[str, int | None]:
+    """Messages waiting in each queue (None when the broker does not answer)."""
+    from workers.celery_app import app
+
+    depths: dict[str, int | None] = {}
+    try:
+        with app.connection_for_read() as conn:
+            conn.ensure_connection(max_retries=1, timeout=timeout_s)
+            channel = conn.default_channel
+            for name in queues:
+                try:
+                    depths[name] = channel.queue_declare(queue=name, passive=True).message_count
+                except Exception:  # a queue nobody declared yet
+                    depths[name] = 0
+    except Exception:
+        return {name: None for name in queues}
+    return depths
+
+
+def live_workers(timeout_s: float = 0.5) -> list[str] | None:
+    """The Celery workers that answer a ping (None when the broker does not answer)."""
+    from workers.celery_app import app
+
+    try:
+        return sorted(name for reply in app.control.ping(timeout=timeout_s) for name in reply)
+    except Exception:
+        return None
+
+
+@require_GET
+def status_view(request):
+    home = Path(settings.SEEDBED_HOME)
+    services = _read_json(home / SERVICES_FILE)
+    maintenance = _read_json(home / MAINTENANCE_FILE)
+    age = None
+    if maintenance and maintenance.get("at"):
+        age = (datetime.now(dt_timezone.utc) - datetime.fromisoformat(maintenance["at"])).total_seconds()
+    runs = visible(Run.objects.select_related("project"), request.user)
+    return render(request, "status.html", {
+        "services": services, "maintenance": maintenance, "maintenance_age_s": age,
+        "queues": queue_depths(), "workers": live_workers(),
+        "running": runs.filter(status=RunStatus.RUNNING).order_by("worker"),
+        "waiting": runs.filter(status=RunStatus.QUEUED).exclude(dispatch_note="").order_by("pk")})
