@@ -78,6 +78,27 @@ def test_the_try_box_in_a_browser_shows_the_reply_when_the_worker_has_it(live_se
     assert page.input_value("#try-form textarea[name=prompt]") == "12+7="  # the form stays, ready for another
 
 
+@pytest.mark.django_db(transaction=True)
+def test_trying_smollm2_in_a_browser_answers_through_its_chat_template(live_server, celery_worker, django_user_model,
+                                                                      browser_page, smollm2_dir):
+    from tests.conftest import SCREENSHOTS
+
+    page = browser_page
+    log_in(page, live_server, django_user_model, start=reverse("library:builtin", args=["smollm2"]), username="bea")
+    assert "<|im_start|>" in page.text_content("#chat-template")
+    page.fill("#try-form textarea[name=prompt]", "What is 2 + 3? Reply with the number only.")
+    page.fill("#try-form input[name=max_new_tokens]", "16")
+    page.fill("#try-form input[name=temperature]", "0")
+    page.click("#try-form button[type=submit]")
+    page.wait_for_selector("#trials li[data-status=done] [data-reply]", timeout=120_000)
+    trial = ModelTrial.objects.get(created_by__username="bea")
+    assert trial.chat_used and trial.rendered.startswith("<|im_start|>") and trial.reply.strip()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "model_page_try.png"), full_page=True)
+    page.goto(f"{live_server.url}{reverse('library:models')}")
+    page.screenshot(path=str(SCREENSHOTS / "models_page.png"), full_page=True)
+
+
 def test_the_worker_side_claims_a_queued_trial_once(ann, tiny_entry, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks() as callbacks:
         trial = services.model_try(user=ann, entry=tiny_entry, prompt="3+4=", max_new_tokens="5", temperature="0.5")
