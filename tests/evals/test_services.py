@@ -217,6 +217,11 @@ def test_lost_jobs_are_requeued_until_the_attempt_cap(run_with_checkpoints, djan
         jobs.append(job.pk)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         outcome = services.eval_jobs_recover(max_attempts=3)
-    assert outcome == {"lost": jobs, "resumed": [jobs[0]]} and len(callbacks) == 1
+    assert outcome == {"lost": jobs, "resumed": [jobs[0]], "redispatched": []} and len(callbacks) == 1
     assert [EvalJob.objects.get(pk=j).status for j in jobs] == [EvalStatus.QUEUED, EvalStatus.LOST]
+    # a job whose task the broker never took (it was down) is sent again by the next pass
+    EvalJob.objects.filter(pk=jobs[0]).update(enqueued_at=timezone.now() - timedelta(seconds=60))
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        assert services.eval_jobs_recover(max_attempts=3)["redispatched"] == [jobs[0]]
+    assert len(callbacks) == 1
 

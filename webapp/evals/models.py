@@ -74,6 +74,9 @@ class EvalJob(models.Model):
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     enqueued_at = models.DateTimeField(null=True, blank=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True,
+                                         help_text="When the broker took its task (empty: the reconciler sends it "
+                                                   "again).")
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     worker = models.CharField(max_length=200, blank=True)

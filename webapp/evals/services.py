@@ -275,13 +275,31 @@ def eval_create(*, run: Run | None = None, sweep: Sweep | None = None, models: l
 
 
 def _dispatch(job: EvalJob) -> None:
-    job.enqueued_at = timezone.now()
-    job.save(update_fields=["enqueued_at"])
-    job_id, queue = job.pk, job.queue
+    job.enqueued_at, job.dispatched_at = timezone.now(), None
+    job.save(update_fields=["enqueued_at", "dispatched_at"])
+    _send_job(job.pk, job.queue)
 
+
+def _send_job(job_id: int, queue: str) -> None:
+    """Send the job's task on commit; the broker taking it is recorded (``eval_jobs_redispatch`` retries the
+    others), a broker that is down fails nothing."""
     from workers.dispatch import send_on_commit
 
-    send_on_commit("workers.eval_tasks.eval_job", args=[job_id], queue=queue)
+    def sent() -> None:
+        EvalJob.objects.filter(pk=job_id, dispatched_at__isnull=True).update(dispatched_at=timezone.now())
+
+    send_on_commit("workers.eval_tasks.eval_job", args=[job_id], queue=queue, sent=sent)
+
+
+def eval_jobs_redispatch(*, older_than_s: float = 5.0) -> list[int]:
+    """Queued jobs whose task the broker never took are sent again (a duplicate finds the job claimed)."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    pending = list(EvalJob.objects.filter(status=EvalStatus.QUEUED, enqueued_at__lt=cutoff,
+                                          dispatched_at__isnull=True).values_list("pk", "queue"))
+    for job_id, queue in pending:
+        with transaction.atomic():
+            _send_job(job_id, queue)
+    return [pk for pk, _ in pending]
 
 
 # --- the worker's side ----------------------------------------------------------------------------------------
@@ -420,5 +438,5 @@ def eval_jobs_recover(*, max_attempts: int = MAX_AUTO_ATTEMPTS) -> dict[str, lis
         if EvalJob.objects.values_list("attempts", flat=True).get(pk=job_id) < max_attempts:
             eval_resume(job_id=job_id)
             resumed.append(job_id)
-    return {"lost": lost, "resumed": resumed}
+    return {"lost": lost, "resumed": resumed, "redispatched": eval_jobs_redispatch()}
 
