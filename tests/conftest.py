@@ -69,7 +69,7 @@ class WorkerProcess:
     the celery_worker fixture does the same, so a sweep check never waits for a training slot."""
 
     def __init__(self, env: dict, home: Path, concurrency: int = 2, queues: str = "cpu,maintenance",
-                 pool: str = "prefork", name: str = "worker"):
+                 pool: str = "prefork", name: str = "worker", beat: bool = False):
         self.home = home
         self.log_path = home / f"{name}.log"
         self.name = f"test-{name}-{uuid.uuid4().hex[:8]}@%h"
@@ -77,7 +77,7 @@ class WorkerProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", queues,
              "-c", str(concurrency), "-P", pool, "--without-mingle", "--without-gossip", "-n", self.name,
-             "-l", "INFO"],
+             "-l", "INFO", *(["-B"] if beat else [])],
             cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         wait_for(lambda: "ready." in self.log() or self.proc.poll() is not None, timeout=120,
                  what="the celery worker to be ready")

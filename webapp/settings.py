@@ -216,6 +216,8 @@ SEEDBED_DATA_ROOTS = [str(SEEDBED_HOME / "models"), str(SEEDBED_HOME / "data"), 
 # Seconds between a running run's heartbeats, and the age at which a heartbeat means the run is lost.
 SEEDBED_HEARTBEAT_S = float(os.environ.get("SEEDBED_HEARTBEAT_S", "5"))
 SEEDBED_LOST_AFTER_S = float(os.environ.get("SEEDBED_LOST_AFTER_S", "60"))
+# A run whose worker was lost restarts after this many seconds, twice as long each next time (max_restarts).
+SEEDBED_RESTART_BACKOFF_S = float(os.environ.get("SEEDBED_RESTART_BACKOFF_S", "10"))
 # After a kill request, how long the loop gets to stop by itself before its process group is terminated.
 SEEDBED_KILL_GRACE_S = float(os.environ.get("SEEDBED_KILL_GRACE_S", "30"))
 # Queue for runs whose config says device "auto": "cpu" in the embedded default, "gpu" in production.

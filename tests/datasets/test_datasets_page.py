@@ -236,3 +236,12 @@ def test_an_evaluation_of_a_dataset_reads_its_held_out_rows(ann, model_dir):
     source = make_prompt_source("dataset:gsm", entry.path, "question", "answer", held_out_fraction=0.1)
     assert held == [ex["prompt"] for ex in source.held_out] and not set(held) & {ex["prompt"] for ex in source.examples}
     assert job_examples(job)[0]["system_prompt"] == "Be brief."
+
+
+def test_an_upload_without_the_csrf_token_is_refused(ann):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(ann)
+    assert upload(client).status_code == 403
+    assert not DatasetEntry.objects.exists()

@@ -294,15 +294,12 @@ def runs_mark_lost(*, older_than_s: float | None = None) -> list[int]:
     return lost
 
 
-RESTART_BACKOFF_S = 10.0  # the first automatic restart waits this long, each next one twice as long
-
-
 def _restart(run: Run, why: str, allowed: int) -> None:
     """Back to the queue after its worker was lost, to resume from its last checkpoint after a backoff (the
     reconciler sends it then); the restart is recorded on the run's page. A sweep's run keeps its slot."""
     step = run.checkpoints.order_by("-step").values_list("step", flat=True).first() or 0
     run.restarts += 1
-    delay = RESTART_BACKOFF_S * 2 ** (run.restarts - 1)
+    delay = settings.SEEDBED_RESTART_BACKOFF_S * 2 ** (run.restarts - 1)
     _move(run, RunStatus.QUEUED)
     now = timezone.now()
     run.worker, run.pid = "", None

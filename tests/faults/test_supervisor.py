@@ -1,0 +1,85 @@
+"""`./seedbed up` supervises its services: one that is killed is started again (with the restart on the /status
+page's services.json and in logs/supervisor.log) and a run launched afterwards trains; Ctrl-C still stops every
+process it started. A real `./seedbed up` on a fresh $SEEDBED_HOME (SQLite), a port and a Redis of its own."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+
+
+from tests.conftest import REPO, wait_for
+from tests.faults.conftest import free_port, process_alive
+
+
+def services_state(home):
+    try:
+        return json.loads((home / "services.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def test_a_killed_service_is_restarted_and_ctrl_c_stops_everything(tmp_path, tiny_model_dir):
+    home, port, redis_port = tmp_path / "home", free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL")}
+    env.update({"SEEDBED_HOME": str(home), "SEEDBED_PORT": str(port), "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+                "SEEDBED_DEMO": "0", "SEEDBED_TINY_MODEL": tiny_model_dir, "SEEDBED_CPU_SLOTS": "1"})
+    log = open(tmp_path / "up.log", "w")
+    up = subprocess.Popen(["./seedbed", "up"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                          start_new_session=True)
+    try:
+        wait_for(lambda: (s := services_state(home)) and len(s["services"]) == 3 and
+                 b"Log in" in urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=2).read(),
+                 timeout=300, what="./seedbed up to serve", every=1)
+        before = {s["name"]: s for s in services_state(home)["services"]}
+        worker = next(s for name, s in before.items() if name.startswith("worker"))
+        killed_at = time.monotonic()
+        os.killpg(worker["pid"], signal.SIGKILL)
+        wait_for(lambda: next(s for s in services_state(home)["services"] if s["name"] == worker["name"])
+                 ["restarts"] == 1, timeout=60, what="the supervisor to notice", every=0.5)
+        after = wait_for(lambda: next((s for s in services_state(home)["services"]
+                                       if s["name"] == worker["name"] and s["pid"]), None),
+                         timeout=60, what="the worker to be started again", every=0.5)
+        restarted_s = time.monotonic() - killed_at
+        assert after["pid"] != worker["pid"] and process_alive(after["pid"])
+        assert "exit code" in after["last_exit"]
+        assert f"{worker['name']} exited" in (home / "logs" / "supervisor.log").read_text()
+        # the others were left alone
+        for name, s in before.items():
+            if name != worker["name"]:
+                assert process_alive(s["pid"]), name
+        # and training goes on: a run launched now succeeds on the restarted worker
+        launch = subprocess.run([str(REPO / ".venv/bin/python"), "-c",
+                                 "import django; django.setup(); from webapp.runs import services; "
+                                 "print(services.run_create(config={'total_steps': 3, 'prompts_per_step': 2, "
+                                 "'group_size': 2, 'max_new_tokens': 4}).pk)"],
+                                cwd=REPO, env={**env, "DJANGO_SETTINGS_MODULE": "webapp.settings",
+                                               "CELERY_BROKER_URL": f"redis://127.0.0.1:{redis_port}/0"},
+                                capture_output=True, text=True, timeout=120)
+        assert launch.returncode == 0, launch.stderr
+        run_id = int(launch.stdout.split()[-1])
+        status = subprocess.run([str(REPO / ".venv/bin/python"), "-c",
+                                 "import django, time; django.setup(); from webapp.runs.models import Run\n"
+                                 f"for _ in range(600):\n"
+                                 f"    s = Run.objects.get(pk={run_id}).status\n"
+                                 f"    if s in ('succeeded', 'failed', 'lost'): break\n"
+                                 f"    time.sleep(0.5)\n"
+                                 f"print(s)"],
+                                cwd=REPO, env={**env, "DJANGO_SETTINGS_MODULE": "webapp.settings"},
+                                capture_output=True, text=True, timeout=320)
+        assert status.stdout.strip() == "succeeded", (status.stdout, status.stderr)
+        pids = [s["pid"] for s in services_state(home)["services"]]
+    finally:
+        up.send_signal(signal.SIGINT)  # Ctrl-C
+        try:
+            up.wait(timeout=120)
+        finally:
+            if up.poll() is None:
+                os.killpg(up.pid, signal.SIGKILL)
+            log.close()
+    assert not any(process_alive(pid) for pid in pids)
+    assert not (home / "services.json").exists()
+    print(f"\nfault: ./seedbed up's worker SIGKILLed -> running again {restarted_s:.1f} s later")
