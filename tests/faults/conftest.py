@@ -106,7 +106,9 @@ def stack(worker_env, tmp_path, monkeypatch, django_db_blocker):
     monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
     app = Celery("faults", broker=redis.url)
     app.conf.update({k: seedbed_app.conf[k] for k in ("task_routes", "task_serializer", "accept_content",
-                                                       "broker_connection_retry_on_startup")})
+                                                       "broker_connection_retry_on_startup",
+                                                       # the key prefix of this session's queues, as the workers
+                                                       "broker_transport_options")})
     monkeypatch.setattr(workers.dispatch, "celery_app", lambda: app)
     stack = Stack(env, home, redis)
     stack.start_maintenance()

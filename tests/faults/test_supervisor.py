@@ -15,6 +15,13 @@ from tests.conftest import REPO, wait_for
 from tests.faults.conftest import free_port, process_alive
 
 
+def serves(port: int) -> bool:
+    try:
+        return b"Log in" in urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=5).read()
+    except OSError:  # refused, reset or timed out while it starts
+        return False
+
+
 def services_state(home):
     try:
         return json.loads((home / "services.json").read_text())
@@ -31,8 +38,7 @@ def test_a_killed_service_is_restarted_and_ctrl_c_stops_everything(tmp_path, tin
     up = subprocess.Popen(["./seedbed", "up"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
                           start_new_session=True)
     try:
-        wait_for(lambda: (s := services_state(home)) and len(s["services"]) == 3 and
-                 b"Log in" in urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=2).read(),
+        wait_for(lambda: (s := services_state(home)) and len(s["services"]) == 3 and serves(port),
                  timeout=300, what="./seedbed up to serve", every=1)
         before = {s["name"]: s for s in services_state(home)["services"]}
         worker = next(s for name, s in before.items() if name.startswith("worker"))

@@ -3,6 +3,8 @@ down during a launch or restarted mid-run, a worker SIGKILLed mid-step or while 
 case ends with the run succeeded with every step stored once, and no training process left."""
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import pytest
@@ -90,12 +92,19 @@ def test_a_worker_killed_while_writing_a_checkpoint_resumes_from_the_previous_on
     wait_until(lambda: Checkpoint.objects.filter(run=run, step__gte=2).exists(), RUN_TIMEOUT, "two checkpoints")
     checkpoints = stack.run_folder(run) / "checkpoints"
     # kill the moment a checkpoint is being written (its temporary folder exists, not yet renamed)
+    child = Run.objects.get(pk=run.pk).pid
     writing = wait_until(lambda: next(iter(checkpoints.glob("step_*.tmp")), None), RUN_TIMEOUT,
                          "a checkpoint being written", every=0.002)
+    os.kill(child, signal.SIGKILL)  # the training process itself, mid-write (a slot's death would only SIGTERM it)
     stack.kill(stack.worker)
     half = int(writing.name[len("step_"):-len(".tmp")])
+    # the write may have finished between the sight of its folder and the kill: then it was renamed and recorded
+    recorded = max(Checkpoint.objects.filter(run=run).values_list("step", flat=True))
+    assert recorded in (half - 1, half)
     stack.start_worker()
     run = assert_done_with_every_step_once(run, 40)
     event = AuditEvent.objects.get(action="run.restart", target_id=run.pk)
-    assert event.detail["from_step"] < half  # never the half-written one
+    assert event.detail["from_step"] == recorded  # the last whole, recorded checkpoint: never a half-written one
+    print(f"\nfault: worker SIGKILLed while writing checkpoint {half} (recorded before the kill: {recorded}) -> "
+          f"resumed from step {recorded}")
     assert not list(checkpoints.glob("*.tmp"))  # rewritten whole when the resumed run reached that step again
