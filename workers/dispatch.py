@@ -7,6 +7,8 @@ reconciler sends it again once the broker answers (webapp.runs.services.runs_red
 """
 from __future__ import annotations
 
+import ast
+import json
 import logging
 from typing import Callable
 
@@ -48,3 +50,38 @@ def send_on_commit(name: str, *, args: list, queue: str | None = None, kwargs: d
                 log.exception("task %s%s: recording the dispatch outcome failed", name, args)
 
     transaction.on_commit(send)
+
+
+def task_ids_in_broker(task_name: str, queues: list[str]) -> set[int] | None:
+    """The first argument (an object id) of every ``task_name`` message the broker holds: waiting in ``queues`` or
+    delivered and not yet acknowledged. None when that cannot be known (a broker other than Redis, or one that
+    does not answer): then nothing is concluded from it.
+
+    Reads Redis as kombu's Redis transport keeps it (a list per queue, the hash ``unacked``; both under the
+    transport's ``global_keyprefix``), message headers only (``task``, ``argsrepr``)."""
+    app = celery_app()
+    url = app.conf.broker_url or ""
+    if not url.startswith(("redis://", "rediss://")):
+        return None
+    import redis
+
+    prefix = (app.conf.broker_transport_options or {}).get("global_keyprefix", "")
+    try:
+        client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        raw = [m for queue in queues for m in client.lrange(f"{prefix}{queue}", 0, -1)]
+        raw += [json.loads(v)[0] for v in client.hvals(f"{prefix}unacked")]
+    except Exception as exc:  # the broker is down or the data is not what kombu writes: know nothing
+        log.warning("cannot list the broker's messages: %s", exc)
+        return None
+    ids: set[int] = set()
+    for message in raw:
+        try:
+            message = json.loads(message) if isinstance(message, (bytes, str)) else message
+            headers = message.get("headers") or {}
+            if headers.get("task") == task_name:
+                args = ast.literal_eval(headers.get("argsrepr") or "[]")
+                if args and isinstance(args[0], int):
+                    ids.add(args[0])
+        except (ValueError, SyntaxError, AttributeError, TypeError):
+            continue
+    return ids

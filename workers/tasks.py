@@ -127,10 +127,12 @@ def _exit_outcome(returncode: int) -> str:
 
 
 @app.task(name="workers.tasks.train_run", acks_late=True, ignore_result=True)
-def train_run(run_id: int) -> str:
-    """Train one run in a child process; safe to deliver twice (see services.run_start)."""
+def train_run(run_id: int, dispatch: str = "") -> str:
+    """Train one run in a child process; safe to deliver twice (see services.run_start). ``dispatch``: the id of
+    this message (Run.dispatch_id records the last one sent), for the log."""
     close_old_connections()
     worker = f"{socket.gethostname()}:{os.getpid()}"
+    log.info("run %s: message %s received", run_id, dispatch or "(no dispatch id)")
     try:
         action = services.run_start(run_id=run_id, worker=worker)
     except Run.DoesNotExist:

@@ -42,6 +42,7 @@ def own_broker(monkeypatch, tmp_path):
 
     class Broker:
         proc = None
+        port = None
 
         def start(self):
             self.proc = subprocess.Popen([shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
@@ -67,6 +68,7 @@ def own_broker(monkeypatch, tmp_path):
             return redis.Redis(port=port).llen(queue)
 
     broker = Broker()
+    broker.port = port
     yield broker
     broker.stop()
     app.close()
@@ -96,6 +98,28 @@ def test_a_launch_while_the_broker_is_down_waits_for_the_queue_and_is_sent_once_
     with django_capture_on_commit_callbacks(execute=True):
         assert services.runs_redispatch(older_than_s=0) == []  # taken once: never sent twice
     assert own_broker.queued_messages() == 1
+
+
+def test_a_queued_run_whose_message_the_broker_lost_is_sent_again(own_broker, user, model_dir, settings,
+                                                                   django_capture_on_commit_callbacks):
+    import redis
+
+    own_broker.start()
+    settings.SEEDBED_QUEUE_CHECK_S = 0
+    with django_capture_on_commit_callbacks(execute=True):
+        run = services.run_create(config=tiny_config(model_path=model_dir), user=user)
+    assert Run.objects.get(pk=run.pk).dispatched_at is not None and own_broker.queued_messages() == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.runs_redispatch(older_than_s=0) == []  # the broker holds it: left alone
+    assert own_broker.queued_messages() == 1
+    redis.Redis(port=own_broker.port).flushall()  # the broker's data is gone (no append-only file, a flush)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.runs_redispatch(older_than_s=0) == [run.pk]
+    run.refresh_from_db()
+    assert own_broker.queued_messages() == 1 and run.dispatched_at is not None
+    own_broker.stop()  # and a broker that cannot be read: nothing is concluded, nothing sent
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.runs_redispatch(older_than_s=0) == []
 
 
 def test_a_launch_through_the_api_answers_normally_while_the_broker_is_down(

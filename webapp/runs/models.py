@@ -65,6 +65,8 @@ class Run(models.Model):
     dispatched_at = models.DateTimeField(null=True, blank=True,
                                          help_text="When the broker took its task (empty: not yet: the reconciler "
                                                    "sends it again).")
+    dispatch_id = models.CharField(max_length=32, blank=True,
+                                   help_text="The id of the last message sent for it (in the worker's log line).")
     dispatch_note = models.CharField(max_length=500, blank=True,
                                      help_text='Why its task is not in the queue yet, e.g. "waiting for the queue".')
     started_at = models.DateTimeField(null=True, blank=True)

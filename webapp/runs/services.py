@@ -116,7 +116,12 @@ def run_dispatch(*, run: Run) -> None:
 
 
 def _send_run(run_id: int, queue: str) -> None:
+    import uuid
+
     from workers.dispatch import send_on_commit
+
+    dispatch = uuid.uuid4().hex
+    Run.objects.filter(pk=run_id).update(dispatch_id=dispatch)
 
     def sent() -> None:
         Run.objects.filter(pk=run_id, dispatched_at__isnull=True).update(dispatched_at=timezone.now(),
@@ -127,7 +132,8 @@ def _send_run(run_id: int, queue: str) -> None:
             dispatch_note=f"{WAITING_FOR_QUEUE}: the broker did not take the run ({reason[:300]}); it is sent "
                           "again once the broker answers")
 
-    send_on_commit("workers.tasks.train_run", args=[run_id], queue=queue, sent=sent, failed=failed)
+    send_on_commit("workers.tasks.train_run", args=[run_id], kwargs={"dispatch": dispatch}, queue=queue, sent=sent,
+                   failed=failed)
 
 
 def runs_redispatch(*, older_than_s: float = 5.0) -> list[int]:
@@ -138,12 +144,35 @@ def runs_redispatch(*, older_than_s: float = 5.0) -> list[int]:
     pending = list(Run.objects.filter(status=RunStatus.QUEUED, enqueued_at__lt=cutoff, dispatched_at__isnull=True,
                                       kill_requested_at__isnull=True)
                    .filter(Q(retry_at__isnull=True) | Q(retry_at__lte=timezone.now())).values_list("pk", "queue"))
+    pending += _runs_whose_message_was_lost(exclude={pk for pk, _ in pending})
     for run_id, queue in pending:
         with transaction.atomic():
+            Run.objects.filter(pk=run_id).update(dispatched_at=None)
             _send_run(run_id, queue)
     if pending:
-        log.info("runs sent again (the broker had not taken them): %s", [pk for pk, _ in pending])
+        log.info("runs sent again (the broker had not taken them, or lost them): %s", [pk for pk, _ in pending])
     return [pk for pk, _ in pending]
+
+
+def _runs_whose_message_was_lost(*, exclude: set[int]) -> list[tuple[int, str]]:
+    """Queued runs the broker took a while ago but no longer holds (its data was lost: a Redis restarted without
+    its append-only file, or flushed): sent again. Asked only when such runs exist, and never concluded from a
+    broker that cannot be read."""
+    cutoff = timezone.now() - timedelta(seconds=settings.SEEDBED_QUEUE_CHECK_S)
+    taken = list(Run.objects.filter(status=RunStatus.QUEUED, dispatched_at__lt=cutoff,
+                                    kill_requested_at__isnull=True).exclude(pk__in=exclude).values_list("pk", "queue"))
+    if not taken:
+        return []
+    from workers.dispatch import task_ids_in_broker
+
+    held = task_ids_in_broker("workers.tasks.train_run", sorted({queue for _, queue in taken}))
+    if held is None:
+        return []
+    lost = [(pk, queue) for pk, queue in taken if pk not in held]
+    for pk, _ in lost:
+        Run.objects.filter(pk=pk).update(dispatch_note=f"{WAITING_FOR_QUEUE}: the broker lost the run's message; "
+                                                       "sent again")
+    return lost
 
 
 def _after_end(run: Run) -> None:
