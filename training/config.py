@@ -285,16 +285,16 @@ class TrainConfig:
                 e["model_path"] = f"no such folder: {model_dir}"
             elif not os.path.isfile(os.path.join(model_dir, "config.json")):
                 e["model_path"] = f"not a model folder (no config.json): {model_dir}"
-            elif "max_new_tokens" not in e:
-                context = model_context_length(model_dir)
-                if context is not None and self.max_new_tokens >= context:
-                    e["max_new_tokens"] = (f"must leave room for the prompt in the model's context of {context} "
-                                           f"tokens; got {self.max_new_tokens}")
             elif self.chat_template == "on":
                 from training.models import describe_model
 
                 if not describe_model(model_dir)["chat_template"]:
                     e["chat_template"] = f"'on' but the model has no chat template: {model_dir}"
+            if "model_path" not in e and "max_new_tokens" not in e:
+                context = model_context_length(model_dir)
+                if context is not None and self.max_new_tokens >= context:
+                    e["max_new_tokens"] = (f"must leave room for the prompt in the model's context of {context} "
+                                           f"tokens; got {self.max_new_tokens}")
         if check_paths:
             file_task = is_file_task(self.task)
             if file_task and self.data_path and not os.path.isfile(self.data_path):

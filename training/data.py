@@ -15,7 +15,6 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
 
 from training.benchmarks import BENCHMARKS
 
@@ -340,7 +339,9 @@ class PromptSource:
     examples: Sequence[dict] | None = None  # file datasets, reasoning-gym tasks; None for built-in generated tasks
     held_out: Sequence[dict] | None = None
 
-    def sample(self, n: int, generator: torch.Generator) -> list[dict]:
+    def sample(self, n: int, generator: "torch.Generator") -> list[dict]:
+        import torch  # here, not at the top: the web process reads this module and never needs torch
+
         if self.examples is None:
             idx = torch.randint(0, HELD_OUT_OFFSET, (n,), generator=generator).tolist()
             return [BUILTIN_TASKS[self.task](i) for i in idx]

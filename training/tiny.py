@@ -18,8 +18,6 @@ import os
 import string
 import time
 
-import torch
-
 from training.data import BUILTIN_TASKS, HELD_OUT_OFFSET, encode_prompt
 from training.models import atomic_folder, built_once
 
@@ -40,6 +38,7 @@ def build_tokenizer():
 
 
 def build_model(tokenizer, seed: int = 0, hidden: int = 128, layers: int = 4):
+    import torch  # (lazily: the web process reads this module for the build state only)
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
@@ -53,6 +52,7 @@ def build_model(tokenizer, seed: int = 0, hidden: int = 128, layers: int = 4):
 
 def _sft_batch(tokenizer, indices: list[int], task: str):
     """Teacher-forcing batch: loss only on answer tokens and the closing <eos>."""
+    import torch
     seqs, labels = [], []
     for i in indices:
         ex = BUILTIN_TASKS[task](i)
@@ -75,6 +75,7 @@ def bootstrap_tiny(out_dir: str, *, task: str = "arithmetic", seed: int = 0, ban
     ``progress(step, pass1)`` is called at each held-out check. The files are written into a temporary
     sibling folder that is renamed to ``out_dir`` at the end, so a reader never sees half a model.
     """
+    import torch
     from training.evaluate import evaluate_examples
 
     t0 = time.time()
@@ -134,6 +135,7 @@ def _progress_path(out_dir: str) -> str:
 def ensure_tiny_model(out_dir: str, *, log=print, **build) -> dict | None:
     """Make sure ``out_dir`` holds the built-in tiny model; build it if no other process is doing so, else
     wait for that one (``build``: bootstrap_tiny's task/seed/...). Returns the build's info when this call built it, None when it was already there."""
+    import torch
     def make() -> dict:
         log(f"building the built-in tiny model in {out_dir} (once; about a minute on two idle cores)")
         started = time.time()

@@ -99,3 +99,22 @@ def test_max_new_tokens_must_leave_room_in_the_models_context(tmp_path):
         TrainConfig.from_dict({"model_path": str(model), "max_new_tokens": 4096})
     assert err.value.errors["max_new_tokens"] == ("must leave room for the prompt in the model's context of 2048 "
                                                   "tokens; got 4096")
+
+
+@pytest.mark.parametrize("model", ["tiny", "smollm2"])
+def test_the_light_tokenizer_renders_prompts_as_transformers_does(model, tiny_model_dir, smollm2_dir):
+    """The web process renders a run's prompt without transformers; it must give the same text and ids."""
+    from transformers import AutoTokenizer
+
+    from training.light_tokenizer import LightTokenizer
+    from training.prompts import PromptTemplate
+
+    folder = tiny_model_dir if model == "tiny" else smollm2_dir
+    hf, light = AutoTokenizer.from_pretrained(folder), LightTokenizer(folder)
+    assert (light.bos_token_id, light.eos_token_id) == (hf.bos_token_id, hf.eos_token_id)
+    assert bool(light.chat_template) == bool(hf.chat_template)
+    for template in (PromptTemplate(), PromptTemplate(chat="off", instruction="Answer."),
+                     PromptTemplate(system_prompt="Be brief.", instruction="Reply with the number only.")):
+        for question in ("12+7=", "What is 3 + 4?\nThink first.", "ünïcode ✓ 1/2"):
+            assert template.render(light, question) == template.render(hf, question)
+            assert template.encode(light, question) == template.encode(hf, question)

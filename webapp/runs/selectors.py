@@ -126,6 +126,12 @@ def new_run_prefill(*, checkpoint_id: int) -> tuple[Checkpoint, dict]:
 
 @functools.lru_cache(maxsize=8)
 def _tokenizer(path: str, mtime: float):
+    """The folder's tokenizer for rendering prompts: without transformers (the web process never imports torch)
+    when the folder has a tokenizer.json, as every fast tokenizer's folder has."""
+    if os.path.isfile(os.path.join(path, "tokenizer.json")):
+        from training.light_tokenizer import LightTokenizer
+
+        return LightTokenizer(path)
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(path)
