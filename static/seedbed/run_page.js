@@ -1,14 +1,21 @@
-// Run page charts: poll the run's JSON endpoint for points after the last step we have and redraw each chart
-// with Plotly.react and a fixed uirevision (zoom and pan survive updates); stop once the run has ended. The
-// status, facts and samples are server-rendered fragments that htmx polls (templates/runs/_run_state.html).
+// Run page charts. The first answer of the run's JSON endpoint holds every metric in at most ~1,500 buckets (last
+// step, mean, min, max: a spike always shows in its bucket's max); each later poll brings the points after the
+// last step the page has, appended as they are. A long series is drawn as its mean line inside a min-max band.
+// Zooming a chart (drag, or the range tools) asks the server for that chart's metrics over the visible steps:
+// every stored point when they fit, finer buckets otherwise; a double-click goes back to the whole run.
+// Charts redraw with Plotly.react on new arrays (Plotly compares data by reference) and a fixed uirevision (zoom
+// and pan survive updates). Polling stops once the run has ended. The status, facts and samples are
+// server-rendered fragments that htmx polls (templates/runs/_run_state.html).
 "use strict";
 
-function startRunPage({liveUrl, runId, intervalMs}) {
-  const series = {};          // metric key -> {x: [], y: []}
+function startRunPage({liveUrl, seriesUrl, runId, intervalMs}) {
+  const series = {};          // metric key -> {x: [], y: [], lo: [], hi: [], bucketed: bool}
+  const zoomed = new Map();   // chart div -> {range: [a, b], series: {key -> same shape}} while zoomed in
   let since = 0;              // last step received
   let ended = false;
   const charts = Array.from(document.querySelectorAll(".chart"));
   const colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
+  const MARKERS_UP_TO = 200;  // markers on short series only: thousands of SVG markers cost seconds to draw
 
   function layoutFor(keys) {
     return {
@@ -22,22 +29,74 @@ function startRunPage({liveUrl, runId, intervalMs}) {
     };
   }
 
-  function draw() {
-    for (const div of charts) {
-      const keys = div.dataset.keys.split(",");
-      // new arrays each time: Plotly.react compares data by reference, so grown arrays would not be redrawn
-      const traces = keys.map((k, i) => ({
-        name: k, x: (series[k] || {x: []}).x.slice(), y: (series[k] || {y: []}).y.slice(),
-        mode: "lines+markers", marker: {size: 4}, line: {color: colors[i % colors.length]},
-      }));
-      const points = Math.max(...traces.map(t => t.x.length));
-      div.dataset.points = String(points);
-      const layout = layoutFor(keys);
-      if (points === 0) {
-        layout.annotations = [{text: ended ? "not logged by this run" : "no data yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5}];
+  function tracesFor(keys, source) {
+    const traces = [];
+    keys.forEach((k, i) => {
+      const s = source[k] || {x: [], y: [], lo: [], hi: [], bucketed: false};
+      const color = colors[i % colors.length];
+      if (s.bucketed) {  // the band first (under the line): min, then max filled down to it
+        traces.push({x: s.x.slice(), y: s.lo.slice(), mode: "lines", line: {width: 0, color}, hoverinfo: "skip",
+                     showlegend: false, name: k + " min", meta: "band"});
+        traces.push({x: s.x.slice(), y: s.hi.slice(), mode: "lines", line: {width: 0, color}, fill: "tonexty",
+                     opacity: 0.25, hoverinfo: "skip", showlegend: false, name: k + " max", meta: "band"});
       }
-      Plotly.react(div, traces, layout, {displaylogo: false, responsive: true});
+      traces.push({name: k, x: s.x.slice(), y: s.y.slice(), meta: "line", line: {color},
+                   mode: s.x.length <= MARKERS_UP_TO ? "lines+markers" : "lines", marker: {size: 4}});
+    });
+    return traces;
+  }
+
+  function draw(div) {
+    const keys = div.dataset.keys.split(",");
+    const zoom = zoomed.get(div);
+    const traces = tracesFor(keys, zoom ? zoom.series : series);
+    const points = Math.max(0, ...traces.filter(t => t.meta === "line").map(t => t.x.length));
+    div.dataset.points = String(points);
+    const layout = layoutFor(keys);
+    if (zoom) layout.xaxis.range = zoom.range;
+    if (points === 0) {
+      layout.annotations = [{text: ended ? "not logged by this run" : "no data yet", showarrow: false,
+                             xref: "paper", yref: "paper", x: 0.5, y: 0.5}];
     }
+    Plotly.react(div, traces, layout, {displaylogo: false, responsive: true});
+    if (!div.dataset.zoomable) {
+      div.dataset.zoomable = "true";
+      div.on("plotly_relayout", (ev) => onRelayout(div, ev));
+    }
+  }
+
+  function append(dst, s) {
+    for (let i = 0; i < s.x.length; i++) {
+      dst.x.push(s.x[i]); dst.y.push(s.y[i]); dst.lo.push(s.lo[i]); dst.hi.push(s.hi[i]);
+    }
+    dst.bucketed = dst.bucketed || s.width > 1;
+  }
+
+  async function onRelayout(div, ev) {
+    if (ev["xaxis.autorange"]) {  // double-click: back to the whole run
+      zoomed.delete(div);
+      draw(div);
+      return;
+    }
+    // a drag says xaxis.range[0] and [1]; Plotly.relayout with a whole range says xaxis.range
+    const whole = ev["xaxis.range"];
+    const a = whole ? whole[0] : ev["xaxis.range[0]"], b = whole ? whole[1] : ev["xaxis.range[1]"];
+    if (a === undefined || b === undefined) return;
+    const range = [a, b];
+    const query = "?keys=" + encodeURIComponent(div.dataset.keys) + "&from=" + Math.floor(a) + "&to=" + Math.ceil(b);
+    try {
+      const resp = await fetch(seriesUrl + query, {headers: {"Accept": "application/json"}});
+      if (!resp.ok) return;
+      const data = await resp.json();
+      const view = {};
+      for (const [key, s] of Object.entries(data.series)) {
+        view[key] = {x: [], y: [], lo: [], hi: [], bucketed: false};
+        append(view[key], s);
+      }
+      zoomed.set(div, {range, series: view});
+      div.dataset.zoomedFrom = String(Math.floor(a));
+      draw(div);
+    } catch (e) { /* the server is busy: the chart keeps what it shows */ }
   }
 
   pollJson(liveUrl, {
@@ -46,16 +105,14 @@ function startRunPage({liveUrl, runId, intervalMs}) {
     onData(state) {
       let changed = false;
       for (const [key, s] of Object.entries(state.series)) {
-        const dst = series[key] || (series[key] = {x: [], y: []});
-        for (let i = 0; i < s.x.length; i++) {
-          dst.x.push(s.x[i]);
-          dst.y.push(s.y[i]);
-          if (s.x[i] > since) since = s.x[i];
-        }
+        append(series[key] || (series[key] = {x: [], y: [], lo: [], hi: [], bucketed: false}), s);
+        if (s.x.length) since = Math.max(since, s.x[s.x.length - 1]);
         changed = changed || s.x.length > 0;
       }
       ended = state.ended;
-      if (changed || ended || !charts[0].data) draw();
+      if (changed || ended || !charts[0].data) {
+        for (const div of charts) if (!zoomed.has(div)) draw(div);
+      }
       if (ended) document.body.dataset.runEnded = "true";  // the last answer after the end carried every point
       return !ended;
     },

@@ -136,9 +136,34 @@ def test_live_endpoint_returns_points_after_since(client_in, config):
     run = services.run_create(config=config)
     services.run_metrics_append(run_id=run.pk, points=[(s, "reward/mean", s / 10) for s in (1, 2, 3)])
     body = client_in.get(reverse("runs:live", args=[run.pk]), {"since": "1"}).json()
-    assert body["status"] == "queued" and body["series"]["reward/mean"] == {"x": [2, 3], "y": [0.2, 0.3]}
+    assert body["status"] == "queued" and body["series"]["reward/mean"] == {
+        "x": [2, 3], "y": [0.2, 0.3], "lo": [0.2, 0.3], "hi": [0.2, 0.3], "width": 1}
     assert client_in.get(reverse("runs:live", args=[run.pk]), {"since": "x"}).status_code == 400
     assert client_in.get(reverse("runs:live", args=[run.pk + 1000])).status_code == 404
+
+
+def test_the_first_answer_buckets_a_long_run_and_keeps_its_spikes(client_in, config):
+    from webapp.runs.selectors import LIVE_MAX_POINTS
+
+    run = services.run_create(config=config)
+    points = [(s, "reward/mean", 9.0 if s == 4321 else 0.5) for s in range(1, 6001)]
+    services.run_metrics_append(run_id=run.pk, points=points)
+    s = client_in.get(reverse("runs:live", args=[run.pk])).json()["series"]["reward/mean"]
+    assert s["width"] == 4 and len(s["x"]) == 1500 <= LIVE_MAX_POINTS and s["x"][-1] == 6000
+    assert max(s["hi"]) == 9.0 and min(s["lo"]) == 0.5 and s["x"][s["hi"].index(9.0)] == 4324  # its bucket's end
+
+
+def test_the_series_endpoint_gives_every_point_of_a_zoomed_range(client_in, config):
+    run = services.run_create(config=config)
+    services.run_metrics_append(run_id=run.pk, points=[(s, "entropy", s / 1000) for s in range(1, 6001)])
+    url = reverse("runs:series", args=[run.pk])
+    s = client_in.get(url, {"keys": "entropy", "from": "2000", "to": "2050"}).json()["series"]["entropy"]
+    assert s["x"] == list(range(2000, 2051)) and s["y"] == [x / 1000 for x in range(2000, 2051)] and s["width"] == 1
+    wide = client_in.get(url, {"keys": "entropy", "from": "1", "to": "6000"}).json()["series"]["entropy"]
+    assert wide["width"] == 4 and len(wide["x"]) == 1500
+    assert client_in.get(url, {"keys": "entropy", "from": "9", "to": "3"}).status_code == 400
+    assert client_in.get(url, {"from": "1", "to": "3"}).status_code == 400
+    assert client_in.get(reverse("runs:series", args=[run.pk + 1000]), {"keys": "entropy"}).status_code == 404
 
 
 def test_kill_button_flags_the_run_and_refuses_twice(client_in, config):

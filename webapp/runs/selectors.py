@@ -43,18 +43,22 @@ def run_metrics_since(*, run_id: int, since_step: int = 0, keys: list[str] | Non
 
 
 def run_metrics_bucketed(*, run_id: int, keys: list[str] | None = None, since_step: int = 0,
-                         max_points: int = 400) -> dict:
-    """Points with step > ``since_step``, at most about ``max_points`` per key: ``{"width": w, "series": {key:
-    {"step": [...], "value": [...], "min": [...], "max": [...]}}}``. With ``width`` 1 every point is there
-    (value = min = max); otherwise each entry is a bucket of ``width`` steps: its last step, mean, min and max
-    (spikes stay visible, as on the dashboard). Non-finite values (stored as null) are left out of buckets."""
+                         max_points: int = 400, until_step: int | None = None) -> dict:
+    """Points with ``since_step`` < step <= ``until_step`` (default: the last), at most about ``max_points`` per
+    key: ``{"width": w, "series": {key: {"step": [...], "value": [...], "min": [...], "max": [...]}}}``. With
+    ``width`` 1 every point is there (value = min = max); otherwise each entry is a bucket of ``width`` steps: its
+    last step, mean, min and max (spikes stay visible, as on the dashboard). Non-finite values (stored as null)
+    are left out of buckets."""
     qs = MetricPoint.objects.filter(run_id=run_id, step__gt=since_step)
+    if until_step is not None:
+        qs = qs.filter(step__lte=until_step)
     if keys:
         qs = qs.filter(key__in=keys)
     span = qs.aggregate(lo=Min("step"), hi=Max("step"))
     if span["lo"] is None:
         return {"width": 1, "series": {}}
-    width = max(1, math.ceil((span["hi"] - since_step) / max_points))
+    width = max(1, math.ceil((span["hi"] - max(since_step, span["lo"] - 1)) / max_points))
+    since_step = max(since_step, span["lo"] - 1)  # buckets start at the first stored step
     series: dict[str, dict] = {}
     if width == 1:
         for step, key, value in qs.order_by("key", "step").values_list("step", "key", "value"):
@@ -92,6 +96,23 @@ def run_checkpoints(*, run_id: int) -> QuerySet[Checkpoint]:
     return Checkpoint.objects.filter(run_id=run_id).order_by("-step")
 
 
+LIVE_MAX_POINTS = 1500  # per series on a chart: about the pixels of its width (W&B samples 1,500 points too)
+
+
+def _chart_series(bucketed: dict) -> dict[str, dict]:
+    """run_metrics_bucketed's answer as the charts take it: {key: {"x", "y", "lo", "hi", "width"}}."""
+    return {key: {"x": s["step"], "y": s["value"], "lo": s["min"], "hi": s["max"], "width": bucketed["width"]}
+            for key, s in bucketed["series"].items()}
+
+
+def run_series_range(*, run_id: int, keys: list[str], from_step: int, to_step: int,
+                     max_points: int = LIVE_MAX_POINTS) -> dict[str, dict]:
+    """A chart's series over the steps it shows once zoomed: every stored point when they are at most
+    ``max_points`` per key, else finer buckets than the whole run's."""
+    return _chart_series(run_metrics_bucketed(run_id=run_id, keys=keys, since_step=max(from_step - 1, 0),
+                                              until_step=to_step, max_points=max_points))
+
+
 def run_live_state(*, run_id: int, since_step: int = 0, samples_since_step: int | None = None) -> dict:
     """Everything the run page polls for: status, metric points after ``since_step`` and samples after
     ``samples_since_step`` (default: the same step; a step's samples and metrics are stored separately, so
@@ -110,7 +131,10 @@ def run_live_state(*, run_id: int, since_step: int = 0, samples_since_step: int 
         "last_step": run.last_step,
         "total_steps": run.total_steps,
         "heartbeat_at": run.heartbeat_at.isoformat() if run.heartbeat_at else None,
-        "series": run_metrics_since(run_id=run_id, since_step=since_step),
+        # the first answer: every series in at most LIVE_MAX_POINTS buckets (mean, min, max); later ones: the
+        # points after the last step the page has (a few per poll), appended as they are
+        "series": _chart_series(run_metrics_bucketed(run_id=run_id, since_step=since_step,
+                                                     max_points=LIVE_MAX_POINTS)),
         "samples": run_samples_since(run_id=run_id, since_step=samples_since_step),
     }
 

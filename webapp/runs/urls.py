@@ -9,6 +9,7 @@ urlpatterns = [
     path("new/", views.run_new, name="new"),
     path("<int:run_id>/", views.run_detail, name="detail"),
     path("<int:run_id>/live.json", views.run_live, name="live"),
+    path("<int:run_id>/series.json", views.run_series, name="series"),
     path("<int:run_id>/state/", views.run_state, name="state"),
     path("<int:run_id>/samples/", views.run_samples, name="samples"),
     path("<int:run_id>/prompt/", views.run_prompt, name="prompt"),

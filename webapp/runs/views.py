@@ -147,6 +147,23 @@ def run_live(request: HttpRequest, run_id: int) -> JsonResponse:
     return JsonResponse(selectors.run_live_state(run_id=run_id, since_step=since, samples_since_step=samples_since))
 
 
+def run_series(request: HttpRequest, run_id: int) -> JsonResponse:
+    """A zoomed chart asks for its metrics over the steps it shows: ?keys=a,b&from=&to= (full resolution when
+    they fit the chart's points, else finer buckets)."""
+    try:
+        lo = _step_param(request, "from", 0)
+        hi = _step_param(request, "to", 0)
+        if hi < lo:
+            raise ValueError(f"to: must be >= from ({lo}); got {hi}")
+    except ValueError as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
+    keys = [k for k in request.GET.get("keys", "").split(",") if k][:16]
+    if not keys or any(len(k) > 200 for k in keys):
+        return JsonResponse({"error": "keys: one to 16 metric names, separated by commas"}, status=400)
+    visible_run(request, run_id)
+    return JsonResponse({"series": selectors.run_series_range(run_id=run_id, keys=keys, from_step=lo, to_step=hi)})
+
+
 @require_POST
 def run_kill(request: HttpRequest, run_id: int) -> HttpResponse:
     visible_run(request, run_id)

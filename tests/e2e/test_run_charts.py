@@ -1,0 +1,57 @@
+"""The run page's charts at size, checked by what Plotly drew (gd.calcdata), not by the arrays handed to it: a
+10,000-step run is drawn as at most 1,500 buckets with its one-step spike in the band's max; zooming into 1 % of
+the range draws every stored point there; a point stored while the page is open is drawn within a poll."""
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from tests.conftest import log_in, tiny_config, wait_for
+from webapp.projects.services import default_project
+from webapp.runs import services
+from webapp.runs.models import MetricPoint, Run, RunStatus
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+STEPS, SPIKE_AT, SPIKE = 10_000, 5_003, 9.5
+
+
+def drawn(page, chart: int, meta: str = "line") -> list[list[float]]:
+    """The (x, y) points Plotly computed for the chart's first trace of that kind (what it drew)."""
+    return page.evaluate(
+        """([id, meta]) => { const gd = document.getElementById(id);
+            if (!gd.data || !gd.calcdata) return [];
+            const i = gd.data.findIndex(t => t.meta === meta);
+            return i < 0 ? [] : gd.calcdata[i].map(p => [p.x, p.y]); }""", [f"chart-{chart}", meta])
+
+
+def test_a_long_run_is_bucketed_zooms_to_full_resolution_and_grows_live(live_server, django_user_model,
+                                                                        browser_page, model_dir):
+    # made as a worker would leave it, running (no task is sent: a worker of another test must not take it)
+    config = services.as_config(tiny_config(model_path=model_dir, total_steps=20_000)).to_dict()
+    run = Run.objects.create(project=default_project(), config=config, seed=0, status=RunStatus.RUNNING,
+                             started_at=timezone.now(), heartbeat_at=timezone.now(), last_step=STEPS)
+    MetricPoint.objects.bulk_create([MetricPoint(run_id=run.pk, step=s, key="reward/mean",
+                                                 value=SPIKE if s == SPIKE_AT else (s % 100) / 100)
+                                     for s in range(1, STEPS + 1)], batch_size=5000)
+    page = browser_page
+    log_in(page, live_server, django_user_model, start=f"/runs/{run.pk}/", username="ada")
+    line = wait_for(lambda: drawn(page, 0), timeout=30, what="the reward chart to be drawn")
+    assert 1000 <= len(line) <= 1500 and line[-1][0] == STEPS  # buckets, up to the last step
+    band_max = drawn(page, 0, "band")  # the min trace; the max one follows it
+    maxima = page.evaluate("""() => { const gd = document.getElementById('chart-0');
+        const i = gd.data.findIndex(t => t.name === 'reward/mean max'); return gd.calcdata[i].map(p => p.y); }""")
+    assert band_max and max(maxima) == SPIKE  # the one-step spike is in its bucket's max
+
+    # zoom into 1 % of the range: every stored point there, as stored
+    page.evaluate("() => Plotly.relayout('chart-0', {'xaxis.range': [5000, 5100]})")
+    zoomed = wait_for(lambda: (pts := drawn(page, 0)) and len(pts) == 101 and pts, timeout=10,
+                      what="full-resolution points after the zoom")
+    assert [x for x, _ in zoomed] == list(range(5000, 5101))
+    assert dict(zoomed)[SPIKE_AT] == SPIKE and dict(zoomed)[5050] == 0.5
+
+    # back to the whole run; a point stored now is drawn within a poll
+    page.evaluate("() => Plotly.relayout('chart-0', {'xaxis.autorange': true})")
+    wait_for(lambda: len(drawn(page, 0)) <= 1500, timeout=10, what="the whole run again")
+    MetricPoint.objects.create(run_id=run.pk, step=STEPS + 1, key="reward/mean", value=0.77)
+    wait_for(lambda: drawn(page, 0)[-1] == [STEPS + 1, 0.77], timeout=10, what="the live point to be drawn")
