@@ -16,8 +16,9 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 def test_a_viewer_sees_no_kill_button_and_a_member_kills(live_server, django_user_model, browser_page, model_dir):
-    run = run_services.run_create(config={"preset": "grpo", "model_path": model_dir, "total_steps": 6},
-                                  name="shared run")  # in the default project
+    # queued in the default project, no task sent (a worker that another test started must not take it)
+    config = run_services.as_config({"preset": "grpo", "model_path": model_dir, "total_steps": 6}).to_dict()
+    run = Run.objects.create(project=default_project(), config=config, seed=0, name="shared run")
     page = browser_page
     log_in(page, live_server, django_user_model, start=f"/runs/{run.pk}/", username="vera", default_role="viewer")
     page.wait_for_selector(".run-head .status[data-status=queued]")
