@@ -239,12 +239,7 @@ def members_add(request, name: str, payload: MemberIn):
 # --- runs ---------------------------------------------------------------------------------------------------------
 
 def _launch_project(request, name: Optional[str]) -> Optional[Project]:
-    if name is None:
-        return None
-    try:
-        return project_selectors.project_by_name(request.user, name)
-    except Http404:
-        raise FieldErrors({"project": f"no project {name!r} among yours"}) from None
+    return project_selectors.launch_project_named(request.user, name)
 
 
 def _checkpoint(request, checkpoint_id: Optional[int]):

@@ -10,13 +10,12 @@ import uuid
 from django.conf import settings
 from django.db import transaction
 
-from training.config import outside_roots
 from training.data import (CHECKED_ROWS, DATA_SUFFIXES, MAPPED_FIELDS, MAX_DATASET_BYTES, DatasetError,
                            _file_rows, check_file_dataset, data_fields_error)
 from training.fields import FieldErrors
 from webapp.projects.models import Role
 from webapp.projects.services import audit, project_for_launch, require_role
-from webapp.runs.selectors import config_path_error
+from webapp.runs.selectors import allowed_path
 
 from .models import DatasetEntry
 
@@ -200,12 +199,7 @@ def dataset_register(*, user, name, path, project=None, prompt_field=None, answe
     """Register a data file already on the server (inside the allowed folders, readable by the user) as it is."""
     project = project_for_launch(user=user, project=project)
     name = _check_name(name, project)
-    if not isinstance(path, str) or not path.strip():
-        raise FieldErrors({"path": "give the data file"})
-    path = path.strip()
-    problem = outside_roots(path, settings.SEEDBED_DATA_ROOTS) or config_path_error(user=user, path=path)
-    if problem:
-        raise FieldErrors({"path": problem})
+    path = allowed_path(user=user, value=path, field="path", missing="give the data file")
     _suffix(path)
     if not os.path.isfile(path):
         raise FieldErrors({"path": f"no such file: {path}"})

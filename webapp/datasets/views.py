@@ -11,7 +11,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from training.data import MAPPED_FIELDS, MAX_DATASET_BYTES, held_out_size
 from training.fields import FieldErrors
 from webapp.projects.models import Role
-from webapp.projects.selectors import get_visible, has_role, project_by_name, projects_where
+from webapp.projects.selectors import get_visible, has_role, launch_project_named, projects_where
 
 from . import selectors, services
 from .models import DatasetEntry
@@ -34,16 +34,6 @@ class SizeLimitedUpload(TemporaryFileUploadHandler):
         return super().receive_data_chunk(raw_data, start)
 
 
-def _project(request: HttpRequest):
-    name = request.POST.get("project") or None
-    if name is None:
-        return None
-    try:
-        return project_by_name(request.user, name)
-    except Exception:
-        raise FieldErrors({"project": f"no project {name!r} among yours"}) from None
-
-
 def _fields(post) -> dict:
     return {name: post.get(f"fields.{name}", "") for name in MAPPED_FIELDS if f"fields.{name}" in post}
 
@@ -62,7 +52,7 @@ def _dataset_list(request: HttpRequest, handler: SizeLimitedUpload) -> HttpRespo
     if request.method == "POST":
         form = request.POST.get("form", "")
         try:
-            project = _project(request)
+            project = launch_project_named(request.user, request.POST.get("project"))
             common = dict(user=request.user, project=project, name=request.POST.get("name"),
                           prompt_field=request.POST.get("prompt_field") or None,
                           answer_field=request.POST.get("answer_field") if "answer_field" in request.POST and

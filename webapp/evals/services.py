@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from training.config import TrainConfig, outside_roots
+from training.config import TrainConfig
 from training.data import DATASET, DatasetError, check_file_dataset, default_rewards, is_file_task, task_error
 from training.fields import FieldErrors
 from training.prompts import PromptTemplate
@@ -25,7 +25,7 @@ from webapp.datasets.selectors import dataset_for_task
 from webapp.projects.models import Role
 from webapp.projects.services import audit, default_project, require_role
 from webapp.runs.models import Checkpoint, Run
-from webapp.runs.selectors import config_path_error
+from webapp.runs.selectors import allowed_path
 from webapp.runs.services import queue_for
 from webapp.sweeps.models import Sweep
 
@@ -148,9 +148,10 @@ def _check_dataset(*, task: str, data_path: str, prompt_field: str, answer_field
     if problems < 0:
         errors["problems"] = f"must be 0 (all rows) or more; got {problems}"
         return 0
-    outside = outside_roots(data_path, settings.SEEDBED_DATA_ROOTS) or config_path_error(user=user, path=data_path)
-    if outside:
-        errors["data_path"] = outside
+    try:
+        data_path = allowed_path(user=user, value=data_path, field="data_path", missing="give the data file")
+    except FieldErrors as exc:
+        errors.update(exc.errors)
         return 0
     try:
         count = check_file_dataset(data_path, prompt_field or "prompt", answer_field,

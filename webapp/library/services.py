@@ -11,12 +11,11 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from training.config import outside_roots
 from training.fields import FieldErrors, coerce, range_error, range_text
 from training.models import check_gguf_file, describe_model
 from webapp.projects.models import Role
 from webapp.projects.services import audit, project_for_launch, require_role
-from webapp.runs.selectors import config_path_error
+from webapp.runs.selectors import allowed_path
 
 from .models import TRIAL_ACTIVE, ModelEntry, ModelStatus, ModelTrial, TrialStatus
 
@@ -34,12 +33,7 @@ def _check_name(name, project) -> str:
 
 
 def _check_folder(path, user) -> str:
-    if not isinstance(path, str) or not path.strip():
-        raise FieldErrors({"path": "give the model folder"})
-    path = path.strip()
-    problem = outside_roots(path, settings.SEEDBED_DATA_ROOTS) or config_path_error(user=user, path=path)
-    if problem:
-        raise FieldErrors({"path": problem})
+    path = allowed_path(user=user, value=path, field="path", missing="give the model folder")
     if not os.path.isfile(os.path.join(path, "config.json")):
         raise FieldErrors({"path": f"not a model folder (no config.json): {path}"})
     return os.path.realpath(path)
@@ -67,12 +61,7 @@ def model_import_gguf(*, user, name, gguf, project=None) -> ModelEntry:
     """Queue the import of a GGUF file (inside the allowed folders) into $SEEDBED_HOME/models/<project>/<name>."""
     project = project_for_launch(user=user, project=project)
     name = _check_name(name, project)
-    if not isinstance(gguf, str) or not gguf.strip():
-        raise FieldErrors({"gguf": "give the .gguf file to import"})
-    gguf = gguf.strip()
-    problem = outside_roots(gguf, settings.SEEDBED_DATA_ROOTS) or config_path_error(user=user, path=gguf)
-    if problem:
-        raise FieldErrors({"gguf": problem})
+    gguf = allowed_path(user=user, value=gguf, field="gguf", missing="give the .gguf file to import")
     check_gguf_file(gguf)
     entry = ModelEntry.objects.create(project=project, name=name, path=imported_folder(project, name),
                                       source=os.path.realpath(gguf), status=ModelStatus.IMPORTING, created_by=user)

@@ -11,20 +11,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from training.fields import FieldErrors
 from webapp.projects.models import Role
-from webapp.projects.selectors import get_visible, has_role, project_by_name, projects_where
+from webapp.projects.selectors import get_visible, has_role, launch_project_named, projects_where
 
 from . import selectors, services
 from .models import ModelEntry
-
-
-def _project(request: HttpRequest):
-    name = request.POST.get("project") or None
-    if name is None:
-        return None
-    try:
-        return project_by_name(request.user, name)
-    except Exception:
-        raise FieldErrors({"project": f"no project {name!r} among yours"}) from None
 
 
 def model_list(request: HttpRequest) -> HttpResponse:
@@ -32,7 +22,7 @@ def model_list(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = request.POST.get("form", "")
         try:
-            project = _project(request)
+            project = launch_project_named(request.user, request.POST.get("project"))
             if form == "import":
                 entry = services.model_import_gguf(user=request.user, project=project, name=request.POST.get("name"),
                                                    gguf=request.POST.get("gguf"))

@@ -64,6 +64,19 @@ def project_by_name(user, name: str) -> Project:
         raise Http404(f"no project {name!r} among your projects") from None
 
 
+def launch_project_named(user, name) -> Project | None:
+    """The project a request names (None when it names none: the caller's default), among the user's;
+    FieldErrors on ``project`` otherwise (whether it exists elsewhere is not said)."""
+    from training.fields import FieldErrors
+
+    if not name:
+        return None
+    try:
+        return project_by_name(user, name)
+    except Http404:
+        raise FieldErrors({"project": f"no project {name!r} among yours"}) from None
+
+
 def project_members(project: Project) -> QuerySet[Membership]:
     return Membership.objects.filter(project=project).select_related("user").order_by("user__username")
 

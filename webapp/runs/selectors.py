@@ -206,3 +206,21 @@ def config_path_error(*, user, path: str) -> str:
         if not readable:
             return f"not found in your projects: {path}"
     return ""
+
+
+def allowed_path(*, user, value, field: str, missing: str) -> str:
+    """A path a user names in a request (a model folder, a data file): stripped, inside the allowed folders
+    (settings.SEEDBED_DATA_ROOTS) and readable by the user (``config_path_error``); FieldErrors on ``field``
+    otherwise (``missing`` when it is empty)."""
+    from django.conf import settings
+
+    from training.config import outside_roots
+    from training.fields import FieldErrors
+
+    if not isinstance(value, str) or not value.strip():
+        raise FieldErrors({field: missing})
+    value = value.strip()
+    problem = outside_roots(value, settings.SEEDBED_DATA_ROOTS) or config_path_error(user=user, path=value)
+    if problem:
+        raise FieldErrors({field: problem})
+    return value
