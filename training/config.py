@@ -74,7 +74,9 @@ class TrainConfig:
                             "(required), off (plain text).")
     system_prompt: str = _f("", "The system turn of a chat prompt (empty: the template's own default).")
     answer_instruction: str = _f("", "Appended to each question: how to give the answer, matching the verifier "
-                                 "(e.g. 'Put your final answer inside <answer></answer>.' for reasoning_gym).")
+                                 "(e.g. 'Put your final answer inside <answer></answer>.' for reasoning_gym). "
+                                 "Empty: the task's own, if it has one (humaneval asks for the whole function in "
+                                 "a ```python block).")
     answer_field: str = _f("answer", "Field of each data row holding the reference answer given to the verifier "
                            "(empty: none, e.g. code judged by its tests).")
     rewards: list = _f([], "Reward spec: a list of {\"name\": verifier, \"weight\": w, \"params\": {...}}; "
@@ -160,8 +162,11 @@ class TrainConfig:
     def prompt_template(self) -> "PromptTemplate":
         from training.prompts import PromptTemplate
 
+        from training.data import default_instruction
+
         return PromptTemplate(chat=self.chat_template, system_prompt=self.system_prompt,
-                              instruction=self.answer_instruction, stop=tuple(self.stop))
+                              instruction=self.answer_instruction or default_instruction(self.task),
+                              stop=tuple(self.stop))
 
     @classmethod
     def from_dict(cls, data: dict, *, check_paths: bool = True, roots: Sequence[str] | None = None) -> "TrainConfig":
@@ -278,6 +283,12 @@ class TrainConfig:
         elif is_file_task(self.task) and not self.data_path:
             e["data_path"] = (f"required for {self.task}: the web app and the API fill it in from the project's "
                               "dataset library; on the command line give the dataset's file")
+        if check_paths and not self.model_path and "max_new_tokens" not in e:
+            # the built-in tiny model (once built: the first run that needs it builds it) has a short context
+            context = model_context_length(default_tiny_model_dir())
+            if context is not None and self.max_new_tokens >= context:
+                e["max_new_tokens"] = (f"must leave room for the prompt in the built-in tiny model's context of "
+                                       f"{context} tokens; got {self.max_new_tokens}")
         if check_paths and self.model_path:
             # (an empty model_path is the built-in tiny model, which the first run that needs it builds)
             model_dir = self.model_path

@@ -151,6 +151,17 @@ def task_params_error(task: str, params) -> str:
     return ""
 
 
+# What a task's prompts ask for when the run's answer_instruction is empty: the form its verifier reads.
+DEFAULT_INSTRUCTIONS = {
+    "humaneval": "Complete the function. Reply with the whole function, its imports included, in one ```python "
+                 "code block.",
+}
+
+
+def default_instruction(task: str) -> str:
+    return DEFAULT_INSTRUCTIONS.get(task, "")
+
+
 def default_rewards(task: str) -> list[dict]:
     """The reward spec a task is scored with when the config names none."""
     if task.startswith(REASONING_GYM):

@@ -118,6 +118,16 @@ class Rollouts:
     n_generated: int
 
 
+def check_fits_context(model, prompt_tokens: int, max_new_tokens: int) -> None:
+    """A prompt and its completion must fit the model's context: past it a model produces nothing useful (the run
+    would 'succeed' with reward 0), so the run fails saying what to change."""
+    context = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if isinstance(context, int) and prompt_tokens + max_new_tokens > context:
+        raise RuntimeError(f"a prompt of {prompt_tokens} tokens plus max_new_tokens={max_new_tokens} exceeds the "
+                           f"model's context of {context} tokens: use a model with a longer context (model_path), "
+                           "shorter prompts or fewer new tokens")
+
+
 def collect_rollouts(cfg, model, tokenizer, engine, source, reward_fn, gens, device) -> Rollouts:
     """Generate, score and (DAPO) filter groups until ``prompts_per_step`` informative groups or the limit."""
     G = cfg.group_size
@@ -127,6 +137,7 @@ def collect_rollouts(cfg, model, tokenizer, engine, source, reward_fn, gens, dev
         drawn = source.sample(cfg.prompts_per_step, gens["data"])
         examples = [ex for ex in drawn for _ in range(G)]
         prompt_ids = [cfg.prompt_template().encode_example(tokenizer, ex) for ex in drawn]
+        check_fits_context(model, max(map(len, prompt_ids)), cfg.max_new_tokens)
         batch = engine.generate([ids for ids in prompt_ids for _ in range(G)],
                                 max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
                                 top_k=cfg.top_k, generator=gens["sampling"],

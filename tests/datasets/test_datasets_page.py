@@ -218,6 +218,8 @@ def test_the_run_form_suggests_the_users_datasets_and_takes_one_from_the_link(an
     upload(client)
     page = client.get(reverse("runs:new") + "?task=dataset:gsm").content.decode()
     assert '<option value="dataset:gsm">' in page and 'value="dataset:gsm"' in page
+    entry = DatasetEntry.objects.get(name="gsm")  # the form shows the dataset's own file, mapping and split
+    assert f'value="{entry.path}"' in page and 'value="question"' in page and 'value="0.1"' in page
 
 
 def test_an_evaluation_of_a_dataset_reads_its_held_out_rows(ann, model_dir):

@@ -1,6 +1,5 @@
 """`./seedbed up` supervises its services: one that is killed is started again (with the restart on the /status
-page's services.json and in logs/supervisor.log) and a run launched afterwards trains; Ctrl-C still stops every
-process it started. A real `./seedbed up` on a fresh $SEEDBED_HOME (SQLite), a port and a Redis of its own."""
+page's services.json and in logs/supervisor.log) and a run launched afterwards trains; Ctrl-C still stops every process it started. A real `./seedbed up` on a fresh $SEEDBED_HOME (SQLite), a port and a Redis of its own."""
 from __future__ import annotations
 
 import json
@@ -87,5 +86,13 @@ def test_a_killed_service_is_restarted_and_ctrl_c_stops_everything(tmp_path, tin
                 os.killpg(up.pid, signal.SIGKILL)
             log.close()
     assert not any(process_alive(pid) for pid in pids)
-    assert not (home / "services.json").exists()
+    assert not (home / "services.json").exists() and not (home / "up.pid").exists()
     print(f"\nfault: ./seedbed up's worker SIGKILLed -> running again {restarted_s:.1f} s later")
+
+
+def test_down_without_an_up_says_so(tmp_path):
+    env = {**os.environ, "SEEDBED_HOME": str(tmp_path)}
+    (tmp_path / "up.pid").write_text("999999")  # a stale pid file (an up that was SIGKILLed)
+    down = subprocess.run(["./seedbed", "down"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert down.returncode == 0 and "no ./seedbed up is running (stale pid 999999)" in down.stderr
+    assert not (tmp_path / "up.pid").exists()

@@ -118,3 +118,19 @@ def test_the_light_tokenizer_renders_prompts_as_transformers_does(model, tiny_mo
         for question in ("12+7=", "What is 3 + 4?\nThink first.", "ünïcode ✓ 1/2"):
             assert template.render(light, question) == template.render(hf, question)
             assert template.encode(light, question) == template.encode(hf, question)
+
+
+def test_a_prompt_past_the_models_context_fails_the_run_saying_so(tiny_model_dir, tmp_path):
+    """HumanEval's prompts (hundreds of tokens) on the built-in tiny model (a 128-token context): the run fails
+    with what to change, instead of 'succeeding' with reward 0."""
+    from training.loop import train
+    from training.sink import NullSink
+
+    cfg = TrainConfig.from_dict({"task": "humaneval", "total_steps": 2, "prompts_per_step": 2, "group_size": 2,
+                                 "max_new_tokens": 16})
+    assert "one ```python code block" in cfg.prompt_template().instruction  # the task's own instruction
+    with pytest.raises(RuntimeError, match=r"plus max_new_tokens=16 exceeds the model's context of 128 tokens"):
+        train(cfg, str(tmp_path / "out"), NullSink())
+    with pytest.raises(FieldErrors) as err:  # what can be known before: max_new_tokens alone
+        TrainConfig.from_dict({"max_new_tokens": 200})
+    assert "the built-in tiny model's context of 128 tokens" in err.value.errors["max_new_tokens"]

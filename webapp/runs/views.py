@@ -46,6 +46,14 @@ def run_form_for(request: HttpRequest, form_class, parent: Checkpoint | None, **
         return form_class(preset=config.get("preset", "grpo"), initial_config=config, user=request.user, **kwargs)
     task = request.GET.get("task")  # "New run on it" from a dataset's page
     initial = {"task": task} if isinstance(task, str) and len(task) <= 300 else None
+    if initial and task.startswith("dataset:"):
+        # the form shows what the run will use: the dataset's file, mapping and split (not the knobs' defaults)
+        from webapp.datasets.selectors import resolve_dataset_config
+
+        try:
+            initial = resolve_dataset_config(initial, user=request.user)
+        except FieldErrors:
+            pass  # not one of the user's: the form says so when it is submitted
     return form_class(preset=request.GET.get("preset", "grpo"), initial_config=initial, user=request.user, **kwargs)
 
 
