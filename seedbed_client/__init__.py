@@ -12,7 +12,9 @@ Commands:
     runs resume ID
     runs watch ID [--interval SECONDS]            progress bar until it ends; exit 0 if it succeeded
     sweeps launch CONFIG.yaml --seeds 4 [--concurrency 2] [--policy median] [--project P] [--name N]
+    sweeps list [--project P]
     sweeps get ID
+    evals list [--project P]
     evals get ID
     datasets list [--project P]
     datasets upload FILE --name N [--project P] [--prompt-field F] [--answer-field F]

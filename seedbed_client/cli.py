@@ -76,6 +76,9 @@ def _runs_commands(group) -> None:
 
 
 def _sweeps_commands(group) -> None:
+    p = _command(group, "list", commands.sweeps_list, "list sweeps: id, name, project, seeds, concurrency, policy")
+    p.add_argument("--project")
+    p.add_argument("--limit", type=int, default=100)
     p = _command(group, "launch", commands.sweeps_launch, "launch a seed sweep from a config file")
     _add_launch_options(p)
     p.add_argument("--seeds", type=int, default=4, help="how many seeds, from the config's seed on (default 4)")
@@ -85,6 +88,9 @@ def _sweeps_commands(group) -> None:
 
 
 def _evals_commands(group) -> None:
+    p = _command(group, "list", commands.evals_list, "list evaluations: id, name, project, task, status, progress")
+    p.add_argument("--project")
+    p.add_argument("--limit", type=int, default=100)
     _command(group, "get", commands.evals_get, "an evaluation and its pass@k table as JSON").add_argument(
         "id", type=int)
 
@@ -194,3 +200,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `... runs list | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return 0

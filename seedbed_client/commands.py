@@ -134,8 +134,23 @@ def sweeps_launch(client: SeedbedClient, args) -> int:
     return 0
 
 
+def sweeps_list(client: SeedbedClient, args) -> int:
+    sweeps = client.get("/sweeps", project=args.project, limit=args.limit)["sweeps"]
+    rows = [[s["id"], s["name"], s["project"], len(s["seeds"]), s["concurrency"], s["policy"].get("name", "")]
+            for s in sweeps]
+    print(format_table(["ID", "NAME", "PROJECT", "SEEDS", "CONCURRENCY", "POLICY"], rows))
+    return 0
+
+
 def sweeps_get(client: SeedbedClient, args) -> int:
     print_json(client.get(f"/sweeps/{args.id}"))
+    return 0
+
+
+def evals_list(client: SeedbedClient, args) -> int:
+    jobs = client.get("/evals", project=args.project, limit=args.limit)["evals"]
+    rows = [[j["id"], j["name"], j["project"], j["task"], j["status"], f"{j['done']}/{j['total']}"] for j in jobs]
+    print(format_table(["ID", "NAME", "PROJECT", "TASK", "STATUS", "DONE"], rows))
     return 0
 
 

@@ -216,6 +216,25 @@ def test_sweeps_launch_and_get_and_evals_get(cli, config_file, alice):
     evaluated = json.loads(cli("evals", "get", str(job.pk)).stdout)
     assert (evaluated["id"], evaluated["status"], evaluated["total"]) == (job.pk, "queued", 8)
     assert_failed(cli("evals", "get", str(job.pk + 1000)), 4, "not found")
+    sweeps = cli("sweeps", "list").stdout.strip().splitlines()
+    assert sweeps[0].split() == ["ID", "NAME", "PROJECT", "SEEDS", "CONCURRENCY", "POLICY"]
+    assert [row.split() for row in sweeps[1:]] == [[str(sweep.pk), "two", "alice", "2", "1", "median"]]
+    evals = cli("evals", "list").stdout.strip().splitlines()
+    assert [row.split() for row in evals[1:]] == [[str(job.pk), *job.display_name.split(), "alice", "arithmetic",
+                                                   "queued", "0/8"]]
+    assert cli("evals", "list", "--project", "vision").stdout.strip().splitlines()[1:] == []
+
+
+def test_a_listing_piped_into_head_ends_quietly(live_server, alice, config):
+    from webapp.projects.models import Project
+
+    # more lines than a pipe holds (64 kB), so the client is still writing when head has gone
+    project = Project.objects.get(name="alice")
+    Run.objects.bulk_create([Run(project=project, config=config, seed=i, name=f"run number {i:05d} " + "x" * 40)
+                             for i in range(1000)])
+    shell = subprocess.run(" ".join(client_argv("runs", "list", "--limit", "1000")) + " | head -1", shell=True, cwd=REPO,
+                           env=client_env(live_server.url, alice[1]), capture_output=True, text=True, timeout=60)
+    assert shell.stdout.split() == ["ID", "NAME", "PROJECT", "STATUS", "STEP"] and "Traceback" not in shell.stderr
 
 
 # --- watch --------------------------------------------------------------------------------------------------------
