@@ -53,6 +53,7 @@ def build_sweep(seeds: int, metrics: list[str], steps: int):
     from django.db import connection, transaction
     from django.utils import timezone
 
+    from webapp.runs import rollups
     from webapp.runs.models import MetricPoint, Run, RunStatus
     from webapp.sweeps.models import Sweep
     from webapp.sweeps.models import SweepPlan
@@ -79,7 +80,8 @@ def build_sweep(seeds: int, metrics: list[str], steps: int):
                     value += 5.0  # a spike the downsampling must keep
                 rows.append((run.pk, step, key, value, start + timedelta(seconds=step)))
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.executemany(sql, rows)
+            cursor.executemany(sql, rows)  # raw rows with their own timestamps, then the run's chart tier
+            rollups.rebuild_run(cursor, run_id=run.pk)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(f"ANALYZE {table}")
@@ -138,12 +140,10 @@ def main() -> None:
     width = data["series"]["width"]
     n_buckets = sum(len(s["b"]) for s in data["series"]["runs"].values())
     # one more step for every run, then the live update from each run's last bucket
-    from django.db import transaction
-    from django.utils import timezone
+    from webapp.runs.services import run_metrics_append
 
-    with transaction.atomic():
-        MetricPoint.objects.bulk_create([MetricPoint(run=r, step=args.steps + 1, key=k, value=0.5,
-                                                     logged_at=timezone.now()) for r in runs for k in metrics])
+    for r in runs:
+        run_metrics_append(run_id=r.pk, points=[(args.steps + 1, k, 0.5) for k in metrics])
     since = ",".join(f"{rid}:{s['b'][-1] * width}" for rid, s in data["series"]["runs"].items())
     live_times, live = timed(lambda: get(base + f"live.json?metric=reward/mean&width={width}&since={since}"),
                              args.repeat)

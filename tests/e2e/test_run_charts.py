@@ -9,7 +9,7 @@ from django.utils import timezone
 from tests.conftest import log_in, tiny_config, wait_for
 from webapp.projects.services import default_project
 from webapp.runs import services
-from webapp.runs.models import MetricPoint, Run, RunStatus
+from webapp.runs.models import Run, RunStatus
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -31,9 +31,9 @@ def test_a_long_run_is_bucketed_zooms_to_full_resolution_and_grows_live(live_ser
     config = services.as_config(tiny_config(model_path=model_dir, total_steps=20_000)).to_dict()
     run = Run.objects.create(project=default_project(), config=config, seed=0, status=RunStatus.RUNNING,
                              started_at=timezone.now(), heartbeat_at=timezone.now(), last_step=STEPS)
-    MetricPoint.objects.bulk_create([MetricPoint(run_id=run.pk, step=s, key="reward/mean",
-                                                 value=SPIKE if s == SPIKE_AT else (s % 100) / 100)
-                                     for s in range(1, STEPS + 1)], batch_size=5000)
+    services.run_metrics_append(run_id=run.pk, points=[(s, "reward/mean",
+                                                        SPIKE if s == SPIKE_AT else (s % 100) / 100)
+                                                       for s in range(1, STEPS + 1)])
     page = browser_page
     log_in(page, live_server, django_user_model, start=f"/runs/{run.pk}/", username="ada")
     line = wait_for(lambda: drawn(page, 0), timeout=30, what="the reward chart to be drawn")
@@ -53,5 +53,5 @@ def test_a_long_run_is_bucketed_zooms_to_full_resolution_and_grows_live(live_ser
     # back to the whole run; a point stored now is drawn within a poll
     page.evaluate("() => Plotly.relayout('chart-0', {'xaxis.autorange': true})")
     wait_for(lambda: len(drawn(page, 0)) <= 1500, timeout=10, what="the whole run again")
-    MetricPoint.objects.create(run_id=run.pk, step=STEPS + 1, key="reward/mean", value=0.77)
+    services.run_metrics_append(run_id=run.pk, points=[(STEPS + 1, "reward/mean", 0.77)])
     wait_for(lambda: drawn(page, 0)[-1] == [STEPS + 1, 0.77], timeout=10, what="the live point to be drawn")

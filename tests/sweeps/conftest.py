@@ -1,7 +1,8 @@
 import pytest
 from django.utils import timezone
 
-from webapp.runs.models import MetricPoint, Run, RunStatus
+from webapp.runs import services as run_services
+from webapp.runs.models import Run, RunStatus
 
 
 # model_dir, user and client_in come from tests/conftest.py
@@ -22,8 +23,7 @@ def make_running(run: Run) -> Run:
 
 def log_points(run: Run, key: str, values, start: int = 1) -> None:
     """Store ``values`` as steps start, start+1, ... of ``key`` (as the DB sink would) and bump last_step."""
-    points = [MetricPoint(run=run, step=start + i, key=key, value=v) for i, v in enumerate(values)]
-    MetricPoint.objects.bulk_create(points, batch_size=2000)
-    last = start + len(points) - 1
-    Run.objects.filter(pk=run.pk, last_step__lt=last).update(last_step=last)
+    points = [(start + i, key, v) for i, v in enumerate(values)]
+    for i in range(0, len(points), 5000):
+        run_services.run_metrics_append(run_id=run.pk, points=points[i:i + 5000])
     run.refresh_from_db()

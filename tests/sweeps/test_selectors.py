@@ -28,13 +28,13 @@ def test_long_series_are_bucketed_and_every_spike_and_dip_survives(sweep):
     log_points(spiky, "reward/mean", values)
 
     series = selectors.sweep_series(sweep_id=sweep.pk, metric="reward/mean")
-    assert series["width"] == 25  # 10,000 steps into at most 400 buckets
+    assert series["width"] == 32  # 10,000 steps into at most 400 buckets, a width the metric tier tiles (4 x 8)
     s = series["runs"][spiky.pk]
-    assert len(s["b"]) == 400 and s["b"][:3] == [0, 1, 2]
-    assert (s["first"][0], s["last"][0]) == (1, 25) and (s["first"][-1], s["last"][-1]) == (9_976, 10_000)
-    spike = s["last"].index(5_000)  # steps 4,976..5,000
+    assert len(s["b"]) == 313 and s["b"][:3] == [0, 1, 2]
+    assert (s["first"][0], s["last"][0]) == (1, 32) and (s["first"][-1], s["last"][-1]) == (9_985, 10_000)
+    spike = s["last"].index(5_024)  # steps 4,993..5,024
     assert s["hi"][spike] == 9.0 and s["lo"][spike] == 0.5
-    assert s["avg"][spike] == pytest.approx((24 * 0.5 + 9.0) / 25)
+    assert s["avg"][spike] == pytest.approx((31 * 0.5 + 9.0) / 32)
     dip = next(i for i, (a, b) in enumerate(zip(s["first"], s["last"])) if a <= 7_312 <= b)
     assert s["lo"][dip] == -3.0
     assert max(s["hi"]) == 9.0 and min(s["lo"]) == -3.0

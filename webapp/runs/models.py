@@ -138,6 +138,32 @@ class MetricPoint(models.Model):
         return f"{self.run_id}@{self.step} {self.key}={self.value}"
 
 
+class MetricRollup(models.Model):
+    """One bucket of ``width`` consecutive steps of one run's metric: the pre-aggregated tier the charts and the
+    API read instead of the raw points (``webapp.runs.rollups`` keeps it and says why). ``n`` counts the finite
+    values, ``total`` is their sum (mean = total / n), ``lo``/``hi`` their extremes, ``first_step``/``last_step``
+    the steps they span and ``t_last`` when the last of them was logged."""
+
+    run = models.ForeignKey(Run, related_name="rollups", on_delete=models.CASCADE)
+    key = models.CharField(max_length=100)
+    width = models.IntegerField()
+    bucket = models.IntegerField()
+    n = models.IntegerField()
+    total = models.FloatField()
+    lo = models.FloatField()
+    hi = models.FloatField()
+    first_step = models.IntegerField()
+    last_step = models.IntegerField()
+    t_last = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "width", "key", "bucket"],
+                                               name="rollup_unique_run_width_key_bucket")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.key} [{self.width}]#{self.bucket}"
+
+
 class Sample(models.Model):
     """A sampled completion of one step with its reward and the verifier's details."""
 

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 import uuid
 
-from django.db.models import Avg, ExpressionWrapper, F, IntegerField, Max, Min, QuerySet
+from django.db.models import QuerySet
 
 from webapp.projects.selectors import visible
 
+from . import rollups
 from .models import Checkpoint, MetricPoint, Run, Sample
 
 # The run page's charts, in display order (DESIGN §3 metric names).
@@ -46,19 +46,20 @@ def run_metrics_bucketed(*, run_id: int, keys: list[str] | None = None, since_st
                          max_points: int = 400, until_step: int | None = None) -> dict:
     """Points with ``since_step`` < step <= ``until_step`` (default: the last), at most about ``max_points`` per
     key: ``{"width": w, "series": {key: {"step": [...], "value": [...], "min": [...], "max": [...]}}}``. With
-    ``width`` 1 every point is there (value = min = max); otherwise each entry is a bucket of ``width`` steps: its
-    last step, mean, min and max (spikes stay visible, as on the dashboard). Non-finite values (stored as null)
-    are left out of buckets."""
+    ``width`` 1 every point is there (value = min = max); otherwise each entry is a bucket of ``width`` steps
+    (bucket b holds the steps (b*w, (b+1)*w]): its last step, mean, min and max, so spikes stay visible, as on
+    the dashboard. Buckets come from the pre-aggregated tier (``webapp.runs.rollups``), so the rows read grow
+    with ``max_points``, not with the run's length. Non-finite values (stored as null) are left out of buckets."""
     qs = MetricPoint.objects.filter(run_id=run_id, step__gt=since_step)
     if until_step is not None:
         qs = qs.filter(step__lte=until_step)
     if keys:
         qs = qs.filter(key__in=keys)
-    span = qs.aggregate(lo=Min("step"), hi=Max("step"))
-    if span["lo"] is None:
+    first = qs.order_by("step").values_list("step", flat=True).first()
+    if first is None:
         return {"width": 1, "series": {}}
-    width = max(1, math.ceil((span["hi"] - max(since_step, span["lo"] - 1)) / max_points))
-    since_step = max(since_step, span["lo"] - 1)  # buckets start at the first stored step
+    last = qs.order_by("-step").values_list("step", flat=True).first()
+    width = rollups.display_width(last - max(since_step, first - 1), max_points)
     series: dict[str, dict] = {}
     if width == 1:
         for step, key, value in qs.order_by("key", "step").values_list("step", "key", "value"):
@@ -66,14 +67,11 @@ def run_metrics_bucketed(*, run_id: int, keys: list[str] | None = None, since_st
             for name, v in (("step", step), ("value", value), ("min", value), ("max", value)):
                 s[name].append(v)
         return {"width": 1, "series": series}
-    bucket = ExpressionWrapper((F("step") - since_step - 1) / width, output_field=IntegerField())
-    rows = (qs.filter(value__isnull=False).annotate(b=bucket).values("key", "b")
-            .annotate(last=Max("step"), avg=Avg("value"), lo=Min("value"), hi=Max("value"))
-            .order_by("key", "b").values_list("key", "last", "avg", "lo", "hi"))
-    for key, last, avg, lo, hi in rows:
-        s = series.setdefault(key, {"step": [], "value": [], "min": [], "max": []})
-        for name, v in (("step", last), ("value", avg), ("min", lo), ("max", hi)):
-            s[name].append(v)
+    buckets = rollups.bucketed(run_ids=[run_id], keys=keys or None, width=width, after={run_id: since_step},
+                               until=until_step)
+    for (_, key), rows in sorted(buckets.items()):
+        series[key] = {"step": [r[2] for r in rows], "value": [r[4] / r[3] for r in rows],
+                       "min": [r[5] for r in rows], "max": [r[6] for r in rows]}
     return {"width": width, "series": series}
 
 

@@ -20,6 +20,7 @@ from training.fields import FieldErrors
 from webapp.projects.models import Role
 from webapp.projects.services import audit, project_for_launch, require_role
 
+from . import rollups
 from .selectors import config_path_error
 from .models import (ENDED_STATUSES, LEGAL_TRANSITIONS, RESUMABLE_STATUSES, Checkpoint, MetricPoint, Run,
                      RunStatus, Sample)
@@ -432,6 +433,9 @@ def run_metrics_append(*, run_id: int, points: list[tuple[int, str, float]]) -> 
                 + ", ".join(["(%s, %s, %s, %s, %s)"] * len(chunk))
                 + " ON CONFLICT (run_id, key, step) DO UPDATE SET value = excluded.value, logged_at = excluded.logged_at",
                 params)
+        # the charts' tier: the buckets these points fall in, recomputed in the same transaction
+        rollups.refresh(cursor, run_id=run_id, keys=sorted({k for _, k, _ in points}),
+                        first_step=min(step for step, _, _ in points), last_step=last)
     Run.objects.filter(pk=run_id, last_step__lt=last).update(last_step=last)
     return len(points)
 
@@ -440,6 +444,8 @@ def run_metrics_append(*, run_id: int, points: list[tuple[int, str, float]]) -> 
 def run_discard_after(*, run_id: int, step: int) -> None:
     """Forget metrics and samples after ``step`` (a resumed run restarts from its checkpoint at ``step``)."""
     MetricPoint.objects.filter(run_id=run_id, step__gt=step).delete()
+    with connection.cursor() as cursor:
+        rollups.discard_after(cursor, run_id=run_id, step=step)
     Sample.objects.filter(run_id=run_id, step__gt=step).delete()
     Run.objects.filter(pk=run_id).update(last_step=step)
 

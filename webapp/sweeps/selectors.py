@@ -9,12 +9,12 @@ load, so live updates (``since``) re-send only the last, possibly partial, bucke
 """
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 from django.core.cache import cache
-from django.db.models import Avg, Count, ExpressionWrapper, F, IntegerField, Max, Min, Q, QuerySet
+from django.db.models import Count, Max, Min, Q, QuerySet
 
+from webapp.runs import rollups
 from webapp.runs.models import ENDED_STATUSES, MetricPoint, Run, RunStatus, Sample
 
 from webapp.projects.selectors import visible
@@ -28,12 +28,13 @@ LOWER_IS_BETTER = ("loss", "kl", "length", "step_time", "clip", "frac_zero_std",
 
 
 def bucket_width(max_step: int, target: int = TARGET_BUCKETS) -> int:
-    """Smallest width that puts ``max_step`` steps into at most ``target`` buckets.
+    """A width that puts ``max_step`` steps into at most about ``target`` buckets and that a level of the metric
+    tier tiles (``webapp.runs.rollups.display_width``).
 
-    >>> bucket_width(100), bucket_width(10_000), bucket_width(0)
-    (1, 25, 1)
+    >>> bucket_width(100), bucket_width(10_000), bucket_width(100_000), bucket_width(0)
+    (1, 32, 256, 1)
     """
-    return max(1, math.ceil(max_step / target))
+    return rollups.display_width(max_step, target)
 
 
 def sweep_list(*, user, project: str | None = None) -> QuerySet[Sweep]:
@@ -86,30 +87,15 @@ def sweep_series(*, sweep_id: int, metric: str, since: Optional[dict[int, int]] 
     if width is None:
         longest = Run.objects.filter(sweep_id=sweep_id).aggregate(m=Max("last_step"))["m"] or 0
         width = bucket_width(longest)
-    bucket = ExpressionWrapper((F("step") - 1) / width, output_field=IntegerField())  # integer division
     since = {run_id: step for run_id, step in (since or {}).items() if run_id in runs}
-    after = Q(run_id__in=[run_id for run_id in runs if run_id not in since])
-    for run_id, step in since.items():
-        after |= Q(run_id=run_id, step__gt=step)
-    rows = (MetricPoint.objects.filter(after, key=metric, value__isnull=False)
-            .annotate(b=bucket).values("run_id", "b")
-            .annotate(first=Min("step"), last=Max("step"), lo=Min("value"), hi=Max("value"), avg=Avg("value"),
-                      t=Max("logged_at"))
-            .order_by("run_id", "b")
-            .values_list("run_id", "b", "first", "last", "lo", "hi", "avg", "t"))
+    buckets = rollups.bucketed(run_ids=list(runs), keys=[metric], width=width, after=since)
     out: dict[int, dict[str, list]] = {}
-    for run_id, b, first, last, lo, hi, avg, t in rows:
-        s = out.get(run_id)
-        if s is None:
-            s = out[run_id] = {"b": [], "first": [], "last": [], "lo": [], "hi": [], "avg": [], "t": []}
+    for (run_id, _), rows in sorted(buckets.items()):
         started = runs[run_id]
-        s["b"].append(b)
-        s["first"].append(first)
-        s["last"].append(last)
-        s["lo"].append(lo)
-        s["hi"].append(hi)
-        s["avg"].append(avg)
-        s["t"].append(round((t - started).total_seconds(), 3) if started and t else None)
+        out[run_id] = {
+            "b": [r[0] for r in rows], "first": [r[1] for r in rows], "last": [r[2] for r in rows],
+            "lo": [r[5] for r in rows], "hi": [r[6] for r in rows], "avg": [r[4] / r[3] for r in rows],
+            "t": [round((r[7] - started).total_seconds(), 3) if started and r[7] else None for r in rows]}
     # the value at each answered run's last step (the table's "last"); its "best" is the max of the buckets'
     # hi (or min of lo), which the client keeps for the whole curve
     at_last = Q(pk__in=[])
