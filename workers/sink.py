@@ -12,7 +12,10 @@ from webapp.runs import services
 
 
 class DatabaseSink:
-    def __init__(self, run_id: int, *, flush_every_s: float = 0.5, max_points: int = 500,
+    # max_points: a flush's size when points come faster than every flush_every_s; a flush costs about the same
+    # few statements whatever its size (one upsert of the points, one per level of the chart tier), so bigger
+    # flushes write more points per second (PostgreSQL: ~32 k points/s in flushes of 500, ~57 k in 5,000)
+    def __init__(self, run_id: int, *, flush_every_s: float = 0.5, max_points: int = 5000,
                  clock=time.monotonic, echo=print, claim: tuple | None = None):
         self.run_id = run_id
         self.claim = claim  # (worker, attempt) that started this process: writes only while it holds the run

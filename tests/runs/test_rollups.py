@@ -36,7 +36,7 @@ def expected_level(points: dict[str, dict[int, float | None]], width: int) -> di
 
 def tier(run_id: int, width: int) -> dict[tuple, tuple]:
     return {(r.key, r.bucket): (r.n, r.total, r.lo, r.hi, r.first_step, r.last_step)
-            for r in MetricRollup.objects.filter(run_id=run_id, width=width)}
+            for r in MetricRollup.objects.filter(run_id=run_id, width=width, n__gt=0)}
 
 
 def assert_tier_matches(run_id: int) -> None:

@@ -149,12 +149,12 @@ class MetricRollup(models.Model):
     width = models.IntegerField()
     bucket = models.IntegerField()
     n = models.IntegerField()
-    total = models.FloatField()
-    lo = models.FloatField()
-    hi = models.FloatField()
-    first_step = models.IntegerField()
-    last_step = models.IntegerField()
-    t_last = models.DateTimeField()
+    total = models.FloatField(null=True)      # null, like the others below, when n is 0 (only non-finite values)
+    lo = models.FloatField(null=True)
+    hi = models.FloatField(null=True)
+    first_step = models.IntegerField(null=True)
+    last_step = models.IntegerField(null=True)
+    t_last = models.DateTimeField(null=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "width", "key", "bucket"],

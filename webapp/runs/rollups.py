@@ -73,32 +73,39 @@ def _tables():
 
 def refresh(cursor, *, run_id: int, keys: list[str] | None, first_step: int, last_step: int) -> None:
     """Recompute, at every level, the buckets of ``run_id``'s ``keys`` (None: every key) that hold steps in
-    [``first_step``, ``last_step``], from the raw points (finest level) and from the level below (the others)."""
+    [``first_step``, ``last_step``], from the raw points (finest level) and from the level below (the others).
+
+    One upsert per level (a bucket's row is replaced by its recomputed aggregates): a bucket whose points are all
+    non-finite keeps a row with n = 0 and null aggregates, which SUM/MIN/MAX and the readers skip."""
     points, rollups = _tables()
     key_groups = [None] if keys is None else [keys[i:i + KEYS_PER_STATEMENT]
                                               for i in range(0, len(keys), KEYS_PER_STATEMENT)]
+    replace = (" ON CONFLICT (run_id, width, key, bucket) DO UPDATE SET n = excluded.n, total = excluded.total, "
+               "lo = excluded.lo, hi = excluded.hi, first_step = excluded.first_step, "
+               "last_step = excluded.last_step, t_last = excluded.t_last")
     for group in key_groups:
         key_sql = "" if group is None else " AND key IN (" + ", ".join(["%s"] * len(group)) + ")"
         key_params = [] if group is None else list(group)
         lo, hi = bucket_of(first_step, WIDTHS[0]), bucket_of(last_step, WIDTHS[0])
         below = None
         for width in WIDTHS:
-            cursor.execute(f"DELETE FROM {rollups} WHERE run_id = %s AND width = %s AND bucket >= %s AND bucket <= %s"
-                           + key_sql, [run_id, width, lo, hi, *key_params])
-            if below is None:  # the finest level, from the raw points
+            if below is None:  # the finest level, from the raw points; a null value counts in no aggregate
                 step_lo = lo * width + 1 if lo > 0 else 0
                 cursor.execute(
                     f"INSERT INTO {rollups} (run_id, key, width, bucket, n, total, lo, hi, first_step, last_step, "
-                    f"t_last) SELECT run_id, key, %s, (step - 1) / %s, COUNT(*), SUM(value), MIN(value), MAX(value), "
-                    f"MIN(step), MAX(step), MAX(logged_at) FROM {points} WHERE run_id = %s AND step >= %s "
-                    f"AND step <= %s AND value IS NOT NULL" + key_sql + " GROUP BY run_id, key, (step - 1) / %s",
+                    f"t_last) SELECT run_id, key, %s, (step - 1) / %s, COUNT(value), SUM(value), MIN(value), "
+                    f"MAX(value), MIN(CASE WHEN value IS NOT NULL THEN step END), "
+                    f"MAX(CASE WHEN value IS NOT NULL THEN step END), MAX(CASE WHEN value IS NOT NULL THEN logged_at "
+                    f"END) FROM {points} WHERE run_id = %s AND step >= %s AND step <= %s" + key_sql
+                    + " GROUP BY run_id, key, (step - 1) / %s" + replace,
                     [width, width, run_id, step_lo, (hi + 1) * width, *key_params, width])
             else:
                 cursor.execute(
                     f"INSERT INTO {rollups} (run_id, key, width, bucket, n, total, lo, hi, first_step, last_step, "
                     f"t_last) SELECT run_id, key, %s, bucket / {FANOUT}, SUM(n), SUM(total), MIN(lo), MAX(hi), "
                     f"MIN(first_step), MAX(last_step), MAX(t_last) FROM {rollups} WHERE run_id = %s AND width = %s "
-                    f"AND bucket >= %s AND bucket <= %s" + key_sql + f" GROUP BY run_id, key, bucket / {FANOUT}",
+                    f"AND bucket >= %s AND bucket <= %s" + key_sql + f" GROUP BY run_id, key, bucket / {FANOUT}"
+                    + replace,
                     [width, run_id, below, lo * FANOUT, hi * FANOUT + FANOUT - 1, *key_params])
             below = width
             lo, hi = lo // FANOUT, hi // FANOUT
@@ -106,10 +113,11 @@ def refresh(cursor, *, run_id: int, keys: list[str] | None, first_step: int, las
 
 def discard_after(cursor, *, run_id: int, step: int) -> None:
     """After the raw points past ``step`` were deleted (a run resumed from its checkpoint at ``step``): drop the
-    buckets that lie wholly after it and recompute the ones that straddle it."""
+    buckets from the one holding ``step`` on, then recompute the ones that straddle it from what is left (a key
+    with no point left there gets no row back)."""
     _, rollups = _tables()
     for width in WIDTHS:
-        cursor.execute(f"DELETE FROM {rollups} WHERE run_id = %s AND width = %s AND bucket > %s",
+        cursor.execute(f"DELETE FROM {rollups} WHERE run_id = %s AND width = %s AND bucket >= %s",
                        [run_id, width, bucket_of(step, width)])
     refresh(cursor, run_id=run_id, keys=None, first_step=step, last_step=step)
 
@@ -173,7 +181,7 @@ def bucketed(*, run_ids: list[int], keys: list[str] | None, width: int, after: d
             have[7] = t if have[7] is None or (t is not None and t > have[7]) else have[7]
 
     if level is not None:
-        rows = MetricRollup.objects.filter(rollup_q, width=level)
+        rows = MetricRollup.objects.filter(rollup_q, width=level, n__gt=0)
         if keys is not None:
             rows = rows.filter(key__in=keys)
         ratio = width // level

@@ -424,17 +424,26 @@ def run_metrics_append(*, run_id: int, points: list[tuple[int, str, float]]) -> 
     # itself; the syntax is the same on SQLite >= 3.24 and PostgreSQL)
     table = connection.ops.quote_name(MetricPoint._meta.db_table)
     now = timezone.now()
+    latest = {(step, key): _finite_or_none(value) for step, key, value in points}  # one row per (key, step)
+    upsert = " ON CONFLICT (run_id, key, step) DO UPDATE SET value = excluded.value, logged_at = excluded.logged_at"
     with connection.cursor() as cursor:
-        for start in range(0, len(points), METRIC_ROWS_PER_INSERT):
-            chunk = points[start:start + METRIC_ROWS_PER_INSERT]
-            params = [x for s, k, v in chunk for x in (run_id, s, k, _finite_or_none(v), now)]
+        if connection.vendor == "postgresql":
+            # the whole flush as three arrays in one statement: psycopg parses a query of thousands of
+            # placeholders slower than PostgreSQL inserts the rows (26 k points/s with 500-row VALUES, ~3x with this)
             cursor.execute(
-                f"INSERT INTO {table} (run_id, step, key, value, logged_at) VALUES "
-                + ", ".join(["(%s, %s, %s, %s, %s)"] * len(chunk))
-                + " ON CONFLICT (run_id, key, step) DO UPDATE SET value = excluded.value, logged_at = excluded.logged_at",
-                params)
+                f"INSERT INTO {table} (run_id, step, key, value, logged_at) SELECT %s, s, k, v, %s "
+                f"FROM unnest(%s::integer[], %s::varchar[], %s::double precision[]) AS p(s, k, v)" + upsert,
+                [run_id, now, [s for s, _ in latest], [k for _, k in latest], list(latest.values())])
+        else:
+            rows = [(s, k, v) for (s, k), v in latest.items()]
+            for start in range(0, len(rows), METRIC_ROWS_PER_INSERT):
+                chunk = rows[start:start + METRIC_ROWS_PER_INSERT]
+                cursor.execute(
+                    f"INSERT INTO {table} (run_id, step, key, value, logged_at) VALUES "
+                    + ", ".join(["(%s, %s, %s, %s, %s)"] * len(chunk)) + upsert,
+                    [x for s, k, v in chunk for x in (run_id, s, k, v, now)])
         # the charts' tier: the buckets these points fall in, recomputed in the same transaction
-        rollups.refresh(cursor, run_id=run_id, keys=sorted({k for _, k, _ in points}),
+        rollups.refresh(cursor, run_id=run_id, keys=sorted({k for _, k in latest}),
                         first_step=min(step for step, _, _ in points), last_step=last)
     Run.objects.filter(pk=run_id, last_step__lt=last).update(last_step=last)
     return len(points)
