@@ -1,10 +1,13 @@
-// Run page charts. The first answer of the run's JSON endpoint holds every metric in at most ~1,500 buckets (last
-// step, mean, min, max: a spike always shows in its bucket's max); each later poll brings the points after the
-// last step the page has, appended as they are. A long series is drawn as its mean line inside a min-max band.
-// Zooming a chart (drag, or the range tools) asks the server for that chart's metrics over the visible steps:
-// every stored point when they fit, finer buckets otherwise; a double-click goes back to the whole run.
-// Charts redraw with Plotly.react on new arrays (Plotly compares data by reference) and a fixed uirevision (zoom
-// and pan survive updates). Polling stops once the run has ended. The status, facts and samples are
+// Run page charts. The important charts (reward, accuracy, entropy, length, KL, clip fractions) load with the
+// page: the first answer of the run's JSON endpoint holds their metrics in at most ~1,500 buckets (last step,
+// mean, min, max: a spike always shows in its bucket's max), read from the metric tier. Every other metric the run
+// logs has a chart under "Other metrics" that fetches its series only once it is scrolled into view (or its
+// section opened), then joins the live polling. Each later poll brings the points after the last step the page
+// has, for the charts that are loaded, appended as they are. A long series is drawn as its mean line inside a
+// min-max band. Zooming a chart (drag, or the range tools) asks the server for that chart's metrics over the
+// visible steps: every stored point when they fit, finer buckets otherwise; a double-click goes back to the whole
+// run. Charts redraw with Plotly.react on new arrays (Plotly compares data by reference) and a fixed uirevision
+// (zoom and pan survive updates). Polling stops once the run has ended. The status, facts and samples are
 // server-rendered fragments that htmx polls (templates/runs/_run_state.html).
 "use strict";
 
@@ -14,6 +17,10 @@ function startRunPage({liveUrl, seriesUrl, runId, intervalMs}) {
   let since = 0;              // last step received
   let ended = false;
   const charts = Array.from(document.querySelectorAll(".chart"));
+  const keysOf = (div) => div.dataset.keys.split(",");
+  const loaded = new Set(charts.filter(div => !div.dataset.lazy));  // charts whose metrics are fetched and polled
+  const polled = () => Array.from(new Set(Array.from(loaded).flatMap(keysOf)));
+  let asked = new Set();      // the charts whose metrics the poll in flight asked for
   const colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
   const MARKERS_UP_TO = 200;  // markers on short series only: thousands of SVG markers cost seconds to draw
 
@@ -47,7 +54,7 @@ function startRunPage({liveUrl, seriesUrl, runId, intervalMs}) {
   }
 
   function draw(div) {
-    const keys = div.dataset.keys.split(",");
+    const keys = keysOf(div);
     const zoom = zoomed.get(div);
     const traces = tracesFor(keys, zoom ? zoom.series : series);
     const points = Math.max(0, ...traces.filter(t => t.meta === "line").map(t => t.x.length));
@@ -65,11 +72,53 @@ function startRunPage({liveUrl, seriesUrl, runId, intervalMs}) {
     }
   }
 
-  function append(dst, s) {
+  function append(dst, s) {  // only points after the last one held (a lazy chart's first fetch may overlap a poll)
+    const last = dst.x.length ? dst.x[dst.x.length - 1] : -Infinity;
     for (let i = 0; i < s.x.length; i++) {
+      if (s.x[i] <= last) continue;
       dst.x.push(s.x[i]); dst.y.push(s.y[i]); dst.lo.push(s.lo[i]); dst.hi.push(s.hi[i]);
     }
     dst.bucketed = dst.bucketed || s.width > 1;
+  }
+
+  async function fetchSeries(keys, from, to) {
+    const query = "?keys=" + encodeURIComponent(keys.join(",")) + "&from=" + from + "&to=" + to;
+    const resp = await fetch(seriesUrl + query, {headers: {"Accept": "application/json"}});
+    if (!resp.ok) throw new Error("HTTP " + resp.status);
+    return (await resp.json()).series;
+  }
+
+  function lastStep(keys) {
+    return Math.max(0, ...keys.map(k => (series[k] && series[k].x.length) ? series[k].x[series[k].x.length - 1] : 0));
+  }
+
+  async function fetchInto(div, from) {
+    const got = await fetchSeries(keysOf(div), from, 2147483647);
+    for (const [key, s] of Object.entries(got)) {
+      append(series[key] || (series[key] = {x: [], y: [], lo: [], hi: [], bucketed: false}), s);
+    }
+    if (!zoomed.has(div)) draw(div);
+  }
+
+  // A lazy chart: its whole series (bucketed like the first answer) once it is seen, then it is polled with the
+  // others; a poll sent before it was loaded did not ask for its metrics, so its answer is followed by a catch-up.
+  async function load(div) {
+    if (loaded.has(div) || div.dataset.loading) return;
+    div.dataset.loading = "true";
+    try {
+      await fetchInto(div, 1);
+      loaded.add(div);
+      div.dataset.lazyLoaded = "true";
+    } catch (e) { /* the server is busy: the next time it is seen, it tries again */ }
+    delete div.dataset.loading;
+  }
+
+  const lazy = charts.filter(div => div.dataset.lazy);
+  if (lazy.length) {
+    const seen = new IntersectionObserver((entries) => {
+      for (const entry of entries) if (entry.isIntersecting) load(entry.target);
+    }, {rootMargin: "200px"});
+    lazy.forEach(div => seen.observe(div));
   }
 
   async function onRelayout(div, ev) {
@@ -83,13 +132,10 @@ function startRunPage({liveUrl, seriesUrl, runId, intervalMs}) {
     const a = whole ? whole[0] : ev["xaxis.range[0]"], b = whole ? whole[1] : ev["xaxis.range[1]"];
     if (a === undefined || b === undefined) return;
     const range = [a, b];
-    const query = "?keys=" + encodeURIComponent(div.dataset.keys) + "&from=" + Math.floor(a) + "&to=" + Math.ceil(b);
     try {
-      const resp = await fetch(seriesUrl + query, {headers: {"Accept": "application/json"}});
-      if (!resp.ok) return;
-      const data = await resp.json();
+      const got = await fetchSeries(keysOf(div), Math.floor(a), Math.ceil(b));
       const view = {};
-      for (const [key, s] of Object.entries(data.series)) {
+      for (const [key, s] of Object.entries(got)) {
         view[key] = {x: [], y: [], lo: [], hi: [], bucketed: false};
         append(view[key], s);
       }
@@ -101,7 +147,7 @@ function startRunPage({liveUrl, seriesUrl, runId, intervalMs}) {
 
   pollJson(liveUrl, {
     intervalMs,
-    query: () => "?since=" + since,
+    query: () => { asked = new Set(loaded); return "?since=" + since + "&keys=" + encodeURIComponent(polled().join(",")); },
     onData(state) {
       let changed = false;
       for (const [key, s] of Object.entries(state.series)) {
@@ -109,9 +155,12 @@ function startRunPage({liveUrl, seriesUrl, runId, intervalMs}) {
         if (s.x.length) since = Math.max(since, s.x[s.x.length - 1]);
         changed = changed || s.x.length > 0;
       }
+      for (const div of loaded) {
+        if (!asked.has(div)) fetchInto(div, lastStep(keysOf(div)) + 1).catch(() => {});
+      }
       ended = state.ended;
       if (changed || ended || !charts[0].data) {
-        for (const div of charts) if (!zoomed.has(div)) draw(div);
+        for (const div of loaded) if (!zoomed.has(div)) draw(div);
       }
       if (ended) document.body.dataset.runEnded = "true";  // the last answer after the end carried every point
       return !ended;

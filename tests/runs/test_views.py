@@ -213,3 +213,21 @@ def test_the_real_model_demo_run_is_launched_once(smollm2_dir, django_user_model
     assert run.config["model_path"] == smollm2_dir and run.config["task"] == "reasoning_gym:basic_arithmetic"
     assert run.config["chat_template"] == "auto" and run.config["task_params"]["max_digits"] == 1
     assert run.project.name == "admin" and "exists already" in capsys.readouterr().out
+
+
+def test_the_live_endpoint_sends_only_the_metrics_asked_for_and_the_page_lists_the_others(client_in, config):
+    run = services.run_create(config=config)
+    services.run_metrics_append(run_id=run.pk, points=[(s, k, 1.0) for s in (1, 2) for k in
+                                                       ("reward/mean", "entropy", "timing/gen_s", "eval/pass@1")])
+    live = reverse("runs:live", args=[run.pk])
+    assert set(client_in.get(live).json()["series"]) == {"reward/mean", "entropy", "timing/gen_s", "eval/pass@1"}
+    assert set(client_in.get(live, {"keys": "reward/mean,entropy"}).json()["series"]) == {"reward/mean", "entropy"}
+    page = client_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    lazy = re.findall(r'data-keys="([^"]+)" data-lazy="true"', page)
+    assert lazy == ["eval/pass@1", "timing/gen_s"]  # the important charts' metrics are not repeated there
+    series = reverse("runs:series", args=[run.pk])
+    for url, params, field in [(live, {"keys": ""}, "keys"), (live, {"keys": ",".join(f"k{i}" for i in range(65))}, "keys"),
+                               (live, {"since": "-1"}, "since"), (series, {"keys": "x", "from": "0", "to": str(10**30)}, "to"),
+                               (series, {"from": "0", "to": "5"}, "keys")]:
+        response = client_in.get(url, params)
+        assert response.status_code == 400 and response.json()["error"].startswith(field + ":"), (params, response.content)

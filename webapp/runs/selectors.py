@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 from webapp.projects.selectors import visible
 
 from . import rollups
-from .models import Checkpoint, MetricPoint, Run, Sample
+from .models import Checkpoint, MetricPoint, MetricRollup, Run, Sample
 
 # The run page's charts, in display order (DESIGN §3 metric names).
 CHART_METRICS: tuple[tuple[str, ...], ...] = (
@@ -111,10 +111,24 @@ def run_series_range(*, run_id: int, keys: list[str], from_step: int, to_step: i
                                               until_step=to_step, max_points=max_points))
 
 
-def run_live_state(*, run_id: int, since_step: int = 0, samples_since_step: int | None = None) -> dict:
-    """Everything the run page polls for: status, metric points after ``since_step`` and samples after
-    ``samples_since_step`` (default: the same step; a step's samples and metrics are stored separately, so
-    the page keeps one cursor for each)."""
+def run_metric_keys(*, run_id: int) -> list[str]:
+    """Every metric key the run logged, sorted: read from the coarsest level of the metric tier (one row per
+    key and 8,192 steps), not from the points."""
+    return sorted(MetricRollup.objects.filter(run_id=run_id, width=rollups.WIDTHS[-1])
+                  .values_list("key", flat=True).distinct())
+
+
+def run_other_charts(*, run_id: int) -> list[str]:
+    """The run page's lazily loaded charts: every logged metric that no important chart (CHART_METRICS) shows."""
+    shown = {key for keys in CHART_METRICS for key in keys}
+    return [key for key in run_metric_keys(run_id=run_id) if key not in shown]
+
+
+def run_live_state(*, run_id: int, since_step: int = 0, samples_since_step: int | None = None,
+                   keys: list[str] | None = None) -> dict:
+    """Everything the run page polls for: status, the points of ``keys`` (None: every metric) after
+    ``since_step`` and samples after ``samples_since_step`` (default: the same step; a step's samples and metrics
+    are stored separately, so the page keeps one cursor for each)."""
     if samples_since_step is None:
         samples_since_step = since_step
     run = Run.objects.get(pk=run_id)
@@ -131,7 +145,7 @@ def run_live_state(*, run_id: int, since_step: int = 0, samples_since_step: int 
         "heartbeat_at": run.heartbeat_at.isoformat() if run.heartbeat_at else None,
         # the first answer: every series in at most LIVE_MAX_POINTS buckets (mean, min, max); later ones: the
         # points after the last step the page has (a few per poll), appended as they are
-        "series": _chart_series(run_metrics_bucketed(run_id=run_id, since_step=since_step,
+        "series": _chart_series(run_metrics_bucketed(run_id=run_id, keys=keys, since_step=since_step,
                                                      max_points=LIVE_MAX_POINTS)),
         "samples": run_samples_since(run_id=run_id, since_step=samples_since_step),
     }

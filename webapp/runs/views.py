@@ -97,6 +97,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "audit": audit_trail(targets=[("run", run.pk)]),
         "config_json": json.dumps(run.config, indent=2, sort_keys=True),
         "charts": [list(keys) for keys in selectors.CHART_METRICS],
+        "other_charts": selectors.run_other_charts(run_id=run.pk),
         "checkpoints": selectors.run_checkpoints(run_id=run.pk),
         "samples": selectors.run_samples_table(run_id=run.pk),
     })
@@ -138,9 +139,15 @@ def _step_param(request: HttpRequest, name: str, default: int) -> int:
     if value is None:
         return default
     try:
-        return int(value)
+        step = int(value)
     except ValueError:
         raise ValueError(f"{name}: expected an integer step; got {value!r}") from None
+    if not 0 <= step <= MAX_STEP:
+        raise ValueError(f"{name}: expected a step in [0, {MAX_STEP}]; got {value!r}")
+    return step
+
+
+MAX_STEP = 2**31 - 1  # steps are 32-bit integers in the database
 
 
 @require_GET
@@ -149,10 +156,26 @@ def run_live(request: HttpRequest, run_id: int) -> JsonResponse:
     try:
         since = _step_param(request, "since", 0)
         samples_since = _step_param(request, "samples_since", since)
+        keys = _keys_param(request, required=False)
     except ValueError as exc:
         return JsonResponse({"error": str(exc)}, status=400)
     visible_run(request, run_id)
-    return JsonResponse(selectors.run_live_state(run_id=run_id, since_step=since, samples_since_step=samples_since))
+    return JsonResponse(selectors.run_live_state(run_id=run_id, since_step=since, samples_since_step=samples_since,
+                                                 keys=keys))
+
+
+MAX_KEYS = 64  # metrics one request may name: the important charts and the opened ones
+
+
+def _keys_param(request: HttpRequest, *, required: bool) -> list[str] | None:
+    """?keys=a,b as a list of metric names (None when absent and not required); ValueError naming it otherwise."""
+    text = request.GET.get("keys")
+    if text is None and not required:
+        return None
+    keys = [k for k in (text or "").split(",") if k]
+    if not keys or len(keys) > MAX_KEYS or any(len(k) > 100 for k in keys):
+        raise ValueError(f"keys: one to {MAX_KEYS} metric names of at most 100 characters, separated by commas")
+    return keys
 
 
 def run_series(request: HttpRequest, run_id: int) -> JsonResponse:
@@ -163,11 +186,9 @@ def run_series(request: HttpRequest, run_id: int) -> JsonResponse:
         hi = _step_param(request, "to", 0)
         if hi < lo:
             raise ValueError(f"to: must be >= from ({lo}); got {hi}")
+        keys = _keys_param(request, required=True)
     except ValueError as exc:
         return JsonResponse({"error": str(exc)}, status=400)
-    keys = [k for k in request.GET.get("keys", "").split(",") if k][:16]
-    if not keys or any(len(k) > 200 for k in keys):
-        return JsonResponse({"error": "keys: one to 16 metric names, separated by commas"}, status=400)
     visible_run(request, run_id)
     return JsonResponse({"series": selectors.run_series_range(run_id=run_id, keys=keys, from_step=lo, to_step=hi)})
 
