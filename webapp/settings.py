@@ -62,7 +62,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
-    "django.contrib.staticfiles",
+    "webapp.staticstorage.StaticFilesConfig",  # django.contrib.staticfiles, collecting what pages use
     "webapp.projects",
     "webapp.runs",
     "webapp.evals",
@@ -178,9 +178,15 @@ def _plotly_js_dir() -> str:
 STATICFILES_DIRS.append(("plotly", _plotly_js_dir()))
 # htmx (the live fragments) from npm: package.json, installed by ./seedbed setup (npm ci) and the Dockerfile
 STATICFILES_DIRS.append(("vendor/htmx", str(BASE_DIR / "node_modules" / "htmx.org" / "dist")))
-# Serve static files from the finders directly (no collectstatic step needed for the embedded default).
+# Hashed, gzipped copies in STATIC_ROOT (collectstatic, run by set-up), served with a year's cache; a name not
+# collected falls back to the finders (webapp/staticstorage.py says why).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "webapp.staticstorage.StaticStorage"},
+}
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
+WHITENOISE_KEEP_ONLY_HASHED_FILES = True
 
 SEEDBED_LOG_DIR = SEEDBED_HOME / "logs"
 SEEDBED_LOG_DIR.mkdir(parents=True, exist_ok=True)
