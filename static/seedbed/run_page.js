@@ -39,7 +39,7 @@ function startRunPage({liveUrl, seriesUrl, runId, intervalMs}) {
   function tracesFor(keys, source) {
     const traces = [];
     keys.forEach((k, i) => {
-      const s = source[k] || {x: [], y: [], lo: [], hi: [], bucketed: false};
+      const s = source[k] || {x: [], y: [], lo: [], hi: [], n: [], bucketed: false};
       const color = colors[i % colors.length];
       if (s.bucketed) {  // the band first (under the line): min, then max filled down to it
         traces.push({x: s.x.slice(), y: s.lo.slice(), mode: "lines", line: {width: 0, color}, hoverinfo: "skip",
@@ -72,13 +72,31 @@ function startRunPage({liveUrl, seriesUrl, runId, intervalMs}) {
     }
   }
 
-  function append(dst, s) {  // only points after the last one held (a lazy chart's first fetch may overlap a poll)
+  // Points after the last one held (a lazy chart's first fetch may overlap a poll). Once a series is bucketed
+  // (width w > 1: bucket b holds the steps (b*w, (b+1)*w], as on the server), a live point joins the bucket of
+  // its step, mean weighted by the bucket's count, min and max widened, or opens the next bucket: a page left open
+  // keeps the chart at its resolution instead of growing by a point a step.
+  function append(dst, s) {
     const last = dst.x.length ? dst.x[dst.x.length - 1] : -Infinity;
+    if (!dst.width) dst.width = s.width;
     for (let i = 0; i < s.x.length; i++) {
-      if (s.x[i] <= last) continue;
-      dst.x.push(s.x[i]); dst.y.push(s.y[i]); dst.lo.push(s.lo[i]); dst.hi.push(s.hi[i]);
+      const x = s.x[i], n = s.n ? s.n[i] : 1;
+      if (x <= last) continue;
+      const end = dst.x.length - 1;
+      const sameBucket = dst.width > 1 && s.width === 1 && end >= 0 &&
+        Math.floor((x - 1) / dst.width) === Math.floor((dst.x[end] - 1) / dst.width);
+      if (sameBucket && s.y[i] !== null && n > 0) {
+        const m = dst.n[end] || 0;
+        dst.y[end] = m && dst.y[end] !== null ? (dst.y[end] * m + s.y[i]) / (m + 1) : s.y[i];
+        dst.lo[end] = dst.lo[end] === null ? s.lo[i] : Math.min(dst.lo[end], s.lo[i]);
+        dst.hi[end] = dst.hi[end] === null ? s.hi[i] : Math.max(dst.hi[end], s.hi[i]);
+        dst.n[end] = m + 1;
+        dst.x[end] = x;
+      } else if (!sameBucket) {
+        dst.x.push(x); dst.y.push(s.y[i]); dst.lo.push(s.lo[i]); dst.hi.push(s.hi[i]); dst.n.push(n);
+      }
     }
-    dst.bucketed = dst.bucketed || s.width > 1;
+    dst.bucketed = dst.bucketed || dst.width > 1;
   }
 
   async function fetchSeries(keys, from, to) {
@@ -95,7 +113,7 @@ function startRunPage({liveUrl, seriesUrl, runId, intervalMs}) {
   async function fetchInto(div, from) {
     const got = await fetchSeries(keysOf(div), from, 2147483647);
     for (const [key, s] of Object.entries(got)) {
-      append(series[key] || (series[key] = {x: [], y: [], lo: [], hi: [], bucketed: false}), s);
+      append(series[key] || (series[key] = {x: [], y: [], lo: [], hi: [], n: [], bucketed: false}), s);
     }
     if (!zoomed.has(div)) draw(div);
   }
@@ -136,7 +154,7 @@ function startRunPage({liveUrl, seriesUrl, runId, intervalMs}) {
       const got = await fetchSeries(keysOf(div), Math.floor(a), Math.ceil(b));
       const view = {};
       for (const [key, s] of Object.entries(got)) {
-        view[key] = {x: [], y: [], lo: [], hi: [], bucketed: false};
+        view[key] = {x: [], y: [], lo: [], hi: [], n: [], bucketed: false};
         append(view[key], s);
       }
       zoomed.set(div, {range, series: view});
@@ -151,7 +169,7 @@ function startRunPage({liveUrl, seriesUrl, runId, intervalMs}) {
     onData(state) {
       let changed = false;
       for (const [key, s] of Object.entries(state.series)) {
-        append(series[key] || (series[key] = {x: [], y: [], lo: [], hi: [], bucketed: false}), s);
+        append(series[key] || (series[key] = {x: [], y: [], lo: [], hi: [], n: [], bucketed: false}), s);
         if (s.x.length) since = Math.max(since, s.x[s.x.length - 1]);
         changed = changed || s.x.length > 0;
       }

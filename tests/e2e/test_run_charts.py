@@ -1,6 +1,7 @@
 """The run page's charts at size, checked by what Plotly drew (gd.calcdata), not by the arrays handed to it: a
 10,000-step run is drawn as at most 1,500 buckets with its one-step spike in the band's max; zooming into 1 % of
-the range draws every stored point there; a point stored while the page is open is drawn within a poll; the
+the range draws every stored point there; a point stored while the page is open is drawn within a poll, merged
+into the last bucket (or opening the next) so the chart keeps its resolution; the
 metrics beyond the important charts are neither sent nor drawn until their chart is scrolled into view, then grow
 live like the others."""
 from __future__ import annotations
@@ -56,8 +57,18 @@ def test_a_long_run_is_bucketed_zooms_to_full_resolution_and_grows_live(live_ser
     # back to the whole run; a point stored now is drawn within a poll
     page.evaluate("() => Plotly.relayout('chart-0', {'xaxis.autorange': true})")
     wait_for(lambda: len(drawn(page, 0)) <= 1500, timeout=10, what="the whole run again")
+    # a live point joins the last bucket (width 7: steps 9,997..10,003) instead of growing the chart
+    before = drawn(page, 0)
     services.run_metrics_append(run_id=run.pk, points=[(STEPS + 1, "reward/mean", 0.77)])
-    wait_for(lambda: drawn(page, 0)[-1] == [STEPS + 1, 0.77], timeout=10, what="the live point to be drawn")
+    merged = (0.97 + 0.98 + 0.99 + 0.0 + 0.77) / 5
+    line = wait_for(lambda: (pts := drawn(page, 0))[-1][0] == STEPS + 1 and pts, timeout=10,
+                    what="the live point to be drawn")
+    assert len(line) == len(before) and line[-1][1] == pytest.approx(merged)
+    # one past the bucket opens the next one
+    services.run_metrics_append(run_id=run.pk, points=[(STEPS + 4, "reward/mean", 0.25)])
+    line = wait_for(lambda: (pts := drawn(page, 0))[-1] == [STEPS + 4, 0.25] and pts, timeout=10,
+                    what="a live point in a new bucket")
+    assert len(line) == len(before) + 1
 
 
 def test_other_metrics_load_when_scrolled_into_view_and_then_grow_live(live_server, django_user_model, browser_page,

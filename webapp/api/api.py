@@ -316,9 +316,9 @@ def runs_resume(request, run_id: int):
 @api.get("/runs/{run_id}/metrics", tags=["runs"])
 def runs_metrics(request, run_id: int, metric_keys: str = Query("", alias="keys", max_length=2000),
                  since_step: int = Query(0, ge=0, le=2**31 - 1), max_points: int = Query(400, ge=10, le=10_000)):
-    """Metric points after ``since_step``: ``{"width": w, "series": {key: {"step", "value", "min", "max"}}}``.
-    A long series comes in buckets of ``width`` steps (the bucket's last step, mean, min and max), as the
-    dashboard draws it; ``width`` 1 means every point."""
+    """Metric points after ``since_step``: ``{"width": w, "series": {key: {"step", "value", "min", "max",
+    "count"}}}``. A long series comes in buckets of ``width`` steps (the bucket's last step, mean, min, max and
+    number of finite points), as the dashboard draws it; ``width`` 1 means every point."""
     run = _run(request, run_id)
     wanted = [k.strip() for k in metric_keys.split(",") if k.strip()]
     return run_selectors.run_metrics_bucketed(run_id=run.pk, keys=wanted or None, since_step=since_step,

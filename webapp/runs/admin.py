@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Checkpoint, MetricPoint, Run, Sample
+from .models import Checkpoint, MetricPoint, MetricRollup, Run, Sample
 
 
 @admin.register(Run)
@@ -20,6 +20,20 @@ class MetricPointAdmin(admin.ModelAdmin):
     list_display = ("run", "step", "key", "value")
     list_filter = ("key",)
     raw_id_fields = ("run",)
+
+
+@admin.register(MetricRollup)
+class MetricRollupAdmin(admin.ModelAdmin):
+    """Read-only: the tier is derived from the points (webapp.runs.rollups) and rewritten at every flush."""
+    list_display = ("run", "key", "width", "bucket", "n", "lo", "hi", "first_step", "last_step")
+    list_filter = ("width",)
+    raw_id_fields = ("run",)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(Sample)

@@ -45,10 +45,11 @@ def run_metrics_since(*, run_id: int, since_step: int = 0, keys: list[str] | Non
 def run_metrics_bucketed(*, run_id: int, keys: list[str] | None = None, since_step: int = 0,
                          max_points: int = 400, until_step: int | None = None) -> dict:
     """Points with ``since_step`` < step <= ``until_step`` (default: the last), at most about ``max_points`` per
-    key: ``{"width": w, "series": {key: {"step": [...], "value": [...], "min": [...], "max": [...]}}}``. With
-    ``width`` 1 every point is there (value = min = max); otherwise each entry is a bucket of ``width`` steps
-    (bucket b holds the steps (b*w, (b+1)*w]): its last step, mean, min and max, so spikes stay visible, as on
-    the dashboard. Buckets come from the pre-aggregated tier (``webapp.runs.rollups``), so the rows read grow
+    key: ``{"width": w, "series": {key: {"step": [...], "value": [...], "min": [...], "max": [...],
+    "count": [...]}}}``. With ``width`` 1 every point is there (value = min = max, count 1, or 0 for a gap);
+    otherwise each entry is a bucket of ``width`` steps (bucket b holds the steps (b*w, (b+1)*w]): its last step,
+    mean, min, max and number of finite points, so spikes stay visible, as on the dashboard, and a live point can
+    be merged into its bucket. Buckets come from the pre-aggregated tier (``webapp.runs.rollups``), so the rows read grow
     with ``max_points``, not with the run's length. Non-finite values (stored as null) are left out of buckets."""
     qs = MetricPoint.objects.filter(run_id=run_id, step__gt=since_step)
     if until_step is not None:
@@ -63,15 +64,16 @@ def run_metrics_bucketed(*, run_id: int, keys: list[str] | None = None, since_st
     series: dict[str, dict] = {}
     if width == 1:
         for step, key, value in qs.order_by("key", "step").values_list("step", "key", "value"):
-            s = series.setdefault(key, {"step": [], "value": [], "min": [], "max": []})
-            for name, v in (("step", step), ("value", value), ("min", value), ("max", value)):
+            s = series.setdefault(key, {"step": [], "value": [], "min": [], "max": [], "count": []})
+            for name, v in (("step", step), ("value", value), ("min", value), ("max", value),
+                            ("count", 0 if value is None else 1)):
                 s[name].append(v)
         return {"width": 1, "series": series}
     buckets = rollups.bucketed(run_ids=[run_id], keys=keys or None, width=width, after={run_id: since_step},
                                until=until_step)
     for (_, key), rows in sorted(buckets.items()):
         series[key] = {"step": [r[2] for r in rows], "value": [r[4] / r[3] for r in rows],
-                       "min": [r[5] for r in rows], "max": [r[6] for r in rows]}
+                       "min": [r[5] for r in rows], "max": [r[6] for r in rows], "count": [r[3] for r in rows]}
     return {"width": width, "series": series}
 
 
@@ -98,9 +100,9 @@ LIVE_MAX_POINTS = 1500  # per series on a chart: about the pixels of its width (
 
 
 def _chart_series(bucketed: dict) -> dict[str, dict]:
-    """run_metrics_bucketed's answer as the charts take it: {key: {"x", "y", "lo", "hi", "width"}}."""
-    return {key: {"x": s["step"], "y": s["value"], "lo": s["min"], "hi": s["max"], "width": bucketed["width"]}
-            for key, s in bucketed["series"].items()}
+    """run_metrics_bucketed's answer as the charts take it: {key: {"x", "y", "lo", "hi", "n", "width"}}."""
+    return {key: {"x": s["step"], "y": s["value"], "lo": s["min"], "hi": s["max"], "n": s["count"],
+                  "width": bucketed["width"]} for key, s in bucketed["series"].items()}
 
 
 def run_series_range(*, run_id: int, keys: list[str], from_step: int, to_step: int,
