@@ -104,3 +104,19 @@ def test_sweep_list_counts_runs_by_status(config, user):
     run_services.run_kill(run_id=sweep.runs.order_by("pk").last().pk, killed_by="user:ada")
     row = selectors.sweep_list(user=user).get(pk=sweep.pk)
     assert (row.n_runs, row.n_queued, row.n_killed, row.n_running) == (3, 2, 1, 0)
+
+
+def test_the_runs_tables_last_and_best_come_from_every_point_even_after_a_resume(sweep):
+    a, b = [make_running(r) for r in sweep.runs.order_by("pk")]
+    values = [0.1 * (i % 7) for i in range(20_000)]
+    values[12_345] = 3.0                     # the best of a, one step
+    log_points(a, "reward/mean", values)
+    log_points(b, "reward/mean", [0.2] * 50)
+    got = selectors.sweep_run_values(sweep_id=sweep.pk, metric="reward/mean", mode="max")
+    assert got[a.pk] == {"last": values[-1], "best": 3.0} and got[b.pk] == {"last": 0.2, "best": 0.2}
+    assert selectors.sweep_run_values(sweep_id=sweep.pk, metric="reward/mean", mode="min")[a.pk]["best"] == 0.0
+    # a resumed run forgets what it logged after its checkpoint: the spike is gone from its best
+    run_services.run_discard_after(run_id=a.pk, step=10_000)
+    log_points(a, "reward/mean", [0.5] * 10, start=10_001)
+    assert selectors.sweep_run_values(sweep_id=sweep.pk, metric="reward/mean", mode="max")[a.pk] == {
+        "last": 0.5, "best": pytest.approx(0.6)}

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from django.core.cache import cache
 from django.db.models import Count, Max, Min, Q, QuerySet
 
 from webapp.runs import rollups
-from webapp.runs.models import ENDED_STATUSES, MetricPoint, Run, RunStatus, Sample
+from webapp.runs.models import ENDED_STATUSES, MetricPoint, MetricRollup, Run, RunStatus, Sample
 
 from webapp.projects.selectors import visible
 from .models import Alert, PolicyDecision, Sweep, SweepPlan
@@ -131,31 +130,18 @@ def sweep_runs_table(*, sweep: Sweep) -> list[dict]:
 def sweep_run_values(*, sweep_id: int, metric: str, mode: str) -> dict[int, dict]:
     """Each run's last and best value of ``metric`` (the runs table): ``{run_id: {"last": v, "best": v}}``.
 
-    The extremes are kept per process (Django's cache) and brought up to date with only the points stored since
-    the last call, so a poll of a long sweep reads its new points, not its whole history; a run whose history
-    was cut back (resumed from a checkpoint) is read again from the start."""
+    The extremes come from the coarsest level of the metric tier (its buckets' min and max cover every finite
+    point: a few rows per run, however long), the last value from the point at the run's last step."""
     runs = dict(Run.objects.filter(sweep_id=sweep_id).values_list("pk", "last_step"))
-    key = f"sweep-extremes:{sweep_id}:{metric}"
-    seen: dict[int, list] = cache.get(key) or {}   # run id -> [step read up to, lo, hi]
-    for run_id, last_step in runs.items():
-        if run_id in seen and seen[run_id][0] > last_step:
-            del seen[run_id]
-    fresh = Q(run_id__in=[run_id for run_id in runs if run_id not in seen])
-    for run_id, (step, _, _) in seen.items():
-        if run_id in runs and runs[run_id] > step:
-            fresh |= Q(run_id=run_id, step__gt=step)
-    for run_id, top, lo, hi in (MetricPoint.objects.filter(fresh, key=metric, value__isnull=False)
-                                .values("run_id").annotate(top=Max("step"), lo=Min("value"), hi=Max("value"))
-                                .values_list("run_id", "top", "lo", "hi")):
-        old = seen.get(run_id)
-        seen[run_id] = [top, lo, hi] if old is None else [max(top, old[0]), min(lo, old[1]), max(hi, old[2])]
-    cache.set(key, seen, timeout=3600)
+    extremes = {run_id: (lo, hi) for run_id, lo, hi in (
+        MetricRollup.objects.filter(run_id__in=list(runs), key=metric, width=rollups.WIDTHS[-1], n__gt=0)
+        .values("run_id").annotate(lo=Min("lo"), hi=Max("hi")).values_list("run_id", "lo", "hi"))}
     at_last = Q(pk__in=[])
     for run_id, last_step in runs.items():
         at_last |= Q(run_id=run_id, step=last_step)
     last = dict(MetricPoint.objects.filter(at_last, key=metric).values_list("run_id", "value"))
-    return {run_id: {"last": last.get(run_id), "best": None if run_id not in seen else
-                     (seen[run_id][1] if mode == "min" else seen[run_id][2])} for run_id in runs}
+    return {run_id: {"last": last.get(run_id), "best": None if run_id not in extremes else
+                     (extremes[run_id][0] if mode == "min" else extremes[run_id][1])} for run_id in runs}
 
 
 def sweep_decisions(*, sweep_id: int) -> list[dict]:
