@@ -39,8 +39,8 @@ How: each database runs in a child process of this script (Django's settings are
 user in the default project with a session (as the tests' ``force_login``), the run (running, so the page stays
 live) and the sweep (its runs running), curves as bench/sweep_dashboard.py draws them (noisy saturating rewards)
 and other plausible shapes, each with a few one-step spikes; then gunicorn ``webapp.wsgi`` with 2 workers and
-4 threads, as ``./seedbed up`` serves (DEBUG off, static files by WhiteNoise from the finders, as settings.py
-says), and Chromium with the flags of tests/conftest.py. Each page is timed ``--repeat`` times (the median is
+4 threads, as ``./seedbed up`` serves (DEBUG off; static files collected as ``./seedbed setup app`` does, hashed
+and gzipped, served by WhiteNoise), and Chromium with the flags of tests/conftest.py. Each page is timed ``--repeat`` times (the median is
 the figure) after a first load reported apart (a fresh browser context: no cached Plotly; the server's first
 request for that page). The parent prints one table: row, SQLite, PostgreSQL, target, pass/fail.
 
@@ -295,6 +295,8 @@ def setup_django():
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0, interactive=False)
+    # as ./seedbed setup app: the hashed, gzipped static files production serves (else the finders' plain ones)
+    call_command("collectstatic", verbosity=0, interactive=False)
 
 
 def build(args):
