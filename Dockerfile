@@ -2,7 +2,7 @@
 # One Python 3.11 image; the GPU worker is built with EXTRAS=gpu (vLLM). PyTorch's and vLLM's wheels carry
 # their own CUDA runtime libraries, and the NVIDIA container toolkit mounts the host driver, so the same
 # slim base serves CPU and GPU services.
-# Front-end packages (htmx, pinned in package-lock.json), built apart so the runtime image needs no Node.js.
+# Front-end packages (htmx, Plotly's basic bundle, pinned in package-lock.json), built apart so the runtime image needs no Node.js.
 FROM node:20-slim AS assets
 WORKDIR /assets
 COPY package.json package-lock.json ./
@@ -39,6 +39,7 @@ COPY workers ./workers
 COPY templates ./templates
 COPY static ./static
 COPY --from=assets /assets/node_modules/htmx.org/dist ./node_modules/htmx.org/dist
+COPY --from=assets /assets/node_modules/plotly.js-basic-dist-min ./node_modules/plotly.js-basic-dist-min
 RUN pip install --no-cache-dir --no-deps . && mkdir -p /data
 
 EXPOSE 8000

@@ -15,10 +15,10 @@ from whitenoise.storage import CompressedManifestStaticFilesStorage
 
 
 class StaticFilesConfig(DjangoStaticFilesConfig):
-    """django.contrib.staticfiles, whose collectstatic leaves out what Plotly's package_data holds besides
-    plotly.min.js (a 5 MB widget bundle, datasets, templates) and source maps."""
+    """django.contrib.staticfiles, whose collectstatic leaves out what the npm packages ship besides their
+    scripts (read-mes, licences, package.json) and source maps."""
 
-    ignore_patterns = [*DjangoStaticFilesConfig.ignore_patterns, "widgetbundle.js", "datasets", "templates", "*.map"]
+    ignore_patterns = [*DjangoStaticFilesConfig.ignore_patterns, "*.map", "README.md", "package.json", "*.ts"]
 
 
 class StaticStorage(CompressedManifestStaticFilesStorage):

@@ -90,13 +90,21 @@ def check_packages(*, extras: tuple[str, ...] = (), pins: dict[str, str] | None 
     return Finding(True, f"{len(pins)} pinned packages installed ({', '.join(('runtime',) + extras)})")
 
 
+FRONT_END = {  # package.json's packages: the file the pages load, and what is lost without it
+    "htmx.org": ("dist/htmx.min.js", "live sections of the pages would not update"),
+    "plotly.js-basic-dist-min": ("plotly-basic.min.js", "no chart would be drawn"),
+}
+
+
 def check_assets() -> Finding:
-    """The front-end packages the pages load (htmx, from package.json), served from node_modules/."""
-    htmx = ROOT / "node_modules" / "htmx.org" / "dist" / "htmx.min.js"
-    if not htmx.is_file():
-        return Finding(False, f"{htmx.relative_to(ROOT)} missing: live sections of the pages would not update",
-                       "npm ci (./seedbed setup does it)")
-    return Finding(True, f"htmx {json.loads((htmx.parents[1] / 'package.json').read_text())['version']}")
+    """The front-end packages the pages load (package.json: htmx, Plotly's basic bundle), from node_modules/."""
+    versions = []
+    for package, (script, loss) in FRONT_END.items():
+        path = ROOT / "node_modules" / package / script
+        if not path.is_file():
+            return Finding(False, f"{path.relative_to(ROOT)} missing: {loss}", "npm ci (./seedbed setup does it)")
+        versions.append(f"{package} {json.loads((ROOT / 'node_modules' / package / 'package.json').read_text())['version']}")
+    return Finding(True, ", ".join(versions))
 
 
 def check_disk() -> Finding:

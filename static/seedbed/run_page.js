@@ -11,7 +11,7 @@
 // server-rendered fragments that htmx polls (templates/runs/_run_state.html).
 "use strict";
 
-function startRunPage({liveUrl, seriesUrl, runId, intervalMs}) {
+function startRunPage({liveUrl, seriesUrl, runId, intervalMs, first = null}) {
   const series = {};          // metric key -> {x: [], y: [], lo: [], hi: [], bucketed: bool}
   const zoomed = new Map();   // chart div -> {range: [a, b], series: {key -> same shape}} while zoomed in
   let since = 0;              // last step received
@@ -131,6 +131,16 @@ function startRunPage({liveUrl, seriesUrl, runId, intervalMs}) {
     delete div.dataset.loading;
   }
 
+  const onScreen = new Set(), stale = new Set();  // charts in view; charts whose redraw waits until they are
+  const watch = new IntersectionObserver((entries) => {
+    for (const entry of entries) {
+      if (!entry.isIntersecting) { onScreen.delete(entry.target); continue; }
+      onScreen.add(entry.target);
+      if (stale.delete(entry.target)) draw(entry.target);
+    }
+  });
+  charts.forEach(div => watch.observe(div));
+
   const lazy = charts.filter(div => div.dataset.lazy);
   if (lazy.length) {
     const seen = new IntersectionObserver((entries) => {
@@ -165,20 +175,24 @@ function startRunPage({liveUrl, seriesUrl, runId, intervalMs}) {
 
   pollJson(liveUrl, {
     intervalMs,
+    first,  // the page's inline script asked for the important charts' metrics (the keys polled() gives first)
     query: () => { asked = new Set(loaded); return "?since=" + since + "&keys=" + encodeURIComponent(polled().join(",")); },
     onData(state) {
-      let changed = false;
+      const changed = new Set();
       for (const [key, s] of Object.entries(state.series)) {
         append(series[key] || (series[key] = {x: [], y: [], lo: [], hi: [], n: [], bucketed: false}), s);
-        if (s.x.length) since = Math.max(since, s.x[s.x.length - 1]);
-        changed = changed || s.x.length > 0;
+        if (s.x.length) { since = Math.max(since, s.x[s.x.length - 1]); changed.add(key); }
       }
       for (const div of loaded) {
         if (!asked.has(div)) fetchInto(div, lastStep(keysOf(div)) + 1).catch(() => {});
       }
+      const first = !charts[0].data, endsNow = state.ended && !ended;
       ended = state.ended;
-      if (changed || ended || !charts[0].data) {
-        for (const div of loaded) if (!zoomed.has(div)) draw(div);
+      // Redraw only the charts whose metrics moved (each redraw of a 1,500-point chart costs milliseconds, and a
+      // poll comes every half second), and only those on screen: one scrolled away is redrawn when it comes back.
+      for (const div of loaded) {
+        if (zoomed.has(div) || !(first || endsNow || keysOf(div).some(k => changed.has(k)))) continue;
+        if (onScreen.has(div) || first) draw(div); else stale.add(div);
       }
       if (ended) document.body.dataset.runEnded = "true";  // the last answer after the end carried every point
       return !ended;

@@ -53,7 +53,7 @@ function bandOf(values, kind) {
 
 const BUCKET_FIELDS = ["b", "first", "last", "lo", "hi", "avg", "t"];
 
-function startSweepDashboard({liveUrl, sweepId, intervalMs}) {
+function startSweepDashboard({liveUrl, sweepId, intervalMs, first = null}) {
   // The chart only: the runs table, decisions, alerts, state and samples are server-rendered fragments that
   // htmx polls (templates/sweeps/_panel.html). Each answer brings the points after what we have, bucketed.
   const el = id => document.getElementById(id);
@@ -171,7 +171,10 @@ function startSweepDashboard({liveUrl, sweepId, intervalMs}) {
 
   function start() {
     const asked = metric;  // an answer for a metric no longer shown is dropped
-    poller = pollJson(liveUrl, {intervalMs, query, onData(state) {
+    // the page's inline script asked for the first metric's whole curves: used once, for the first start
+    const early = first && metric === el("metric").defaultValue ? first : null;
+    first = null;
+    poller = pollJson(liveUrl, {intervalMs, query, first: early, onData(state) {
       if (asked !== metric) return false;
       merge(state.series);
       runs = state.runs;

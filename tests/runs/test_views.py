@@ -61,7 +61,7 @@ def test_pages_render_for_a_logged_in_user(client_in, config):
     for url in run_urls(run.pk, sweep.pk):
         assert client_in.get(url).status_code == 200, url
     page = client_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
-    assert re.search(r"plotly/plotly\.min(\.[0-9a-f]{12})?\.js", page) and 'id="kill"' in page and "&quot;total_steps&quot;: 6" in page
+    assert re.search(r"vendor/plotly/plotly-basic\.min(\.[0-9a-f]{12})?\.js", page) and 'id="kill"' in page and "&quot;total_steps&quot;: 6" in page
     assert "two seeds" in client_in.get(reverse("sweeps:list")).content.decode()
 
 

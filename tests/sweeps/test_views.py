@@ -93,7 +93,7 @@ def test_the_dashboard_page_and_its_live_json(client_in, sweep):
         page = client_in.get(url)
         assert page.status_code == 200
         html = page.content.decode()
-        assert 'id="sweep-chart"' in html and "sweeps/sweep_dashboard." in html and "plotly.min." in html
+        assert 'id="sweep-chart"' in html and "sweeps/sweep_dashboard." in html and "plotly-basic.min." in html
         assert '<option value="reward/mean">' in html and f"?sweep={sweep.pk}" in html
     live = client_in.get(reverse("sweeps:live", args=[sweep.pk]), {"metric": "reward/mean"}).json()
     assert live["series"]["width"] == 1 and live["mode"] == "max" and not live["ended"]

@@ -97,6 +97,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "audit": audit_trail(targets=[("run", run.pk)]),
         "config_json": json.dumps(run.config, indent=2, sort_keys=True),
         "charts": [list(keys) for keys in selectors.CHART_METRICS],
+        "live_keys": ",".join(dict.fromkeys(key for keys in selectors.CHART_METRICS for key in keys)),
         "other_charts": selectors.run_other_charts(run_id=run.pk),
         "checkpoints": selectors.run_checkpoints(run_id=run.pk),
         "samples": selectors.run_samples_table(run_id=run.pk),
