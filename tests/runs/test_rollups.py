@@ -147,3 +147,16 @@ def test_reads_take_rows_in_proportion_to_what_is_drawn(config):
     assert len(answer["series"]["x"]["step"]) == math.ceil(100_000 / 96)
     sql = " ".join(q["sql"] for q in queries.captured_queries)
     assert MetricRollup._meta.db_table in sql
+
+
+def test_a_flush_that_looks_like_an_append_but_is_not_still_replaces_points_exactly(config):
+    """The append fast paths (plain INSERT, additive tier) trust the run's last step; should it be behind what is
+    stored, the points are still replaced once and the tier stays exact."""
+    from webapp.runs.models import Run
+
+    run = services.run_create(config=config)
+    services.run_metrics_append(run_id=run.pk, points=[(s, "x", 1.0) for s in range(1, 101)])
+    Run.objects.filter(pk=run.pk).update(last_step=50)  # behind the stored points
+    services.run_metrics_append(run_id=run.pk, points=[(s, "x", 2.0) for s in range(60, 121)])
+    assert stored(run.pk)["x"] == {**{s: 1.0 for s in range(1, 60)}, **{s: 2.0 for s in range(60, 121)}}
+    assert_tier_matches(run.pk)

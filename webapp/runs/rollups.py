@@ -111,6 +111,90 @@ def refresh(cursor, *, run_id: int, keys: list[str] | None, first_step: int, las
             lo, hi = lo // FANOUT, hi // FANOUT
 
 
+def add_points(cursor, *, run_id: int, points: dict[tuple[int, str], float | None], logged_at) -> None:
+    """Bring the tier up to date with a flush's ``points`` ({(step, key): value or None}, just stored).
+
+    The common case, a flush of steps after everything stored for its keys (training appends), merges the
+    flush's own aggregates into the buckets: count and sum added, min and max widened, at every level in one
+    upsert. Otherwise (a step stored again, an out-of-order step) the touched buckets are recomputed from their
+    source (``refresh``). Both are exact; the first costs one statement instead of one per level."""
+    keys = sorted({key for _, key in points})
+    first, last = min(step for step, _ in points), max(step for step, _ in points)
+    _, rollups = _tables()
+    stored_last = None
+    for i in range(0, len(keys), KEYS_PER_STATEMENT):
+        group = keys[i:i + KEYS_PER_STATEMENT]
+        cursor.execute(f"SELECT MAX(last_step) FROM {rollups} WHERE run_id = %s AND width = %s AND key IN ("
+                       + ", ".join(["%s"] * len(group)) + ")", [run_id, WIDTHS[-1], *group])
+        found = cursor.fetchone()[0]
+        stored_last = found if stored_last is None or (found is not None and found > stored_last) else stored_last
+    if stored_last is not None and first <= stored_last:
+        refresh(cursor, run_id=run_id, keys=keys, first_step=first, last_step=last)
+        return
+    rows = _aggregates(points)
+    if not rows:
+        return  # nothing finite: no bucket changes
+    table = rollups
+    if connection.vendor == "postgresql":
+        least, greatest = "LEAST", "GREATEST"
+    else:  # SQLite's scalar MIN/MAX return null when an argument is null: the stored side may be (n = 0)
+        least, greatest = "MIN", "MAX"
+
+    def widened(fn: str, column: str) -> str:
+        return f"{column} = {fn}(COALESCE({table}.{column}, excluded.{column}), excluded.{column})"
+
+    merge = (f" ON CONFLICT (run_id, width, key, bucket) DO UPDATE SET n = {table}.n + excluded.n, "
+             f"total = COALESCE({table}.total, 0) + excluded.total, {widened(least, 'lo')}, {widened(greatest, 'hi')}, "
+             f"{widened(least, 'first_step')}, {widened(greatest, 'last_step')}, {widened(greatest, 't_last')}")
+    columns = "(run_id, key, width, bucket, n, total, lo, hi, first_step, last_step, t_last)"
+    if connection.vendor == "postgresql":
+        cursor.execute(
+            f"INSERT INTO {table} {columns} SELECT %s, k, w, b, n, tot, lo, hi, f, l, %s FROM unnest(%s::varchar[], "
+            f"%s::integer[], %s::integer[], %s::integer[], %s::double precision[], %s::double precision[], "
+            f"%s::double precision[], %s::integer[], %s::integer[]) AS u(k, w, b, n, tot, lo, hi, f, l)" + merge,
+            [run_id, logged_at, *[list(column) for column in zip(*rows)]])
+        return
+    per_statement = 2500 // 11
+    for start in range(0, len(rows), per_statement):
+        chunk = rows[start:start + per_statement]
+        cursor.execute(f"INSERT INTO {table} {columns} VALUES "
+                       + ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(chunk)) + merge,
+                       [x for row in chunk for x in (run_id, *row, logged_at)])
+
+
+def _aggregates(points: dict[tuple[int, str], float | None]) -> list[tuple]:
+    """The flush's own buckets at every level: (key, width, bucket, n, total, lo, hi, first_step, last_step),
+    finite values only; each level from the one below."""
+    level: dict[tuple[str, int], list] = {}
+    for (step, key), value in points.items():
+        if value is None:
+            continue
+        b = bucket_of(step, WIDTHS[0])
+        agg = level.get((key, b))
+        if agg is None:
+            level[(key, b)] = [1, value, value, value, step, step]
+        else:
+            agg[0] += 1
+            agg[1] += value
+            agg[2], agg[3] = min(agg[2], value), max(agg[3], value)
+            agg[4], agg[5] = min(agg[4], step), max(agg[5], step)
+    rows = []
+    for width in WIDTHS:
+        rows += [(key, width, b, *agg) for (key, b), agg in level.items()]
+        coarser: dict[tuple[str, int], list] = {}
+        for (key, b), (n, total, lo, hi, first, last) in level.items():
+            agg = coarser.get((key, b // FANOUT))
+            if agg is None:
+                coarser[(key, b // FANOUT)] = [n, total, lo, hi, first, last]
+            else:
+                agg[0] += n
+                agg[1] += total
+                agg[2], agg[3] = min(agg[2], lo), max(agg[3], hi)
+                agg[4], agg[5] = min(agg[4], first), max(agg[5], last)
+        level = coarser
+    return rows
+
+
 def discard_after(cursor, *, run_id: int, step: int) -> None:
     """After the raw points past ``step`` were deleted (a run resumed from its checkpoint at ``step``): drop the
     buckets from the one holding ``step`` on, then recompute the ones that straddle it from what is left (a key

@@ -11,7 +11,7 @@ import math
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -417,41 +417,55 @@ def run_metrics_append(*, run_id: int, points: list[tuple[int, str, float]]) -> 
     if not points:
         return 0
     last = max(step for step, _, _ in points)
-    # One upsert per batch (INSERT ... ON CONFLICT (run, key, step) DO UPDATE, on SQLite and PostgreSQL): a point
-    # re-emitted for a step (a resumed run repeats the steps after its checkpoint; run_discard_after already
-    # dropped what an interrupted attempt left after it) replaces the stored one, without a delete first.
-    # (plain SQL, many rows per statement: the ORM's objects and per-row round trips cost more than the database
-    # itself; the syntax is the same on SQLite >= 3.24 and PostgreSQL)
-    table = connection.ops.quote_name(MetricPoint._meta.db_table)
+    # Plain SQL, many rows per statement (the ORM's objects and per-row round trips cost more than the database
+    # itself), then the chart tier, in one transaction: a flush is stored whole or not at all.
     now = timezone.now()
     latest = {(step, key): _finite_or_none(value) for step, key, value in points}  # one row per (key, step)
-    upsert = " ON CONFLICT (run_id, key, step) DO UPDATE SET value = excluded.value, logged_at = excluded.logged_at"
+    stored_last = Run.objects.filter(pk=run_id).values_list("last_step", flat=True).first() or 0
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            # the whole flush as three arrays in one statement: psycopg parses a query of thousands of
-            # placeholders slower than PostgreSQL inserts the rows (26 k points/s with 500-row VALUES, ~3x with this)
-            cursor.execute(
-                f"INSERT INTO {table} (run_id, step, key, value, logged_at) SELECT %s, s, k, v, %s "
-                f"FROM unnest(%s::integer[], %s::varchar[], %s::double precision[]) AS p(s, k, v)" + upsert,
-                [run_id, now, [s for s, _ in latest], [k for _, k in latest], list(latest.values())])
+        if min(step for step, _ in latest) > stored_last:
+            # steps after every stored one (training appends): a plain INSERT, cheaper than the upsert's
+            # speculative insertion on PostgreSQL; should a point be there after all, the upsert does it
+            try:
+                with transaction.atomic():
+                    _insert_points(cursor, run_id, latest, now, upsert=False)
+            except IntegrityError:
+                _insert_points(cursor, run_id, latest, now, upsert=True)
         else:
-            rows = [(s, k, v) for (s, k), v in latest.items()]
-            for start in range(0, len(rows), METRIC_ROWS_PER_INSERT):
-                chunk = rows[start:start + METRIC_ROWS_PER_INSERT]
-                cursor.execute(
-                    f"INSERT INTO {table} (run_id, step, key, value, logged_at) VALUES "
-                    + ", ".join(["(%s, %s, %s, %s, %s)"] * len(chunk)) + upsert,
-                    [x for s, k, v in chunk for x in (run_id, s, k, v, now)])
-        # the charts' tier: the buckets these points fall in, recomputed in the same transaction
-        rollups.refresh(cursor, run_id=run_id, keys=sorted({k for _, k in latest}),
-                        first_step=min(step for step, _, _ in points), last_step=last)
+            _insert_points(cursor, run_id, latest, now, upsert=True)
+        # the charts' tier: the buckets these points fall in, brought up to date in the same transaction
+        rollups.add_points(cursor, run_id=run_id, points=latest, logged_at=now)
     Run.objects.filter(pk=run_id, last_step__lt=last).update(last_step=last)
     return len(points)
+
+
+def _insert_points(cursor, run_id: int, points: dict[tuple[int, str], float | None], now, *, upsert: bool) -> None:
+    """One statement per flush on PostgreSQL (three arrays: psycopg parses a query of thousands of placeholders
+    slower than PostgreSQL inserts the rows), 500-row VALUES on SQLite; ``upsert``: a point already stored for
+    (run, key, step) is replaced (a resumed run repeats the steps after its checkpoint; run_discard_after already
+    dropped what an interrupted attempt left after it)."""
+    table = connection.ops.quote_name(MetricPoint._meta.db_table)
+    conflict = (" ON CONFLICT (run_id, key, step) DO UPDATE SET value = excluded.value, logged_at = excluded.logged_at"
+                if upsert else "")
+    if connection.vendor == "postgresql":
+        cursor.execute(
+            f"INSERT INTO {table} (run_id, step, key, value, logged_at) SELECT %s, s, k, v, %s "
+            f"FROM unnest(%s::integer[], %s::varchar[], %s::double precision[]) AS p(s, k, v)" + conflict,
+            [run_id, now, [s for s, _ in points], [k for _, k in points], list(points.values())])
+        return
+    rows = [(s, k, v) for (s, k), v in points.items()]
+    for start in range(0, len(rows), METRIC_ROWS_PER_INSERT):
+        chunk = rows[start:start + METRIC_ROWS_PER_INSERT]
+        cursor.execute(f"INSERT INTO {table} (run_id, step, key, value, logged_at) VALUES "
+                       + ", ".join(["(%s, %s, %s, %s, %s)"] * len(chunk)) + conflict,
+                       [x for s, k, v in chunk for x in (run_id, s, k, v, now)])
 
 
 @transaction.atomic
 def run_discard_after(*, run_id: int, step: int) -> None:
     """Forget metrics and samples after ``step`` (a resumed run restarts from its checkpoint at ``step``)."""
+    from webapp.sweeps.services import policy_points_discarded  # (a sweep's saved policy state may have fed them)
+    policy_points_discarded(run_id=run_id, step=step)
     MetricPoint.objects.filter(run_id=run_id, step__gt=step).delete()
     with connection.cursor() as cursor:
         rollups.discard_after(cursor, run_id=run_id, step=step)
