@@ -201,9 +201,9 @@ def test_run_page_eval_chart_lists_configured_and_stored_eval_keys(run_with_chec
     assert selectors.run_eval_metric_keys(run=run) == []
     run.config = {**run.config, "eval_every": 5, "eval_k": [1, 4]}
     run.save()
-    from webapp.runs.models import MetricPoint
+    from webapp.runs.services import run_metrics_append
 
-    MetricPoint.objects.create(run=run, step=5, key="eval/pass@16", value=0.5)
+    run_metrics_append(run_id=run.pk, points=[(5, "eval/pass@16", 0.5), (5, "reward/mean", 0.1)])
     assert selectors.run_eval_metric_keys(run=run) == ["eval/pass@1", "eval/pass@4", "eval/pass@16"]
 
 

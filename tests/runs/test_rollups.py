@@ -41,13 +41,18 @@ def tier(run_id: int, width: int) -> dict[tuple, tuple]:
 
 def assert_tier_matches(run_id: int) -> None:
     points = stored(run_id)
+    logged = {(key, step): at.timestamp() for key, step, at in
+              MetricPoint.objects.filter(run_id=run_id, value__isnull=False).values_list("key", "step", "logged_at")}
     for width in rollups.WIDTHS:
         want, got = expected_level(points, width), tier(run_id, width)
         assert got.keys() == want.keys(), f"width {width}: buckets differ"
+        t_last = {(r.key, r.bucket): r.t_last for r in MetricRollup.objects.filter(run_id=run_id, width=width, n__gt=0)}
         for b, (n, total, lo, hi, first, last) in want.items():
             g = got[b]
             assert (g[0], g[2], g[3], g[4], g[5]) == (n, lo, hi, first, last), f"width {width} bucket {b}"
             assert math.isclose(g[1], total, rel_tol=1e-9, abs_tol=1e-9), f"width {width} bucket {b} sum"
+            newest = max(logged[(b[0], s)] for s in range(first, last + 1) if (b[0], s) in logged)
+            assert math.isclose(t_last[b], newest, abs_tol=1e-3), f"width {width} bucket {b} time"
 
 
 def test_every_level_equals_the_raw_points_after_flushes_rewrites_and_a_resume(config):

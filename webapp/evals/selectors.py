@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from django.db.models import QuerySet
 
 from training.passk import coverage, crossing_k, doubling_ks, pass_at_k_curve
-from webapp.runs.models import Checkpoint, MetricPoint, Run
+from webapp.runs import selectors as run_selectors
+from webapp.runs.models import Run
 from webapp.sweeps.models import Sweep
 
 from webapp.projects.selectors import visible
@@ -138,7 +139,8 @@ def run_eval_metric_keys(*, run: Run) -> list[str]:
     keys = set()
     if int(config.get("eval_every") or 0) > 0:
         keys |= {f"eval/pass@{k}" for k in config.get("eval_k") or []}
-    keys |= set(MetricPoint.objects.filter(run=run, key__startswith="eval/").values_list("key", flat=True).distinct())
+    # the keys the run logged, from the metric tier's coarsest level (a LIKE over a long run's points is a scan)
+    keys |= {key for key in run_selectors.run_metric_keys(run_id=run.pk) if key.startswith("eval/")}
 
     def k_of(key: str) -> tuple[int, str]:
         tail = key.rsplit("@", 1)[-1]

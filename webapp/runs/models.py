@@ -142,7 +142,7 @@ class MetricRollup(models.Model):
     """One bucket of ``width`` consecutive steps of one run's metric: the pre-aggregated tier the charts and the
     API read instead of the raw points (``webapp.runs.rollups`` keeps it and says why). ``n`` counts the finite
     values, ``total`` is their sum (mean = total / n), ``lo``/``hi`` their extremes, ``first_step``/``last_step``
-    the steps they span and ``t_last`` when the last of them was logged."""
+    the steps they span and ``t_last`` when the last of them was logged (seconds since 1970)."""
 
     run = models.ForeignKey(Run, related_name="rollups", on_delete=models.CASCADE)
     key = models.CharField(max_length=100)
@@ -154,7 +154,7 @@ class MetricRollup(models.Model):
     hi = models.FloatField(null=True)
     first_step = models.IntegerField(null=True)
     last_step = models.IntegerField(null=True)
-    t_last = models.DateTimeField(null=True)
+    t_last = models.FloatField(null=True)     # seconds since 1970: read as a number, not parsed per row
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "width", "key", "bucket"],

@@ -71,6 +71,14 @@ def _tables():
     return quote(MetricPoint._meta.db_table), quote(MetricRollup._meta.db_table)
 
 
+def _epoch(column: str) -> str:
+    """SQL for a timestamp column as seconds since 1970 (the tier keeps t_last as a number: a datetime costs a
+    parse per row when read, and a sweep page reads tens of thousands of buckets)."""
+    if connection.vendor == "postgresql":
+        return f"EXTRACT(EPOCH FROM {column})::double precision"
+    return f"(julianday({column}) - 2440587.5) * 86400.0"  # SQLite stores 'YYYY-MM-DD HH:MM:SS.ffffff' (UTC)
+
+
 def refresh(cursor, *, run_id: int, keys: list[str] | None, first_step: int, last_step: int) -> None:
     """Recompute, at every level, the buckets of ``run_id``'s ``keys`` (None: every key) that hold steps in
     [``first_step``, ``last_step``], from the raw points (finest level) and from the level below (the others).
@@ -95,8 +103,8 @@ def refresh(cursor, *, run_id: int, keys: list[str] | None, first_step: int, las
                     f"INSERT INTO {rollups} (run_id, key, width, bucket, n, total, lo, hi, first_step, last_step, "
                     f"t_last) SELECT run_id, key, %s, (step - 1) / %s, COUNT(value), SUM(value), MIN(value), "
                     f"MAX(value), MIN(CASE WHEN value IS NOT NULL THEN step END), "
-                    f"MAX(CASE WHEN value IS NOT NULL THEN step END), MAX(CASE WHEN value IS NOT NULL THEN logged_at "
-                    f"END) FROM {points} WHERE run_id = %s AND step >= %s AND step <= %s" + key_sql
+                    f"MAX(CASE WHEN value IS NOT NULL THEN step END), MAX(CASE WHEN value IS NOT NULL THEN "
+                    f"{_epoch('logged_at')} END) FROM {points} WHERE run_id = %s AND step >= %s AND step <= %s" + key_sql
                     + " GROUP BY run_id, key, (step - 1) / %s" + replace,
                     [width, width, run_id, step_lo, (hi + 1) * width, *key_params, width])
             else:
@@ -152,14 +160,14 @@ def add_points(cursor, *, run_id: int, points: dict[tuple[int, str], float | Non
             f"INSERT INTO {table} {columns} SELECT %s, k, w, b, n, tot, lo, hi, f, l, %s FROM unnest(%s::varchar[], "
             f"%s::integer[], %s::integer[], %s::integer[], %s::double precision[], %s::double precision[], "
             f"%s::double precision[], %s::integer[], %s::integer[]) AS u(k, w, b, n, tot, lo, hi, f, l)" + merge,
-            [run_id, logged_at, *[list(column) for column in zip(*rows)]])
+            [run_id, logged_at.timestamp(), *[list(column) for column in zip(*rows)]])
         return
     per_statement = 2500 // 11
     for start in range(0, len(rows), per_statement):
         chunk = rows[start:start + per_statement]
         cursor.execute(f"INSERT INTO {table} {columns} VALUES "
                        + ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(chunk)) + merge,
-                       [x for row in chunk for x in (run_id, *row, logged_at)])
+                       [x for row in chunk for x in (run_id, *row, logged_at.timestamp())])
 
 
 def _aggregates(points: dict[tuple[int, str], float | None]) -> list[tuple]:
@@ -225,7 +233,8 @@ def bucketed(*, run_ids: list[int], keys: list[str] | None, width: int, after: d
              until: int | None = None) -> dict[tuple[int, str], list[list]]:
     """The points with ``after[run]`` < step <= ``until`` of each run's ``keys`` (None: all), in display buckets
     of ``width`` steps (bucket b = (step - 1) / width, as stored levels are aligned):
-    ``{(run_id, key): [[b, first_step, last_step, n, total, lo, hi, t_last], ...]}`` ascending by b.
+    ``{(run_id, key): [[b, first_step, last_step, n, total, lo, hi, t_last], ...]}`` ascending by b, t_last in
+    seconds since 1970.
 
     Reads the coarsest stored level that tiles ``width`` for the level buckets that lie wholly inside the range,
     and the raw points only for the partial level buckets at its two ends (at most 2 x (level - 1) points per
@@ -236,21 +245,31 @@ def bucketed(*, run_ids: list[int], keys: list[str] | None, width: int, after: d
     after = after or {}
     until = NO_END if until is None else until
     level = level_for(width)
-    rollup_q, raw_q = Q(pk__in=[]), Q(pk__in=[])
+    # The runs grouped by the ranges they ask for (usually one group: the whole curve of every run), each term of
+    # the query naming the run, level and key, so that it is a range of the (run, width, key, bucket) index.
+    tier_ranges: dict[tuple[int, int], list[int]] = {}
+    raw_ranges: dict[tuple[int, int], list[int]] = {}
     for run_id in run_ids:
         lo = after.get(run_id, 0)
         if level is None:
-            raw_q |= Q(run_id=run_id, step__gt=lo, step__lte=until)
+            raw_ranges.setdefault((lo, until), []).append(run_id)
             continue
         first_full = -(-lo // level)                              # level bucket k holds steps (kL, (k+1)L]
         last_full = until // level - 1 if until != NO_END else NO_END // level
         if first_full > last_full:
-            raw_q |= Q(run_id=run_id, step__gt=lo, step__lte=until)
+            raw_ranges.setdefault((lo, until), []).append(run_id)
             continue
-        rollup_q |= Q(run_id=run_id, bucket__gte=first_full, bucket__lte=last_full)
-        raw_q |= Q(run_id=run_id, step__gt=lo, step__lte=first_full * level)
+        tier_ranges.setdefault((first_full, last_full), []).append(run_id)
+        raw_ranges.setdefault((lo, first_full * level), []).append(run_id)
         if until != NO_END:
-            raw_q |= Q(run_id=run_id, step__gt=(last_full + 1) * level, step__lte=until)
+            raw_ranges.setdefault(((last_full + 1) * level, until), []).append(run_id)
+    key_terms = {} if keys is None else {"key__in": keys}
+    rollup_q, raw_q = Q(pk__in=[]), Q(pk__in=[])
+    for (a, b), ids in tier_ranges.items():
+        rollup_q |= Q(run_id__in=ids, width=level, bucket__gte=a, bucket__lte=b, **key_terms)
+    for (a, b), ids in raw_ranges.items():
+        if a < b:
+            raw_q |= Q(run_id__in=ids, step__gt=a, step__lte=b, **key_terms)
     out: dict[tuple[int, str], dict[int, list]] = {}
 
     def merge(run_id, key, b, first, last, n, total, lo, hi, t):
@@ -264,10 +283,8 @@ def bucketed(*, run_ids: list[int], keys: list[str] | None, width: int, after: d
             have[5], have[6] = min(have[5], lo), max(have[6], hi)
             have[7] = t if have[7] is None or (t is not None and t > have[7]) else have[7]
 
-    if level is not None:
-        rows = MetricRollup.objects.filter(rollup_q, width=level, n__gt=0)
-        if keys is not None:
-            rows = rows.filter(key__in=keys)
+    if tier_ranges:
+        rows = MetricRollup.objects.filter(rollup_q, n__gt=0)
         ratio = width // level
         for row in (rows.annotate(b=Cast(F("bucket") / ratio, IntegerField())).values("run_id", "key", "b")
                     .annotate(first=Min("first_step"), last=Max("last_step"), nn=Sum("n"), tot=Sum("total"),
@@ -275,12 +292,10 @@ def bucketed(*, run_ids: list[int], keys: list[str] | None, width: int, after: d
                     .values_list("run_id", "key", "b", "first", "last", "nn", "tot", "mn", "mx", "t")):
             merge(*row)
     points = MetricPoint.objects.filter(raw_q, value__isnull=False)
-    if keys is not None:
-        points = points.filter(key__in=keys)
     bucket = Cast((F("step") - 1) / width, IntegerField())
     for row in (points.annotate(b=bucket).values("run_id", "key", "b")
                 .annotate(first=Min("step"), last=Max("step"), nn=Count("value"), tot=Sum("value"),
                           mn=Min("value"), mx=Max("value"), t=Max("logged_at"))
                 .values_list("run_id", "key", "b", "first", "last", "nn", "tot", "mn", "mx", "t")):
-        merge(*row)
+        merge(*row[:9], row[9].timestamp() if row[9] is not None else None)
     return {series: [buckets[b] for b in sorted(buckets)] for series, buckets in out.items()}

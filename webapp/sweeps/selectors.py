@@ -94,7 +94,7 @@ def sweep_series(*, sweep_id: int, metric: str, since: Optional[dict[int, int]] 
         out[run_id] = {
             "b": [r[0] for r in rows], "first": [r[1] for r in rows], "last": [r[2] for r in rows],
             "lo": [r[5] for r in rows], "hi": [r[6] for r in rows], "avg": [r[4] / r[3] for r in rows],
-            "t": [round((r[7] - started).total_seconds(), 3) if started and r[7] else None for r in rows]}
+            "t": [round(r[7] - started.timestamp(), 3) if started and r[7] is not None else None for r in rows]}
     # the value at each answered run's last step (the table's "last"); its "best" is the max of the buckets'
     # hi (or min of lo), which the client keeps for the whole curve
     at_last = Q(pk__in=[])

@@ -34,7 +34,7 @@ class Migration(migrations.Migration):
                 ('hi', models.FloatField(null=True)),
                 ('first_step', models.IntegerField(null=True)),
                 ('last_step', models.IntegerField(null=True)),
-                ('t_last', models.DateTimeField(null=True)),
+                ('t_last', models.FloatField(null=True)),
                 ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='rollups', to='runs.run')),
             ],
             options={
