@@ -1,9 +1,10 @@
 """Every write a sweep makes beyond runs.services: launching a grid x seeds, applying its early-stopping
 policy to the live runs, redirecting freed slots, killing several runs, raising RL-health alerts.
 
-Policy application (``sweep_apply_policy``) rebuilds the policy from the stored curves on every call (the
-database is the source of truth; any process may call it: the policy task after a metrics flush, the
-maintenance beat), under a lock on the sweep row. A decision is stored once per run and action (a unique
+Policy application (``sweep_apply_policy``) decides from the stored curves on every call (the database is the
+source of truth; any process may call it: the policy task after a metrics flush, the maintenance beat), as a
+fresh policy fed every stored point would, but going on from the curves the last call saved
+(``policy_check``), under a lock on the sweep row. A decision is stored once per run and action (a unique
 constraint), so applying twice, or from two processes at once, decides and kills once.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from datetime import timedelta
 from typing import Iterable, Optional
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from training.config import TrainConfig
@@ -29,6 +30,7 @@ from webapp.runs.models import MetricPoint, Run, RunStatus
 from . import alerts as alert_rules
 from .models import Alert, FreeSlotUse, PolicyDecision, Sweep, SweepPlan
 from .policies import EXTEND, STOP, Decision, make_policy
+from .policy_check import policy_check
 
 log = logging.getLogger("seedbed.sweeps")
 
@@ -204,81 +206,49 @@ def on_slots_changed(sender, *, run: Run, **_) -> None:
 
 # --- applying the policy ------------------------------------------------------------------------------------
 
-def _as_decision(row: PolicyDecision) -> Decision:
-    return Decision(run_id=row.run_id, action=row.action, reason=row.reason, rule=row.rule, step=row.step,
-                    value=row.value, threshold=row.threshold, n_peers=row.n_peers, extra_steps=row.extra_steps)
-
-
-def _policy_decisions(sweep: Sweep, policy, judged_up_to: int) -> tuple[list[Decision], int]:
-    """Feed a fresh ``policy`` (built from ``sweep.policy``) the sweep's stored curves and return what it decides
-    now, and the step up to which every running run's points are in (the next call's ``judged_up_to``).
-    Stores nothing.
-
-    Points are fed step by step across runs, calling ``decide`` after each step past ``judged_up_to`` (as
-    ``policies.replay`` does), so a run is judged at every step at which its peers have values, whatever the
-    moment of the check: a fast run is compared with the slow ones once they reach its steps. Points up to
-    ``judged_up_to`` were judged by an earlier call: they are only observed. A run the policy stopped is fed up
-    to the step it was stopped at (what it logged while winding down is not evidence).
-    """
-    runs = {run.pk: run for run in sweep.runs.all()}
-    stored = {(d.run_id, d.action): d for d in sweep.decisions.all()}
-    stops = {run_id: d for (run_id, action), d in stored.items() if action == STOP}
-    for (run_id, action), row in stored.items():
-        if action == EXTEND and row.outcome == PolicyDecision.Outcome.APPLIED:
-            policy.extended[run_id] = _as_decision(row)  # so its horizon is the extended one
-    for run in runs.values():
-        if run.pk not in stops and (run.is_ended or run.kill_requested_at is not None):
-            policy.mark_stopped(run.pk)
-    rows = (MetricPoint.objects.filter(run_id__in=list(runs), key=policy.params.metric, value__isnull=False)
-            .order_by("step", "run_id").values_list("run_id", "step", "value"))
-    decisions: list[Decision] = []
-    current_step = None
-    for run_id, step, value in rows.iterator(chunk_size=5000):
-        if step != current_step and current_step is not None and current_step >= judged_up_to:
-            decisions += policy.decide()  # every run's point at current_step is in
-        current_step = step
-        stop = stops.get(run_id)
-        if stop is None or step <= stop.step:
-            policy.observe(run_id, step, value)
-    decisions += policy.decide()
-    live = [r.last_step for r in runs.values() if r.status == RunStatus.RUNNING and r.kill_requested_at is None]
-    complete = min(live) if live else (current_step or 0)
-    return decisions, complete
-
-
 def sweep_apply_policy(*, sweep_id: int) -> list[PolicyDecision]:
-    """Feed the sweep's stored curves to ``make_policy(sweep.policy)``, store each new decision and apply it:
-    a stop kills the run (killed_by "policy:<rule>", the decision's reason) and its slot is redirected; an
-    extension raises a running survivor's ``total_steps``. Returns the decisions stored by this call.
+    """Apply ``make_policy(sweep.policy)`` to the sweep's stored curves (``policy_check``: going on from the
+    curves the last check saved), store each new decision and apply it: a stop kills the run (killed_by
+    "policy:<rule>", the decision's reason) and its slot is redirected; an extension raises a running survivor's
+    ``total_steps``. Returns the decisions stored by this call.
 
     Runs that ended otherwise (succeeded, failed, killed by a user) are ``mark_stopped``: never judged again,
     their curves still count as peers. Manual sweeps do nothing.
 
     The policy is computed outside any transaction (reading a big sweep's curves takes a while, and on SQLite a
     write transaction blocks every other writer); the decisions are then stored and applied under a lock on the
-    sweep row, against the decisions and run states read again under that lock.
+    sweep row, against the decisions and run states read again under that lock, and the curves saved with them
+    (unless a run's points were discarded since they were read).
     """
     sweep = Sweep.objects.get(pk=sweep_id)
-    policy = make_policy(sweep.policy)
-    if not policy.reads_curves:  # manual: nothing to read, nothing to decide
+    if not make_policy(sweep.policy).reads_curves:  # manual: nothing to read, nothing to decide
         return []
-    plan = plan_of(sweep)
-    proposed, complete = _policy_decisions(sweep, policy, plan.policy_step)
+    check = policy_check(sweep=sweep, plan=plan_of(sweep))
     with transaction.atomic():
         sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
-        SweepPlan.objects.filter(sweep=sweep, policy_step__lt=complete).update(policy_step=complete)
+        SweepPlan.objects.filter(sweep=sweep, policy_step__lt=check.complete).update(policy_step=check.complete)
+        SweepPlan.objects.filter(sweep=sweep, policy_epoch=check.epoch).update(policy_state=check.state)
         runs = {run.pk: run for run in sweep.runs.all()}
         stored = {(d.run_id, d.action): d for d in sweep.decisions.all()}
         new = []
-        for decision in proposed:
+        for decision in check.decisions:
             if (decision.run_id, decision.action) in stored or decision.run_id not in runs:
-                continue  # decided before (a rebuilt policy re-derives its earlier stops), or by another process
+                continue  # decided before (the replay re-derives its earlier stops), or by another process
             if decision.action == EXTEND and not _extension_paid(stored):
                 continue  # proposed for a re-derived stop whose freed slot was already used
             row = _apply(sweep, runs[decision.run_id], decision, stored)
             stored[(row.run_id, row.action)] = row
             new.append(row)
     return new
+
+
+def policy_points_discarded(*, run_id: int, step: int) -> None:
+    """``runs.services.run_discard_after`` is about to delete the run's points after ``step`` (a resumed run
+    restarts from its checkpoint): a saved policy state may have fed some of them, so the run's sweep's
+    ``policy_epoch`` moves on and its next check feeds every point again. Nothing to do for a run outside a sweep,
+    or with no point after ``step`` (every run's first start discards after step 0)."""
+    if MetricPoint.objects.filter(run_id=run_id, step__gt=step).exists():
+        SweepPlan.objects.filter(sweep__runs=run_id).update(policy_epoch=F("policy_epoch") + 1)
 
 
 def _record(sweep: Sweep, decision: Decision, outcome: str, note: str) -> PolicyDecision:

@@ -34,6 +34,12 @@ Steps: a run with ``max_steps`` steps logs steps ``1 .. max_steps`` (the trainin
 is the k-th completed step); points must arrive in increasing step order per run, and a repeated or older step is ignored, so the database
 layer may feed the same rows twice.
 
+Between checks (``webapp.sweeps.policy_check``): ``save_state()`` gives the curves as JSON, keeping of each run's
+past only what a later judgment can read (``history_steps``: where runs stand for the median rule, the rungs for
+ASHA), and ``load_state`` puts them into a fresh policy, which then goes on observing from each run's last point as
+if it had observed every point; a value of the past it does not keep raises ``HistoryMissing`` unless ``refill``
+put it back (``missing_history`` says which). What ``decide`` sets up is not saved.
+
 Extensions (optional, ``extend_survivors_by: N`` > 0): every stop frees a slot; ``decide`` then proposes to
 extend the best live run (highest smoothed value at its latest step, past the grace period, not extended
 before) by N steps, one proposal per freed slot. The scheduler applies an extension only when the sweep has
@@ -43,11 +49,12 @@ from __future__ import annotations
 
 from .parameters import AshaParams, CommonParams, ManualParams, MedianParams, ThresholdParams
 from .replay import ReplayResult, replay
-from .rules import (EXTEND, POLICY_NAMES, STOP, Decision, Policy, make_policy, params_help, parse_config)
+from .rules import (EXTEND, POLICY_NAMES, STOP, Decision, HistoryMissing, Policy, make_policy, params_help,
+                    parse_config)
 from .smoothing import debiased_ema, running_mean, smooth
 
 __all__ = [
     "Decision", "Policy", "CommonParams", "ManualParams", "MedianParams", "AshaParams", "ThresholdParams",
     "make_policy", "parse_config", "params_help", "replay", "ReplayResult", "debiased_ema", "running_mean",
-    "smooth", "POLICY_NAMES", "STOP", "EXTEND",
+    "smooth", "POLICY_NAMES", "STOP", "EXTEND", "HistoryMissing",
 ]

@@ -7,7 +7,8 @@ import math
 import statistics
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Any, Hashable, Optional
+from functools import partial
+from typing import Any, Callable, Hashable, Iterable, Iterator, Optional
 
 from training.fields import FieldErrors
 
@@ -41,13 +42,45 @@ class Decision:
         return dataclasses.asdict(self)
 
 
-class _RunCurve:
-    """One run's smoothed curve, point by point, with look-up of the value "at step s"."""
+class HistoryMissing(LookupError):
+    """A curve restored from a saved state was asked for its value at a step it keeps nothing of (the database
+    layer then feeds a fresh policy every stored point instead)."""
 
-    def __init__(self, smoother):
-        self.smoother = smoother
-        self.steps: list[int] = []
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A curve as it stood at some step: its smoothed value there (at its last point at or before that step) and,
+    when ``full``, its smoother's state, from which the points after that step can be smoothed again."""
+
+    value: float
+    smoother: Any = None
+    full: bool = False
+
+    def to_json(self) -> list:
+        return [self.value, self.smoother] if self.full else [self.value]
+
+    @classmethod
+    def from_json(cls, saved: list) -> "Checkpoint":
+        return cls(float(saved[0]), saved[1], True) if len(saved) > 1 else cls(float(saved[0]))
+
+
+class _RunCurve:
+    """One run's smoothed curve, point by point, with look-up of the value "at step s".
+
+    A curve built point by point keeps every point. One restored from a saved state (``from_state``) keeps only
+    what a later judgment can read: its last point, its first step, its smoother, and a checkpoint at each step of
+    ``kept`` it had passed; it records a checkpoint at each kept step it passes from then on. Asked for another
+    earlier step it raises HistoryMissing, unless ``refill`` put that step's checkpoint back from the stored points.
+    """
+
+    def __init__(self, new_smoother: Callable[[], Any], kept: Iterable[int] = ()):
+        self.new_smoother = new_smoother
+        self.smoother = new_smoother()
+        self.steps: list[int] = []  # every point since the curve was built (or restored: from its last point on)
         self.smoothed: list[float] = []
+        self.first_step: Optional[int] = None
+        self.checkpoints: dict[int, Checkpoint] = {}
+        self._ahead = sorted(kept, reverse=True)  # kept steps not reached yet, the nearest last
 
     @property
     def last_step(self) -> int:
@@ -60,15 +93,83 @@ class _RunCurve:
     def add(self, step: int, value: float) -> bool:
         if step <= self.last_step:
             return False
+        while self._ahead and self._ahead[-1] < step:
+            self._checkpoint(self._ahead.pop())  # the curve as it stands is the curve at that step
         self.steps.append(step)
         self.smoothed.append(self.smoother.update(value))
+        if self.first_step is None:
+            self.first_step = step
+        if self._ahead and self._ahead[-1] == step:
+            self._checkpoint(self._ahead.pop())
         return True
+
+    def _checkpoint(self, step: int) -> None:
+        if self.steps:  # (before the first point value_at needs nothing kept: see there)
+            self.checkpoints[step] = Checkpoint(self.smoothed[-1], self.smoother.state(), full=True)
 
     def value_at(self, step: int) -> Optional[float]:
         """Smoothed value at the last logged step <= ``step``; None when the run has not reached ``step``."""
         if self.last_step < step:
             return None
-        return self.smoothed[bisect_right(self.steps, step) - 1]
+        if step < self.first_step:
+            # Before the run's first point the look-up has always given the last value (bisect's index -1 on the
+            # whole curve); kept as it is, so that what a policy decides does not depend on how the curve is held.
+            return self.smoothed[-1]
+        if step >= self.steps[0]:
+            return self.smoothed[bisect_right(self.steps, step) - 1]
+        if step in self.checkpoints:
+            return self.checkpoints[step].value
+        raise HistoryMissing(step)
+
+    def knows(self, step: int) -> bool:
+        """Whether ``value_at(step)`` answers without raising HistoryMissing."""
+        return (self.last_step < step or step < self.first_step or step >= self.steps[0]
+                or step in self.checkpoints)
+
+    def refill_from(self, step: int) -> int:
+        """The step after which the stored points must be read again to know the value at ``step``: the nearest
+        earlier full checkpoint, or -1 (from the first point)."""
+        return max((s for s, c in self.checkpoints.items() if c.full and s <= step), default=-1)
+
+    def refill(self, step: int, values: list[float]) -> None:
+        """Put back the checkpoint at ``step`` from ``values``: the run's points after ``refill_from(step)`` up to
+        ``step``, in step order, as they were fed (the smoother goes over them again from that checkpoint)."""
+        start = self.refill_from(step)
+        smoother, value = self.new_smoother(), None
+        if start >= 0:
+            smoother.load(self.checkpoints[start].smoother)
+            value = self.checkpoints[start].value
+        for x in values:
+            value = smoother.update(float(x))
+        if value is None:
+            raise HistoryMissing(step)
+        self.checkpoints[step] = Checkpoint(value, smoother.state(), full=True)
+
+    def to_state(self, kept: Iterable[int]) -> dict:
+        """The curve as JSON: first step, last point, smoother, and a checkpoint at each of the ``kept`` steps
+        between the two (value_at answers the others by itself); one the curve still holds the point for, but
+        did not record, is kept by its value."""
+        checkpoints = {}
+        for step in kept:
+            if not self.first_step <= step < self.last_step:
+                continue
+            if step in self.checkpoints:
+                checkpoints[str(step)] = self.checkpoints[step].to_json()
+            elif step >= self.steps[0]:
+                checkpoints[str(step)] = Checkpoint(self.value_at(step)).to_json()
+        return {"first": self.first_step, "last": [self.last_step, self.last_value],
+                "smoother": self.smoother.state(), "checkpoints": checkpoints}
+
+    @classmethod
+    def from_state(cls, new_smoother: Callable[[], Any], saved: dict, kept: Iterable[int]) -> "_RunCurve":
+        """The curve ``to_state`` saved, going on from its last point."""
+        curve = cls(new_smoother)
+        step, value = saved["last"]
+        curve.steps, curve.smoothed, curve.first_step = [int(step)], [float(value)], int(saved["first"])
+        curve.smoother.load(saved["smoother"])
+        curve.checkpoints = {int(s): Checkpoint.from_json(c) for s, c in saved["checkpoints"].items()}
+        curve._ahead = sorted((s for s in kept if s > curve.last_step), reverse=True)
+        return curve
 
 
 class Policy:
@@ -83,6 +184,9 @@ class Policy:
         self.stopped: dict[Hashable, Optional[Decision]] = {}  # None: ended for another reason (mark_stopped)
         self.extended: dict[Hashable, Decision] = {}
         self._extension_credits = 0
+        self._kept: frozenset[int] = frozenset()  # steps each curve records a checkpoint at (keep_history_at)
+        p = params
+        self._new_smoother = partial(make_smoother, p.smoothing, p.smoothing_weight, p.smoothing_window)
 
     # -- the interface ---------------------------------------------------------------------------
     def observe(self, run_id: Hashable, step: int, value: float) -> None:
@@ -97,9 +201,7 @@ class Policy:
             return
         curve = self.curves.get(run_id)
         if curve is None:
-            p = self.params
-            curve = self.curves[run_id] = _RunCurve(make_smoother(p.smoothing, p.smoothing_weight,
-                                                                   p.smoothing_window))
+            curve = self.curves[run_id] = _RunCurve(self._new_smoother, self._kept)
         curve.add(step, float(value))
 
     def mark_stopped(self, run_id: Hashable) -> None:
@@ -130,6 +232,64 @@ class Policy:
         """What a sweep keeps of the config this policy was built from."""
         return dict(config)
 
+    # -- saving the curves between checks (the database layer, webapp.sweeps.policy_check) ----------
+    def history_steps(self) -> set[int]:
+        """Steps, besides each run's last one, at which a later ``decide`` may read a run's smoothed value. A
+        curve restored from a saved state keeps its value at these and forgets the rest of its past."""
+        return set()
+
+    def keep_history_at(self, steps: Iterable[int]) -> None:
+        """Make every curve built from now on record a checkpoint at each of ``steps`` as it passes it (call it
+        before the first ``observe``; ``load_state`` does)."""
+        self._kept = frozenset(steps)
+
+    def save_state(self) -> dict:
+        """The curves as JSON, in their order: each run's ``_RunCurve.to_state`` (checkpoints at the steps of
+        ``history_steps``) and what the policy itself carries per run from one point to the next
+        (``_run_state``). What ``decide`` changes (stops, rung records, extensions) is not in it."""
+        kept = sorted(self.history_steps())
+        return {"kept": kept, "runs": [[run_id, {**curve.to_state(kept), **self._run_state(run_id, curve)}]
+                                       for run_id, curve in self.curves.items()]}
+
+    def load_state(self, state: dict) -> None:
+        """Put back the curves ``save_state`` saved, into a fresh policy: observing the points after each run's
+        last one then leaves the curves as observing every point would have."""
+        self.keep_history_at(set(state["kept"]) | self.history_steps())
+        for run_id, saved in state["runs"]:
+            self.curves[run_id] = _RunCurve.from_state(self._new_smoother, saved, self._kept)
+            self._load_run_state(run_id, saved)
+
+    def last_steps(self) -> dict[Hashable, int]:
+        """Each run's last observed step (a restored curve's: the last one it was fed before it was saved)."""
+        return {run_id: curve.last_step for run_id, curve in self.curves.items()}
+
+    def order_runs(self, key: Callable[[Hashable, "_RunCurve"], Any]) -> None:
+        """Put the curves in the order of ``key(run_id, curve)``: runs are judged in curve order, and of equally
+        good candidates for an extension the first wins, so a layer that restores curves and adds new ones
+        puts them back in the order its feed would have created them in."""
+        self.curves = dict(sorted(self.curves.items(), key=lambda item: key(*item)))
+
+    def missing_history(self) -> Iterator[tuple[int, dict[Hashable, int]]]:
+        """Each step of ``history_steps`` (in order) some restored curve does not know its value at, with run ->
+        the step after which that run's points must be read again (``refill``). A generator: what is refilled at
+        one step is a nearer start for the next."""
+        for step in sorted(self.history_steps()):
+            missing = {run_id: curve.refill_from(step) for run_id, curve in self.curves.items()
+                       if not curve.knows(step)}
+            if missing:
+                yield step, missing
+
+    def refill(self, run_id: Hashable, step: int, values: list[float]) -> None:
+        """Give a restored curve back its value at ``step``: ``values`` are the run's points after the step
+        ``missing_history`` named up to ``step``, in step order."""
+        self.curves[run_id].refill(step, values)
+
+    def _run_state(self, run_id: Hashable, curve: _RunCurve) -> dict:
+        return {}
+
+    def _load_run_state(self, run_id: Hashable, saved: dict) -> None:
+        pass
+
     # -- helpers for subclasses ------------------------------------------------------------------
     def _describe_rule(self) -> str:
         return f"{self.rule} on {self.params.metric} ({self.params.mode})"
@@ -151,6 +311,10 @@ class Policy:
         return [(run_id, curve) for run_id, curve in self.curves.items()
                 if run_id not in self.stopped and curve.steps
                 and grace <= curve.last_step < self.horizon(run_id)]
+
+    def peer_count(self, run_id: Hashable, step: int) -> int:
+        """How many other runs reached ``step`` (``len(peer_values(...))`` without reading their values)."""
+        return sum(1 for other_id, other in self.curves.items() if other_id != run_id and other.last_step >= step)
 
     def peer_values(self, run_id: Hashable, step: int) -> list[float]:
         """Smoothed values at ``step`` of every other run that reached it (stopped ones included)."""
@@ -236,6 +400,14 @@ class MedianStoppingPolicy(Policy):
         start = max(after, p.grace())
         return start + (-(start - p.grace())) % p.eval_every
 
+    def history_steps(self) -> set[int]:
+        """Where the runs stand: a run is judged at its last step against its peers' values there, and a run that
+        logs nothing more (stopped, waiting in the queue) or is far behind (started late) stays below its peers'
+        last steps. And the first step judged: a run that starts late is first compared there, and a
+        checkpoint there spares re-reading its peers' points from their first one."""
+        grace = self.params.grace()
+        return {self._next_step(0)} | {c.last_step for c in self.curves.values() if c.last_step >= grace}
+
     def _find_stops(self) -> list[Decision]:
         p: MedianParams = self.params  # type: ignore[assignment]
         grace = p.grace()
@@ -286,6 +458,10 @@ class AshaPolicy(Policy):
 
     def _next_step(self, after: int) -> Optional[int]:
         return next((rung for rung in self.rung_steps if rung >= after), None)
+
+    def history_steps(self) -> set[int]:
+        """The rungs: a run's value is recorded (again, in each check's replay) at every rung it reached."""
+        return set(self.rung_steps)
 
     def _find_stops(self) -> list[Decision]:
         p: AshaParams = self.params  # type: ignore[assignment]
@@ -346,16 +522,25 @@ class ThresholdPolicy(Policy):
         return f"threshold on {p.metric}: every step from {p.grace()}, stop when {' or '.join(parts)}"
 
     def _update_best(self, run_id: Hashable, curve: _RunCurve) -> tuple[int, float]:
+        """The best smoothed value so far and its step: a fold over the curve (a point improves on the best by
+        more than ``min_delta`` or not), so it comes out the same whenever it is updated; it goes on from the
+        points after the best one."""
         p: ThresholdParams = self.params  # type: ignore[assignment]
+        if run_id not in self.best and curve.steps[0] != curve.first_step:
+            raise HistoryMissing(curve.first_step)  # a restored curve comes with its best (_load_run_state)
         best_step, best = self.best.get(run_id, (curve.steps[0], curve.smoothed[0]))
-        seen = best_step
-        for step, value in zip(curve.steps, curve.smoothed):
-            if step <= seen:
-                continue
-            if self.worse(best, value, p.min_delta):  # value improves on best by more than min_delta
-                best_step, best = step, value
+        for i in range(bisect_right(curve.steps, best_step), len(curve.steps)):
+            if self.worse(best, curve.smoothed[i], p.min_delta):  # improves on best by more than min_delta
+                best_step, best = curve.steps[i], curve.smoothed[i]
         self.best[run_id] = (best_step, best)
         return best_step, best
+
+    def _run_state(self, run_id: Hashable, curve: _RunCurve) -> dict:
+        return {"best": list(self._update_best(run_id, curve))}
+
+    def _load_run_state(self, run_id: Hashable, saved: dict) -> None:
+        step, value = saved["best"]
+        self.best[run_id] = (int(step), float(value))
 
     def _find_stops(self) -> list[Decision]:
         p: ThresholdParams = self.params  # type: ignore[assignment]
@@ -363,7 +548,7 @@ class ThresholdPolicy(Policy):
         for run_id, curve in self.judgeable_runs():
             best_step, best = self._update_best(run_id, curve)
             step, value = curve.last_step, curve.last_value
-            n_peers = len(self.peer_values(run_id, step))
+            n_peers = self.peer_count(run_id, step)
             if n_peers < p.min_peers:
                 continue
             decision = None

@@ -1,0 +1,357 @@
+"""A policy check that goes on from the curves the last check saved decides exactly what the full replay (a fresh
+policy fed every stored point, as every check did before the state existed) decides: on random sweeps driven
+through the real run services, against the replay itself kept here as the oracle, and on hand-made cases."""
+from __future__ import annotations
+
+import json
+import math
+import random
+from unittest import mock
+
+import pytest
+
+from webapp.runs import services as run_services
+from webapp.runs.models import MetricPoint, Run, RunStatus
+from webapp.sweeps import policy_check as check_module
+from webapp.sweeps import services
+from webapp.sweeps.models import FreeSlotUse, SweepPlan
+from webapp.sweeps.policies import EXTEND, STOP, Decision, make_policy
+
+pytestmark = pytest.mark.django_db
+
+METRIC = "reward/mean"
+TOTAL = 24
+
+
+def full_replay(*, sweep, plan, rebuild=False) -> check_module.PolicyCheck:
+    """The oracle: the check as it was before it saved anything (a fresh policy fed every stored point of the
+    metric in step order across runs, deciding after each step from the plan's policy_step on)."""
+    policy = make_policy(sweep.policy)
+    runs = {run.pk: run for run in sweep.runs.all()}
+    stored = {(d.run_id, d.action): d for d in sweep.decisions.all()}
+    stops = {run_id: d for (run_id, action), d in stored.items() if action == STOP}
+    for (run_id, action), d in stored.items():
+        if action == EXTEND and d.outcome == "applied":
+            policy.extended[run_id] = Decision(run_id=run_id, action=d.action, reason=d.reason, rule=d.rule,
+                                               step=d.step, value=d.value, threshold=d.threshold,
+                                               n_peers=d.n_peers, extra_steps=d.extra_steps)
+    for run in runs.values():
+        if run.pk not in stops and (run.is_ended or run.kill_requested_at is not None):
+            policy.mark_stopped(run.pk)
+    decisions, current_step = [], None
+    for run_id, step, value in (MetricPoint.objects.filter(run_id__in=list(runs), key=METRIC, value__isnull=False)
+                                .order_by("step", "run_id").values_list("run_id", "step", "value")):
+        if step != current_step and current_step is not None and current_step >= plan.policy_step:
+            decisions += policy.decide()
+        current_step = step
+        if run_id not in stops or step <= stops[run_id].step:
+            policy.observe(run_id, step, value)
+    decisions += policy.decide()
+    live = [r.last_step for r in runs.values() if r.status == RunStatus.RUNNING and r.kill_requested_at is None]
+    return check_module.PolicyCheck(decisions=decisions, complete=min(live) if live else (current_step or 0),
+                                    state=plan.policy_state, epoch=plan.policy_epoch)
+
+
+def apply_with(check):
+    """sweep_apply_policy with ``check`` in place of policy_check, recording what each check returned."""
+    seen = []
+
+    def spy(**kwargs):
+        seen.append(check(**kwargs))
+        return seen[-1]
+
+    def apply(sweep):
+        with mock.patch.object(services, "policy_check", spy):
+            services.sweep_apply_policy(sweep_id=sweep.pk)
+    return apply, seen
+
+
+def decisions_of(sweep) -> list[tuple]:
+    index = {pk: i for i, pk in enumerate(sweep.runs.order_by("pk").values_list("pk", flat=True))}
+    return [(index[d.run_id], d.action, d.rule, d.step, d.value, d.threshold, d.n_peers, d.extra_steps, d.reason,
+             d.outcome) for d in sweep.decisions.order_by("pk")]
+
+
+def runs_of(sweep) -> list[Run]:
+    return list(sweep.runs.order_by("pk"))
+
+
+class Seeds:
+    """The values every copy of a random sweep logs: run i's step s in its a-th attempt (a resumed run logs
+    different values after its checkpoint), a few NaNs (stored as gaps)."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+
+    def value(self, i: int, step: int, attempt: int) -> float:
+        level = random.Random(f"{self.seed}/{i}")
+        base, trend = level.uniform(0.2, 0.8), level.uniform(-0.4, 0.4)
+        noise = random.Random(f"{self.seed}/{i}/{step}/{attempt}")
+        if noise.random() < 0.04:
+            return math.nan
+        return base + trend * (1 - 0.85 ** step) + noise.gauss(0, 0.08)
+
+
+def tick(rng: random.Random, copies: list, seeds: Seeds, attempts: dict, concurrency: int) -> None:
+    """One random tick applied the same way to every copy (each copy's runs in pk order are the same runs):
+    runs log 0-3 steps in a random interleaving, wind down and end when killed, finish, are killed by a user,
+    requeued by their worker or resumed after a kill, and queued runs start (a resumed one truncates its points
+    after a random earlier checkpoint and logs new values from there)."""
+    first = runs_of(copies[0])
+    for i in rng.sample(range(len(first)), len(first)):
+        run, roll = first[i], rng.random()
+        if run.status == RunStatus.RUNNING and run.kill_requested_at is not None:
+            action = ("log", 1) if roll < 0.5 and run.last_step < run.total_steps else ("finish", RunStatus.KILLED)
+        elif run.status == RunStatus.RUNNING:
+            if roll < 0.04:
+                action = ("kill",)
+            elif roll < 0.08:
+                action = ("requeue",)
+            elif run.last_step >= run.total_steps:
+                action = ("finish", RunStatus.SUCCEEDED)
+            else:
+                action = ("log", rng.choice([0, 1, 1, 2, 3]))
+        elif run.status == RunStatus.QUEUED:
+            running = sum(r.status == RunStatus.RUNNING for r in runs_of(copies[0]))
+            start = running < concurrency and roll < 0.7
+            action = ("start", rng.randint(max(0, run.last_step - 5), run.last_step)) if start else ("wait",)
+        elif run.status == RunStatus.KILLED and roll < 0.1:
+            action = ("resume",)  # by a user, also after the policy stopped it
+        else:
+            action = ("wait",)
+        if action[0] == "start":
+            attempts[i] = attempts.get(i, 0) + 1
+        for copy in copies:
+            act(runs_of(copy)[i], action, i, seeds, attempts.get(i, 0))
+
+
+def act(run: Run, action: tuple, i: int, seeds: Seeds, attempt: int) -> None:
+    kind = action[0]
+    if kind == "log":
+        steps = range(run.last_step + 1, min(run.last_step + action[1], run.total_steps) + 1)
+        if steps:
+            run_services.run_metrics_append(run_id=run.pk, points=[(s, METRIC, seeds.value(i, s, attempt))
+                                                                    for s in steps])
+    elif kind == "finish":
+        run_services.run_finish(run_id=run.pk, status=action[1])
+    elif kind == "kill":
+        run_services.run_kill(run_id=run.pk, killed_by="user:ada")
+    elif kind == "requeue":
+        run_services.run_requeue(run_id=run.pk, reason="worker shut down")
+    elif kind == "resume":
+        run_services.run_resume(run_id=run.pk)
+    elif kind == "start" and run_services.run_start(run_id=run.pk, worker="test:1") != "skip":
+        run_services.run_discard_after(run_id=run.pk, step=action[1])  # the loop (re)starts at its checkpoint
+
+
+POLICIES = {
+    "median-ema": ({"name": "median", "grace_steps": 4, "min_peers": 2, "min_delta": 0.02}, {}),
+    "median-mean-every-2-extend": ({"name": "median", "grace_steps": 3, "min_peers": 1, "smoothing": "mean",
+                                    "smoothing_window": 3, "eval_every": 2, "min_delta": 0.0},
+                                   {"free_slot_use": FreeSlotUse.EXTEND, "extend_steps": 6}),
+    "median-none-min": ({"name": "median", "mode": "min", "grace_steps": 5, "min_peers": 2, "smoothing": "none",
+                         "min_delta": 0.05}, {"free_slot_use": FreeSlotUse.NEW_SEED, "max_new_seeds": 2}),
+    "asha-ema": ({"name": "asha", "min_steps": 3, "eta": 2, "min_peers": 1, "grace_steps": 2}, {}),
+    "asha-none-min-extend": ({"name": "asha", "mode": "min", "min_steps": 4, "eta": 2, "min_peers": 1,
+                              "smoothing": "none"}, {"free_slot_use": FreeSlotUse.EXTEND, "extend_steps": 8}),
+    "threshold-bound-patience-ema": ({"name": "threshold", "lower_bound": 0.3, "patience": 5, "grace_steps": 3,
+                                      "smoothing_weight": 0.6}, {}),
+    "threshold-patience-mean": ({"name": "threshold", "patience": 4, "min_delta": 0.01, "min_peers": 1,
+                                 "smoothing": "mean", "smoothing_window": 4},
+                                {"free_slot_use": FreeSlotUse.EXTEND, "extend_steps": 5}),
+    "threshold-upper-none": ({"name": "threshold", "upper_bound": 0.7, "smoothing": "none", "grace_steps": 2},
+                             {"free_slot_use": FreeSlotUse.NEW_SEED, "max_new_seeds": 3}),
+}
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_checks_that_go_on_from_the_saved_curves_decide_what_the_full_replay_decides(config, name, seed):
+    policy, kwargs = POLICIES[name]
+    rng, seeds, attempts = random.Random(seed), Seeds(seed), {}
+    copies = [services.sweep_create(config={**config, "total_steps": TOTAL}, seeds=range(6), concurrency=4,
+                                    policy={**policy, "metric": METRIC}, **kwargs) for _ in range(2)]
+    incremental, checks = apply_with(check_module.policy_check)
+    replayed, _ = apply_with(full_replay)
+    for _ in range(60):
+        tick(rng, copies, seeds, attempts, concurrency=4)
+        if rng.random() < 0.6:
+            incremental(copies[0])
+            replayed(copies[1])
+            assert decisions_of(copies[0]) == decisions_of(copies[1])
+            plans = [SweepPlan.objects.get(sweep=copy) for copy in copies]
+            assert plans[0].policy_step == plans[1].policy_step
+        assert ([(r.status, r.kill_requested_at is None, r.total_steps) for r in runs_of(copies[0])]
+                == [(r.status, r.kill_requested_at is None, r.total_steps) for r in runs_of(copies[1])])
+    went_on = [c for c in checks if not c.rebuilt]
+    assert len(went_on) >= len(checks) // 2, [c.rebuilt for c in checks]
+    # the only reasons to feed every point here: the first check, and a resume's discard since the last one
+    assert {c.rebuilt for c in checks} <= {"", "no saved state", "a run's points were discarded since it was saved"}
+
+
+def running_sweep(config, levels, start=None, **kwargs):
+    """A median sweep of len(levels) runs, the first ``start`` (default: all) running."""
+    sweep = services.sweep_create(config={**config, "total_steps": 40}, seeds=range(len(levels)),
+                                  concurrency=len(levels), policy={"name": "median", "metric": METRIC, "grace_steps": 4,
+                                                                   "min_peers": 2, **kwargs})
+    runs = runs_of(sweep)
+    for run in runs[:start]:
+        run_services.run_start(run_id=run.pk, worker="test:1")
+    return sweep, runs
+
+
+def log(run, steps, level):
+    run_services.run_metrics_append(run_id=run.pk, points=[(s, METRIC, level + 0.01 * (s % 3)) for s in steps])
+
+
+def test_a_check_reads_only_the_points_stored_since_the_last_one_and_saves_json(config):
+    sweep, runs = running_sweep(config, [0.5, 0.5, 0.5])
+    for run in runs:
+        log(run, range(1, 11), 0.5)
+    services.sweep_apply_policy(sweep_id=sweep.pk)
+    for run in runs:
+        log(run, range(11, 13), 0.5)
+    plan = SweepPlan.objects.get(sweep=sweep)
+    assert plan.policy_step == 10
+    check = check_module.policy_check(sweep=sweep, plan=plan)
+    assert check.rebuilt == "" and check.points_read == 3 * 12  # everything was read once: the state holds none
+    services.sweep_apply_policy(sweep_id=sweep.pk)
+    for run in runs:
+        log(run, [13], 0.5)
+    plan = SweepPlan.objects.get(sweep=sweep)
+    check = check_module.policy_check(sweep=sweep, plan=plan)
+    # the last check started at policy_step 10: its state holds the steps before 10, so 10 to 13 are read
+    assert check.rebuilt == "" and check.points_read == 3 * 4
+    assert json.loads(json.dumps(plan.policy_state)) == plan.policy_state
+    assert check_module.policy_check(sweep=sweep, plan=plan, rebuild=True).points_read == 3 * 13
+
+
+def test_a_resume_that_discards_points_makes_the_next_check_feed_every_point(config):
+    sweep, runs = running_sweep(config, [0.5, 0.5, 0.5, 0.5])
+    for run in runs:
+        log(run, range(1, 9), 0.5)
+    services.sweep_apply_policy(sweep_id=sweep.pk)
+    services.sweep_apply_policy(sweep_id=sweep.pk)
+    run_services.run_discard_after(run_id=runs[3].pk, step=8)  # resumed from its last step: nothing is discarded
+    assert check_module.policy_check(sweep=sweep, plan=SweepPlan.objects.get(sweep=sweep)).rebuilt == ""
+    run_services.run_discard_after(run_id=runs[3].pk, step=3)  # resumed from its checkpoint at step 3 ...
+    log(runs[3], range(4, 9), 0.1)  # ... it logs other values for the same steps
+    check = check_module.policy_check(sweep=sweep, plan=SweepPlan.objects.get(sweep=sweep))
+    assert check.rebuilt == "a run's points were discarded since it was saved"
+    assert check.decisions == full_replay(sweep=sweep, plan=SweepPlan.objects.get(sweep=sweep)).decisions
+    [decision] = services.sweep_apply_policy(sweep_id=sweep.pk)
+    assert (decision.run_id, decision.step) == (runs[3].pk, 8)  # the values logged after the resume are poor
+
+
+def test_a_run_that_starts_late_is_judged_against_its_peers_past_read_again_from_their_checkpoints(config):
+    sweep, runs = running_sweep(config, [0.5, 0.5, 0.5, 0.1], start=3)
+    late = runs[3]
+    for run in runs[:3]:
+        log(run, range(1, 31), 0.5)
+    services.sweep_apply_policy(sweep_id=sweep.pk)
+    for run in runs[:3]:
+        log(run, [31], 0.5)
+    services.sweep_apply_policy(sweep_id=sweep.pk)  # policy_step 30: the state holds the peers up to step 29
+    run_services.run_start(run_id=late.pk, worker="test:1")
+    log(late, range(1, 7), 0.1)
+    plan = SweepPlan.objects.get(sweep=sweep)
+    check = check_module.policy_check(sweep=sweep, plan=plan)
+    oracle = full_replay(sweep=sweep, plan=plan)
+    assert check.rebuilt == "" and check.points_read == 3 * 2 + 6
+    assert [d for d in check.decisions if d.run_id == late.pk] == [d for d in oracle.decisions if d.run_id == late.pk]
+    [stop] = [d for d in check.decisions if d.run_id == late.pk]
+    assert (stop.step, stop.n_peers) == (6, 3)  # at its own step 6, against its peers' values at step 6
+
+
+def test_a_state_saved_for_another_config_or_fed_past_a_stop_is_not_used(config):
+    sweep, runs = running_sweep(config, [0.5, 0.5, 0.5])
+    for run in runs:
+        log(run, range(1, 9), 0.5)
+    services.sweep_apply_policy(sweep_id=sweep.pk)
+    services.sweep_apply_policy(sweep_id=sweep.pk)
+    plan = SweepPlan.objects.get(sweep=sweep)
+    sweep.policy = {**sweep.policy, "min_delta": 0.2}
+    assert check_module.policy_check(sweep=sweep, plan=plan).rebuilt == "saved for another policy config"
+    sweep.refresh_from_db()
+    services.PolicyDecision.objects.create(sweep=sweep, run=runs[0], action="stop", rule="median", step=2,
+                                           value=0.1, threshold=0.5, reason="by another process")
+    assert "past its stop at step 2" in check_module.policy_check(sweep=sweep, plan=plan).rebuilt
+
+
+def test_runs_are_judged_in_the_replays_order_also_when_a_run_with_a_smaller_id_starts_later(config):
+    # the replay creates curves in (first step, run id) order, and judges (and lists its stops) in that order
+    sweep, runs = running_sweep(config, [0.5] * 5, start=0, smoothing="none")
+    first_late, peers, second_late = runs[0], runs[1:3] + runs[4:], runs[3]
+    for run in peers:
+        run_services.run_start(run_id=run.pk, worker="test:1")
+        log(run, range(1, 11), 0.5)
+    services.sweep_apply_policy(sweep_id=sweep.pk)
+    services.sweep_apply_policy(sweep_id=sweep.pk)
+    run_services.run_start(run_id=second_late.pk, worker="test:1")
+    log(second_late, [1, 2], 0.1)  # before the grace period: not judged yet, but saved with the curves
+    services.sweep_apply_policy(sweep_id=sweep.pk)
+    run_services.run_start(run_id=first_late.pk, worker="test:1")
+    log(first_late, range(1, 6), 0.1)
+    log(second_late, range(3, 6), 0.1)
+    plan = SweepPlan.objects.get(sweep=sweep)
+    check = check_module.policy_check(sweep=sweep, plan=plan)
+    assert check.rebuilt == "" and check.decisions == full_replay(sweep=sweep, plan=plan).decisions
+    assert [d.run_id for d in services.sweep_apply_policy(sweep_id=sweep.pk)] == [first_late.pk, second_late.pk]
+
+
+def test_a_run_that_starts_late_moves_up_its_peers_past_reading_again_only_the_steps_it_moved(config):
+    sweep, runs = running_sweep(config, [0.5] * 4, start=3)
+    for run in runs[:3]:
+        log(run, range(1, 31), 0.5)
+    services.sweep_apply_policy(sweep_id=sweep.pk)
+    services.sweep_apply_policy(sweep_id=sweep.pk)  # the first step judged (4) is kept for every peer
+    run_services.run_start(run_id=runs[3].pk, worker="test:1")
+    reread = []
+    for last in (6, 7, 9):
+        log(runs[3], range(runs[3].last_step + 1, last + 1), 0.5)
+        runs[3].refresh_from_db()
+        check = check_module.policy_check(sweep=sweep, plan=SweepPlan.objects.get(sweep=sweep))
+        assert check.rebuilt == "" and check.decisions == []
+        services.sweep_apply_policy(sweep_id=sweep.pk)
+        reread.append(check.points_reread)
+    assert reread == [3 * (6 - 4), 3 * (7 - 6), 3 * (9 - 7)]  # each peer's points from the late run's last step
+
+
+def test_a_check_that_saves_an_older_state_after_a_newer_check_leaves_later_checks_exact(config):
+    # two processes check at once: the slower one computed on older points and stores last (its state too)
+    copies = [services.sweep_create(config={**config, "total_steps": TOTAL}, seeds=range(5), concurrency=5,
+                                    policy={"name": "median", "metric": METRIC, "grace_steps": 3, "min_peers": 2})
+              for _ in range(2)]
+    seeds = Seeds(7)
+    checks = [apply_with(check_module.policy_check)[0], apply_with(full_replay)[0]]
+
+    def log_to(step):
+        for copy in copies:
+            for i, run in enumerate(runs_of(copy)):
+                if run.status == RunStatus.RUNNING and run.kill_requested_at is None:
+                    act(run, ("log", step - run.last_step), i, seeds, 0)
+
+    def check_both():
+        for copy, check in zip(copies, checks):
+            check(copy)
+        assert decisions_of(copies[0]) == decisions_of(copies[1])
+
+    for copy in copies:
+        for run in runs_of(copy):
+            run_services.run_start(run_id=run.pk, worker="test:1")
+    log_to(6)
+    check_both()
+    log_to(10)
+    stale = [check_module.policy_check(sweep=copies[0], plan=SweepPlan.objects.get(sweep=copies[0])),
+             full_replay(sweep=copies[1], plan=SweepPlan.objects.get(sweep=copies[1]))]
+    log_to(14)
+    check_both()
+    for copy, old in zip(copies, stale):
+        apply_with(lambda **_: old)[0](copy)  # stored after the newer check: its decisions, policy_step, state
+    assert decisions_of(copies[0]) == decisions_of(copies[1])
+    assert SweepPlan.objects.get(sweep=copies[0]).policy_state == stale[0].state
+    assert check_module.policy_check(sweep=copies[0], plan=SweepPlan.objects.get(sweep=copies[0])).rebuilt == ""
+    for step in (16, 19, 23):
+        log_to(step)
+        check_both()
+    assert len(decisions_of(copies[0])) >= 2

@@ -1,0 +1,235 @@
+"""One check of a sweep's early-stopping policy: what ``make_policy(sweep.policy)`` decides now from the stored
+curves, feeding it only the points stored since the last check (issue 15: a check of 64 runs x 100 k steps must
+not read them all). Reads only; ``services.sweep_apply_policy`` stores the decisions and the state.
+
+What a check decides is the *replay*: a fresh policy fed every stored point of the policy metric in step order
+across runs, ``decide`` called after each step from ``judged_up_to`` (the plan's ``policy_step``) on, so a run is
+judged at every step at which its peers have values whatever the moment of the check (a fast run is compared with
+the slow ones once they reach its steps). A run with a stored stop is fed up to that step (what it logs while
+winding down is not evidence); runs that ended otherwise are ``mark_stopped``; applied extensions are known from
+the start. Points before ``judged_up_to`` were judged by an earlier check: they are only observed.
+
+The saved state. Nothing ``decide`` sets up (stops, rung records, extension credits) carries from one replay to
+the next: each starts those afresh at ``judged_up_to``. Before its first ``decide`` a replay holds only what
+observing left: each run's smoothed curve (and the threshold rule's best value so far, a fold over the curve). So a
+check saves the curves as they stand once every point before ``judged_up_to`` is in (``Policy.save_state``), and
+as ``policy_step`` only grows, the next check's replay observes those same points before its first ``decide``.
+That check restores the curves, reads each run's points after its last fed step (an indexed read on (run, key,
+step)) and runs the replay's loop over them: it decides at the same steps, on the same curves, from the same
+fresh start, so it decides the same as the replay.
+
+A restored curve keeps of its past only what a later judgment can read (``Policy.history_steps``): the median rule
+compares a run at its last step with its peers' values there, and a run that logs nothing more (stopped, queued)
+or started late stands below its peers' last steps; ASHA reads every run at its rungs; the threshold rule reads
+last values only. Each curve keeps a checkpoint (value and smoother state) at those steps; a value not kept is
+read again from the stored points after the nearest checkpoint before the first ``decide`` (``_refill``). A look-up
+that still misses (HistoryMissing) makes the check feed every point instead.
+
+Every point is fed, as before there was a state, when the saved state is missing, of another version or policy
+config, older than a discard of stored points (a resume truncates after its checkpoint:
+``services.policy_points_discarded`` moves the plan's ``policy_epoch`` on; also when that happens during the
+check), or when a run it fed left the sweep, was stopped (by a concurrent check) before the last step fed, or has
+fewer steps than were fed. Otherwise stored points only ever grow after a run's last one (a step is re-emitted, and
+its point replaced, only after a discard: see runs.services.run_metrics_append).
+
+Several processes may check at once: each reads the state, computes outside any transaction, and the service
+stores its decisions under the sweep's lock (once per run and action) and its state with them unless the epoch
+moved. Whichever state is saved last holds exactly the points it says it fed, so a later check neither skips
+points nor decides twice.
+"""
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import reduce
+from operator import or_
+from typing import Optional
+
+from django.db.models import Q
+
+from webapp.runs.models import MetricPoint, Run, RunStatus
+
+from .models import PolicyDecision, Sweep, SweepPlan
+from .policies import EXTEND, STOP, Decision, HistoryMissing, Policy, make_policy
+
+log = logging.getLogger("seedbed.sweeps")
+
+STATE_VERSION = 1
+
+
+@dataclass
+class PolicyCheck:
+    """What one check proposes, and what the service stores with it."""
+
+    decisions: list[Decision]
+    """Every decision of the replay (earlier ones again among them: the service stores the new ones)."""
+    complete: int
+    """Every running run's points are in up to this step: the next check's ``judged_up_to``."""
+    state: dict
+    """The curves before this check's ``judged_up_to``, to save as the plan's ``policy_state``."""
+    epoch: int
+    """The plan's ``policy_epoch`` the points were read in: the state is saved only if it is still the plan's."""
+    rebuilt: str = ""
+    """Why every stored point was fed ("" when the check went on from the saved state)."""
+    points_read: int = 0
+    """Points read after each run's last fed one (all of them when ``rebuilt``)."""
+    points_reread: int = 0
+    """Points read again to put back values of the curves' past (``_refill``)."""
+
+
+def policy_check(*, sweep: Sweep, plan: SweepPlan, rebuild: bool = False) -> PolicyCheck:
+    """What ``make_policy(sweep.policy)`` decides now (the replay: see the module docstring), going on from
+    ``plan.policy_state`` unless it cannot be used or ``rebuild`` says to feed every point. Stores nothing."""
+    runs = {run.pk: run for run in sweep.runs.all()}
+    stored = {(d.run_id, d.action): d for d in sweep.decisions.all()}
+    policy, why = (None, "asked to") if rebuild else _restored(sweep, plan, runs, stored)
+    if policy is not None:
+        try:
+            check = _replay(policy, sweep, plan, runs, stored)
+        except HistoryMissing as exc:
+            why = f"no value kept at step {exc.args[0]}"
+        else:
+            if SweepPlan.objects.filter(pk=plan.pk, policy_epoch=plan.policy_epoch).exists():
+                return check
+            why = "a run's points were discarded during the check"
+    fresh = make_policy(sweep.policy)
+    fresh.keep_history_at(fresh.history_steps())
+    check = _replay(fresh, sweep, plan, runs, stored)
+    check.rebuilt = why
+    log.info("sweep %s: policy check fed all %s points (%s)", sweep.pk, check.points_read, why)
+    return check
+
+
+def _stops(stored: dict) -> dict[int, PolicyDecision]:
+    return {run_id: d for (run_id, action), d in stored.items() if action == STOP}
+
+
+def _restored(sweep: Sweep, plan: SweepPlan, runs: dict[int, Run], stored: dict) -> tuple[Optional[Policy], str]:
+    """The policy with the curves of the plan's saved state, or None and why that state cannot be used."""
+    saved = plan.policy_state
+    if not saved:
+        return None, "no saved state"
+    if saved.get("version") != STATE_VERSION:
+        return None, "saved by another version"
+    if saved.get("config") != sweep.policy:
+        return None, "saved for another policy config"
+    if saved.get("epoch") != plan.policy_epoch:
+        return None, "a run's points were discarded since it was saved"
+    if saved.get("judged_up_to", 0) > plan.policy_step:
+        return None, "saved past the plan's policy_step"
+    policy = make_policy(sweep.policy)
+    try:
+        policy.load_state(saved["curves"])
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        return None, f"unreadable ({exc!r})"
+    stops = _stops(stored)
+    for run_id, fed in policy.last_steps().items():
+        run, stop = runs.get(run_id), stops.get(run_id)
+        if run is None:
+            return None, f"run {run_id} is no longer in the sweep"
+        if stop is not None and fed > stop.step:
+            return None, f"run {run_id} was fed up to step {fed}, past its stop at step {stop.step}"
+        if run.last_step < fed:
+            return None, f"run {run_id} has fewer steps ({run.last_step}) than were fed ({fed})"
+    return policy, ""
+
+
+def _as_decision(row: PolicyDecision) -> Decision:
+    return Decision(run_id=row.run_id, action=row.action, reason=row.reason, rule=row.rule, step=row.step,
+                    value=row.value, threshold=row.threshold, n_peers=row.n_peers, extra_steps=row.extra_steps)
+
+
+def _tell_known(policy: Policy, runs: dict[int, Run], stored: dict) -> None:
+    """What the replay knows from the start: applied extensions (a run's horizon is its extended one) and the
+    runs that ended otherwise (never judged again; their curves still count as peers)."""
+    stops = _stops(stored)
+    for (run_id, action), row in stored.items():
+        if action == EXTEND and row.outcome == PolicyDecision.Outcome.APPLIED:
+            policy.extended[run_id] = _as_decision(row)
+    for run in runs.values():
+        if run.pk not in stops and (run.is_ended or run.kill_requested_at is not None):
+            policy.mark_stopped(run.pk)
+
+
+def _points_after(metric: str, runs: dict[int, Run], fed: dict[int, int], stops: dict, judged_up_to: int):
+    """The points of the replay that the curves were not fed, in its order (step, run): each run's after its last
+    fed step (a run with no curve yet: all). Of a run with a stored stop, those up to the stop, and those from
+    ``judged_up_to`` on: the replay reads them without observing them, and they time its ``decide`` calls."""
+    fresh = [run_id for run_id in runs if run_id not in fed and run_id not in stops]
+    terms = [Q(run_id__in=fresh)] if fresh else []
+    for run_id in (run_id for run_id in runs if run_id not in fresh):
+        after = fed.get(run_id, -1)
+        if run_id in stops:  # two ranges of the (run, key, step) index, not a filtered scan of all its points
+            terms.append(Q(run_id=run_id, key=metric, step__gt=after, step__lte=stops[run_id].step))
+            terms.append(Q(run_id=run_id, key=metric, step__gte=max(judged_up_to, after + 1)))
+        else:
+            terms.append(Q(run_id=run_id, key=metric, step__gt=after))
+    if not terms:
+        return MetricPoint.objects.none().values_list("run_id", "step", "value")
+    return (MetricPoint.objects.filter(reduce(or_, terms), key=metric, value__isnull=False)
+            .order_by("step", "run_id").values_list("run_id", "step", "value"))
+
+
+def _refill(policy: Policy, metric: str) -> int:
+    """Read again the stored points a restored curve needs to know its value at a step the coming decides read
+    (``Policy.missing_history``): one query per step and starting checkpoint, steps in order, so a value put back
+    is the start of the next one (a run that started late moves a few steps up its peers' past per check).
+    Returns how many points it read."""
+    read = 0
+    for step, starts in policy.missing_history():
+        by_start = defaultdict(list)
+        for run_id, start in starts.items():
+            by_start[start].append(run_id)
+        for start, run_ids in by_start.items():
+            values = defaultdict(list)
+            for run_id, value in (MetricPoint.objects.filter(run_id__in=run_ids, key=metric, value__isnull=False,
+                                                             step__gt=start, step__lte=step)
+                                  .order_by("run_id", "step").values_list("run_id", "value")):
+                values[run_id].append(value)
+                read += 1
+            for run_id in run_ids:
+                policy.refill(run_id, step, values[run_id])
+    return read
+
+
+def _snapshot(policy: Policy, sweep: Sweep, plan: SweepPlan) -> tuple[dict, int]:
+    """Every point before ``judged_up_to`` is in: put back what the coming decides read, put the curves in the
+    order the replay creates them in (by first step, then run id: its feed is ordered by step and run), and
+    return the state the next check goes on from (and how many points were read again)."""
+    reread = _refill(policy, policy.params.metric)
+    policy.order_runs(lambda run_id, curve: (curve.first_step, run_id))
+    state = {"version": STATE_VERSION, "config": sweep.policy, "epoch": plan.policy_epoch,
+             "judged_up_to": plan.policy_step, "curves": policy.save_state()}
+    return state, reread
+
+
+def _replay(policy: Policy, sweep: Sweep, plan: SweepPlan, runs: dict[int, Run], stored: dict) -> PolicyCheck:
+    """The replay's loop over the points ``policy``'s curves were not fed (all of them for a fresh policy)."""
+    judged_up_to = plan.policy_step
+    stops = _stops(stored)
+    _tell_known(policy, runs, stored)
+    fed = policy.last_steps()
+    rows = _points_after(policy.params.metric, runs, fed, stops, judged_up_to)
+    decisions: list[Decision] = []
+    state, reread, current_step, points = None, 0, None, 0
+    for run_id, step, value in rows.iterator(chunk_size=5000):
+        if step != current_step and current_step is not None and current_step >= judged_up_to:
+            decisions += policy.decide()  # every run's point at current_step is in
+        if state is None and step >= judged_up_to:
+            state, reread = _snapshot(policy, sweep, plan)
+        current_step = step
+        points += 1
+        stop = stops.get(run_id)
+        if stop is None or step <= stop.step:
+            policy.observe(run_id, step, value)
+    if state is None:
+        state, reread = _snapshot(policy, sweep, plan)
+    decisions += policy.decide()
+    live = [r.last_step for r in runs.values() if r.status == RunStatus.RUNNING and r.kill_requested_at is None]
+    # with no run live: the last step stored (of the rows not read, only those of stopped runs between their stop
+    # and judged_up_to, which can only matter below judged_up_to, where the plan's policy_step stays)
+    latest = max([*fed.values(), current_step if current_step is not None else -1])
+    complete = min(live) if live else max(latest, 0)
+    return PolicyCheck(decisions=decisions, complete=complete, state=state, epoch=plan.policy_epoch,
+                       points_read=points, points_reread=reread)
