@@ -22,6 +22,10 @@ Each figure is the median of the repeats (a size of more than ``--full-once-abov
 once: it takes long), timed in this process on the same data; the ratio is full rebuild / incremental. The policy
 is the median rule with ``min_delta`` 1, so that no run is stopped and every check judges every run (stops only
 make later checks cheaper).
+
+With ``--late-start W``, each size also times one check after its last run was started again from step 1 (a late
+seed: a live run far behind holds the plan's policy_step where it was) while the others went ``W`` steps on: a
+check replays the steps from policy_step to the newest, as the full replay does, so it grows with W.
 """
 from __future__ import annotations
 
@@ -104,7 +108,30 @@ def timed(fn):
     return time.perf_counter() - t0, result
 
 
-def bench_size(runs: int, steps: int, repeat: int, full_once_above: int) -> dict:
+def late_start(sweep, run_ids: list[int], window: int) -> tuple[float, float, int]:
+    """The last run starts again from step 1 (its points discarded), the others go ``window`` steps on, the late
+    one logs a step: (incremental check s, full rebuild s, points the incremental check read)."""
+    from webapp.runs.models import Run
+    from webapp.runs.services import run_discard_after, run_metrics_append
+    from webapp.sweeps.models import SweepPlan
+    from webapp.sweeps.policy_check import policy_check
+    from webapp.sweeps.services import sweep_apply_policy
+
+    run_discard_after(run_id=run_ids[-1], step=0)
+    run_metrics_append(run_id=run_ids[-1], points=[(1, METRIC, 0.5)])
+    sweep_apply_policy(sweep_id=sweep.pk)  # feeds every point (the discard), saves the state
+    for run_id in run_ids[:-1]:
+        last = Run.objects.get(pk=run_id).last_step
+        run_metrics_append(run_id=run_id, points=[(s, METRIC, 0.5) for s in range(last + 1, last + window + 1)])
+    run_metrics_append(run_id=run_ids[-1], points=[(2, METRIC, 0.5)])
+    plan = SweepPlan.objects.get(sweep=sweep)
+    t_inc, inc = timed(lambda: policy_check(sweep=sweep, plan=plan))
+    t_full, full = timed(lambda: policy_check(sweep=sweep, plan=plan, rebuild=True))
+    assert inc.rebuilt == "" and inc.decisions == full.decisions
+    return t_inc, t_full, inc.points_read
+
+
+def bench_size(runs: int, steps: int, repeat: int, full_once_above: int, late_window: int) -> dict:
     from webapp.runs.services import run_metrics_append
     from webapp.sweeps.models import SweepPlan
     from webapp.sweeps.policy_check import policy_check
@@ -130,9 +157,10 @@ def bench_size(runs: int, steps: int, repeat: int, full_once_above: int) -> dict
         t_whole, _ = timed(lambda: sweep_apply_policy(sweep_id=sweep.pk))
         whole.append(t_whole)
     state_bytes = len(json.dumps(SweepPlan.objects.get(sweep=sweep).policy_state))
+    late = late_start(sweep, run_ids, late_window) if late_window else None
     sweep.delete()
     return {"seed": t_seed, "first": t_first, "full": full, "incremental": incremental, "whole": whole,
-            "read": read, "state_bytes": state_bytes}
+            "read": read, "state_bytes": state_bytes, "late": late}
 
 
 def main() -> None:
@@ -141,6 +169,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--full-once-above", type=int, default=2_000_000,
                         help="above this many points the full rebuild is timed once, not --repeat times")
+    parser.add_argument("--late-start", type=int, default=0, metavar="W",
+                        help="also time a check with a late-started run while the others went W steps on")
     args = parser.parse_args()
     setup_django()
     from django.db import connection
@@ -156,7 +186,7 @@ def main() -> None:
     print(header)
     for size in args.sizes.split(","):
         runs, steps = (int(x) for x in size.lower().split("x"))
-        r = bench_size(runs, steps, args.repeat, args.full_once_above)
+        r = bench_size(runs, steps, args.repeat, args.full_once_above, args.late_start)
         full, inc, whole = (statistics.median(r[k]) for k in ("full", "incremental", "whole"))
         target = targets.get((runs, steps))
         verdict = "" if target is None else f"{'<' if whole < target else 'OVER'} {target:g} s"
@@ -167,6 +197,10 @@ def main() -> None:
         once = f"the full rebuild timed once (over {args.full_once_above:,} points); " if len(r["full"]) == 1 else ""
         print(f"{'':>12} {once}seeded in {r['seed']:.0f} s; first check (no saved state: every point) "
               f"{r['first']:.1f} s; saved state {r['state_bytes'] / 1000:.1f} kB")
+        if r["late"]:
+            t_inc, t_full, n = r["late"]
+            print(f"{'':>12} late start, the others {args.late_start} steps past policy_step: incremental "
+                  f"{t_inc * 1000:.0f} ms ({n:,} points read), full rebuild {t_full * 1000:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,11 @@ check), or when a run it fed left the sweep, was stopped (by a concurrent check)
 fewer steps than were fed. Otherwise stored points only ever grow after a run's last one (a step is re-emitted, and
 its point replaced, only after a discard: see runs.services.run_metrics_append).
 
+What a check costs: the points after each run's last fed one, and a ``decide`` per step from ``judged_up_to`` to
+the newest. That is a few steps while ``policy_step`` keeps up with the runs; while a live run lags far behind
+(a seed started late holds ``policy_step`` where it was), every check replays the steps the others went on since,
+as the replay does (bench/policy_check.py ``--late-start``), without the replay's reading of all the rest.
+
 Several processes may check at once: each reads the state, computes outside any transaction, and the service
 stores its decisions under the sweep's lock (once per run and action) and its state with them unless the epoch
 moved. Whichever state is saved last holds exactly the points it says it fed, so a later check neither skips
