@@ -70,6 +70,8 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from benchkit import setup_django  # noqa: E402  (bench/ is on sys.path: the script's folder)
+
 # as tests/conftest.py drives Chromium
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -286,18 +288,6 @@ LIVE_WATCH_JS = """({id, key, step}) => {
 
 
 # --- the child: one database --------------------------------------------------------------------------------
-
-def setup_django():
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
-    # as ./seedbed setup app: the hashed, gzipped static files production serves (else the finders' plain ones)
-    call_command("collectstatic", verbosity=0, interactive=False)
-
 
 def build(args):
     """The user (a member of the default project, with a session), the run and the sweep; nothing stored yet."""
@@ -645,7 +635,7 @@ def live(b: Browser, run, last: int, logged: list[str], pages: int, repeat: int)
 def child(args) -> None:
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop in this thread
     os.environ["DJANGO_DEBUG"] = "0"
-    setup_django()
+    setup_django(fresh_home=False, collect_static=True)
     from django.db import connection
     from playwright.sync_api import sync_playwright
 

@@ -34,7 +34,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -42,19 +41,9 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from benchkit import setup_django  # noqa: E402  (bench/ is on sys.path: the script's folder)
+
 METRIC = "reward/mean"
-
-
-def setup_django() -> None:
-    if not os.environ.get("DATABASE_URL"):
-        os.environ["SEEDBED_HOME"] = tempfile.mkdtemp(prefix="seedbed-bench-")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
 
 
 def insert_points(run_ids: list[int], steps: int, rng: np.random.Generator) -> None:

@@ -24,26 +24,15 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from datetime import timedelta
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from benchkit import setup_django  # noqa: E402  (bench/ is on sys.path: the script's folder)
+
 METRICS = ["reward/mean", "accuracy", "entropy", "length/mean", "kl", "loss/policy", "grad_norm", "lr"]
-
-
-def setup_django() -> None:
-    if not os.environ.get("DATABASE_URL"):
-        os.environ["SEEDBED_HOME"] = tempfile.mkdtemp(prefix="seedbed-bench-")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
 
 
 def build_sweep(seeds: int, metrics: list[str], steps: int):
