@@ -1,5 +1,5 @@
 """The run page's charts at size, checked by what Plotly drew (gd.calcdata), not by the arrays handed to it: a
-10,000-step run is drawn as at most 1,500 buckets with its one-step spike in the band's max; zooming into 1 % of
+100,000-step run is drawn as at most 1,500 buckets with its one-step spike in the band's max; zooming into 1 % of
 the range draws every stored point there; a point stored while the page is open is drawn within a poll, merged
 into the last bucket (or opening the next) so the chart keeps its resolution; the
 metrics beyond the important charts are neither sent nor drawn until their chart is scrolled into view, then grow
@@ -11,12 +11,12 @@ from django.utils import timezone
 
 from tests.conftest import log_in, tiny_config, wait_for
 from webapp.projects.services import default_project
-from webapp.runs import services
+from webapp.runs import rollups, services
 from webapp.runs.models import Run, RunStatus
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-STEPS, SPIKE_AT, SPIKE = 10_000, 5_003, 9.5
+STEPS, SPIKE_AT, SPIKE = 100_000, 50_003, 9.5
 
 
 def drawn(page, chart: int | str, meta: str = "line") -> list[list[float]]:
@@ -32,12 +32,13 @@ def drawn(page, chart: int | str, meta: str = "line") -> list[list[float]]:
 def test_a_long_run_is_bucketed_zooms_to_full_resolution_and_grows_live(live_server, django_user_model,
                                                                         browser_page, model_dir):
     # made as a worker would leave it, running (no task is sent: a worker of another test must not take it)
-    config = services.as_config(tiny_config(model_path=model_dir, total_steps=20_000)).to_dict()
+    config = services.as_config(tiny_config(model_path=model_dir, total_steps=200_000)).to_dict()
     run = Run.objects.create(project=default_project(), config=config, seed=0, status=RunStatus.RUNNING,
-                             started_at=timezone.now(), heartbeat_at=timezone.now(), last_step=STEPS)
-    services.run_metrics_append(run_id=run.pk, points=[(s, "reward/mean",
-                                                        SPIKE if s == SPIKE_AT else (s % 100) / 100)
-                                                       for s in range(1, STEPS + 1)])
+                             started_at=timezone.now(), heartbeat_at=timezone.now())
+    value = {s: SPIKE if s == SPIKE_AT else (s % 100) / 100 for s in range(1, STEPS + 1)}
+    for start in range(1, STEPS + 1, 5000):  # in flushes, as the worker's sink writes
+        services.run_metrics_append(run_id=run.pk, points=[(s, "reward/mean", value[s])
+                                                           for s in range(start, min(start + 5000, STEPS + 1))])
     page = browser_page
     log_in(page, live_server, django_user_model, start=f"/runs/{run.pk}/", username="ada")
     line = wait_for(lambda: drawn(page, 0), timeout=30, what="the reward chart to be drawn")
@@ -48,25 +49,28 @@ def test_a_long_run_is_bucketed_zooms_to_full_resolution_and_grows_live(live_ser
     assert band_max and max(maxima) == SPIKE  # the one-step spike is in its bucket's max
 
     # zoom into 1 % of the range: every stored point there, as stored
-    page.evaluate("() => Plotly.relayout('chart-0', {'xaxis.range': [5000, 5100]})")
-    zoomed = wait_for(lambda: (pts := drawn(page, 0)) and len(pts) == 101 and pts, timeout=10,
+    page.evaluate("() => Plotly.relayout('chart-0', {'xaxis.range': [49500, 50500]})")
+    zoomed = wait_for(lambda: (pts := drawn(page, 0)) and len(pts) == 1001 and pts, timeout=10,
                       what="full-resolution points after the zoom")
-    assert [x for x, _ in zoomed] == list(range(5000, 5101))
-    assert dict(zoomed)[SPIKE_AT] == SPIKE and dict(zoomed)[5050] == 0.5
+    assert [x for x, _ in zoomed] == list(range(49_500, 50_501))
+    assert dict(zoomed)[SPIKE_AT] == SPIKE and dict(zoomed)[50_050] == 0.5
 
     # back to the whole run; a point stored now is drawn within a poll
     page.evaluate("() => Plotly.relayout('chart-0', {'xaxis.autorange': true})")
     wait_for(lambda: len(drawn(page, 0)) <= 1500, timeout=10, what="the whole run again")
-    # a live point joins the last bucket (width 7: steps 9,997..10,003) instead of growing the chart
+    # a live point joins the last bucket instead of growing the chart (width 96 here: bucket b holds the steps
+    # (96 b, 96 (b + 1)]; the last one has steps 99,937..100,000 and room up to 100,032)
+    width = rollups.display_width(STEPS, 1500)
+    last_bucket = [value[s] for s in range((STEPS - 1) // width * width + 1, STEPS + 1)]
     before = drawn(page, 0)
     services.run_metrics_append(run_id=run.pk, points=[(STEPS + 1, "reward/mean", 0.77)])
-    merged = (0.97 + 0.98 + 0.99 + 0.0 + 0.77) / 5
     line = wait_for(lambda: (pts := drawn(page, 0))[-1][0] == STEPS + 1 and pts, timeout=10,
                     what="the live point to be drawn")
-    assert len(line) == len(before) and line[-1][1] == pytest.approx(merged)
-    # one past the bucket opens the next one
-    services.run_metrics_append(run_id=run.pk, points=[(STEPS + 4, "reward/mean", 0.25)])
-    line = wait_for(lambda: (pts := drawn(page, 0))[-1] == [STEPS + 4, 0.25] and pts, timeout=10,
+    assert len(line) == len(before) and line[-1][1] == pytest.approx((sum(last_bucket) + 0.77) / (len(last_bucket) + 1))
+    # a point past the bucket opens the next one
+    next_bucket = ((STEPS - 1) // width + 1) * width + 1
+    services.run_metrics_append(run_id=run.pk, points=[(next_bucket, "reward/mean", 0.25)])
+    line = wait_for(lambda: (pts := drawn(page, 0))[-1] == [next_bucket, 0.25] and pts, timeout=10,
                     what="a live point in a new bucket")
     assert len(line) == len(before) + 1
 
