@@ -52,13 +52,18 @@ def level_for(width: int) -> int | None:
 def display_width(span: int, max_points: int) -> int:
     """A bucket width that shows ``span`` steps in at most about ``max_points`` buckets and that a stored level
     tiles: the smallest such width is rounded up to a multiple of the coarsest level not above it (so a read
-    takes at most 4 stored buckets per drawn one). Widths under the finest level stay as they are (raw reads
-    of at most 8 points per drawn bucket).
+    takes at most 4 stored buckets per drawn one). A width of 6 or 7 becomes the finest level's 8 (at most a
+    quarter fewer buckets, read from the tier instead of 7 raw points each); smaller widths stay as they are (raw
+    reads of at most 5 points per drawn bucket).
 
-    >>> display_width(1_000, 1_500), display_width(10_000, 1_500), display_width(100_000, 1_500)
-    (1, 7, 96)
+    >>> display_width(1_000, 1_500), display_width(7_000, 1_500), display_width(10_000, 1_500)
+    (1, 5, 8)
+    >>> display_width(100_000, 1_500)
+    96
     """
     width = max(1, -(-span // max(1, max_points)))
+    if width < WIDTHS[0] and 4 * width >= 3 * WIDTHS[0]:
+        return WIDTHS[0]
     fitting = [w for w in WIDTHS if w <= width]
     if not fitting:
         return width
