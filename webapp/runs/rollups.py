@@ -21,6 +21,8 @@ leaves no trace of its old value. Writes happen inside the ingest transaction (`
 from __future__ import annotations
 
 from django.db import connection
+from django.db.models import Count, F, IntegerField, Max, Min, Q, Sum
+from django.db.models.functions import Cast
 
 from .models import MetricPoint, MetricRollup
 
@@ -244,9 +246,6 @@ def bucketed(*, run_ids: list[int], keys: list[str] | None, width: int, after: d
     Reads the coarsest stored level that tiles ``width`` for the level buckets that lie wholly inside the range,
     and the raw points only for the partial level buckets at its two ends (at most 2 x (level - 1) points per
     series), so each display bucket is exact; with no such level (``width`` < 8) it reads the raw points."""
-    from django.db.models import Count, F, IntegerField, Max, Min, Q, Sum
-    from django.db.models.functions import Cast
-
     after = after or {}
     until = NO_END if until is None else until
     level = level_for(width)
