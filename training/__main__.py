@@ -34,7 +34,7 @@ class _Progress:
 
 
 def cmd_run(args) -> int:
-    from training.loop import train
+    from training.engines import run_engine
     from training.sink import JsonlSink
 
     cfg = TrainConfig.from_file(args.config)
@@ -54,7 +54,7 @@ def cmd_run(args) -> int:
             super().on_metrics(step, metrics)
             progress(step, metrics)
 
-    result = train(cfg, args.out, CliSink(args.out, echo=lambda s: print(s, file=sys.stderr)))
+    result = run_engine(cfg, args.out, CliSink(args.out, echo=lambda s: print(s, file=sys.stderr)))
     print(json.dumps({"status": result.status, "step": result.step, "out": args.out}))
     return 0
 

@@ -29,6 +29,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "kl_estimator": ("k1", "k2", "k3"),
     "device": ("auto", "cpu", "cuda"),
     "chat_template": ("auto", "on", "off"),
+    "engine": ("seedbed", "trl", "verl", "command"),  # training.engines.ENGINES
 }
 
 
@@ -42,6 +43,16 @@ def _f(default: Any, help: str, **meta: Any) -> Any:
 @dataclass
 class TrainConfig:
     """One run's complete configuration (one seed of one config)."""
+
+    # --- which trainer runs it ------------------------------------------------------------------------
+    engine: str = _f("seedbed", "Trainer: seedbed (Seedbed's own loop), trl (TRL's GRPOTrainer under torchrun, the "
+                     "knobs below mapped onto its GRPOConfig), verl (GPU servers with verl installed) or command (a "
+                     "trainer the operator registered, streaming the JSONL event contract). A knob the engine "
+                     "does not have is an error, never dropped.")
+    nproc_per_node: int = _f(1, "Processes of a trl, verl or command run (torchrun --nproc-per-node): one per GPU, "
+                             "or CPU processes; the seedbed engine trains in one.", min=1, max=64)
+    command: str = _f("", "For engine command: the name of a trainer the operator registered (the list is on the "
+                      "new-run page); a config never holds a command line.")
 
     # --- what to train on -------------------------------------------------------------------------
     preset: str = _f("grpo", "Algorithm preset applied before your own values: grpo (DeepSeekMath), dapo "
@@ -269,6 +280,11 @@ class TrainConfig:
                 e["rewards"] = problem
         if self.rollout_engine == "vllm" and (self.keep_sampling_mask or self.keep_routing):
             e["rollout_engine"] = "vllm returns no kept-token masks or expert choices: use hf for keep_sampling_mask/keep_routing"
+        if "engine" not in e:
+            from training.engines import engine_errors
+
+            for name, message in engine_errors(self).items():
+                e.setdefault(name, message)
         if task_error(self.task):
             e["task"] = task_error(self.task)
         elif task_params_error(self.task, self.task_params):

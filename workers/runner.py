@@ -148,7 +148,7 @@ def main(argv: list[str]) -> int:
 
     from training.checkpoint import discard_checkpoints_except
     from training.config import TrainConfig
-    from training.loop import train
+    from training.engines import run_engine
     from webapp.runs.models import Checkpoint, Run
     from workers.sink import DatabaseSink
 
@@ -174,7 +174,7 @@ def main(argv: list[str]) -> int:
         print(f"run {run_id}: removed checkpoints it never recorded (steps {stale})", flush=True)
     print(f"run {run_id}: training in {out_dir}", flush=True)
     try:
-        result = train(cfg, out_dir, sink=DatabaseSink(run_id, claim=claim), should_stop=stop)
+        result = run_engine(cfg, out_dir, DatabaseSink(run_id, claim=claim), should_stop=stop)
     except Exception:
         traceback.print_exc()
         sys.stdout.flush()
