@@ -16,6 +16,7 @@ import shutil
 import torch
 
 _STEP_DIR = re.compile(r"^step_(\d+)$")
+_ENGINE_DIR = re.compile(r"^checkpoint-(\d+)$")  # TRL's (transformers Trainer's) checkpoint folders
 
 
 def checkpoint_dir(out_dir: str) -> str:
@@ -31,20 +32,22 @@ def latest_checkpoint(out_dir: str) -> tuple[int, str] | None:
     return max(found) if found else None
 
 
-def discard_checkpoints_except(out_dir: str, keep_steps) -> list[int]:
-    """Remove the checkpoints of ``out_dir`` whose step is not in ``keep_steps`` (the ones the run's record
-    knows): a folder left by something else, e.g. an earlier run with the same id, must not be resumed from.
-    Returns the steps removed."""
+def discard_checkpoints_except(out_dir: str, keep_steps, keep_paths=()) -> list[int]:
+    """Remove the checkpoints of ``out_dir`` the run's record does not know: a Seedbed ``step_N`` whose step is
+    not in ``keep_steps``, an external engine's ``checkpoint-N`` (TRL; N counts the engine's own steps) whose
+    path is not in ``keep_paths``. A folder left by something else (an earlier run with the same id, a save
+    whose record never landed) must not be resumed from. Returns the numbers removed."""
     root = checkpoint_dir(out_dir)
     if not os.path.isdir(root):
         return []
     keep = set(keep_steps)
+    keep_names = {os.path.basename(os.path.normpath(p)) for p in keep_paths}
     removed = []
     for d in os.listdir(root):
-        m = _STEP_DIR.match(d)
-        if m and int(m.group(1)) not in keep:
+        m, ext = _STEP_DIR.match(d), _ENGINE_DIR.match(d)
+        if (m and int(m.group(1)) not in keep) or (ext and d not in keep_names):
             shutil.rmtree(os.path.join(root, d), ignore_errors=True)
-            removed.append(int(m.group(1)))
+            removed.append(int((m or ext).group(1)))
     return sorted(removed)
 
 

@@ -169,7 +169,8 @@ def main(argv: list[str]) -> int:
         return 1
     # resume only from checkpoints this run recorded: a folder's others are someone else's (a run that had
     # this id before the database was reset, or a save whose record never landed)
-    stale = discard_checkpoints_except(out_dir, Checkpoint.objects.filter(run_id=run_id).values_list("step", flat=True))
+    recorded = list(Checkpoint.objects.filter(run_id=run_id).values_list("step", "path"))
+    stale = discard_checkpoints_except(out_dir, [s for s, _ in recorded], [p for _, p in recorded])
     if stale:
         print(f"run {run_id}: removed checkpoints it never recorded (steps {stale})", flush=True)
     print(f"run {run_id}: training in {out_dir}", flush=True)

@@ -1,0 +1,192 @@
+"""The engine interface (training.engines): the JSONL event contract, the external-process supervisor, TRL's
+config mapping and reward functions, and real TRL runs (torchrun, 1 and 2 processes) on the tiny model: curves
+arrive while it runs, a stop saves a checkpoint and ends "stopped", a second start resumes from it."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import pytest
+
+from tests.conftest import tiny_config
+from training.config import TrainConfig
+from training.engines import engine_errors, run_engine
+from training.engines.events import EventReader, parse_event
+from training.engines.process import EngineFailed, run_process
+from training.fields import FieldErrors
+
+
+class ListSink:
+    """Collects what an engine emits, with the time each metric arrived."""
+
+    def __init__(self):
+        self.metrics, self.samples, self.checkpoints, self.logs = [], [], [], []
+        self.arrived, self.truncated, self.engine_config = [], [], None
+
+    def truncate_after(self, step): self.truncated.append(step)
+    def on_metrics(self, step, metrics): self.metrics.append((step, metrics)); self.arrived.append(time.monotonic())
+    def on_samples(self, step, rows): self.samples.append((step, rows))
+    def on_checkpoint(self, step, path): self.checkpoints.append((step, path))
+    def on_log(self, line): self.logs.append(line)
+    def on_engine_config(self, config): self.engine_config = config
+    def flush(self): pass
+
+
+# --- the event contract ---------------------------------------------------------------------------------
+
+def test_events_are_read_line_by_line_and_a_bad_line_is_reported_not_fatal(tmp_path):
+    path = tmp_path / "events.jsonl"
+    reader = EventReader(str(path))
+    assert reader.read() == ([], [])  # not written yet
+    with open(path, "w") as fh:
+        fh.write('{"step": 1, "metrics": {"reward/mean": 0.5, "note": "text is left out"}}\n')
+        fh.write('not json\n{"step": "two", "metrics": {}}\n')
+        fh.write('{"step": 3, "metrics": {"reward/mean": 0.75}')  # still being written: no newline yet
+    events, problems = reader.read()
+    assert [(e.step, e.metrics) for e in events] == [(1, {"reward/mean": 0.5})]
+    assert [n for n, _ in problems] == [2, 3] and "not JSON" in problems[0][1] and "step" in problems[1][1]
+    with open(path, "a") as fh:
+        fh.write('}\n{"step": 3, "checkpoint": "checkpoints/x"}\n')
+    events, problems = reader.read()
+    assert [(e.step, e.metrics, e.checkpoint) for e in events] == [(3, {"reward/mean": 0.75}, ""),
+                                                                   (3, {}, "checkpoints/x")]
+    assert problems == []
+
+
+def test_the_contract_bounds_what_a_line_may_hold():
+    with pytest.raises(ValueError, match="step"):
+        parse_event('{"step": 2147483648, "metrics": {}}')
+    with pytest.raises(ValueError, match="metrics: at most"):
+        parse_event(json.dumps({"step": 1, "metrics": {f"m{i}": 1 for i in range(1001)}}))
+    with pytest.raises(ValueError, match="reward must be a finite number"):
+        parse_event('{"step": 1, "samples": [{"completion": "x", "reward": "high"}]}')
+    assert parse_event('{"step": 1, "metrics": {"a": NaN, "b": 2}}').metrics == {"b": 2.0}
+
+
+def _script(tmp_path, body: str) -> list[str]:
+    path = tmp_path / "trainer.py"
+    path.write_text("import json, os, signal, sys, time\nEV = os.environ['SEEDBED_EVENTS']\n"
+                    "STOP = os.environ['SEEDBED_STOP_FILE']\n"
+                    "def emit(obj):\n    with open(EV, 'a') as fh: fh.write(json.dumps(obj) + '\\n')\n" + body)
+    return [sys.executable, str(path)]
+
+
+def test_a_stopped_engine_is_stopped_whatever_its_exit_code(tmp_path):
+    # like torchrun after a signal: the trainer saves, then exits 1
+    argv = _script(tmp_path, "for s in range(1, 1000):\n"
+                             "    emit({'step': s, 'metrics': {'loss': 1.0 / s}})\n"
+                             "    if os.path.exists(STOP):\n"
+                             "        os.makedirs('checkpoints/c%d' % s); emit({'step': s, 'checkpoint': 'checkpoints/c%d' % s})\n"
+                             "        sys.exit(1)\n"
+                             "    time.sleep(0.05)\n")
+    sink = ListSink()
+    status, step = run_process(argv, out_dir=str(tmp_path / "run"), sink=sink, poll_s=0.05,
+                               should_stop=lambda: len(sink.metrics) >= 3)
+    assert status == "stopped" and step >= 3
+    assert [s for s, _ in sink.metrics] == list(range(1, step + 1))
+    assert sink.checkpoints == [(step, os.path.realpath(tmp_path / "run" / "checkpoints" / f"c{step}"))]
+
+
+def test_a_failing_engine_fails_with_its_error_and_a_checkpoint_outside_the_run_is_refused(tmp_path):
+    argv = _script(tmp_path, "emit({'step': 1, 'metrics': {'loss': 1}})\n"
+                             "emit({'step': 1, 'checkpoint': '/etc'})\n"
+                             "raise SystemExit('out of memory in my trainer')\n")
+    sink = ListSink()
+    with pytest.raises(EngineFailed, match="out of memory in my trainer"):
+        run_process(argv, out_dir=str(tmp_path / "run"), sink=sink, poll_s=0.05, should_stop=lambda: False)
+    assert sink.metrics == [(1, {"loss": 1.0})] and sink.checkpoints == []
+    assert any("not a folder inside the run's folder" in line for line in sink.logs)
+
+
+# --- TRL: the config mapping ------------------------------------------------------------------------------
+
+def test_knobs_trl_lacks_are_field_errors_naming_the_engine():
+    with pytest.raises(FieldErrors) as err:
+        TrainConfig.from_dict(tiny_config(engine="trl", dynamic_sampling=True, kl_estimator="k1",
+                                          adv_estimator="rloo", keep_routing=True, stop=["</a>"]), check_paths=False)
+    errors = err.value.errors
+    assert set(errors) == {"dynamic_sampling", "kl_estimator", "adv_estimator", "keep_routing", "stop"}
+    assert all("trl engine" in message for message in errors.values())
+    with pytest.raises(FieldErrors) as err:
+        TrainConfig.from_dict(tiny_config(engine="trl", nproc_per_node=3), check_paths=False)
+    assert "splits each minibatch (16 sequences)" in err.value.errors["nproc_per_node"]
+    assert engine_errors(TrainConfig(nproc_per_node=2)) == {
+        "nproc_per_node": "the seedbed engine trains in one process; use 1 (or engine trl)"}
+
+
+def test_the_mapping_reaches_trls_own_config(tmp_path):
+    from trl import GRPOConfig
+
+    from training.engines.trl import trl_args
+
+    cfg = TrainConfig.from_dict(tiny_config(engine="trl", preset="dapo", dynamic_sampling=False, nproc_per_node=2,
+                                            minibatch_size=8, ppo_epochs=2, total_steps=5, opsm_delta=0.5,
+                                            overlong_filtering=True), check_paths=False)
+    args = GRPOConfig(**trl_args(cfg, str(tmp_path)))
+    assert (args.loss_type, args.epsilon, args.epsilon_high, args.beta) == ("dapo", 0.2, 0.28, 0.0)
+    assert (args.num_generations, args.per_device_train_batch_size, args.steps_per_generation) == (4, 4, 2)
+    # one rollout batch (4 prompts x 4 completions) per generation, over the 2 processes (this process is 1 of 1)
+    assert args.per_device_train_batch_size * cfg.nproc_per_node * args.steps_per_generation == 16
+    assert (args.num_iterations, args.max_steps, args.logging_steps) == (2, 20, 4)  # 2 epochs x 2 minibatches
+    assert args.off_policy_mask_threshold == 0.5 and args.mask_truncated_completions
+    assert args.use_bias_correction_kl is False  # TRL's default is True: Seedbed's unbiased_kl decides
+
+
+def test_trl_reward_functions_score_exactly_as_seedbed_does():
+    """The same completions through TRL's reward functions (weighted as TRL sums them) and through Seedbed's
+    reward: equal totals, per completion, for the math verifier and a hybrid spec."""
+    from training.engines.trl_main import RewardTerms
+    from training.verifiers import build_reward
+
+    completions = ["The answer is \\boxed{4}", "\\boxed{\\frac{1}{2}}", "\\boxed{0.5}", "no answer", "\\boxed{5}",
+                   "so $x = 4$"]
+    examples = [{"prompt": "q", "answer": a} for a in ("4", "1/2", "1/2", "4", "4", "4")]
+    spec = [{"name": "math", "weight": 1.0}, {"name": "regex", "weight": 0.5, "params": {"pattern": "boxed"}}]
+    cfg = TrainConfig.from_dict(tiny_config(engine="trl", rewards=spec, samples_per_step=0), check_paths=False)
+    terms = RewardTerms(cfg, writer=None, ups=1)
+    columns = [fn(prompts=["q"] * 6, completions=completions, example=[json.dumps(e) for e in examples])
+               for fn in terms.funcs]
+    trl_totals = [sum(w * col[i] for w, col in zip(terms.weights, columns)) for i in range(6)]
+    seedbed = build_reward(spec)(completions, examples)
+    assert trl_totals == seedbed.totals
+    assert seedbed.totals[:3] == [1.5, 1.5, 1.5] and seedbed.totals[3] == 0.0
+
+
+# --- TRL: real runs -------------------------------------------------------------------------------------
+
+def trl_config(**overrides) -> TrainConfig:
+    return TrainConfig.from_dict(tiny_config(engine="trl", **overrides))
+
+
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_a_trl_run_streams_its_curves_stops_with_a_checkpoint_and_resumes(tmp_path, tiny_model_dir, nproc):
+    out = str(tmp_path / "run")
+    cfg = trl_config(total_steps=200, nproc_per_node=nproc, seed=nproc)
+    sink = ListSink()
+    started = time.monotonic()
+    result = run_engine(cfg, out, sink, should_stop=lambda: len(sink.metrics) >= 4)
+    assert result.status == "stopped" and 4 <= result.step < 200
+    steps = [s for s, _ in sink.metrics]
+    assert steps == list(range(1, result.step + 1))
+    # live: the first step's metrics came while the run went on, not all at its end
+    assert sink.arrived[-1] - sink.arrived[0] > 0.05 and sink.arrived[0] - started < 60
+    first = sink.metrics[0][1]
+    assert {"reward/mean", "accuracy", "entropy", "length/mean", "frac_zero_std_groups", "clip/low_frac",
+            "reward/exact/mean", "trl/reward", "step_time_s", "tokens_per_s"} <= set(first)
+    assert sink.samples and sink.samples[0][0] == 1 and "completion" in sink.samples[0][1][0]
+    assert sink.engine_config["num_generations"] == 4 and sink.engine_config["engine"] == "trl"
+    assert sink.engine_config["generation_batch_size"] == 16  # as TRL resolved it under torchrun
+    ckpt_step, ckpt = sink.checkpoints[-1]
+    assert ckpt_step == result.step and os.path.isfile(os.path.join(ckpt, "config.json"))
+    assert os.path.isfile(os.path.join(ckpt, "model.safetensors"))  # a model folder: evaluations load it
+
+    # a second start resumes from that checkpoint and finishes
+    cfg2 = trl_config(total_steps=result.step + 2, nproc_per_node=nproc, seed=nproc)
+    again = ListSink()
+    result2 = run_engine(cfg2, out, again)
+    assert result2.status == "succeeded" and result2.step == result.step + 2
+    assert again.truncated == [result.step]
+    assert [s for s, _ in again.metrics] == [result.step + 1, result.step + 2]
+    assert again.checkpoints[-1][0] == result.step + 2
