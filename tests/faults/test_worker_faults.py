@@ -108,3 +108,21 @@ def test_a_worker_killed_while_writing_a_checkpoint_resumes_from_the_previous_on
     print(f"\nfault: worker SIGKILLed while writing checkpoint {half} (recorded before the kill: {recorded}) -> "
           f"resumed from step {recorded}")
     assert not list(checkpoints.glob("*.tmp"))  # rewritten whole when the resumed run reached that step again
+
+
+def test_a_worker_killed_under_a_trl_run_takes_torchrun_with_it_and_the_run_resumes(stack):
+    """engine trl: the worker's death stops the training child, which stops torchrun and its ranks (stop file,
+    then signals); the run is declared lost and restarted from its last TRL checkpoint."""
+    run = launch(engine="trl", total_steps=300, max_restarts=2)
+    wait_until(lambda: Checkpoint.objects.filter(run=run, step__gte=4).exists(), RUN_TIMEOUT, "a checkpoint at step 4")
+    child = Run.objects.get(pk=run.pk).pid
+    pgid = int((stack.run_folder(run) / "engine.pid").read_text())
+    stack.kill(stack.worker)
+    wait_until(lambda: not process_alive(child), 30, "the training child to die with its worker")
+    wait_until(lambda: not process_alive(pgid), 30, "torchrun to die with the training child")
+    stack.start_worker()
+    wait_until(lambda: Run.objects.get(pk=run.pk).attempts == 2, 90, "the restarted run to start")
+    run = assert_done_with_every_step_once(run, 300)
+    event = AuditEvent.objects.get(action="run.restart", target_id=run.pk)
+    assert event.detail["from_step"] >= 4 and run.engine_config.get("engine") == "trl"
+    assert "resuming at step %d" % event.detail["from_step"] in (stack.run_folder(run) / "worker.log").read_text()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import time
@@ -76,6 +77,18 @@ def log_tail(path: str, max_chars: int = 4000) -> str:
             return fh.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
+
+
+def root_cause(log: str) -> str:
+    """The error line that says why an engine failed: the last "...Error: ..." a rank printed, before the
+    launcher's own report (torchrun ends with a ChildFailedError that names no cause).
+
+    >>> root_cause("[rank0]: OSError: no weights in /m\\nTraceback...\\nChildFailedError: \\n")
+    '[rank0]: OSError: no weights in /m'
+    """
+    lines = [ln.strip() for ln in log.splitlines()]
+    causes = [ln for ln in lines if re.search(r"\w+(Error|Exception|Exit)\b: \S", ln) and "ChildFailedError" not in ln]
+    return causes[-1][:500] if causes else (lines[-1][:500] if lines else "(no output)")
 
 
 def inside(path: str, root: str) -> bool:
@@ -166,6 +179,7 @@ def run_process(argv: Sequence[str], *, out_dir: str, sink, should_stop: Callabl
     if stop_at is not None:
         return "stopped", last_step
     if proc.returncode != 0 and not should_stop():  # (a run declared lost meanwhile stopped, it did not fail)
-        raise EngineFailed(f"the engine exited with code {proc.returncode}; the end of {LOG_FILE}:\n"
-                           f"{log_tail(log_path)}")
+        tail = log_tail(log_path)
+        raise EngineFailed(f"the engine exited with code {proc.returncode}: {root_cause(tail)}\n"
+                           f"the end of {LOG_FILE}:\n{tail}")
     return ("succeeded" if proc.returncode == 0 else "stopped"), last_step
