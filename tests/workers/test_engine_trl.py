@@ -73,6 +73,22 @@ def test_a_two_process_trl_run_trains_every_step(celery_worker):
     assert Checkpoint.objects.filter(run=run, step=5).exists()
     assert run.engine_config["generation_batch_size"] == 16
 
+    # its checkpoint is a model like any other: pass@k evaluates it, and a new (Seedbed) run starts from it
+    from webapp.evals import services as eval_services
+    from webapp.evals.models import EvalResult, EvalStatus
+
+    ckpt = run.checkpoints.get(step=5)
+    job = eval_services.eval_create(run=run, models=["base", f"ckpt:{ckpt.pk}"], task="arithmetic", problems=4, n=4,
+                                    ks=[1, 4])
+    wait_for(lambda: job.__class__.objects.get(pk=job.pk).status in (EvalStatus.SUCCEEDED, EvalStatus.FAILED),
+             timeout=RUN_TIMEOUT, what="the evaluation of the TRL checkpoint")
+    job.refresh_from_db()
+    assert job.status == EvalStatus.SUCCEEDED, job.error
+    assert EvalResult.objects.filter(model__path=ckpt.path).count() == 4
+    child = services.run_create(config=tiny_config(total_steps=2, model_path=ckpt.path, seed=13))
+    child = wait_status(child.pk, RunStatus.SUCCEEDED, RunStatus.FAILED)
+    assert child.status == RunStatus.SUCCEEDED, child.error
+
 
 def test_a_failing_trl_run_fails_with_trls_error(celery_worker, worker_env, tmp_path):
     # a model folder that passes the form's check (config.json) but holds no weights: TRL cannot load it
