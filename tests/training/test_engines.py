@@ -190,3 +190,52 @@ def test_a_trl_run_streams_its_curves_stops_with_a_checkpoint_and_resumes(tmp_pa
     assert again.truncated == [result.step]
     assert [s for s, _ in again.metrics] == [result.step + 1, result.step + 2]
     assert again.checkpoints[-1][0] == result.step + 2
+
+
+# --- engine: command -------------------------------------------------------------------------------------
+
+USER_TRAINER = """\
+import json, os, sys, time
+config = json.load(open(sys.argv[1]))
+events, stop = sys.argv[2], os.environ["SEEDBED_STOP_FILE"]
+with open(events, "a") as fh:
+    for step in range(1, config["total_steps"] + 1):
+        fh.write(json.dumps({"step": step, "metrics": {"reward/mean": step / 10, "my/lr": 0.1}}) + "\\n")
+        fh.flush()
+        if os.path.exists(stop):
+            sys.exit(3)  # a script that exits non-zero when stopped: still "stopped"
+        time.sleep(0.02)
+"""
+
+
+@pytest.fixture
+def registered(tmp_path, monkeypatch):
+    script = tmp_path / "my_trainer.py"
+    script.write_text(USER_TRAINER)
+    commands = tmp_path / "commands.yaml"
+    commands.write_text(f"my_trainer:\n  argv: [{sys.executable}, {script}, '{{config}}', '{{events}}']\n"
+                        "  help: the lab's own trainer\n")
+    monkeypatch.setenv("SEEDBED_COMMANDS", str(commands))
+    return "my_trainer"
+
+
+def test_a_registered_command_streams_the_contract_and_is_stopped_through_its_process_group(tmp_path, registered):
+    cfg = TrainConfig.from_dict(tiny_config(engine="command", command=registered, total_steps=5), check_paths=False)
+    sink = ListSink()
+    assert run_engine(cfg, str(tmp_path / "a"), sink).status == "succeeded"
+    assert [s for s, _ in sink.metrics] == [1, 2, 3, 4, 5] and sink.metrics[2][1] == {"reward/mean": 0.3, "my/lr": 0.1}
+    long = TrainConfig.from_dict(tiny_config(engine="command", command=registered, total_steps=10_000),
+                                 check_paths=False)
+    sink = ListSink()
+    result = run_engine(long, str(tmp_path / "b"), sink, should_stop=lambda: len(sink.metrics) >= 3)
+    assert result.status == "stopped" and 3 <= result.step < 10_000
+
+
+def test_a_config_names_a_registered_command_never_a_command_line(registered):
+    for name in ("rm -rf /", "python evil.py", "other"):
+        with pytest.raises(FieldErrors) as err:
+            TrainConfig.from_dict(tiny_config(engine="command", command=name), check_paths=False)
+        assert err.value.errors["command"] == f"unknown command {name!r}; registered: my_trainer"
+    with pytest.raises(FieldErrors) as err:
+        TrainConfig.from_dict(tiny_config(command="my_trainer"), check_paths=False)
+    assert err.value.errors == {"command": "only for engine command"}
