@@ -134,24 +134,67 @@ def test_the_mapping_reaches_trls_own_config(tmp_path):
     assert args.use_bias_correction_kl is False  # TRL's default is True: Seedbed's unbiased_kl decides
 
 
-def test_trl_reward_functions_score_exactly_as_seedbed_does():
+SQUARE_OK = "```python\ndef square(x):\n    return x * x\n```"
+SQUARE_BAD = "```python\ndef square(x):\n    return x + x\n```"
+SPECS = {
+    "math": ([{"name": "math", "weight": 1.0}],
+             ["The answer is \\boxed{4}", "\\boxed{\\frac{1}{2}}", "\\boxed{0.5}", "no answer", "\\boxed{5}"],
+             [{"answer": a} for a in ("4", "1/2", "1/2", "4", "4")]),
+    "code": ([{"name": "code", "weight": 1.0, "params": {"timeout_s": 5}}], [SQUARE_OK, SQUARE_BAD, "no code"],
+             [{"tests": "assert square(3) == 9"}] * 3),
+    "ifeval": ([{"name": "ifeval", "weight": 1.0}], ["all lowercase here", "Not Lowercase", "a, b"],
+               [{"constraints": [{"type": "lowercase"}, {"type": "no_commas"}]}] * 3),
+    "hybrid": ([{"name": "math", "weight": 1.0}, {"name": "regex", "weight": 0.5, "params": {"pattern": "boxed"}},
+                {"name": "ifeval", "weight": 0.25}],
+               ["\\boxed{4}", "\\boxed{5}", "4, i think"],
+               [{"answer": "4", "constraints": [{"type": "no_commas"}]}] * 3),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SPECS))
+def test_trl_reward_functions_score_exactly_as_seedbed_does(kind):
     """The same completions through TRL's reward functions (weighted as TRL sums them) and through Seedbed's
-    reward: equal totals, per completion, for the math verifier and a hybrid spec."""
+    reward: equal totals, completion by completion, and not all equal to each other."""
     from training.engines.trl_main import RewardTerms
     from training.verifiers import build_reward
 
-    completions = ["The answer is \\boxed{4}", "\\boxed{\\frac{1}{2}}", "\\boxed{0.5}", "no answer", "\\boxed{5}",
-                   "so $x = 4$"]
-    examples = [{"prompt": "q", "answer": a} for a in ("4", "1/2", "1/2", "4", "4", "4")]
-    spec = [{"name": "math", "weight": 1.0}, {"name": "regex", "weight": 0.5, "params": {"pattern": "boxed"}}]
+    spec, completions, examples = SPECS[kind]
+    examples = [{"prompt": "q", **e} for e in examples]
     cfg = TrainConfig.from_dict(tiny_config(engine="trl", rewards=spec, samples_per_step=0), check_paths=False)
     terms = RewardTerms(cfg, writer=None, ups=1)
-    columns = [fn(prompts=["q"] * 6, completions=completions, example=[json.dumps(e) for e in examples])
+    n = len(completions)
+    columns = [fn(prompts=["q"] * n, completions=completions, example=[json.dumps(e) for e in examples])
                for fn in terms.funcs]
-    trl_totals = [sum(w * col[i] for w, col in zip(terms.weights, columns)) for i in range(6)]
+    trl_totals = [sum(w * col[i] for w, col in zip(terms.weights, columns)) for i in range(n)]
     seedbed = build_reward(spec)(completions, examples)
-    assert trl_totals == seedbed.totals
-    assert seedbed.totals[:3] == [1.5, 1.5, 1.5] and seedbed.totals[3] == 0.0
+    assert trl_totals == seedbed.totals and len(set(trl_totals)) > 1, (trl_totals, seedbed.totals)
+
+
+def test_a_trl_run_scores_with_a_registered_judge(tmp_path, tiny_model_dir):
+    """The ranks have no database: the judge endpoints the spec names are handed to them in a file (no keys),
+    and TRL's reward is Seedbed's hybrid of exact and the judge (a local server stands in for it)."""
+    from tests.verifiers.test_judge import FakeJudge
+    from training.verifiers import judge as judge_module
+    from training.verifiers.judge import JudgeEndpoint, set_endpoint_provider
+
+    server = FakeJudge()
+    server.script = [("reply", "Score: 7")]
+    before = judge_module._provider
+    set_endpoint_provider(lambda: {"grader": JudgeEndpoint(name="grader", base_url=server.url, model="g")})
+    try:
+        spec = [{"name": "exact", "weight": 1.0},
+                {"name": "judge", "weight": 0.5, "params": {"endpoint": "grader", "retries": 0, "timeout_s": 5}}]
+        sink = ListSink()
+        result = run_engine(trl_config(total_steps=2, rewards=spec), str(tmp_path), sink)
+    finally:
+        set_endpoint_provider(before)
+        server.close()
+    assert result.status == "succeeded"
+    metrics = sink.metrics[0][1]
+    assert metrics["reward/judge/mean"] == pytest.approx(0.7) and metrics["verifier/errors"] == 0
+    assert metrics["reward/mean"] == pytest.approx(metrics["reward/exact/mean"] + 0.5 * 0.7)
+    assert len(server.requests) == 2 * 4 * 4  # every completion of both steps was judged, by the ranks
+    assert "base_url" in (tmp_path / "judge_endpoints.json").read_text()
 
 
 # --- TRL: real runs -------------------------------------------------------------------------------------

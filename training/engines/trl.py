@@ -180,6 +180,12 @@ def run_trl(cfg, out_dir: str, sink, should_stop):
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", os.environ.get("SEEDBED_TORCH_THREADS", "1"))
     env["SEEDBED_TRL_RESUME"] = resume[1] if resume else ""
+    from training.data import default_rewards
+    from training.verifiers.judge import export_endpoints
+
+    judges = os.path.join(out_dir, "judge_endpoints.json")
+    if export_endpoints(cfg.rewards or default_rewards(cfg.task), judges):  # the ranks have no database
+        env["SEEDBED_JUDGE_ENDPOINTS"] = judges
     env["PYTHONPATH"] = os.pathsep.join([_project_root(), *filter(None, [env.get("PYTHONPATH")])])
     status, step = run_process(trl_command(cfg, out_dir), out_dir=out_dir, sink=sink, should_stop=should_stop,
                                env=env, on_engine_config=getattr(sink, "on_engine_config", None))

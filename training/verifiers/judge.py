@@ -16,6 +16,7 @@ VerifierError. Other HTTP 4xx (a wrong model name, a bad key) fail at once.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -94,6 +95,21 @@ def set_endpoint_provider(provider: Callable[[], dict[str, JudgeEndpoint]]) -> N
 
 def judge_endpoint(name: str) -> Optional[JudgeEndpoint]:
     return _provider().get(name)
+
+
+def export_endpoints(spec, path: str) -> list[str]:
+    """Write the judge endpoints a reward spec names to ``path`` (the $SEEDBED_JUDGE_ENDPOINTS format), for a
+    process that has no database, e.g. a TRL rank; returns their names ([] and no file when the spec has no
+    judge). Keys are not written: the file names each endpoint's secret, whose value the process reads from
+    its environment as this one does."""
+    names = sorted({(item.get("params") or {}).get("endpoint", "") for item in spec
+                    if isinstance(item, dict) and item.get("name") == "judge"})
+    found = [judge_endpoint(name) for name in names]
+    if not names:
+        return []
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump([dataclasses.asdict(e) for e in found if e is not None], fh)
+    return names
 
 
 class _Retryable(Exception):
