@@ -47,6 +47,11 @@ class DatabaseSink:
         if self._holds_run():
             services.run_checkpoint_add(run_id=self.run_id, step=step, path=path)
 
+    def on_engine_config(self, config: dict) -> None:
+        """An external engine's own resolved config (TRL: its GRPOConfig), shown on the run page."""
+        if self._holds_run():
+            services.run_engine_config_set(run_id=self.run_id, config=config)
+
     def _holds_run(self) -> bool:
         """Whether this process's claim is still the run's: a process whose run was taken over by another worker
         (or deleted) must not write into it."""

@@ -1,7 +1,8 @@
 // Sweep dashboard live island (plain JS, no build step).
 // Polls the sweep's JSON endpoint with, per run, the first step of its last bucket (?since=run:step,...), so a
 // run's last, possibly partial, bucket is re-sent and replaced; draws every seed's curve, the mean across
-// seeds with a band, and a marker where a killed run ended, with Plotly.react and a fixed uirevision (zoom
+// seeds with a band (per grid cell when the sweep has a grid: each cell in its own colour, e.g. engine=seedbed
+// beside engine=trl), and a marker where a killed run ended, with Plotly.react and a fixed uirevision (zoom
 // survives updates); refreshes the runs table, policy decisions, next decision points and alerts.
 "use strict";
 
@@ -85,6 +86,21 @@ function startSweepDashboard({liveUrl, sweepId, intervalMs, first = null}) {
 
   function colorOf(index) { return PALETTE[index % PALETTE.length]; }
 
+  // A grid's cells ("engine=trl", "lr=0.0001 eps_high=0.28"), in the order of their first run: with more than
+  // one, a run is coloured by its cell and named after it, and each cell gets its own mean and band.
+  function cellOf(run) { return Object.entries(run.knobs || {}).map(([k, v]) => k + "=" + v).join(" "); }
+
+  function cellsOf(runs) {
+    const cells = new Map();   // label -> colour index
+    for (const run of runs) if (!cells.has(cellOf(run))) cells.set(cellOf(run), cells.size);
+    return cells;
+  }
+
+  function rgba(hex, alpha) {
+    const n = parseInt(hex.slice(1), 16);
+    return "rgba(" + (n >> 16) + "," + ((n >> 8) & 255) + "," + (n & 255) + "," + alpha + ")";
+  }
+
   // The drawn points of one run: raw min/max per bucket (spikes stay visible), or its smoothed bucket means.
   function runCurve(s, smoothing, param, xKind) {
     const xs = xKind === "time" ? s.t : s.last;
@@ -105,7 +121,8 @@ function startSweepDashboard({liveUrl, sweepId, intervalMs, first = null}) {
     const smoothing = el("smoothing").value, band = el("band").value, xKind = el("xaxis").value;
     const param = parseFloat(el("smooth-param").value) || 0;
     const traces = [], stopX = [], stopY = [], stopText = [];
-    const perBucket = new Map();   // bucket -> {xs: [], ys: []} of smoothed means, for the band
+    const cells = cellsOf(runs), grouped = cells.size > 1;
+    const perCell = new Map();     // cell -> bucket -> {xs: [], ys: []} of smoothed means, for its mean and band
     let points = 0;
     runs.forEach((run, index) => {
       const s = buckets[run.id];
@@ -113,11 +130,16 @@ function startSweepDashboard({liveUrl, sweepId, intervalMs, first = null}) {
       points += s.b.length;
       const curve = runCurve(s, smoothing, param, xKind);
       const killed = run.status === "killed";
-      traces.push({type: "scatter", mode: "lines", name: "seed " + run.seed, x: curve.x, y: curve.y,
-                   line: {color: colorOf(index), width: 1.3, dash: killed ? "dot" : "solid"},
-                   hovertemplate: "seed " + run.seed + " (run " + run.id + ")<br>%{x}: %{y:.4g}<extra></extra>"});
+      const cell = cellOf(run);
+      const name = (grouped ? cell + " · " : "") + "seed " + run.seed;
+      const color = colorOf(grouped ? cells.get(cell) : index);
+      traces.push({type: "scatter", mode: "lines", name, x: curve.x, y: curve.y,
+                   legendgroup: grouped ? cell : undefined,
+                   line: {color, width: 1.3, dash: killed ? "dot" : "solid"},
+                   hovertemplate: name + " (run " + run.id + ")<br>%{x}: %{y:.4g}<extra></extra>"});
       const means = smoothing === "none" ? s.avg : smoothValues(s.avg, smoothing, param);
       const xs = xKind === "time" ? s.t : s.last;
+      const perBucket = perCell.get(cell) || perCell.set(cell, new Map()).get(cell);
       s.b.forEach((b, i) => {
         const slot = perBucket.get(b) || perBucket.set(b, {xs: [], ys: []}).get(b);
         slot.xs.push(xs[i]); slot.ys.push(means[i]);
@@ -125,26 +147,32 @@ function startSweepDashboard({liveUrl, sweepId, intervalMs, first = null}) {
       if (killed) {
         stopX.push(curve.x[curve.x.length - 1]);
         stopY.push(curve.y[curve.y.length - 1]);
-        stopText.push("seed " + run.seed + " stopped at step " + run.last_step + " by " + run.killed_by +
+        stopText.push(name + " stopped at step " + run.last_step + " by " + run.killed_by +
                       (run.kill_reason ? ":<br>" + run.kill_reason : ""));
       }
     });
-    const order = Array.from(perBucket.keys()).sort((a, b) => a - b);
-    const mx = [], my = [], lo = [], hi = [];
-    for (const b of order) {
-      const {xs, ys} = perBucket.get(b);
-      const stat = bandOf(ys, band === "none" ? "minmax" : band);
-      mx.push(xs.reduce((a, v) => a + v, 0) / xs.length); my.push(stat.mean); lo.push(stat.lo); hi.push(stat.hi);
-    }
-    if (band !== "none" && order.length) {
-      traces.push({type: "scatter", mode: "lines", name: "band low", x: mx, y: lo, line: {width: 0},
-                   showlegend: false, hoverinfo: "skip"});
-      traces.push({type: "scatter", mode: "lines", name: "band (" + band + ")", x: mx, y: hi, line: {width: 0},
-                   fill: "tonexty", fillcolor: "rgba(40,40,40,0.15)", hoverinfo: "skip"});
-    }
-    if (order.length) {
-      traces.push({type: "scatter", mode: "lines", name: "mean", x: mx, y: my, line: {color: "#111", width: 3},
-                   hovertemplate: "mean %{x}: %{y:.4g}<extra></extra>"});
+    // the mean across seeds and its band: one for the whole sweep, or one per grid cell in the cell's colour
+    for (const [cell, perBucket] of perCell) {
+      const order = Array.from(perBucket.keys()).sort((a, b) => a - b);
+      if (!order.length) continue;
+      const mx = [], my = [], lo = [], hi = [];
+      for (const b of order) {
+        const {xs, ys} = perBucket.get(b);
+        const stat = bandOf(ys, band === "none" ? "minmax" : band);
+        mx.push(xs.reduce((a, v) => a + v, 0) / xs.length); my.push(stat.mean); lo.push(stat.lo); hi.push(stat.hi);
+      }
+      const color = grouped ? colorOf(cells.get(cell)) : "#111";
+      const suffix = grouped ? " " + cell : "";
+      if (band !== "none") {
+        traces.push({type: "scatter", mode: "lines", name: "band low" + suffix, x: mx, y: lo, line: {width: 0},
+                     legendgroup: grouped ? cell : undefined, showlegend: false, hoverinfo: "skip"});
+        traces.push({type: "scatter", mode: "lines", name: "band (" + band + ")" + suffix, x: mx, y: hi,
+                     line: {width: 0}, legendgroup: grouped ? cell : undefined, fill: "tonexty",
+                     fillcolor: grouped ? rgba(color, 0.15) : "rgba(40,40,40,0.15)", hoverinfo: "skip"});
+      }
+      traces.push({type: "scatter", mode: "lines", name: "mean" + suffix, x: mx, y: my,
+                   legendgroup: grouped ? cell : undefined, line: {color, width: 3},
+                   hovertemplate: "mean" + suffix + " %{x}: %{y:.4g}<extra></extra>"});
     }
     traces.push({type: "scatter", mode: "markers", name: "stopped", x: stopX, y: stopY, text: stopText,
                  marker: {symbol: "x", size: 12, color: "#b3261e", line: {width: 2}},

@@ -17,14 +17,17 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from training.config import PRESETS, TrainConfig, field_specs
+from training.engines import available_engines
+from training.engines.command import registered_commands
+from training.engines.trl import trl_installed
 from training.fields import FieldErrors
 from webapp.projects.models import Role
 from webapp.projects.selectors import projects_where
 from webapp.runs.services import parse_config
 
 # Knobs shown first, in this order; the rest follow in schema order.
-PRIMARY_KNOBS = ("preset", "model_path", "task", "seed", "total_steps", "prompts_per_step", "group_size",
-                 "max_new_tokens", "lr", "eps_low", "eps_high", "kl_coef")
+PRIMARY_KNOBS = ("preset", "engine", "nproc_per_node", "command", "model_path", "task", "seed", "total_steps",
+                 "prompts_per_step", "group_size", "max_new_tokens", "lr", "eps_low", "eps_high", "kl_coef")
 
 
 class DatalistInput(forms.TextInput):
@@ -39,6 +42,43 @@ class DatalistInput(forms.TextInput):
         html = super().render(name, value, {**(attrs or {}), "list": list_id}, renderer)
         options = "".join(format_html('<option value="{}">', s) for s in self.suggestions)
         return mark_safe(f'{html}<datalist id="{list_id}">{options}</datalist>')
+
+
+ENGINE_LABELS = {"seedbed": "seedbed: Seedbed's own loop", "trl": "trl: TRL's GRPOTrainer, under torchrun",
+                 "verl": "verl: verl's trainer (GPU)", "command": "command: a trainer the operator registered"}
+
+
+def offered_engines() -> tuple[list[str], dict[str, dict], str]:
+    """What this server's form offers: the engines it can run (``training.engines.available_engines``), the
+    operator's commands, and a problem with the operator's command list ("" when none)."""
+    try:
+        return available_engines(), registered_commands(), ""
+    except (OSError, ValueError) as exc:  # the operator's command file is unreadable or malformed
+        engines = ["seedbed", *(["trl"] if trl_installed() else [])]
+        return engines, {}, f"the operator's command list cannot be read: {exc}"
+
+
+def engine_fields(fields: dict, *, engine: str, command: str) -> None:
+    """The engine as a select of the engines this server runs (a value it cannot run, e.g. a checkpoint's from
+    another server, stays selected and is refused by the schema, naming the engine), the command as a select
+    of the registered commands. static/seedbed/engine_fields.js shows nproc_per_node and command only where
+    they apply; without it both are shown, and the schema decides (``training.engines.engine_errors``)."""
+    engines, commands, problem = offered_engines()
+    choices = [(e, ENGINE_LABELS.get(e, e)) for e in engines]
+    if engine and engine not in engines:
+        choices.append((engine, f"{engine} (not available on this server)"))
+    fields["engine"].widget = forms.Select(choices=choices, attrs={"data-engine-select": "true"})
+    fields["engine"].help_text = (f"Which trainer runs it; this server runs {', '.join(engines)}. A knob the engine "
+                                  "does not have is refused, naming the engine.")
+    names = list(commands)
+    if command and command not in commands:
+        names.append(command)
+    fields["command"].widget = forms.Select(choices=[("", "–")] + [(n, n) for n in names],
+                                            attrs={"data-engine-only": "command"})
+    fields["command"].help_text = (problem or "For engine command: " + (
+        "; ".join(f"{n}: {c['help']}" if c["help"] else n for n, c in commands.items())
+        if commands else "no command is registered on this server") + ".")
+    fields["nproc_per_node"].widget.attrs["data-engine-not"] = "seedbed"
 
 
 def project_field(user) -> forms.ModelChoiceField:
@@ -86,6 +126,8 @@ class RunForm(forms.Form):
             spec = self.specs[name]
             self.fields[name] = self._field_for(spec)
             self.fields[name].initial = to_form_text(spec["kind"], values.get(name))
+        shown = self.data if self.is_bound else values  # what the page shows: the submitted values, once submitted
+        engine_fields(self.fields, engine=str(shown.get("engine") or ""), command=str(shown.get("command") or ""))
         if user is not None:  # the model library's folders, suggested (any folder in the allowed ones is accepted)
             from webapp.library.selectors import model_paths_for
 

@@ -81,6 +81,9 @@ class Run(models.Model):
                                     help_text="A restarted run is sent again from this time on (backoff).")
 
     last_step = models.IntegerField(default=0, help_text="Last step whose metrics are stored.")
+    engine_config = models.JSONField(default=dict, blank=True,
+                                     help_text="The engine's own resolved config as it reported it once started "
+                                               "(TRL: its GRPOConfig); empty for the seedbed engine and until then.")
     error = models.TextField(blank=True)
 
     kill_requested_at = models.DateTimeField(null=True, blank=True)
@@ -117,6 +120,20 @@ class Run(models.Model):
     @property
     def total_steps(self) -> int:
         return int(self.config.get("total_steps", 0))
+
+    @property
+    def engine(self) -> str:
+        """Which trainer runs it (``training.engines``); runs made before engines existed are seedbed's."""
+        return self.config.get("engine") or "seedbed"
+
+    @property
+    def engine_label(self) -> str:
+        """"trl · 2 processes", "command my_trainer · 1 process", "seedbed" (one process, always)."""
+        if self.engine == "seedbed":
+            return "seedbed"
+        n = int(self.config.get("nproc_per_node") or 1)
+        name = f"command {self.config.get('command')}" if self.engine == "command" else self.engine
+        return f"{name} · {n} process{'' if n == 1 else 'es'}"
 
 
 class MetricPoint(models.Model):

@@ -153,6 +153,26 @@ def run_live_state(*, run_id: int, since_step: int = 0, samples_since_step: int 
     }
 
 
+ENGINE_CONFIG_TITLES = {"trl": "TRL's resolved GRPOConfig", "verl": "verl's resolved config"}
+ENGINE_VERSIONS = {"trl_version": "TRL", "verl_version": "verl"}
+ENGINE_CONFIG_HEAD = ("engine", *ENGINE_VERSIONS, "_trimmed")  # shown in the section's summary line
+
+
+def run_engine_config(*, run: Run) -> dict | None:
+    """The run page's section of the engine's own resolved config (None for the seedbed engine, which has no
+    other config than Seedbed's): its title, whether it is stored yet, the engine's version and its settings
+    as (key, text) rows in key order, each value as JSON unless it is a string."""
+    if run.engine == "seedbed":
+        return None
+    stored = run.engine_config or {}
+    title = ENGINE_CONFIG_TITLES.get(run.engine) or f"{run.config.get('command') or run.engine}'s resolved config"
+    version = next((f"{label} {stored[key]}" for key, label in ENGINE_VERSIONS.items() if stored.get(key)), "")
+    rows = [(key, value if isinstance(value, str) else json.dumps(value))
+            for key, value in sorted(stored.items()) if key not in ENGINE_CONFIG_HEAD]
+    return {"title": title, "stored": bool(stored), "version": version, "rows": rows,
+            "trimmed": stored.get("_trimmed", ""), "ended": run.is_ended}
+
+
 def new_run_prefill(*, checkpoint_id: int) -> tuple[Checkpoint, dict]:
     """The run (or sweep) form's starting point for "New run from this checkpoint": the parent's config with the
     checkpoint folder as model_path. Raises Checkpoint.DoesNotExist."""

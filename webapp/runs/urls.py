@@ -13,6 +13,7 @@ urlpatterns = [
     path("<int:run_id>/state/", views.run_state, name="state"),
     path("<int:run_id>/samples/", views.run_samples, name="samples"),
     path("<int:run_id>/prompt/", views.run_prompt, name="prompt"),
+    path("<int:run_id>/engine-config/", views.run_engine_config, name="engine_config"),
     path("<int:run_id>/kill/", views.run_kill, name="kill"),
     path("<int:run_id>/resume/", views.run_resume, name="resume"),
 ]

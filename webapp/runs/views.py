@@ -101,6 +101,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "other_charts": selectors.run_other_charts(run_id=run.pk),
         "checkpoints": selectors.run_checkpoints(run_id=run.pk),
         "samples": selectors.run_samples_table(run_id=run.pk),
+        "engine_config": selectors.run_engine_config(run=run),
     })
 
 
@@ -118,6 +119,18 @@ def run_state(request: HttpRequest, run_id: int) -> HttpResponse:
     run = visible_run(request, run_id, Run.objects.select_related("sweep", "parent_run"))
     return fragment(request, "runs/_run_state.html", {"run": run, "can_act": can_act(request, run)},
                     ended=run.is_ended)
+
+
+@require_GET
+def run_engine_config(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The engine's resolved config (templates/runs/_engine_config.html), polled by htmx until the engine reported
+    it or the run ended."""
+    run = visible_run(request, run_id)
+    section = selectors.run_engine_config(run=run)
+    if section is None:
+        return HttpResponse(status=HTMX_STOP_POLLING)
+    return fragment(request, "runs/_engine_config.html", {"run": run, "engine_config": section},
+                    ended=section["stored"] or section["ended"])
 
 
 @require_GET

@@ -111,14 +111,15 @@ def knobs_of(run: Run, grid: dict) -> dict:
 
 
 def sweep_runs_table(*, sweep: Sweep) -> list[dict]:
-    """The dashboard's runs table: seed, grid knobs, status, steps, who stopped it. (The last and best value of
-    the chosen metric come with its curve: ``sweep_series``' tail and bucket extremes.)"""
+    """The dashboard's runs table: seed, grid knobs, engine, status, steps, who stopped it. (The last and best
+    value of the chosen metric come with its curve: ``sweep_series``' tail and bucket extremes.)"""
     plan = SweepPlan.objects.filter(sweep=sweep).first()
     grid = plan.grid if plan else {}
     rows = []
     for run in sweep.runs.order_by("pk"):
         rows.append({
             "id": run.pk, "name": run.display_name, "seed": run.seed, "knobs": knobs_of(run, grid),
+            "engine": run.engine_label,
             "status": run.status, "ended": run.status in ENDED_STATUSES, "kill_requested": run.kill_requested_at is not None,
             "last_step": run.last_step, "total_steps": run.total_steps,
             "killed_by": run.killed_by, "kill_reason": run.kill_reason,

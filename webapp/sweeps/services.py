@@ -89,7 +89,11 @@ def validate_grid(grid: dict, base: TrainConfig, n_seeds: int = 1) -> list[tuple
             checked.append((point, TrainConfig.from_dict({**base.to_dict(), **point})))
         except FieldErrors as exc:
             knob = next(iter(exc.errors))
-            raise FieldErrors({"grid": f"{knob}={point.get(knob)!r}: {exc.errors[knob]}"}) from exc
+            # a knob of the point itself, or one of the base config the point makes wrong (engine=trl: the base's
+            # dynamic_sampling, which TRL lacks)
+            where = (f"{knob}={point[knob]!r}" if knob in point else
+                     " ".join(f"{k}={v!r}" for k, v in point.items()) + f": {knob}")
+            raise FieldErrors({"grid": f"{where}: {exc.errors[knob]}"}) from exc
     return checked
 
 
