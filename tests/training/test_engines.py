@@ -218,7 +218,10 @@ def test_a_trl_run_streams_its_curves_stops_with_a_checkpoint_and_resumes(tmp_pa
     first = sink.metrics[0][1]
     assert {"reward/mean", "accuracy", "entropy", "length/mean", "frac_zero_std_groups", "clip/low_frac",
             "reward/exact/mean", "trl/reward", "step_time_s", "tokens_per_s"} <= set(first)
-    assert sink.samples and sink.samples[0][0] == 1 and "completion" in sink.samples[0][1][0]
+    step, rows = sink.samples[0]
+    # as the loop logs them: one completion per group, its question (not the rendered prompt) and answer
+    assert step == 1 and len(rows) == 2 and "<bos>" not in rows[0]["prompt"] and rows[0]["answer"]
+    assert rows[0]["prompt"].endswith("=") and set(rows[0]["details"]) == {"exact"}
     assert sink.engine_config["num_generations"] == 4 and sink.engine_config["engine"] == "trl"
     assert sink.engine_config["generation_batch_size"] == 16  # as TRL resolved it under torchrun
     ckpt_step, ckpt = sink.checkpoints[-1]

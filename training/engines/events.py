@@ -6,7 +6,7 @@ event to the run's sink. Every line is one of:
 
     {"step": N, "metrics": {"name": number, ...}}          a step's metrics (the contract's core)
     {"step": N, "data": {"name": number, ...}}              the same, as verl's file logger writes it
-    {"step": N, "samples": [{"prompt": str, "completion": str, "reward": number, ...}, ...]}
+    {"step": N, "samples": [{"prompt": str, "completion": str, "reward": number, "answer": str, "details": {}}]}
     {"step": N, "checkpoint": "path"}                       a saved, loadable model folder (inside the run's folder)
     {"log": "text"}                                         a line for the run's log
     {"engine_config": {...}}                                the engine's own resolved config (shown on the run page)
@@ -114,8 +114,10 @@ def _samples(rows) -> list[dict]:
         reward = row.get("reward", 0.0)
         if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
             raise ValueError(f"samples: reward must be a finite number; got {reward!r}"[:200])
+        answer = row.get("answer")
         out.append({"prompt": str(row.get("prompt", ""))[:MAX_TEXT],
                     "completion": str(row.get("completion", ""))[:MAX_TEXT], "reward": float(reward),
+                    "answer": "" if answer is None else str(answer)[:MAX_TEXT],
                     "details": row.get("details") if isinstance(row.get("details"), dict) else {}})
     return out
 

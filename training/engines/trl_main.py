@@ -67,6 +67,7 @@ class RewardTerms:
         self.cfg, self.writer, self.ups = cfg, writer, ups
         self.spec = RewardFunction(cfg.rewards or default_rewards(cfg.task))
         self.scores: dict[str, list] = {}
+        self.details: dict[str, list] = {}
         self.funcs, self.weights = [], []
         for term in self.spec.terms:
             self.funcs.append(self._term_fn(term))
@@ -83,8 +84,10 @@ class RewardTerms:
             examples = [json.loads(e) for e in example]
             results = score_batch(term.verifier, completions, examples)
             self.scores[term.key] = [r.score if isinstance(r, VerifierResult) else None for r in results]
+            self.details[term.key] = [r.details if isinstance(r, VerifierResult) else {"error": str(r)}
+                                      for r in results]
             if term is self.spec.terms[-1]:
-                self._after_batch(prompts, completions, kwargs)
+                self._after_batch(examples, completions, kwargs)
             return self.scores[term.key]
 
         fn.__name__ = term.key
@@ -101,7 +104,7 @@ class RewardTerms:
         fn.__name__ = "overlong"
         return fn
 
-    def _after_batch(self, prompts, completions, kwargs) -> None:
+    def _after_batch(self, examples, completions, kwargs) -> None:
         n = len(completions)
         columns = list(self.scores.values())
         failed = [any(col[i] is None for col in columns) for i in range(n)]
@@ -115,13 +118,16 @@ class RewardTerms:
                                f"max_verifier_error_rate ({self.cfg.max_verifier_error_rate})")
         state = kwargs.get("trainer_state")
         if self.writer is not None and state is not None and self.cfg.samples_per_step:
+            # as the loop logs them: the first completion of each group (this rank's groups), with its question,
+            # reference answer and each verifier's details
             step = state.global_step // self.ups + 1  # generated at the start of this Seedbed step
             weights = [t.weight for t in self.spec.terms]
             rows = []
-            for i in range(min(n, self.cfg.samples_per_step)):
+            for i in range(0, n, self.cfg.group_size)[:self.cfg.samples_per_step]:
                 total = sum(w * col[i] for w, col in zip(weights, columns) if col[i] is not None)
-                rows.append({"prompt": prompts[i], "completion": completions[i], "reward": total,
-                             "details": {k: col[i] for k, col in self.scores.items()}})
+                rows.append({"prompt": examples[i]["prompt"], "completion": completions[i], "reward": total,
+                             "answer": examples[i].get("answer"),
+                             "details": {k: d[i] for k, d in self.details.items()}})
             self.writer.write({"step": step, "samples": rows})
 
 
