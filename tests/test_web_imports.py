@@ -25,7 +25,7 @@ PAGES = textwrap.dedent("""
     sweep = sweep_create(config={"total_steps": 3}, seeds=[0, 1], concurrency=1, user=user)
     client = Client(HTTP_HOST="127.0.0.1")
     client.force_login(user)
-    pages = ["/runs/", "/runs/new/", f"/runs/{run.pk}/", f"/runs/{run.pk}/live.json", f"/runs/{run.pk}/state/",
+    pages = ["/runs/", "/runs/new/", f"/runs/{run.pk}/", f"/runs/{run.pk}/live.json", f"/runs/{run.pk}/state/", f"/runs/{run.pk}/engine-config/",
              f"/runs/{run.pk}/samples/", f"/runs/{run.pk}/prompt/", "/sweeps/", "/sweeps/new/",
              f"/sweeps/{sweep.pk}/", "/evals/", f"/evals/new/?run={run.pk}", "/models/", "/datasets/",
              "/projects/", "/status/", "/account/tokens/"]

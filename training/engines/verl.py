@@ -79,9 +79,14 @@ def verl_available() -> bool:
         return False
     if os.environ.get(VERL_PYTHON_ENV):
         return True
-    import torch  # here: the web process only needs it to answer this
+    return nvidia_gpu_present()
 
-    return torch.cuda.is_available()
+
+def nvidia_gpu_present() -> bool:
+    """An NVIDIA driver with at least one GPU, read from the driver's files: the web process answers this for
+    its forms without importing torch (seconds and hundreds of MB it otherwise never needs)."""
+    return os.path.isfile("/proc/driver/nvidia/version") and any(
+        name.startswith("nvidia") and name[len("nvidia"):].isdigit() for name in os.listdir("/dev"))
 
 
 def hydra_safe(text: str) -> bool:
