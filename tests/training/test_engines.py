@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.conftest import tiny_config
+from tests.conftest import tiny_config, wait_for
 from training.config import TrainConfig
 from training.engines import engine_errors, run_engine
 from training.engines.events import EventReader, parse_event
@@ -297,3 +297,27 @@ def test_trl_raises_the_reward_on_the_tiny_task(tmp_path, tiny_model_dir):
     first, last = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
     print(f"\nTRL: reward first 5 steps {first:.3f}, last 5 steps {last:.3f}")
     assert len(rewards) == 50 and last > first + 0.05, rewards
+
+
+def test_what_left_the_engines_process_group_is_killed_too(tmp_path):
+    """Ray starts its workers in sessions of their own: killing the engine's group misses them. Every process
+    marked with the run's folder goes when the engine ends, and a new attempt kills what an earlier one left."""
+    argv = _script(tmp_path, "import subprocess\n"
+                             "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'],\n"
+                             "                     start_new_session=True)\n"
+                             "open('escaped.pid', 'w').write(str(p.pid))\n"
+                             "emit({'step': 1, 'metrics': {'loss': 1}})\n")
+    out = tmp_path / "run"
+    status, _ = run_process(argv, out_dir=str(out), sink=ListSink(), poll_s=0.05, should_stop=lambda: False)
+    escaped = int((out / "escaped.pid").read_text())
+    assert status == "succeeded"
+    wait_for(lambda: not alive(escaped), timeout=5, what="the process that left the group to be killed")
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie (exited, not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -3,13 +3,15 @@ tailed from a JSONL file (``training.engines.events``), stopped cooperatively th
 signal, and their ending recorded by Seedbed whatever their exit code.
 
 ``run_process`` is the one supervisor every external engine (trl, verl, command) goes through:
-1. a process group an earlier attempt of the same run left behind (its pid in ``engine.pid``) is killed;
+1. whatever an earlier attempt of the same run left running (processes marked with the run's folder) is killed;
 2. the command starts in a new session (its own process group), output to the run's engine log, with
    PDEATHSIG, so it dies with the training process that started it;
 3. every ``poll_s`` its new events go to the sink: metrics, samples, checkpoints inside the run folder;
 4. once ``should_stop()`` says so, the stop file is created (the engine saves a checkpoint and exits: TRL's
    callback does); after ``grace_s`` the group gets SIGTERM, ``term_s`` later SIGKILL;
-5. a stopped run is "stopped" even when the engine then exits non-zero (torchrun does after a signal); a run
+5. once the engine's leader has exited, every process still marked with the run's folder is killed (its
+   group, and what left the group: Ray's workers, orphans);
+6. a stopped run is "stopped" even when the engine then exits non-zero (torchrun does after a signal); a run
    that was not asked to stop and exits non-zero raises EngineFailed with the tail of its log.
 """
 from __future__ import annotations
@@ -43,22 +45,30 @@ def _die_with_parent(sig: int = signal.SIGKILL) -> None:
 
 
 def kill_leftover(out_dir: str) -> bool:
-    """Kill the process group an earlier attempt of this run started and left running (its training process
-    was killed with no chance to stop it). The group is only killed when its leader still carries this run's
-    folder in its environment, so a recycled pid is never hit. True when something was killed."""
-    try:
-        with open(os.path.join(out_dir, PID_FILE), encoding="utf-8") as fh:
-            pgid = int(fh.read().strip())
-    except (OSError, ValueError):
-        return False
-    try:
-        with open(f"/proc/{pgid}/environ", "rb") as fh:
-            env = fh.read().split(b"\0")
-    except OSError:
-        return False
-    if f"{RUN_DIR_ENV}={os.path.abspath(out_dir)}".encode() not in env:
-        return False
-    return _signal_group(pgid, signal.SIGKILL)
+    """Kill whatever an earlier attempt of this run started and left running (its training process was killed
+    with no chance to stop it): every process carrying this run's folder in its environment
+    (``kill_marked``), so a recycled pid is never hit. True when something was killed."""
+    return bool(kill_marked(out_dir))
+
+
+def kill_marked(out_dir: str) -> list[int]:
+    """SIGKILL every process whose environment carries ``SEEDBED_RUN_DIR=<out_dir>``: the engine and all it
+    started, including what left its process group (Ray starts its workers in sessions of their own) or was
+    orphaned when its parent died. This process is never among them. Returns the pids killed."""
+    marker = f"{RUN_DIR_ENV}={os.path.abspath(out_dir)}".encode()
+    killed = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                if marker not in fh.read().split(b"\0"):
+                    continue
+            os.kill(int(name), signal.SIGKILL)
+            killed.append(int(name))
+        except (OSError, ProcessLookupError):
+            continue  # gone meanwhile, or not ours to read
+    return killed
 
 
 def _signal_group(pgid: int, sig: int) -> bool:
@@ -170,10 +180,12 @@ def run_process(argv: Sequence[str], *, out_dir: str, sink, should_stop: Callabl
         # this process is being torn down (a signal turned into an exception, an error in the sink): never
         # leave the engine running without its supervisor
         _signal_group(proc.pid, signal.SIGKILL)
+        kill_marked(out_dir)
         proc.wait()
         raise
-    # the leader is gone; torchrun's workers or a script's children may linger in the group
+    # the leader is gone; torchrun's workers or a script's children may linger, in the group or out of it
     _signal_group(proc.pid, signal.SIGKILL)
+    kill_marked(out_dir)
     pump()
     sink.flush()
     if stop_at is not None:
