@@ -78,8 +78,17 @@ def test_doctor_on_this_machine_says_ok_to_every_check():
     lines = doctor_lines(done.stdout)
     assert done.returncode == 0, done.stdout + done.stderr
     assert set(lines) == {"python", "packages", "assets", "disk", "database", "redis", "postgresql", "chromium",
-                          "bubblewrap", "sandbox-user", "code", "math", "tiny-model"}
+                          "bubblewrap", "sandbox-user", "code", "math", "engines", "tiny-model"}
     assert all(line.startswith("  ok") for line in lines.values()), done.stdout
+    assert "seedbed, trl" in lines["engines"]  # TRL comes with the set-up; verl needs a GPU
+
+
+def test_doctor_fails_on_a_commands_file_it_cannot_read(tmp_path):
+    bad = tmp_path / "commands.yaml"
+    bad.write_text("trainer:\n  argv: python train.py\n")  # a string, not a list of arguments
+    done = seedbed("doctor", env_extra={"SEEDBED_COMMANDS": str(bad)}, timeout=120)
+    line = doctor_lines(done.stdout)["engines"]
+    assert done.returncode == 1 and line.startswith("  FAIL") and "needs argv, a non-empty list" in line
 
 
 def test_doctor_names_a_stopped_redis_and_postgresql_with_their_fixes():

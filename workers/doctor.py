@@ -251,6 +251,22 @@ def check_math_verifier() -> Finding:
     return Finding(True, "1/2 = 0.5 and sqrt(8) = 2 sqrt(2) pass, 3 = 4 fails")
 
 
+def check_engines() -> Finding:
+    """The engines this machine runs (training.engines.available_engines), and the operator's commands file
+    when $SEEDBED_COMMANDS names one (a broken file is a failure: runs naming its commands cannot start)."""
+    from training.engines import available_engines
+    from training.engines.command import COMMANDS_ENV, registered_commands
+
+    try:
+        commands = registered_commands()
+    except (OSError, ValueError) as exc:
+        return Finding(False, f"${COMMANDS_ENV}: {exc}"[:300], f"fix the file ${COMMANDS_ENV} names (README: Engines)")
+    found = ", ".join(available_engines())
+    if commands:
+        found += f" ({len(commands)} registered command{'s' if len(commands) > 1 else ''}: {', '.join(sorted(commands))})"
+    return Finding(True, found)
+
+
 def check_tiny_model(required: bool) -> Callable[[], Finding]:
     def run() -> Finding:
         from training.config import default_tiny_model_dir
@@ -285,6 +301,7 @@ def checks(mode: str) -> list[Check]:
         Check("sandbox-user", check_sandbox_user, every),
         Check("code", check_code_verifier, every),
         Check("math", check_math_verifier, every),
+        Check("engines", check_engines, every),
         Check("tiny-model", check_tiny_model(required=mode in (test, "all")), frozenset({test})),
     ]
     return [c for c in found if mode == "all" or c.shown_for is None or mode in c.shown_for]
