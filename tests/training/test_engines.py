@@ -132,6 +132,7 @@ def test_the_mapping_reaches_trls_own_config(tmp_path):
     assert (args.num_iterations, args.max_steps, args.logging_steps) == (2, 20, 4)  # 2 epochs x 2 minibatches
     assert args.off_policy_mask_threshold == 0.5 and args.mask_truncated_completions
     assert args.use_bias_correction_kl is False  # TRL's default is True: Seedbed's unbiased_kl decides
+    assert args.activation_checkpointing is False  # TRL's default is True: the same compute as Seedbed's loop
 
 
 SQUARE_OK = "```python\ndef square(x):\n    return x * x\n```"

@@ -93,7 +93,8 @@ def trl_args(cfg, out_dir: str) -> dict:
     num_iterations · max_new_tokens → max_completion_length · temperature, top_p, top_k · lr → learning_rate ·
     warmup_steps (× updates per step), constant schedule after it · weight_decay · max_grad_norm ·
     total_steps (× updates per step) → max_steps · seed · overlong_filtering → mask_truncated_completions ·
-    rollout_engine vllm → use_vllm (colocated) · checkpoint_every → save_steps · device cpu → use_cpu.
+    rollout_engine vllm → use_vllm (colocated) · checkpoint_every → save_steps · device cpu → use_cpu ·
+    no activation checkpointing (TRL's default is on; Seedbed's loop keeps activations).
     Overlong shaping is Seedbed's own reward term (training.engines.trl_main), the same formula as the loop's.
     """
     ups = updates_per_step(cfg)
@@ -115,6 +116,9 @@ def trl_args(cfg, out_dir: str) -> dict:
         "use_vllm": cfg.rollout_engine == "vllm", "vllm_mode": "colocate",
         "logging_steps": ups, "save_strategy": "steps",
         "save_steps": (cfg.checkpoint_every or cfg.total_steps) * ups,
+        # TRL turns activation checkpointing on by default; Seedbed's loop keeps activations, so the same config
+        # does the same compute on both engines (and a tiny model's step is 15-20 % faster without it)
+        "activation_checkpointing": False,
         "use_cpu": use_cpu, "bf16": False, "fp16": False,
         "report_to": "none", "disable_tqdm": True, "log_completions": False, "dataloader_num_workers": 0,
     }
