@@ -229,6 +229,26 @@ def aggregate_loss(token_loss: Tensor, mask: Tensor, agg: str, max_len: Optional
     return LOSS_AGGREGATIONS[agg](token_loss, mask, max_len)
 
 
+def aggregation_weight(mask: Tensor, agg: str) -> Tensor:
+    """What ``aggregate_loss(ℓ, mask, agg)`` divides by, in units that add up across shards of a batch:
+    tokens Σ m (``token-mean``), sequences with ≥ 1 token (``seq-mean-token-mean``), sequences B
+    (``seq-mean-token-sum-norm``, whose L_max is a constant). A rank holding part of a batch scales its loss
+    by its weight over the total, so the shards' losses add up to the whole batch's (training.distributed).
+
+    >>> m = torch.tensor([[1., 1., 0.], [0., 0., 0.]])
+    >>> [float(aggregation_weight(m, a)) for a in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")]
+    [2.0, 1.0, 2.0]
+    """
+    if agg not in LOSS_AGGREGATIONS:
+        raise ValueError(f"agg: unknown loss aggregation {agg!r}; choose one of {sorted(LOSS_AGGREGATIONS)}")
+    weights = mask.float()
+    if agg == "token-mean":
+        return weights.sum()
+    if agg == "seq-mean-token-mean":
+        return (weights.sum(-1) > 0).float().sum()
+    return torch.tensor(float(mask.shape[0]))
+
+
 def _token_advantages(advantages: Tensor, shape: torch.Size) -> Tensor:
     """Advantages [B] (one per sequence) or [B, T] (per token) as [B, T]."""
     if advantages.dim() == 1 and advantages.shape[0] == shape[0]:

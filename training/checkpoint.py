@@ -2,7 +2,8 @@
 state (optimizer, scheduler, RNG generators, step) and the run's config, for exact resume.
 
 Layout: ``<out_dir>/checkpoints/step_000012/`` with ``config.json`` + weights + tokenizer (the model),
-``seedbed_config.json`` (the TrainConfig) and ``trainer_state.pt``. Written to a temporary folder and renamed,
+``seedbed_config.json`` (the TrainConfig), ``trainer_state.pt`` (step, schedule, generators) and ``optim/`` (the
+optimizer state as a torch.distributed.checkpoint, sharded by rank; training.distributed). Written to a temporary folder and renamed,
 so a crash mid-write never leaves a half checkpoint that resume would pick.
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import random
 import re
 import shutil
+import warnings
 
 import torch
 
@@ -52,31 +54,83 @@ def discard_checkpoints_except(out_dir: str, keep_steps, keep_paths=()) -> list[
 
 
 def save_checkpoint(out_dir: str, step: int, *, model, tokenizer, optimizer, scheduler, generators: dict,
-                    config_dict: dict) -> str:
+                    config_dict: dict, world=None, export_model=None) -> str:
+    """Write ``step_N``: every rank its shards of the optimizer state (``optim/``, torch.distributed.checkpoint,
+    keyed by parameter name, so it loads at any world size); rank 0 the model as a Hugging Face folder
+    (``export_model``: an unsharded copy when ``model`` is FSDP-sharded), the config and the trainer state
+    (step, schedule, generators: the same on every rank). Renamed into place once every rank has written."""
+    from training.distributed import SINGLE
+
+    world = world or SINGLE
     final = os.path.join(checkpoint_dir(out_dir), f"step_{step:06d}")
     tmp = final + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    with open(os.path.join(tmp, "seedbed_config.json"), "w", encoding="utf-8") as fh:
-        json.dump(config_dict, fh, indent=2, sort_keys=True)
-    torch.save({"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                "generators": {k: g.get_state() for k, g in generators.items()},
-                "torch_rng": torch.get_rng_state(), "python_rng": random.getstate()},
-               os.path.join(tmp, "trainer_state.pt"))
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
+    if world.is_main:
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+    world.barrier()
+    _dcp_save({"optim": _optimizer_state(model, optimizer)}, os.path.join(tmp, "optim"))
+    world.barrier()
+    if world.is_main:
+        (export_model or model).save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        with open(os.path.join(tmp, "seedbed_config.json"), "w", encoding="utf-8") as fh:
+            json.dump(config_dict, fh, indent=2, sort_keys=True)
+        torch.save({"step": step, "scheduler": scheduler.state_dict(), "world_size": world.size,
+                    "generators": {k: g.get_state() for k, g in generators.items()},
+                    "torch_rng": torch.get_rng_state(), "python_rng": random.getstate()},
+                   os.path.join(tmp, "trainer_state.pt"))
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+    world.barrier()
     return final
 
 
-def load_trainer_state(path: str, *, optimizer, scheduler, generators: dict) -> int:
+def load_trainer_state(path: str, *, model, optimizer, scheduler, generators: dict, world=None) -> int:
+    """Restore the optimizer (its shards for this world size), schedule and generators of checkpoint ``path``
+    into a model already holding the checkpoint's weights; returns its step."""
+    from training.distributed import SINGLE
+
+    world = world or SINGLE
     # weights_only: tensors, numbers, strings and containers only; a planted pickle in a checkpoint runs nothing
     state = torch.load(os.path.join(path, "trainer_state.pt"), weights_only=True)
-    optimizer.load_state_dict(state["optimizer"])
+    if "optimizer" in state:  # written before sharded checkpoints: one process's state, by parameter position
+        from torch.distributed.fsdp import FSDPModule
+
+        if isinstance(model, FSDPModule):
+            raise RuntimeError(f"{path} predates sharded checkpoints: resume it with one process (nproc_per_node 1) "
+                               "or strategy ddp")
+        optimizer.load_state_dict(state["optimizer"])
+    else:
+        from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+
+        target = {"optim": _optimizer_state(model, optimizer)}
+        _dcp_load(target, os.path.join(path, "optim"))
+        set_optimizer_state_dict(model, optimizer, optim_state_dict=target["optim"])
     scheduler.load_state_dict(state["scheduler"])
     for k, g in generators.items():
         g.set_state(state["generators"][k])
     torch.set_rng_state(state["torch_rng"])
     random.setstate(state["python_rng"])
     return int(state["step"])
+
+
+def _optimizer_state(model, optimizer) -> dict:
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+    return get_optimizer_state_dict(model, optimizer)
+
+
+def _dcp_save(state: dict, path: str) -> None:
+    import torch.distributed.checkpoint as dcp
+
+    with warnings.catch_warnings():  # one process: DCP says it assumes one process, which is the case
+        warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
+        dcp.save(state, checkpoint_id=path)
+
+
+def _dcp_load(state: dict, path: str) -> None:
+    import torch.distributed.checkpoint as dcp
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
+        dcp.load(state, checkpoint_id=path)

@@ -30,6 +30,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "device": ("auto", "cpu", "cuda"),
     "chat_template": ("auto", "on", "off"),
     "engine": ("seedbed", "trl", "verl", "command"),  # training.engines.ENGINES
+    "strategy": ("none", "ddp", "fsdp"),  # training.distributed.STRATEGIES
 }
 
 
@@ -49,8 +50,14 @@ class TrainConfig:
                      "knobs below mapped onto its GRPOConfig), verl (GPU servers with verl installed) or command (a "
                      "trainer the operator registered, streaming the JSONL event contract). A knob the engine "
                      "does not have is an error, never dropped.")
-    nproc_per_node: int = _f(1, "Processes of a trl, verl or command run (torchrun --nproc-per-node): one per GPU, "
-                             "or CPU processes; the seedbed engine trains in one.", min=1, max=64)
+    nproc_per_node: int = _f(1, "Processes per node (torchrun --nproc-per-node): one per GPU, or CPU processes. "
+                             "The seedbed engine splits each step's groups over nproc_per_node × nnodes ranks "
+                             "(strategy ddp or fsdp).", min=1, max=64)
+    nnodes: int = _f(1, "Machines the run spans (seedbed engine): one node task per worker, started together, "
+                     "torchrun on each with the rendezvous at node 0's host.", min=1, max=64)
+    strategy: str = _f("none", "How the seedbed engine trains on several ranks: none (one process), ddp "
+                       "(DistributedDataParallel: every rank holds the model, gradients all-reduced) or fsdp "
+                       "(FSDP2: parameters, gradients and optimizer state sharded per decoder layer).")
     command: str = _f("", "For engine command: the name of a trainer the operator registered (the list is on the "
                       "new-run page); a config never holds a command line.")
 

@@ -15,11 +15,12 @@ from typing import Callable
 
 import torch
 
-from training.algorithms import (aggregate_loss, group_advantages, kl_penalty, masked_mean,
+from training.algorithms import (aggregate_loss, aggregation_weight, group_advantages, kl_penalty, masked_mean,
                                  off_policy_sequence_mask, overlong_penalty, policy_loss)
 from training.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
 from training.config import TrainConfig
 from training.data import default_rewards, make_prompt_source
+from training.distributed import SINGLE, Parallel, World, rank_report
 from training.evaluate import decode_completions, evaluate_examples, is_correct
 from training.rollout import RolloutBatch, concat_batches, make_rollout_engine, sequence_logprobs
 from training.routing import RoutingReplay
@@ -35,10 +36,12 @@ class TrainResult:
     out_dir: str
 
 
-def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], bool] = lambda: False) -> TrainResult:
-    """Run (or resume) one training run; events go to ``sink``; returns when done or asked to stop."""
-    device = torch.device("cuda" if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
-                          else "cpu")
+def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], bool] = lambda: False,
+          world: World = SINGLE) -> TrainResult:
+    """Run (or resume) one training run; events go to ``sink``; returns when done or asked to stop. Under
+    torchrun every rank calls it with its ``world`` (training.distributed): same steps, its share of each."""
+    device = world.device if world.size > 1 else torch.device(
+        "cuda" if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()) else "cpu")
     os.makedirs(out_dir, exist_ok=True)
     torch.manual_seed(cfg.seed)
     resume = latest_checkpoint(out_dir)
@@ -51,31 +54,36 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
                                 task_size=cfg.task_size, task_params=cfg.task_params, data_fields=cfg.data_fields,
                                 held_out_fraction=cfg.held_out_fraction, split_seed=cfg.split_seed)
     reward_fn = build_reward(cfg.rewards or default_rewards(cfg.task))
-    engine = make_rollout_engine(cfg.rollout_engine, model, tokenizer)
+    policy = Parallel(model, cfg, world)  # DDP / FSDP2 across ranks; the model itself in one process
+    engine = make_rollout_engine(cfg.rollout_engine, policy.full_model, tokenizer)
     # foreach: one kernel per op over all parameters instead of a Python loop over ~40 tensors
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
+    optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / (cfg.warmup_steps + 1)))
+    # the same on every rank: every rank draws the step's prompts and row seeds, then takes its share
     gens = {name: torch.Generator().manual_seed(cfg.seed * 1000 + i)
             for i, name in enumerate(("data", "sampling", "shuffle"))}
-    start = load_trainer_state(resume[1], optimizer=optimizer, scheduler=scheduler, generators=gens) if resume else 0
+    start = load_trainer_state(resume[1], model=policy.model, optimizer=optimizer, scheduler=scheduler,
+                               generators=gens, world=world) if resume else 0
     sink.truncate_after(start)  # a resumed run's records hold exactly the steps of its checkpoint
-    sink.on_log(f"{'resuming at step ' + str(start) if resume else 'starting'}: {cfg.total_steps} steps on {device}")
+    sink.on_log(f"{'resuming at step ' + str(start) if resume else 'starting'}: {cfg.total_steps} steps on {device}"
+                + (f", rank {world.rank} of {world.size} ({policy.strategy})" if world.size > 1 else ""))
 
-    def checkpoint(step: int) -> None:
-        path = save_checkpoint(out_dir, step, model=model, tokenizer=tokenizer, optimizer=optimizer,
-                               scheduler=scheduler, generators=gens, config_dict=cfg.to_dict())
+    def checkpoint(step: int) -> None:  # every rank: the optimizer's shards; rank 0: the model folder
+        path = save_checkpoint(out_dir, step, model=policy.model, export_model=policy.full_model, tokenizer=tokenizer,
+                               optimizer=optimizer, scheduler=scheduler, generators=gens,
+                               config_dict=cfg.to_dict(), world=world)
         sink.on_checkpoint(step, path)
 
     step = start
     for step in range(start + 1, cfg.total_steps + 1):
-        if should_stop():
+        if should_stop():  # (across ranks: agreed, so every rank stops after the same step)
             step -= 1
             if step > start and (cfg.checkpoint_every == 0 or step % cfg.checkpoint_every):
                 checkpoint(step)  # the last completed step, so a killed run can be resumed
             sink.flush()
             return TrainResult("stopped", step, out_dir)
         t0 = time.perf_counter()
-        roll = collect_rollouts(cfg, model, tokenizer, engine, source, reward_fn, gens, device)
+        roll = collect_rollouts(cfg, policy.full_model, tokenizer, engine, source, reward_fn, gens, device, world)
         ref_logp = None
         if ref_model is not None and roll.batch is not None:
             with torch.no_grad(), RoutingReplay(ref_model, roll.batch.routing if cfg.keep_routing else None):
@@ -83,16 +91,21 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
                                              use_kept_mask=cfg.keep_sampling_mask)[0]
         upd = {}
         if roll.batch is not None:  # no informative group at all: nothing to learn from this step
-            upd = update_policy(cfg, model, optimizer, roll, ref_logp, gens["shuffle"])
+            upd = update_policy(cfg, policy, optimizer, roll, ref_logp, gens["shuffle"], world)
             scheduler.step()
-        engine.sync_weights(model)  # vLLM: push the new weights; hf: same module, nothing to do
+            policy.sync()  # fsdp: the sampling copy gets the new weights
+        engine.sync_weights(policy.full_model)  # vLLM: push the new weights; hf: same module, nothing to do
         seconds = time.perf_counter() - t0
         metrics = {**roll.metrics, **upd, "lr": optimizer.param_groups[0]["lr"], "step_time_s": seconds,
                    "tokens_per_s": roll.metrics["length/mean"] * roll.n_generated / seconds}
-        if cfg.eval_every and step % cfg.eval_every == 0:
-            metrics.update(periodic_eval(cfg, model, tokenizer, source, step))
+        if cfg.eval_every and step % cfg.eval_every == 0 and world.is_main:
+            metrics.update(periodic_eval(cfg, policy.full_model, tokenizer, source, step))
         sink.on_metrics(step, metrics)
         sink.on_samples(step, roll.samples[:cfg.samples_per_step])
+        if world.size > 1:  # each rank's host, pid and clock (a collective: every rank takes part)
+            ranks = rank_report(world, step)
+            if ranks and hasattr(sink, "on_ranks"):
+                sink.on_ranks(step, ranks)
         if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.total_steps:
             checkpoint(step)
     sink.flush()
@@ -110,12 +123,14 @@ def load_model(path: str, device):
 
 @dataclass
 class Rollouts:
-    batch: RolloutBatch | None   # the sequences to train on (None when no group was informative)
+    batch: RolloutBatch | None   # this rank's sequences to train on (None when no rank has an informative group)
     advantages: torch.Tensor | None
-    loss_mask: torch.Tensor | None  # [B] 1 = train on it (0: overlong-filtered or verifier failed)
+    loss_mask: torch.Tensor | None  # [B] 1 = train on it (0: overlong-filtered, verifier failed, or padding)
     metrics: dict
     samples: list
-    n_generated: int
+    n_generated: int             # completions generated this step, all ranks
+    index: torch.Tensor | None = None  # [B] each sequence's place in the step's global batch (-1: padding)
+    n_total: int = 0             # sequences in the step's global batch, all ranks
 
 
 def check_fits_context(model, prompt_tokens: int, max_new_tokens: int) -> None:
@@ -128,13 +143,21 @@ def check_fits_context(model, prompt_tokens: int, max_new_tokens: int) -> None:
                            "shorter prompts or fewer new tokens")
 
 
-def collect_rollouts(cfg, model, tokenizer, engine, source, reward_fn, gens, device) -> Rollouts:
-    """Generate, score and (DAPO) filter groups until ``prompts_per_step`` informative groups or the limit."""
+def collect_rollouts(cfg, model, tokenizer, engine, source, reward_fn, gens, device, world: World = SINGLE) -> Rollouts:
+    """Generate, score and (DAPO) filter groups until ``prompts_per_step`` informative groups or the limit.
+
+    Every rank draws the same prompts and row seeds and works on its share of the groups (``world.shard``); the
+    kept groups are, as in one process, the first ``prompts_per_step`` informative ones in (generation batch,
+    group) order."""
     G = cfg.group_size
+    mine = world.shard(cfg.prompts_per_step)
     kept, all_rewards, all_correct, all_lengths, all_trunc, samples, verifier_metrics = [], [], [], [], [], [], []
+    kept_per_batch = []  # informative groups this rank kept in each generation batch
     n_groups = n_zero_std = n_errors = 0
     for gen_batch in range(1, cfg.max_gen_batches + 1):
         drawn = source.sample(cfg.prompts_per_step, gens["data"])
+        seeds = torch.randint(0, 2**62, (len(drawn) * G,), generator=gens["sampling"])
+        drawn, seeds = drawn[mine.start:mine.stop], seeds[mine.start * G:mine.stop * G].tolist()
         examples = [ex for ex in drawn for _ in range(G)]
         prompt_ids = [cfg.prompt_template().encode_example(tokenizer, ex) for ex in drawn]
         check_fits_context(model, max(map(len, prompt_ids)), cfg.max_new_tokens)
@@ -142,7 +165,7 @@ def collect_rollouts(cfg, model, tokenizer, engine, source, reward_fn, gens, dev
                                 max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
                                 top_k=cfg.top_k, generator=gens["sampling"],
                                 keep_sampling_mask=cfg.keep_sampling_mask, record_routing=cfg.keep_routing,
-                                stop=cfg.stop)
+                                stop=cfg.stop, row_seeds=seeds)
         texts = decode_completions(tokenizer, batch)
         rb = reward_fn(texts, examples)
         n_errors += rb.errors
@@ -163,6 +186,7 @@ def collect_rollouts(cfg, model, tokenizer, engine, source, reward_fn, gens, dev
         keep_groups = informative if cfg.dynamic_sampling else torch.ones_like(informative)
         for g in torch.nonzero(keep_groups).flatten().tolist():
             kept.append((batch, slice(g * G, (g + 1) * G), rewards[g * G:(g + 1) * G], usable[g * G:(g + 1) * G]))
+        kept_per_batch.append(int(keep_groups.sum()))
         all_rewards.append(rewards)
         all_correct.append(correct)
         all_lengths.append(lengths)
@@ -171,45 +195,89 @@ def collect_rollouts(cfg, model, tokenizer, engine, source, reward_fn, gens, dev
         samples += [{"prompt": ex["prompt"], "completion": t, "reward": float(r), "answer": ex.get("answer"),
                      "details": d} for ex, t, r, d in zip(examples[::G], texts[::G], rewards[::G].tolist(),
                                                           rb.details[::G])]
-        if not cfg.dynamic_sampling or len(kept) >= cfg.prompts_per_step:
+        # every rank takes the same branch: the sum of kept groups is the same number on all of them
+        if not cfg.dynamic_sampling or world.all_reduce([len(kept)])[0] >= cfg.prompts_per_step:
             break
-    n_generated = sum(len(r) for r in all_rewards)
+    # the step's numbers over every rank's completions (one process: these are its own)
+    r_all, correct_all = world.gather_cat(torch.cat(all_rewards)), world.gather_cat(torch.cat(all_correct))
+    lengths, trunc = world.gather_cat(torch.cat(all_lengths).float()), world.gather_cat(torch.cat(all_trunc))
+    n_generated = len(r_all)
+    n_errors, n_groups, n_zero_std = map(int, world.all_reduce([n_errors, n_groups, n_zero_std]).tolist())
     if n_errors > cfg.max_verifier_error_rate * n_generated:
         raise RuntimeError(f"verifier errors: {n_errors} of {n_generated} completions could not be judged, more "
                            f"than max_verifier_error_rate={cfg.max_verifier_error_rate}")
-    kept = kept[:cfg.prompts_per_step]
-    r_all, lengths, trunc = torch.cat(all_rewards), torch.cat(all_lengths).float(), torch.cat(all_trunc)
     metrics = {"reward/mean": r_all.mean().item(), "reward/std": r_all.std().item(),
-               "accuracy": torch.cat(all_correct).mean().item(), "frac_zero_std_groups": n_zero_std / n_groups,
+               "accuracy": correct_all.mean().item(), "frac_zero_std_groups": n_zero_std / n_groups,
                "length/mean": lengths.mean().item(), "length/max": lengths.max().item(),
-               "length/clipped_frac": trunc.float().mean().item(), "num_gen_batches": float(gen_batch),
-               "num_groups_trained": float(len(kept))}
-    for key in verifier_metrics[0]:
-        vals = [m[key] for m in verifier_metrics]
-        metrics[key] = sum(vals) if key.startswith("verifier/") else sum(vals) / len(vals)
-    if not kept:
+               "length/clipped_frac": trunc.float().mean().item(), "num_gen_batches": float(gen_batch)}
+    metrics.update(reduce_verifier_metrics(world.gather_objects(verifier_metrics)))
+    # which kept groups make the step: the first prompts_per_step in (generation batch, rank, group) order
+    counts = world.gather_cat(torch.tensor([kept_per_batch], dtype=torch.long))  # [ranks, batches]
+    per_batch = counts.sum(0)
+    before = (per_batch.cumsum(0) - per_batch)[None, :] + counts.cumsum(0) - counts  # [ranks, batches]: groups ahead
+    places = [int(before[world.rank, b]) + i for b, n in enumerate(kept_per_batch) for i in range(n)]
+    n_kept = min(cfg.prompts_per_step, int(counts.sum()))
+    mine_kept = [(k, p) for k, p in zip(kept, places) if p < n_kept]
+    metrics["num_groups_trained"] = float(n_kept)
+    if n_kept == 0:
         return Rollouts(None, None, None, metrics, samples, n_generated)
-    batch = concat_batches([b.index(torch.arange(sl.start, sl.stop)) for b, sl, _, _ in kept])
-    rewards = torch.cat([r for _, _, r, _ in kept])
+    padding = not mine_kept  # this rank has none: it trains on one group with a zero mask (DDP needs its backward)
+    parts = mine_kept or [((kept or [_first_group(all_rewards, batch, G)])[0], -1)]
+    batch = concat_batches([b.index(torch.arange(sl.start, sl.stop)) for (b, sl, _, _), _ in parts])
+    rewards = torch.cat([r for (_, _, r, _), _ in parts])
     advantages = group_advantages(rewards, G, cfg.adv_estimator, norm_std=cfg.norm_adv_by_std).to(device)
-    loss_mask = torch.cat([u for _, _, _, u in kept]).to(device)
-    return Rollouts(batch, advantages, loss_mask, metrics, samples, n_generated)
+    loss_mask = torch.cat([u for (_, _, _, u), _ in parts]).to(device) * (0.0 if padding else 1.0)
+    index = torch.tensor([p * G + j if p >= 0 else -1 for _, p in parts for j in range(G)])
+    return Rollouts(batch, advantages, loss_mask, metrics, samples, n_generated, index, n_kept * G)
 
 
-def update_policy(cfg, model, optimizer, roll: Rollouts, ref_logp, shuffle_gen) -> dict:
-    """``ppo_epochs`` passes of minibatch steps; returns the update's metrics (means over minibatches)."""
-    batch, n = roll.batch, roll.batch.completion_ids.shape[0]
+def _first_group(all_rewards, batch, G):
+    """The first group of the last generation batch, as a kept entry (a rank with no informative group pads
+    with it)."""
+    return (batch, slice(0, G), all_rewards[-1][:G], torch.zeros(G))
+
+
+def reduce_verifier_metrics(per_rank: list[list[dict]]) -> dict:
+    """Each generation batch's verifier metrics of every rank as the step's: counts (``verifier/…``) summed,
+    means (``reward/<verifier>/mean``) averaged over the batches and ranks that judged something."""
+    import math
+
+    rows = [m for batches in per_rank for m in batches]
+    out = {}
+    for key in rows[0]:
+        vals = [m[key] for m in rows if key in m]
+        if key.startswith("verifier/"):
+            out[key] = sum(vals)
+        else:
+            judged = [v for v in vals if not math.isnan(v)]
+            out[key] = sum(judged) / len(judged) if judged else math.nan
+    return out
+
+
+def update_policy(cfg, policy, optimizer, roll: Rollouts, ref_logp, shuffle_gen, world: World = SINGLE) -> dict:
+    """``ppo_epochs`` passes of minibatch steps over the step's global batch; returns the update's metrics
+    (means over minibatches and ranks). Each rank trains on its own rows of each minibatch, its loss scaled to
+    its share of the global loss (``World.loss_scale``)."""
+    batch, n = roll.batch, roll.n_total
     size = cfg.minibatch_size or n
+    where = torch.full((n,), -1, dtype=torch.long)  # global row -> this rank's row
+    mine = roll.index >= 0
+    where[roll.index[mine]] = torch.nonzero(mine).flatten()
     totals: dict[str, float] = {}
     count = 0
     for epoch in range(cfg.ppo_epochs):
-        for idx in torch.randperm(n, generator=shuffle_gen).split(size):
-            mb = batch.index(idx.to(batch.completion_ids.device))
+        for chunk in torch.randperm(n, generator=shuffle_gen).split(size):
+            idx = where[chunk]
+            idx = idx[idx >= 0]
+            live = len(idx) > 0
+            if not live:  # none of this minibatch is ours: a zero-weight forward keeps DDP's collectives aligned
+                idx = torch.zeros(1, dtype=torch.long)
+            idx = idx.to(batch.completion_ids.device)
+            mb = batch.index(idx)
             adv = roll.advantages[idx]
-            mask = mb.completion_mask * roll.loss_mask[idx][:, None]
-            with RoutingReplay(model, mb.routing if cfg.keep_routing else None):
-                logp, entropy = sequence_logprobs(model, mb, temperature=cfg.temperature,
-                                                  use_kept_mask=cfg.keep_sampling_mask, with_entropy=True)
+            mask = mb.completion_mask * roll.loss_mask[idx][:, None] * (1.0 if live else 0.0)
+            with RoutingReplay(policy.model, mb.routing if cfg.keep_routing else None):
+                logp, entropy = policy.forward(mb)
             stats = {"entropy": masked_mean(entropy, mb.completion_mask).item()}
             if cfg.opsm_delta is not None:  # DeepSeek-V3.2 off-policy sequence masking
                 keep = off_policy_sequence_mask(mb.sampling_logp, logp.detach(), adv, mask, cfg.opsm_delta)
@@ -227,12 +295,13 @@ def update_policy(cfg, model, optimizer, roll: Rollouts, ref_logp, shuffle_gen) 
                 kl_loss = aggregate_loss(kl, mask, cfg.loss_agg, max_len=cfg.max_new_tokens)
                 stats["kl"] = kl_loss.item()
                 loss = loss + cfg.kl_coef * kl_loss
+            weight = float(aggregation_weight(mask, cfg.loss_agg)) if live else 0.0
+            loss = loss * world.loss_scale(weight)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
-            stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
+            stats["grad_norm"] = policy.clip_grad_norm(cfg.max_grad_norm)
             optimizer.step()
-            for k, v in stats.items():
+            for k, v in world.mean_stats(stats).items():
                 totals[k] = totals.get(k, 0.0) + v
             count += 1
     return {k: v / count for k, v in totals.items()}

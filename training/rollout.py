@@ -47,7 +47,8 @@ class RolloutBatch:
 class RolloutEngine(Protocol):
     def generate(self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, top_p: float,
                  top_k: int, generator: torch.Generator, keep_sampling_mask: bool = False,
-                 record_routing: bool = False, stop: Sequence[str] = ()) -> RolloutBatch: ...
+                 record_routing: bool = False, stop: Sequence[str] = (),
+                 row_seeds: Optional[Sequence[int]] = None) -> RolloutBatch: ...
 
     def sync_weights(self, model) -> None: ...
 
@@ -68,6 +69,34 @@ def truncate_logits(logits: torch.Tensor, top_p: float, top_k: int) -> tuple[tor
         keep_sorted = before < top_p
         keep &= torch.zeros_like(keep).scatter(-1, order, keep_sorted)
     return logits.masked_fill(~keep, float("-inf")), keep
+
+
+def row_uniforms(row_seeds: Sequence[int], steps: int) -> torch.Tensor:
+    """[B, steps] uniforms in (0, 1], row i drawn from its own generator seeded with ``row_seeds[i]``.
+
+    A row's samples then depend on its seed alone, not on which other rows share its batch: the same groups give
+    the same completions whether one process generates all of them or several ranks each generate a share
+    (training.distributed), which is what makes a 2-rank step equal to a 1-rank step.
+    """
+    out = torch.empty((len(row_seeds), steps))
+    for i, seed in enumerate(row_seeds):
+        out[i] = torch.rand(steps, generator=torch.Generator().manual_seed(int(seed)))
+    return 1.0 - out  # (0, 1]: never 0, so a leading zero-probability token can never be picked
+
+
+def sample_inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """One token per row of ``probs`` [B, V] (unnormalised is fine) from uniforms ``u`` [B] in (0, 1]: the first
+    token whose cumulative mass reaches u·total. A zero-probability token is never chosen (its cumulative mass
+    equals the token before it, which is reached first).
+
+    >>> sample_inverse_cdf(torch.tensor([[0.0, 0.5, 0.0, 0.5]]), torch.tensor([0.5])).tolist()
+    [1]
+    >>> sample_inverse_cdf(torch.tensor([[0.0, 0.5, 0.0, 0.5]]), torch.tensor([0.51])).tolist()
+    [3]
+    """
+    cdf = probs.cumsum(-1)
+    target = (u * cdf[:, -1]).unsqueeze(-1)
+    return torch.searchsorted(cdf, target).squeeze(-1).clamp_(max=probs.shape[-1] - 1)
 
 
 def positions_from_mask(mask: torch.Tensor) -> torch.Tensor:
@@ -157,8 +186,11 @@ class HFRolloutEngine:
 
     @torch.no_grad()
     def generate(self, prompts, *, max_new_tokens, temperature, top_p, top_k, generator,
-                 keep_sampling_mask=False, record_routing=False, stop=()) -> RolloutBatch:
+                 keep_sampling_mask=False, record_routing=False, stop=(), row_seeds=None) -> RolloutBatch:
+        """Sample one completion per prompt. With ``row_seeds`` (one per prompt), row i's tokens come from its
+        own uniforms (``row_uniforms``): batch-independent; else from ``generator`` over the whole batch."""
         model, dev = self.model, next(self.model.parameters()).device
+        noise = row_uniforms(row_seeds, max_new_tokens) if row_seeds is not None else None
         stopper = StopStrings(self.tokenizer, stop) if stop else None
         was_training = model.training
         model.eval()
@@ -185,7 +217,10 @@ class HFRolloutEngine:
             scaled, keep = truncate_logits(logits / temperature, top_p, top_k)
             logp_all = torch.log_softmax(scaled, dim=-1)
             # sampling on CPU with our generator keeps runs reproducible across devices
-            tok = torch.multinomial(logp_all.exp().cpu(), 1, generator=generator).squeeze(1)
+            if noise is None:
+                tok = torch.multinomial(logp_all.exp().cpu(), 1, generator=generator).squeeze(1)
+            else:
+                tok = sample_inverse_cdf(logp_all.exp().cpu(), noise[:, t])
             tok = tok.masked_fill(done, self.pad_id)
             tokens.append(tok)
             tok_dev, done_dev = tok.to(dev), done.to(dev)

@@ -39,14 +39,17 @@ class VLLMRolloutEngine:
             self.llm.llm_engine.model_executor.driver_worker.model_runner.model.load_weights(state.items())
 
     def generate(self, prompts, *, max_new_tokens, temperature, top_p, top_k, generator,
-                 keep_sampling_mask=False, record_routing=False, stop=()) -> RolloutBatch:
+                 keep_sampling_mask=False, record_routing=False, stop=(), row_seeds=None) -> RolloutBatch:
         if keep_sampling_mask or record_routing:
             raise ValueError("rollout_engine 'vllm': keep_sampling_mask and keep_routing need the hf engine "
                              "(vLLM does not return kept-token masks or expert choices)")
-        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
-        params = SamplingParams(n=1, temperature=temperature, top_p=top_p, top_k=top_k if top_k > 0 else -1,
-                                max_tokens=max_new_tokens, logprobs=0, seed=seed, stop=list(stop) or None,
-                                include_stop_str_in_output=True, stop_token_ids=self.end_ids)
+        # one seed per request: with row_seeds a row's sample does not depend on the batch around it (vLLM seeds
+        # each request's own generator), as in the hf engine
+        seeds = ([int(s) % (2**31 - 1) for s in row_seeds] if row_seeds is not None else
+                 [int(torch.randint(0, 2**31 - 1, (1,), generator=generator))] * len(prompts))
+        params = [SamplingParams(n=1, temperature=temperature, top_p=top_p, top_k=top_k if top_k > 0 else -1,
+                                 max_tokens=max_new_tokens, logprobs=0, seed=seed, stop=list(stop) or None,
+                                 include_stop_str_in_output=True, stop_token_ids=self.end_ids) for seed in seeds]
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sampling_params=params,
                                  use_tqdm=False)
         B, P = len(prompts), max(map(len, prompts))

@@ -24,7 +24,7 @@ def test_a_planted_pickle_in_the_trainer_state_runs_nothing(tmp_path):
     marker = tmp_path / "ran"
     torch.save({"step": 3, "optimizer": _Planted(str(marker))}, tmp_path / "trainer_state.pt")
     with pytest.raises(pickle.UnpicklingError):
-        load_trainer_state(str(tmp_path), optimizer=None, scheduler=None, generators={})
+        load_trainer_state(str(tmp_path), model=None, optimizer=None, scheduler=None, generators={})
     assert not marker.exists()
     assert os.listdir(tmp_path) == ["trainer_state.pt"]
 

@@ -22,11 +22,16 @@ def engine_errors(cfg) -> dict[str, str]:
     """Field errors of ``cfg`` for its engine: knobs the engine lacks, settings it needs."""
     e: dict[str, str] = {}
     if cfg.engine == "seedbed":
-        if cfg.nproc_per_node != 1:
-            e["nproc_per_node"] = "the seedbed engine trains in one process; use 1 (or engine trl)"
+        from training.distributed import distributed_errors
+
+        e.update(distributed_errors(cfg))
         if cfg.command:
             e["command"] = "only for engine command"
         return e
+    if cfg.nnodes != 1:
+        e["nnodes"] = f"the {cfg.engine} engine runs on one node here; several nodes are for engine seedbed"
+    if cfg.strategy == "fsdp":
+        e["strategy"] = f"the {cfg.engine} engine chooses its own parallelism; fsdp is for engine seedbed"
     if cfg.engine != "command" and cfg.command:
         e["command"] = "only for engine command"
     if cfg.engine == "trl":
@@ -66,7 +71,12 @@ def run_engine(cfg, out_dir: str, sink, should_stop: Callable[[], bool] = lambda
     from training.loop import TrainResult, train
 
     if cfg.engine == "seedbed":
-        return train(cfg, out_dir, sink, should_stop)
+        from training.distributed import run_distributed, world_size
+
+        if world_size(cfg) == 1:
+            return train(cfg, out_dir, sink, should_stop)
+        status, step = run_distributed(cfg, out_dir, sink, should_stop)
+        return TrainResult(status, step, out_dir)
     if cfg.engine == "trl":
         from training.engines.trl import run_trl as run
     elif cfg.engine == "verl":

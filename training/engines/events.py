@@ -10,6 +10,8 @@ event to the run's sink. Every line is one of:
     {"step": N, "checkpoint": "path"}                       a saved, loadable model folder (inside the run's folder)
     {"log": "text"}                                         a line for the run's log
     {"engine_config": {...}}                                the engine's own resolved config (shown on the run page)
+    {"step": N, "ranks": [{"rank": 0, "host": str, "pid": int, "time": unix seconds}, ...]}
+                                                            a multi-rank run's ranks as of step N (their heartbeat)
 
 Steps are integers from 0 to 2**31 - 1; a metric is a finite number (int, float or bool); names are at most
 200 characters and a line at most 1 MB. A line that breaks the contract is reported in the run's log and
@@ -39,6 +41,7 @@ class Event:
     checkpoint: str = ""
     log: str = ""
     engine_config: dict | None = None
+    ranks: list[dict] = field(default_factory=list)
 
 
 def parse_event(line: str) -> Event:
@@ -68,10 +71,10 @@ def parse_event(line: str) -> Event:
         if not isinstance(obj["engine_config"], dict):
             raise ValueError("engine_config: must be an object")
         event.engine_config = obj["engine_config"]
-    has_step_payload = any(k in obj for k in ("metrics", "data", "samples", "checkpoint"))
+    has_step_payload = any(k in obj for k in ("metrics", "data", "samples", "checkpoint", "ranks"))
     if not has_step_payload:
         if not (event.log or event.engine_config is not None):
-            raise ValueError("expected one of metrics, data, samples, checkpoint, log or engine_config")
+            raise ValueError("expected one of metrics, data, samples, checkpoint, ranks, log or engine_config")
         return event
     step = obj.get("step")
     if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
@@ -86,7 +89,30 @@ def parse_event(line: str) -> Event:
         if not isinstance(obj["checkpoint"], str) or not obj["checkpoint"]:
             raise ValueError("checkpoint: must be a non-empty path")
         event.checkpoint = obj["checkpoint"]
+    if "ranks" in obj:
+        event.ranks = _ranks(obj["ranks"])
     return event
+
+
+MAX_RANKS = 4096
+
+
+def _ranks(rows) -> list[dict]:
+    """A multi-rank run's ranks: rank, local rank, host, pid, step and time of each, bounded."""
+    if not isinstance(rows, list) or len(rows) > MAX_RANKS:
+        raise ValueError(f"ranks: must be a list of at most {MAX_RANKS} objects")
+    out = []
+    for row in rows:
+        if not isinstance(row, dict):
+            raise ValueError("ranks: each rank must be an object")
+        clean = {"host": str(row.get("host", ""))[:255]}
+        for key in ("rank", "local_rank", "pid", "step"):
+            value = row.get(key)
+            clean[key] = value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_STEP else None
+        t = row.get("time")
+        clean["time"] = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) else None
+        out.append(clean)
+    return out
 
 
 def _metrics(values) -> dict[str, float]:

@@ -90,14 +90,29 @@ def log_tail(path: str, max_chars: int = 4000) -> str:
 
 
 def root_cause(log: str) -> str:
-    """The error line that says why an engine failed: the last "...Error: ..." a rank printed, before the
-    launcher's own report (torchrun ends with a ChildFailedError that names no cause).
+    """The line that says why an engine failed. torchrun's own report names the rank that failed first ("Root
+    Cause (first observed failure)": its rank, exit code and signal); with it comes that rank's last error line,
+    if it printed one. Otherwise the last "...Error: ..." line, before the launcher's own report.
 
     >>> root_cause("[rank0]: OSError: no weights in /m\\nTraceback...\\nChildFailedError: \\n")
     '[rank0]: OSError: no weights in /m'
+    >>> root_cause("Root Cause (first observed failure):\\n[0]:\\n  host      : vm\\n  rank      : 1 (local_rank: 1)\\n"
+    ...            "  exitcode  : -9 (pid: 42)  (SIGKILL)\\n  traceback : Signal 9 (SIGKILL) received by PID 42\\n")
+    'rank 1 (local_rank 1, host vm) failed: exit code -9, Signal 9 (SIGKILL) received by PID 42'
     """
     lines = [ln.strip() for ln in log.splitlines()]
     causes = [ln for ln in lines if re.search(r"\w+(Error|Exception|Exit)\b: \S", ln) and "ChildFailedError" not in ln]
+    report = log.rsplit("Root Cause (first observed failure)", 1)
+    if len(report) == 2:
+        fields = dict(re.findall(r"^\s*(\w+)\s*: (.*?)\s*$", report[1], flags=re.M))
+        m = re.match(r"(\d+) \(local_rank: (\d+)\)", fields.get("rank", ""))
+        if m:
+            rank, code = m.group(1), fields.get("exitcode", "?").split(" ")[0]
+            trace = fields.get("traceback", "")
+            why = trace if trace.startswith("Signal") else ""
+            own = [c for c in causes if c.startswith(f"[rank{rank}]:")]
+            detail = ", ".join(filter(None, [f"exit code {code}", why, own[-1] if own else ""]))
+            return (f"rank {rank} (local_rank {m.group(2)}, host {fields.get('host', '?')}) failed: {detail}")[:500]
     return causes[-1][:500] if causes else (lines[-1][:500] if lines else "(no output)")
 
 
@@ -108,7 +123,8 @@ def inside(path: str, root: str) -> bool:
 
 def run_process(argv: Sequence[str], *, out_dir: str, sink, should_stop: Callable[[], bool],
                 env: dict | None = None, grace_s: float = 20.0, term_s: float = 5.0, poll_s: float = 0.25,
-                step_of: Callable[[int], int] = lambda s: s, on_engine_config: Callable[[dict], None] | None = None):
+                step_of: Callable[[int], int] = lambda s: s, on_engine_config: Callable[[dict], None] | None = None,
+                on_ranks: Callable[[int, list], None] | None = None):
     """Run ``argv`` as the run's engine until it exits; returns (status, last step): "succeeded" or
     "stopped". ``step_of`` maps the engine's step numbers onto Seedbed's (identity for the contract)."""
     out_dir = os.path.abspath(out_dir)
@@ -152,6 +168,8 @@ def run_process(argv: Sequence[str], *, out_dir: str, sink, should_stop: Callabl
                 last_step = max(last_step, step)
             if ev.samples:
                 sink.on_samples(step, ev.samples)
+            if ev.ranks and on_ranks:
+                on_ranks(step, ev.ranks)
             if ev.checkpoint:
                 path = ev.checkpoint if os.path.isabs(ev.checkpoint) else os.path.join(out_dir, ev.checkpoint)
                 if not inside(path, out_dir) or not os.path.isdir(path):

@@ -1,0 +1,365 @@
+"""Training beyond one process (DESIGN §9): torchrun ranks, DDP or FSDP2, sharded (DCP) checkpoints.
+
+A Seedbed run with ``nproc_per_node × nnodes`` > 1 is ``torchrun ... -m training.distributed <run folder>``
+(``run_distributed`` builds and supervises the command; ``main`` is one rank). Every rank runs the same loop
+(``training.loop.train``) with a ``World`` saying which share of the step is its own:
+
+- the step's prompts and every row's sampling seed are drawn from generators that are identical on every rank,
+  and rank r generates and scores groups [r·k, (r+1)·k) of them (k = prompts_per_step / world size): a group
+  never spans ranks, so group advantages stay local, and a row's completion depends on its seed alone
+  (``training.rollout.row_uniforms``), so 2 ranks draw exactly the completions 1 rank would;
+- dynamic sampling: ranks sum their informative groups after each generation batch and stop together;
+- the step's metrics are computed from every rank's rewards, lengths and verdicts (gathered), the update's
+  statistics averaged over ranks; only rank 0 writes to the sink (the JSONL events the supervisor tails);
+- gradients: ``ddp`` wraps the training forward in DistributedDataParallel (all-reduce); ``fsdp`` shards every
+  decoder layer and the root with FSDP2 ``fully_shard`` on an explicit device mesh (reduce-scatter), and keeps
+  an unsharded copy for sampling, refreshed from the full state after every optimizer step (as the vLLM
+  engine's weights are). Each rank's loss is its share of the global loss (``World.loss_scale``: the global
+  normaliser of the aggregation, times the world size that DDP/FSDP average over), so the update equals the
+  single-process update of the same global batch;
+- stop: rank 0 reads the stop file (and every rank its own SIGTERM); the ranks agree every step (all-reduce
+  MAX), so they stop at the same step and write one checkpoint together;
+- checkpoints (``training.checkpoint``): the optimizer state through ``torch.distributed.checkpoint`` (sharded,
+  keyed by parameter name: it loads at any world size) plus the full model as a plain Hugging Face folder
+  (rank 0), so a checkpoint evaluates, seeds a new run and resumes at 1, 2 or N ranks.
+
+CPU runs use gloo, CUDA runs NCCL (one GPU per local rank). The mesh is passed explicitly: the default device
+mesh is CUDA whenever a GPU is present, which a gloo group cannot use.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+STRATEGIES = ("none", "ddp", "fsdp")
+
+
+@dataclass
+class World:
+    """Which rank this process is, of how many; collective helpers that are identities for one process."""
+
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def shard(self, n: int) -> range:
+        """This rank's contiguous block of ``n`` items (``n`` divisible by the world size: config validation)."""
+        k = n // self.size
+        return range(self.rank * k, (self.rank + 1) * k)
+
+    def all_reduce(self, values, op: str = "sum") -> torch.Tensor:
+        t = torch.as_tensor(values, dtype=torch.float64).clone()
+        if self.size > 1:
+            ops = {"sum": torch.distributed.ReduceOp.SUM, "max": torch.distributed.ReduceOp.MAX}
+            torch.distributed.all_reduce(t, op=ops[op])
+        return t
+
+    def agree(self, flag: bool) -> bool:
+        """True on every rank when it is true on any."""
+        return bool(self.all_reduce([1.0 if flag else 0.0], "max")[0] > 0)
+
+    def gather_cat(self, t: torch.Tensor) -> torch.Tensor:
+        """Every rank's ``t`` (same shape on all) concatenated along dim 0, in rank order."""
+        if self.size == 1:
+            return t
+        parts = [torch.empty_like(t) for _ in range(self.size)]
+        torch.distributed.all_gather(parts, t.contiguous())
+        return torch.cat(parts)
+
+    def gather_objects(self, obj) -> list:
+        if self.size == 1:
+            return [obj]
+        out = [None] * self.size
+        torch.distributed.all_gather_object(out, obj)
+        return out
+
+    def barrier(self) -> None:
+        if self.size > 1:
+            torch.distributed.barrier()
+
+    def loss_scale(self, weight: float) -> float:
+        """The factor that turns this rank's aggregated loss (normalised by its own ``weight``: tokens,
+        sequences or rows, ``training.algorithms.aggregation_weight``) into its share of the global loss, given
+        that DDP and FSDP average gradients over ranks: size · weight / Σ weights (0 when no rank has any)."""
+        if self.size == 1:
+            return 1.0
+        total = float(self.all_reduce([weight])[0])
+        return self.size * weight / total if total > 0 else 0.0
+
+    def mean_stats(self, stats: dict[str, float]) -> dict[str, float]:
+        """Per-rank statistics of an update (entropy, clip fractions, losses) averaged over ranks."""
+        if self.size == 1 or not stats:
+            return stats
+        keys = sorted(stats)
+        means = self.all_reduce([stats[k] for k in keys]) / self.size
+        return dict(zip(keys, means.tolist()))
+
+
+SINGLE = World()
+
+
+def world_from_env(device: str = "auto") -> World:
+    """This process's World from torchrun's environment; joins the process group when there are several ranks
+    (NCCL with a GPU per local rank, else gloo)."""
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, local = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    dev = torch.device(f"cuda:{local}" if cuda else "cpu")
+    if cuda:
+        torch.cuda.set_device(dev)
+    if size > 1 and not torch.distributed.is_initialized():
+        torch.distributed.init_process_group(backend="nccl" if cuda else "gloo")
+    return World(rank=rank, size=size, local_rank=local, device=dev)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Models across ranks
+# ----------------------------------------------------------------------------------------------------------
+
+class PolicyForward(torch.nn.Module):
+    """The training forward (``sequence_logprobs``) as one module call, so DDP sees one forward per backward
+    (the forward itself calls the model twice: the shared prompt prefill, then the completions)."""
+
+    def __init__(self, model, temperature: float, use_kept_mask: bool):
+        super().__init__()
+        self.model, self.temperature, self.use_kept_mask = model, temperature, use_kept_mask
+
+    def forward(self, batch):
+        from training.rollout import sequence_logprobs
+
+        return sequence_logprobs(self.model, batch, temperature=self.temperature, use_kept_mask=self.use_kept_mask,
+                                 with_entropy=True)
+
+
+class Parallel:
+    """The policy as the loop uses it, whatever the strategy:
+
+    ``model``: the module the optimizer steps (the sharded FSDP2 module under fsdp) · ``forward(batch)``: the
+    training forward (DDP-wrapped under ddp) · ``full_model``: an unsharded model for sampling, evaluation and
+    the Hugging Face export (the same module except under fsdp) · ``sync()``: refresh ``full_model`` after an
+    optimizer step · ``clip_grad_norm(max)``: the global gradient norm, clipped."""
+
+    def __init__(self, model, cfg, world: World):
+        self.strategy = cfg.strategy if world.size > 1 else "none"
+        self.model = self.full_model = model
+        self._forward = PolicyForward(model, cfg.temperature, cfg.keep_sampling_mask)
+        if self.strategy == "ddp":
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [world.device.index] if world.device.type == "cuda" else None
+            self._forward = DistributedDataParallel(self._forward, device_ids=ids)
+        elif self.strategy == "fsdp":
+            from torch.distributed.device_mesh import init_device_mesh
+            from torch.distributed.fsdp import fully_shard
+
+            self.full_model = copy.deepcopy(model).requires_grad_(False)
+            mesh = init_device_mesh(world.device.type, (world.size,))
+            layers = decoder_layers(model)
+            if not layers:
+                raise ValueError("strategy fsdp: the model names no decoder layer class (transformers' "
+                                 "_no_split_modules) to shard; use strategy ddp")
+            for layer in layers:
+                fully_shard(layer, mesh=mesh)
+            fully_shard(model, mesh=mesh)
+
+    def forward(self, batch):
+        return self._forward(batch)
+
+    def sync(self) -> None:
+        if self.strategy != "fsdp":
+            return
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        full = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True))
+        missing, unexpected = self.full_model.load_state_dict(full, strict=False)
+        tied = {k for k in missing if k.endswith("lm_head.weight")}  # tied to the embedding: one tensor
+        if set(missing) - tied or unexpected:
+            raise RuntimeError(f"fsdp: the gathered state does not fit the sampling copy (missing "
+                               f"{sorted(set(missing) - tied)[:5]}, unexpected {sorted(unexpected)[:5]})")
+
+    def clip_grad_norm(self, max_norm: float) -> float:
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm if max_norm > 0 else float("inf"))
+        return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+
+
+def decoder_layers(model) -> list:
+    """The modules FSDP2 shards one by one: instances of the classes the model declares unsplittable
+    (transformers' ``_no_split_modules``, e.g. LlamaDecoderLayer)."""
+    names = set(getattr(model, "_no_split_modules", None) or ())
+    return [m for m in model.modules() if type(m).__name__ in names]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# One rank: python -m training.distributed <run folder>
+# ----------------------------------------------------------------------------------------------------------
+
+class EventSink:
+    """Rank 0's sink: the loop's events as lines of the JSONL contract (training.engines.events), which the
+    supervising process (``run_distributed``) forwards to the run's own sink."""
+
+    def __init__(self, writer):
+        self.writer = writer
+
+    def truncate_after(self, step):  # the supervisor did it before starting the ranks
+        pass
+
+    def on_metrics(self, step, metrics):
+        self.writer.metrics(step, metrics)
+
+    def on_samples(self, step, rows):
+        self.writer.write({"step": step, "samples": rows})
+
+    def on_checkpoint(self, step, path):
+        self.writer.write({"step": step, "checkpoint": path})
+
+    def on_log(self, line):
+        self.writer.write({"log": line})
+
+    def on_ranks(self, step, ranks):
+        self.writer.write({"step": step, "ranks": ranks})
+
+    def flush(self):
+        pass
+
+
+class RankStop:
+    """should_stop() of a rank: rank 0 reads the stop file, every rank its own SIGTERM (torchrun forwards it);
+    the ranks agree, so all stop after the same step."""
+
+    def __init__(self, world: World, stop_file: str):
+        self.world, self.stop_file, self.signalled = world, stop_file, False
+        signal.signal(signal.SIGTERM, self._on_signal)
+
+    def _on_signal(self, signum, frame) -> None:
+        self.signalled = True
+
+    def __call__(self) -> bool:
+        mine = self.signalled or (self.world.is_main and bool(self.stop_file) and os.path.exists(self.stop_file))
+        return self.world.agree(mine)
+
+
+def rank_report(world: World, step: int) -> list[dict] | None:
+    """Every rank's host, pid and clock at this step (rank 0 gets the list; the run page's ranks table)."""
+    me = {"rank": world.rank, "local_rank": world.local_rank, "host": socket.gethostname(), "pid": os.getpid(),
+          "step": step, "time": time.time()}
+    rows = world.gather_objects(me)
+    return rows if world.is_main else None
+
+
+def main(argv: list[str]) -> int:
+    from training.config import TrainConfig
+    from training.engines.events import EventWriter
+    from training.engines.process import _die_with_parent
+    from training.loop import train
+    from training.sink import NullSink
+
+    out_dir = argv[1]
+    _die_with_parent()  # torchrun's agent dies -> this rank dies (no orphaned ranks)
+    with open(os.path.join(out_dir, "seedbed_config.json"), encoding="utf-8") as fh:
+        cfg = TrainConfig.from_dict(json.load(fh), check_paths=False)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    world = world_from_env(cfg.device)
+    sink = EventSink(EventWriter(os.environ["SEEDBED_EVENTS"])) if world.is_main else NullSink()
+    try:
+        result = train(cfg, out_dir, sink, RankStop(world, os.environ.get("SEEDBED_STOP_FILE", "")), world=world)
+        sink.on_log(f"rank {world.rank}: {result.status} at step {result.step}")
+    finally:
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The supervising side (the run's training process on the worker)
+# ----------------------------------------------------------------------------------------------------------
+
+def world_size(cfg) -> int:
+    return cfg.nproc_per_node * cfg.nnodes
+
+
+def distributed_errors(cfg) -> dict[str, str]:
+    """Field errors of a seedbed-engine config's ranks and strategy."""
+    e: dict[str, str] = {}
+    n = world_size(cfg)
+    if n == 1:
+        if cfg.strategy != "none":
+            e["strategy"] = f"{cfg.strategy} needs several ranks: set nproc_per_node (or nnodes) above 1, or use none"
+        return e
+    if cfg.strategy == "none":
+        e["strategy"] = (f"{n} ranks (nproc_per_node × nnodes) need a strategy: ddp (every rank holds the model) or "
+                         "fsdp (sharded)")
+    if cfg.prompts_per_step % n:
+        e["prompts_per_step"] = (f"{cfg.prompts_per_step} groups a step cannot be split evenly over {n} ranks "
+                                 f"(nproc_per_node × nnodes); a group never spans ranks: use a multiple of {n}")
+    if cfg.strategy == "fsdp" and cfg.keep_routing:
+        e["keep_routing"] = "keep routing replays experts in one unsharded forward; use strategy ddp"
+    if cfg.rollout_engine == "vllm" and n > 1 and cfg.device == "cpu":
+        e["rollout_engine"] = "vllm needs CUDA"
+    return e
+
+
+def torchrun_command(cfg, out_dir: str, *, node_rank: int = 0, master: tuple[str, int] | None = None) -> list[str]:
+    """torchrun for one node of the run: ``--standalone`` for a one-node run, else a static rendezvous at rank
+    0's host and port (``master``); ``--max-restarts 0``: a failed rank fails the run (Seedbed resumes it from
+    its checkpoint, not torchrun from scratch)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(cfg.nproc_per_node),
+           "--max-restarts", "0"]
+    if cfg.nnodes == 1:
+        cmd += ["--standalone"]
+    else:
+        host, port = master
+        cmd += ["--nnodes", str(cfg.nnodes), "--node-rank", str(node_rank), "--master-addr", host,
+                "--master-port", str(port)]
+    return cmd + ["-m", "training.distributed", out_dir]
+
+
+def run_distributed(cfg, out_dir: str, sink, should_stop: Callable[[], bool], *, node_rank: int = 0,
+                    master: tuple[str, int] | None = None):
+    """Run (or resume, from the newest checkpoint) a multi-rank Seedbed run as this node's torchrun; returns
+    (status, last step). Node 0's rank 0 writes the events; on other nodes the sink only gets the log."""
+    from training.checkpoint import latest_checkpoint
+    from training.engines.process import run_process
+
+    out_dir = os.path.abspath(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "seedbed_config.json"), "w", encoding="utf-8") as fh:
+        json.dump(cfg.to_dict(), fh, indent=2, sort_keys=True)
+    if not cfg.model_path:  # the built-in tiny model: built once, before any rank loads it
+        from training.tiny import ensure_tiny_model
+
+        ensure_tiny_model(cfg.resolved_model_path(), log=sink.on_log)
+    resume = latest_checkpoint(out_dir)
+    start = resume[0] if resume else 0
+    if node_rank == 0:
+        sink.truncate_after(start)
+    sink.on_log(f"{'resuming at step ' + str(start) if resume else 'starting'}: {cfg.total_steps} steps on "
+                f"{world_size(cfg)} ranks ({cfg.nnodes} node(s) × {cfg.nproc_per_node}, strategy {cfg.strategy})")
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", os.environ.get("SEEDBED_TORCH_THREADS", "1"))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    status, step = run_process(torchrun_command(cfg, out_dir, node_rank=node_rank, master=master), out_dir=out_dir,
+                               sink=sink, should_stop=should_stop, env=env,
+                               on_ranks=getattr(sink, "on_ranks", None))
+    return status, max(step, start)
+
+
+if __name__ == "__main__":
+    code = main(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
