@@ -30,7 +30,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "device": ("auto", "cpu", "cuda"),
     "chat_template": ("auto", "on", "off"),
     "engine": ("seedbed", "trl", "verl", "command"),  # training.engines.ENGINES
-    "strategy": ("none", "ddp", "fsdp"),  # training.distributed.STRATEGIES
+    "strategy": ("none", "ddp", "fsdp"),  # training.ranks.STRATEGIES
 }
 
 

@@ -40,7 +40,6 @@ from typing import Callable
 
 import torch
 
-STRATEGIES = ("none", "ddp", "fsdp")
 
 
 @dataclass
@@ -287,51 +286,12 @@ def main(argv: list[str]) -> int:
 # The supervising side (the run's training process on the worker)
 # ----------------------------------------------------------------------------------------------------------
 
-def world_size(cfg) -> int:
-    return cfg.nproc_per_node * cfg.nnodes
-
-
-def distributed_errors(cfg) -> dict[str, str]:
-    """Field errors of a seedbed-engine config's ranks and strategy."""
-    e: dict[str, str] = {}
-    n = world_size(cfg)
-    if n == 1:
-        if cfg.strategy != "none":
-            e["strategy"] = f"{cfg.strategy} needs several ranks: set nproc_per_node (or nnodes) above 1, or use none"
-        return e
-    if cfg.strategy == "none":
-        e["strategy"] = (f"{n} ranks (nproc_per_node × nnodes) need a strategy: ddp (every rank holds the model) or "
-                         "fsdp (sharded)")
-    if cfg.prompts_per_step % n:
-        e["prompts_per_step"] = (f"{cfg.prompts_per_step} groups a step cannot be split evenly over {n} ranks "
-                                 f"(nproc_per_node × nnodes); a group never spans ranks: use a multiple of {n}")
-    if cfg.strategy == "fsdp" and cfg.keep_routing:
-        e["keep_routing"] = "keep routing replays experts in one unsharded forward; use strategy ddp"
-    if cfg.rollout_engine == "vllm" and n > 1 and cfg.device == "cpu":
-        e["rollout_engine"] = "vllm needs CUDA"
-    return e
-
-
-def torchrun_command(cfg, out_dir: str, *, node_rank: int = 0, master: tuple[str, int] | None = None) -> list[str]:
-    """torchrun for one node of the run: ``--standalone`` for a one-node run, else a static rendezvous at rank
-    0's host and port (``master``); ``--max-restarts 0``: a failed rank fails the run (Seedbed resumes it from
-    its checkpoint, not torchrun from scratch)."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(cfg.nproc_per_node),
-           "--max-restarts", "0"]
-    if cfg.nnodes == 1:
-        cmd += ["--standalone"]
-    else:
-        host, port = master
-        cmd += ["--nnodes", str(cfg.nnodes), "--node-rank", str(node_rank), "--master-addr", host,
-                "--master-port", str(port)]
-    return cmd + ["-m", "training.distributed", out_dir]
-
-
 def run_distributed(cfg, out_dir: str, sink, should_stop: Callable[[], bool], *, node_rank: int = 0,
                     master: tuple[str, int] | None = None):
     """Run (or resume, from the newest checkpoint) a multi-rank Seedbed run as this node's torchrun; returns
     (status, last step). Node 0's rank 0 writes the events; on other nodes the sink only gets the log."""
     from training.checkpoint import latest_checkpoint
+    from training.ranks import torchrun_command, world_size
     from training.engines.process import run_process
 
     out_dir = os.path.abspath(out_dir)

@@ -176,8 +176,11 @@ def main(argv: list[str]) -> int:
     print(f"run {run_id}: training in {out_dir}", flush=True)
     try:
         result = run_engine(cfg, out_dir, DatabaseSink(run_id, claim=claim), should_stop=stop)
-    except Exception:
+    except Exception as exc:
         traceback.print_exc()
+        # the cause last, so the end of the log the run's error keeps says why (an engine's message may carry a
+        # long tail of its own log before the traceback ends)
+        print(f"run {run_id} failed: {(str(exc).splitlines() or [type(exc).__name__])[0][:500]}", flush=True)
         sys.stdout.flush()
         return EXIT_FAILED
     print(f"run {run_id}: {result.status} at step {result.step} {stop.reason}", flush=True)

@@ -26,6 +26,8 @@ class DatabaseSink:
         self._points: list[tuple[int, str, float]] = []
         self._samples: dict[int, list[dict]] = {}
         self._last_flush = float("-inf")
+        self.ranks_every_s = 2.0
+        self._ranks_at = float("-inf")
 
     def truncate_after(self, step: int) -> None:
         """Called by the loop when it (re)starts at ``step``: forget whatever an interrupted attempt stored
@@ -51,6 +53,16 @@ class DatabaseSink:
         """An external engine's own resolved config (TRL: its GRPOConfig), shown on the run page."""
         if self._holds_run():
             services.run_engine_config_set(run_id=self.run_id, config=config)
+
+    def on_ranks(self, step: int, ranks: list[dict]) -> None:
+        """A multi-rank run's ranks (training.distributed reports them every step): stored at most every
+        ``ranks_every_s`` seconds, and always the first report (the run page shows who runs it at once)."""
+        now = self.clock()
+        if now - self._ranks_at < self.ranks_every_s:
+            return
+        self._ranks_at = now
+        if self._holds_run():
+            services.run_ranks_set(run_id=self.run_id, ranks=ranks)
 
     def _holds_run(self) -> bool:
         """Whether this process's claim is still the run's: a process whose run was taken over by another worker

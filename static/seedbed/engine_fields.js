@@ -1,5 +1,5 @@
-// Run and sweep forms: nproc_per_node only for the engines that start processes (not seedbed), command only for
-// engine command (webapp/runs/forms.py engine_fields marks them). A hidden field is disabled, so it is not sent
+// Run and sweep forms: nnodes and strategy only for the seedbed engine, command only for engine command
+// (webapp/runs/forms.py engine_fields marks them). A hidden field is disabled, so it is not sent
 // and takes its default; a field the server found wrong stays shown. Without this script every field is shown
 // and the server's validation decides.
 (function () {

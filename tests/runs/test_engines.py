@@ -112,7 +112,7 @@ def test_the_engine_select_offers_the_engines_this_server_runs(client_in, monkey
     assert options_of(html, "command") == [""] and "no command is registered on this server" in html
     # the engine knobs come first, with the main ones; the script shows nproc/command only where they apply
     assert html.index('name="engine"') < html.index('name="model_path"') < html.index("Every other knob")
-    assert 'data-engine-only="command"' in html and 'data-engine-not="seedbed"' in html
+    assert 'data-engine-only="command"' in html and html.count('data-engine-only="seedbed"') == 2  # nnodes, strategy
     assert "seedbed/engine_fields" in html
     assert "seedbed/engine_fields" in client_in.get(reverse("sweeps:new")).content.decode()
 
@@ -123,7 +123,8 @@ def test_the_engine_select_offers_the_engines_this_server_runs(client_in, monkey
     ({"engine": "trl", "adv_estimator": "rloo"}, "adv_estimator",
      "the trl engine (TRL&#x27;s GRPOTrainer) has no rloo"),
     ({"engine": "trl", "nproc_per_node": "3"}, "nproc_per_node", "3 does not divide it"),
-    ({"nproc_per_node": "2"}, "nproc_per_node", "the seedbed engine trains in one process"),
+    ({"nproc_per_node": "2"}, "strategy", "2 ranks (nproc_per_node × nnodes) need a strategy"),
+    ({"nproc_per_node": "3", "strategy": "ddp"}, "prompts_per_step", "cannot be split evenly over 3 ranks"),
     ({"engine": "command"}, "command", "name one of the commands the operator registered"),
     ({"engine": "pytorch-lightning"}, "engine", "must be one of seedbed, trl, verl, command"),
 ])

@@ -54,7 +54,8 @@ def test_a_grid_point_the_base_config_makes_wrong_names_the_point_and_the_knob(c
                                                "has no dynamic sampling")
     with pytest.raises(FieldErrors) as exc:  # a knob of the point itself keeps its own value in the message
         services.sweep_create(config=config, seeds=[0], concurrency=1, grid={"nproc_per_node": [1, 2]})
-    assert exc.value.errors["grid"].startswith("nproc_per_node=2: the seedbed engine trains in one process")
+    assert exc.value.errors["grid"].startswith("nproc_per_node=2: strategy: 2 ranks (nproc_per_node × nnodes) need a "
+                                               "strategy")
     assert not Sweep.objects.exists()
 
 

@@ -22,7 +22,7 @@ from safetensors.torch import load_file
 
 from tests.conftest import tiny_config, wait_for
 from training.config import TrainConfig
-from training.distributed import torchrun_command
+from training.ranks import torchrun_command
 from training.engines import run_engine
 from training.engines.process import EngineFailed
 from training.fields import FieldErrors

@@ -22,7 +22,7 @@ def engine_errors(cfg) -> dict[str, str]:
     """Field errors of ``cfg`` for its engine: knobs the engine lacks, settings it needs."""
     e: dict[str, str] = {}
     if cfg.engine == "seedbed":
-        from training.distributed import distributed_errors
+        from training.ranks import distributed_errors
 
         e.update(distributed_errors(cfg))
         if cfg.command:
@@ -71,7 +71,8 @@ def run_engine(cfg, out_dir: str, sink, should_stop: Callable[[], bool] = lambda
     from training.loop import TrainResult, train
 
     if cfg.engine == "seedbed":
-        from training.distributed import run_distributed, world_size
+        from training.distributed import run_distributed
+        from training.ranks import world_size
 
         if world_size(cfg) == 1:
             return train(cfg, out_dir, sink, should_stop)

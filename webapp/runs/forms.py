@@ -26,7 +26,7 @@ from webapp.projects.selectors import projects_where
 from webapp.runs.services import parse_config
 
 # Knobs shown first, in this order; the rest follow in schema order.
-PRIMARY_KNOBS = ("preset", "engine", "nproc_per_node", "command", "model_path", "task", "seed", "total_steps",
+PRIMARY_KNOBS = ("preset", "engine", "nproc_per_node", "nnodes", "strategy", "command", "model_path", "task", "seed", "total_steps",
                  "prompts_per_step", "group_size", "max_new_tokens", "lr", "eps_low", "eps_high", "kl_coef")
 
 
@@ -78,7 +78,9 @@ def engine_fields(fields: dict, *, engine: str, command: str) -> None:
     fields["command"].help_text = (problem or "For engine command: " + (
         "; ".join(f"{n}: {c['help']}" if c["help"] else n for n, c in commands.items())
         if commands else "no command is registered on this server") + ".")
-    fields["nproc_per_node"].widget.attrs["data-engine-not"] = "seedbed"
+    for name in ("nnodes", "strategy"):  # several ranks and machines: Seedbed's own loop (training.distributed)
+        if name in fields:
+            fields[name].widget.attrs["data-engine-only"] = "seedbed"
 
 
 def project_field(user) -> forms.ModelChoiceField:

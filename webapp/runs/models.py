@@ -81,6 +81,8 @@ class Run(models.Model):
                                     help_text="A restarted run is sent again from this time on (backoff).")
 
     last_step = models.IntegerField(default=0, help_text="Last step whose metrics are stored.")
+    ranks = models.JSONField(default=list, blank=True,
+                             help_text="A multi-rank run's ranks as they last reported: rank, host, pid, step, time.")
     engine_config = models.JSONField(default=dict, blank=True,
                                      help_text="The engine's own resolved config as it reported it once started "
                                                "(TRL: its GRPOConfig); empty for the seedbed engine and until then.")
@@ -127,10 +129,23 @@ class Run(models.Model):
         return self.config.get("engine") or "seedbed"
 
     @property
+    def rank_rows(self) -> list[dict]:
+        """The ranks table of the run page: each rank's host, pid, step and seconds since it last reported."""
+        import time
+
+        now = time.time()
+        return [{**r, "age_s": None if r.get("time") is None else max(0.0, now - r["time"])}
+                for r in self.ranks or [] if isinstance(r, dict)]
+
+    @property
     def engine_label(self) -> str:
-        """"trl · 2 processes", "command my_trainer · 1 process", "seedbed" (one process, always)."""
+        """"trl · 2 processes", "command my_trainer · 1 process", "seedbed", "seedbed · 4 ranks (2 nodes), ddp"."""
         if self.engine == "seedbed":
-            return "seedbed"
+            per_node, nodes = int(self.config.get("nproc_per_node") or 1), int(self.config.get("nnodes") or 1)
+            if per_node * nodes == 1:
+                return "seedbed"
+            where = f" ({nodes} nodes)" if nodes > 1 else ""
+            return f"seedbed · {per_node * nodes} ranks{where}, {self.config.get('strategy')}"
         n = int(self.config.get("nproc_per_node") or 1)
         name = f"command {self.config.get('command')}" if self.engine == "command" else self.engine
         return f"{name} · {n} process{'' if n == 1 else 'es'}"

@@ -381,15 +381,19 @@ def run_kill(*, run_id: int, user=None, killed_by: str = "", reason: str = "") -
 
 
 @transaction.atomic
-def run_resume(*, run_id: int, user=None) -> Run:
+def run_resume(*, run_id: int, user=None, nproc_per_node: int | None = None, nnodes: int | None = None) -> Run:
     """Put a killed, lost or failed run back in the queue, for ``user`` (a member of its project); the worker
     resumes it from its last checkpoint. Any other run is refused, loudly (a running one stays running, its
-    pending kill stays pending)."""
+    pending kill stays pending). A seedbed run may resume on another number of ranks (``nproc_per_node``,
+    ``nnodes``): its checkpoints load at any world size (training.distributed); one rank trains with strategy
+    none, several keep the run's strategy (ddp when it had none)."""
     run = _locked(run_id)
     if user is not None:
         require_role(user, run.project_id, Role.MEMBER)
     if run.status not in RESUMABLE_STATUSES:
         raise TransitionError(f"run {run.pk} is {run.status}; only a killed, lost or failed run can be resumed")
+    if nproc_per_node is not None or nnodes is not None:
+        run.config = _config_on_ranks(run, nproc_per_node, nnodes)
     _move(run, RunStatus.QUEUED)
     run.kill_requested_at, run.killed_by, run.kill_reason = None, "", ""
     run.ended_at, run.enqueued_at, run.error = None, None, ""
@@ -400,6 +404,28 @@ def run_resume(*, run_id: int, user=None) -> Run:
     else:
         slots_changed.send(sender=Run, run=run)
     return run
+
+
+def _config_on_ranks(run: Run, nproc_per_node: int | None, nnodes: int | None) -> dict:
+    """The run's config with its ranks changed, validated by the schema (a bad number is a TransitionError
+    naming the field; nothing is changed)."""
+    from training.config import TrainConfig
+    from training.fields import FieldErrors
+
+    if run.engine != "seedbed":
+        raise TransitionError(f"run {run.pk} runs on engine {run.engine}; only a seedbed run resumes on other ranks")
+    config = dict(run.config)
+    config["nproc_per_node"] = int(nproc_per_node if nproc_per_node is not None else config.get("nproc_per_node") or 1)
+    config["nnodes"] = int(nnodes if nnodes is not None else config.get("nnodes") or 1)
+    if config["nproc_per_node"] * config["nnodes"] == 1:
+        config["strategy"] = "none"
+    elif config.get("strategy", "none") == "none":
+        config["strategy"] = "ddp"
+    try:
+        TrainConfig.from_dict(config, check_paths=False)
+    except FieldErrors as exc:
+        raise TransitionError("cannot resume on those ranks: " + "; ".join(f"{k}: {v}" for k, v in exc.errors.items()))
+    return config
 
 
 # --- what the training loop emits (through workers.sink.DatabaseSink) ----------------------------------------
@@ -548,6 +574,15 @@ def run_engine_config_set(*, run_id: int, config: dict) -> dict:
         log.warning("run %s: the engine's config is too large to store whole (%s)", run_id, note)
     Run.objects.filter(pk=run_id).update(engine_config=stored)
     return stored
+
+
+MAX_RANKS_STORED = 1024
+
+
+def run_ranks_set(*, run_id: int, ranks: list[dict]) -> None:
+    """Store a multi-rank run's ranks as they last reported (host, pid, step, time: their heartbeat), at most
+    ``MAX_RANKS_STORED``, already bounded field by field by the event contract (training.engines.events)."""
+    Run.objects.filter(pk=run_id).update(ranks=list(ranks)[:MAX_RANKS_STORED])
 
 
 @transaction.atomic

@@ -222,9 +222,13 @@ def run_kill(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_POST
 def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     visible_run(request, run_id)
+    ranks = request.POST.get("nproc_per_node", "")
     try:
-        services.run_resume(run_id=run_id, user=request.user)
-        messages.info(request, f"Run {run_id} queued again; it resumes from its last checkpoint.")
+        if ranks and not (ranks.isdigit() and 1 <= int(ranks) <= 64):
+            raise services.TransitionError(f"nproc_per_node: a number of ranks from 1 to 64; got {ranks[:20]!r}")
+        services.run_resume(run_id=run_id, user=request.user, nproc_per_node=int(ranks) if ranks else None)
+        messages.info(request, f"Run {run_id} queued again; it resumes from its last checkpoint"
+                      + (f" on {ranks} rank(s) per node." if ranks else "."))
     except services.TransitionError as exc:
         messages.error(request, str(exc))
     return redirect("runs:detail", run_id=run_id)
