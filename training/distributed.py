@@ -312,8 +312,10 @@ def run_distributed(cfg, out_dir: str, sink, should_stop: Callable[[], bool], *,
     env.setdefault("OMP_NUM_THREADS", os.environ.get("SEEDBED_TORCH_THREADS", "1"))
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    # node 0's files are the run folder's own; another node's go beside them (one machine may run two nodes)
+    proc_dir = out_dir if node_rank == 0 else os.path.join(out_dir, "nodes", str(node_rank))
     status, step = run_process(torchrun_command(cfg, out_dir, node_rank=node_rank, master=master), out_dir=out_dir,
-                               sink=sink, should_stop=should_stop, env=env,
+                               sink=sink, should_stop=should_stop, env=env, proc_dir=proc_dir,
                                on_ranks=getattr(sink, "on_ranks", None))
     return status, max(step, start)
 

@@ -114,7 +114,7 @@ def preload_training() -> None:
         transformers.AutoTokenizer.from_pretrained(tiny)
 
 
-def run_in_forked_child(run_id: int, log_path: str) -> None:
+def run_in_forked_child(run_id: int, log_path: str, node: list[str] = ()) -> None:
     """Body of the child forked by the train_run task: own session, output to the run's log, never returns."""
     code = EXIT_FAILED
     try:
@@ -127,7 +127,7 @@ def run_in_forked_child(run_id: int, log_path: str) -> None:
         sys.stdout = sys.stderr = open(1, "w", buffering=1, closefd=False)
         for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
             signal.signal(sig, signal.SIG_DFL)
-        code = main(["workers.runner", str(run_id)])
+        code = main(["workers.runner", str(run_id), *node])
     except BaseException:
         traceback.print_exc()
     finally:
@@ -137,8 +137,22 @@ def run_in_forked_child(run_id: int, log_path: str) -> None:
             os._exit(code)
 
 
+class NodeSink:
+    """The sink of a node other than node 0 of a multi-node run: the run's events come from node 0's rank 0;
+    this node only logs."""
+
+    def truncate_after(self, step): pass
+    def on_metrics(self, step, metrics): pass
+    def on_samples(self, step, rows): pass
+    def on_checkpoint(self, step, path): pass
+    def on_log(self, line): print(line, flush=True)
+    def flush(self): pass
+
+
 def main(argv: list[str]) -> int:
+    """``workers.runner RUN_ID [NODE_RANK MASTER_HOST MASTER_PORT]``."""
     run_id = int(argv[1])
+    node_rank, master = (int(argv[2]), (argv[3], int(argv[4]))) if len(argv) > 4 else (None, None)
     die_with_parent()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     import django
@@ -157,7 +171,7 @@ def main(argv: list[str]) -> int:
     run = Run.objects.get(pk=run_id)
     # this process trains the run as claimed by its task (services.run_start); if that claim changes (the run
     # declared lost and taken over elsewhere, or gone), it stops and writes nothing more into the run
-    claim = (run.worker, run.attempts)
+    claim = (run.worker, run.attempts) if not node_rank else None  # another node holds no claim on the run itself
     stop = StopFlag(run_id, claim=claim)
     signal.signal(signal.SIGTERM, stop.on_signal)
     cfg = TrainConfig.from_dict(run.config)
@@ -169,13 +183,22 @@ def main(argv: list[str]) -> int:
         return 1
     # resume only from checkpoints this run recorded: a folder's others are someone else's (a run that had
     # this id before the database was reset, or a save whose record never landed)
-    recorded = list(Checkpoint.objects.filter(run_id=run_id).values_list("step", "path"))
-    stale = discard_checkpoints_except(out_dir, [s for s, _ in recorded], [p for _, p in recorded])
-    if stale:
-        print(f"run {run_id}: removed checkpoints it never recorded (steps {stale})", flush=True)
-    print(f"run {run_id}: training in {out_dir}", flush=True)
+    if not node_rank:  # (node 0 alone tidies the shared folder)
+        recorded = list(Checkpoint.objects.filter(run_id=run_id).values_list("step", "path"))
+        stale = discard_checkpoints_except(out_dir, [s for s, _ in recorded], [p for _, p in recorded])
+        if stale:
+            print(f"run {run_id}: removed checkpoints it never recorded (steps {stale})", flush=True)
+    print(f"run {run_id}: training in {out_dir}" + ("" if node_rank is None else f" as node {node_rank}"), flush=True)
     try:
-        result = run_engine(cfg, out_dir, DatabaseSink(run_id, claim=claim), should_stop=stop)
+        if node_rank is None:
+            result = run_engine(cfg, out_dir, DatabaseSink(run_id, claim=claim), should_stop=stop)
+        else:
+            from training.distributed import run_distributed
+            from training.loop import TrainResult
+
+            sink = DatabaseSink(run_id, claim=claim) if node_rank == 0 else NodeSink()
+            status, step = run_distributed(cfg, out_dir, sink, stop, node_rank=node_rank, master=master)
+            result = TrainResult(status, step, out_dir)
     except Exception as exc:
         traceback.print_exc()
         # the cause last, so the end of the log the run's error keeps says why (an engine's message may carry a

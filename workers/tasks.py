@@ -56,7 +56,8 @@ class ForkedChild:
         self.returncode: int | None = None
 
     @classmethod
-    def start(cls, run_id: int, log_path: Path) -> "ForkedChild":
+    def start(cls, run_id: int, log_path: Path, node: tuple = ()) -> "ForkedChild":
+        """``node``: (node rank, rendezvous host, port) for one node of a multi-node run."""
         from workers.runner import run_in_forked_child
 
         connections.close_all()  # the child must not share the slot's database connections
@@ -64,7 +65,7 @@ class ForkedChild:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            run_in_forked_child(run_id, str(log_path))  # never returns
+            run_in_forked_child(run_id, str(log_path), [str(x) for x in node])  # never returns
         return cls(pid)
 
     def poll(self) -> int | None:
@@ -97,14 +98,16 @@ def _terminate_group(proc: ForkedChild) -> None:
             continue
 
 
-def _supervise(run_id: int, proc: ForkedChild, worker: str) -> bool:
-    """Wait for the child, heartbeating; returns True when it had to be terminated after a kill request."""
+def _supervise(run_id: int, proc: ForkedChild, worker: str, heartbeat=None) -> bool:
+    """Wait for the child, heartbeating (``heartbeat(pid)``: the run's own by default); returns True when it had
+    to be terminated after a kill request."""
+    heartbeat = heartbeat or (lambda pid: services.run_heartbeat(run_id=run_id, pid=pid, worker=worker))
     next_beat = 0.0
     while proc.poll() is None:
         now = time.monotonic()
         if now >= next_beat:
             next_beat = now + settings.SEEDBED_HEARTBEAT_S
-            if not services.run_heartbeat(run_id=run_id, pid=proc.pid, worker=worker):
+            if not heartbeat(proc.pid):
                 # lost, ended or taken over: the child sees it too (runner.StopFlag) and stops within a step
                 log.info("run %s: no longer held by %s; its training process is stopping", run_id, worker)
         requested = Run.objects.filter(pk=run_id).values_list("kill_requested_at", flat=True).first()
@@ -126,13 +129,17 @@ def _exit_outcome(returncode: int) -> str:
     return {EXIT_SUCCEEDED: "succeeded", EXIT_STOPPED: "stopped"}.get(returncode, "failed")
 
 
-@app.task(name="workers.tasks.train_run", acks_late=True, ignore_result=True)
-def train_run(run_id: int, dispatch: str = "") -> str:
+@app.task(name="workers.tasks.train_run", acks_late=True, ignore_result=True, bind=True)
+def train_run(self, run_id: int, dispatch: str = "", node_rank: int | None = None) -> str:
     """Train one run in a child process; safe to deliver twice (see services.run_start). ``dispatch``: the id of
-    this message (Run.dispatch_id records the last one sent), for the log."""
+    this message (Run.dispatch_id records the last one sent), for the log. ``node_rank``: one node of a
+    multi-node run (``train_node``)."""
     close_old_connections()
     worker = f"{socket.gethostname()}:{os.getpid()}"
-    log.info("run %s: message %s received", run_id, dispatch or "(no dispatch id)")
+    log.info("run %s: message %s received%s", run_id, dispatch or "(no dispatch id)",
+             "" if node_rank is None else f" for node {node_rank}")
+    if node_rank is not None:
+        return train_node(self, run_id, dispatch, node_rank, worker)
     try:
         action = services.run_start(run_id=run_id, worker=worker)
     except Run.DoesNotExist:
@@ -156,6 +163,104 @@ def train_run(run_id: int, dispatch: str = "") -> str:
     status = services.run_record_exit(run_id=run_id, outcome=outcome, forced=forced, detail=detail, worker=worker)
     log.info("run %s: ended %s (exit code %s)", run_id, status, proc.returncode)
     return status
+
+
+GANG_POLL_S = 0.5
+
+
+def _free_port(host: str) -> int:
+    """A TCP port free on this machine now, for node 0's rendezvous (torchrun binds it a moment later)."""
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def train_node(task, run_id: int, dispatch: str, node_rank: int, worker: str) -> str:
+    """One node of a multi-node run (``nnodes`` > 1), started as a gang:
+
+    1. claim the node for this slot (services.run_node_claim; node 0 also picks the rendezvous port);
+    2. hold the slot until every node of the run is claimed; if the gang has not formed within
+       SEEDBED_GANG_TIMEOUT_S, give the claim and the slot back and send this node's task again a few seconds
+       later (so two half-started runs never hold each other's slots for ever);
+    3. node 0 moves the run to running (services.run_start) and the others wait for that; every node then starts
+       ``torchrun --nnodes N --node-rank r`` at node 0's rendezvous (training.distributed) in a child process;
+    4. node 0 supervises like a single-node run and records how the run ended (with the other nodes' errors
+       when it failed); the others heartbeat their node and record their own exit.
+    """
+    import random
+
+    machine = getattr(task.request, "hostname", "") or socket.gethostname()
+    port = _free_port(settings.SEEDBED_NODE_ADDR) if node_rank == 0 else None
+    claim = services.run_node_claim(run_id=run_id, node_rank=node_rank, dispatch=dispatch, worker=worker,
+                                    machine=machine, host=settings.SEEDBED_NODE_ADDR, port=port)
+    if claim != "claimed":
+        log.info("run %s: node %s not claimed (%s)", run_id, node_rank, claim)
+        if claim in ("held", "same machine"):  # another slot has it, or this machine has another node: later
+            _send_node_again(task, run_id, dispatch, node_rank, random.uniform(2, 5))
+        return claim
+    deadline = time.monotonic() + settings.SEEDBED_GANG_TIMEOUT_S
+    while (gang := services.run_node_gang(run_id=run_id, dispatch=dispatch, node_rank=node_rank,
+                                          worker=worker)) == "waiting":
+        if time.monotonic() > deadline:
+            services.run_node_release(run_id=run_id, node_rank=node_rank, worker=worker)
+            log.info("run %s: node %s: the other nodes did not come within %.0f s; slot given back, node queued "
+                     "again", run_id, node_rank, settings.SEEDBED_GANG_TIMEOUT_S)
+            _send_node_again(task, run_id, dispatch, node_rank, random.uniform(1, 5))
+            return "requeued"
+        time.sleep(GANG_POLL_S)
+    if gang == "gone":
+        services.run_node_release(run_id=run_id, node_rank=node_rank, worker=worker)
+        return "gone"
+    master = services.run_node_master(run_id=run_id, dispatch=dispatch)
+    if node_rank == 0 and services.run_start(run_id=run_id, worker=worker) == "skip":
+        services.run_node_release(run_id=run_id, node_rank=node_rank, worker=worker)
+        return "skip"
+    if node_rank > 0 and not _wait_running(run_id, dispatch, node_rank, worker):
+        services.run_node_release(run_id=run_id, node_rank=node_rank, worker=worker)
+        return "gone"
+    out = run_dir(run_id)
+    node_dir = out if node_rank == 0 else out / "nodes" / str(node_rank)
+    node_dir.mkdir(parents=True, exist_ok=True)
+    log_path = node_dir / "worker.log"
+    proc = ForkedChild.start(run_id, log_path, (node_rank, *master))
+    beat = (lambda pid: services.run_heartbeat(run_id=run_id, pid=pid, worker=worker)) if node_rank == 0 else \
+        (lambda pid: services.run_node_heartbeat(run_id=run_id, node_rank=node_rank, worker=worker, pid=pid))
+    services.run_node_heartbeat(run_id=run_id, node_rank=node_rank, worker=worker, pid=proc.pid, started=True)
+    try:
+        beat(proc.pid)
+        forced = _supervise(run_id, proc, worker, heartbeat=beat)
+    except BaseException:
+        _terminate_group(proc)
+        raise
+    outcome = _exit_outcome(proc.returncode)
+    detail = f"training process exited with code {proc.returncode}\n{log_tail(log_path)}" if outcome == "failed" else ""
+    services.run_node_exit(run_id=run_id, node_rank=node_rank, worker=worker, outcome=outcome, error=detail)
+    if node_rank > 0:
+        log.info("run %s: node %s ended %s (exit code %s)", run_id, node_rank, outcome, proc.returncode)
+        return outcome
+    if outcome == "failed":
+        detail = services.run_node_errors(run_id=run_id, dispatch=dispatch) + detail
+    status = services.run_record_exit(run_id=run_id, outcome=outcome, forced=forced, detail=detail, worker=worker)
+    log.info("run %s: ended %s (exit code %s)", run_id, status, proc.returncode)
+    return status
+
+
+def _wait_running(run_id: int, dispatch: str, node_rank: int, worker: str, timeout_s: float = 60.0) -> bool:
+    """A node other than 0 waits for node 0 to have started the run."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if Run.objects.filter(pk=run_id, status=RunStatus.RUNNING, dispatch_id=dispatch).exists():
+            return True
+        if services.run_node_gang(run_id=run_id, dispatch=dispatch, node_rank=node_rank, worker=worker) == "gone":
+            return False
+        time.sleep(GANG_POLL_S)
+    return False
+
+
+def _send_node_again(task, run_id: int, dispatch: str, node_rank: int, after_s: float) -> None:
+    queue = (task.request.delivery_info or {}).get("routing_key") or Run.objects.get(pk=run_id).queue
+    train_run.apply_async(args=[run_id], kwargs={"dispatch": dispatch, "node_rank": node_rank}, queue=queue,
+                          countdown=after_s)
 
 
 @app.task(name="workers.tasks.maintenance", ignore_result=True)

@@ -124,29 +124,32 @@ def inside(path: str, root: str) -> bool:
 def run_process(argv: Sequence[str], *, out_dir: str, sink, should_stop: Callable[[], bool],
                 env: dict | None = None, grace_s: float = 20.0, term_s: float = 5.0, poll_s: float = 0.25,
                 step_of: Callable[[int], int] = lambda s: s, on_engine_config: Callable[[dict], None] | None = None,
-                on_ranks: Callable[[int, list], None] | None = None):
+                on_ranks: Callable[[int, list], None] | None = None, proc_dir: str | None = None):
     """Run ``argv`` as the run's engine until it exits; returns (status, last step): "succeeded" or
-    "stopped". ``step_of`` maps the engine's step numbers onto Seedbed's (identity for the contract)."""
+    "stopped". ``step_of`` maps the engine's step numbers onto Seedbed's (identity for the contract).
+    ``proc_dir`` (default: the run folder): where this process's events, stop file, pid and log live and what
+    marks its processes; one node of a multi-node run has its own, beside the others' in the shared run folder."""
     out_dir = os.path.abspath(out_dir)
-    os.makedirs(out_dir, exist_ok=True)
-    if kill_leftover(out_dir):
+    proc_dir = os.path.abspath(proc_dir or out_dir)
+    os.makedirs(proc_dir, exist_ok=True)
+    if kill_leftover(proc_dir):
         sink.on_log("killed the engine processes an earlier attempt of this run left running")
     for name in (STOP_FILE, EVENTS_FILE):
         try:
-            os.remove(os.path.join(out_dir, name))
+            os.remove(os.path.join(proc_dir, name))
         except FileNotFoundError:
             pass
-    log_path = os.path.join(out_dir, LOG_FILE)
-    environment = {**(env if env is not None else os.environ), RUN_DIR_ENV: out_dir,
-                   "SEEDBED_EVENTS": os.path.join(out_dir, EVENTS_FILE),
-                   "SEEDBED_STOP_FILE": os.path.join(out_dir, STOP_FILE)}
+    log_path = os.path.join(proc_dir, LOG_FILE)
+    environment = {**(env if env is not None else os.environ), RUN_DIR_ENV: proc_dir,
+                   "SEEDBED_EVENTS": os.path.join(proc_dir, EVENTS_FILE),
+                   "SEEDBED_STOP_FILE": os.path.join(proc_dir, STOP_FILE)}
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(list(argv), cwd=out_dir, env=environment, stdin=subprocess.DEVNULL, stdout=log,
+        proc = subprocess.Popen(list(argv), cwd=proc_dir, env=environment, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
-    with open(os.path.join(out_dir, PID_FILE), "w", encoding="utf-8") as fh:
+    with open(os.path.join(proc_dir, PID_FILE), "w", encoding="utf-8") as fh:
         fh.write(str(proc.pid))
     sink.on_log(f"engine started (pid {proc.pid}): {' '.join(argv)}")
-    reader = EventReader(os.path.join(out_dir, EVENTS_FILE))
+    reader = EventReader(os.path.join(proc_dir, EVENTS_FILE))
     last_step = 0
     stop_at = term_at = kill_at = None
 
@@ -184,7 +187,7 @@ def run_process(argv: Sequence[str], *, out_dir: str, sink, should_stop: Callabl
             now = time.monotonic()
             if stop_at is None and should_stop():
                 stop_at = now
-                open(os.path.join(out_dir, STOP_FILE), "w").close()
+                open(os.path.join(proc_dir, STOP_FILE), "w").close()
                 sink.on_log("stop requested: asked the engine to save a checkpoint and exit")
             if stop_at is not None and term_at is None and now - stop_at > grace_s:
                 term_at = now
@@ -198,12 +201,12 @@ def run_process(argv: Sequence[str], *, out_dir: str, sink, should_stop: Callabl
         # this process is being torn down (a signal turned into an exception, an error in the sink): never
         # leave the engine running without its supervisor
         _signal_group(proc.pid, signal.SIGKILL)
-        kill_marked(out_dir)
+        kill_marked(proc_dir)
         proc.wait()
         raise
     # the leader is gone; torchrun's workers or a script's children may linger, in the group or out of it
     _signal_group(proc.pid, signal.SIGKILL)
-    kill_marked(out_dir)
+    kill_marked(proc_dir)
     pump()
     sink.flush()
     if stop_at is not None:

@@ -23,7 +23,7 @@ from webapp.projects.services import audit, project_for_launch, require_role
 
 from . import rollups
 from .selectors import config_path_error
-from .models import (ENDED_STATUSES, LEGAL_TRANSITIONS, RESUMABLE_STATUSES, Checkpoint, MetricPoint, Run,
+from .models import (ENDED_STATUSES, LEGAL_TRANSITIONS, RESUMABLE_STATUSES, Checkpoint, MetricPoint, Run, RunNode,
                      RunStatus, Sample)
 from .signals import slots_changed
 
@@ -134,8 +134,14 @@ def _send_run(run_id: int, queue: str) -> None:
             dispatch_note=f"{WAITING_FOR_QUEUE}: the broker did not take the run ({reason[:300]}); it is sent "
                           "again once the broker answers")
 
-    send_on_commit("workers.tasks.train_run", args=[run_id], kwargs={"dispatch": dispatch}, queue=queue, sent=sent,
-                   failed=failed)
+    nnodes = run_nnodes(Run.objects.only("config").get(pk=run_id))
+    if nnodes == 1:
+        send_on_commit("workers.tasks.train_run", args=[run_id], kwargs={"dispatch": dispatch}, queue=queue, sent=sent,
+                       failed=failed)
+        return
+    for node_rank in range(nnodes):  # a gang: one node task per node (workers.tasks.train_run), started together
+        send_on_commit("workers.tasks.train_run", args=[run_id], kwargs={"dispatch": dispatch, "node_rank": node_rank},
+                       queue=queue, sent=sent, failed=failed)
 
 
 def runs_redispatch(*, older_than_s: float = 5.0) -> list[int]:
@@ -342,6 +348,92 @@ def _restart(run: Run, why: str, allowed: int) -> None:
           reason=f"worker lost: {why}", from_step=step, restart=run.restarts, of=allowed, after_s=delay)
     log.warning("run %s: worker lost (%s); restart %s of %s from step %s in %g s", run.pk, why, run.restarts,
                 allowed, step, delay)
+
+
+# --- multi-node runs: a gang of node tasks ---------------------------------------------------------------
+
+def run_nnodes(run: Run) -> int:
+    return int(run.config.get("nnodes") or 1)
+
+
+@transaction.atomic
+def run_node_claim(*, run_id: int, node_rank: int, dispatch: str, worker: str, machine: str, host: str,
+                   port: int | None = None) -> str:
+    """A node task of a multi-node run claims its node for its worker slot; returns "claimed" or why not: "stale"
+    (an older dispatch's message), "ended" (the run is not waiting to start: killed, ended, already running),
+    "held" (another live slot holds that node), "same machine" (this worker already holds another node of the
+    run: two nodes never share a machine). Claims of an earlier dispatch, or whose heartbeat is stale, go."""
+    run = _locked(run_id)
+    if run.dispatch_id != dispatch:
+        return "stale"
+    if run.status != RunStatus.QUEUED or run.kill_requested_at is not None:
+        return "ended"
+    now = timezone.now()
+    RunNode.objects.filter(run=run).exclude(dispatch=dispatch).delete()
+    RunNode.objects.filter(run=run, heartbeat_at__lt=now - timedelta(seconds=settings.SEEDBED_LOST_AFTER_S)).delete()
+    if RunNode.objects.filter(run=run, node_rank=node_rank).exists():
+        return "held"
+    if RunNode.objects.filter(run=run, machine=machine).exists():
+        return "same machine"
+    RunNode.objects.create(run=run, node_rank=node_rank, dispatch=dispatch, worker=worker, machine=machine, host=host,
+                           port=port, heartbeat_at=now)
+    return "claimed"
+
+
+def run_node_gang(*, run_id: int, dispatch: str, node_rank: int, worker: str) -> str:
+    """A claiming node's view of its gang (and its heartbeat): "complete" once every node of the run is claimed
+    by this dispatch, "waiting" before, "gone" when the run no longer waits for it (killed, ended, dispatched
+    again, or its claim was dropped)."""
+    held = RunNode.objects.filter(run_id=run_id, node_rank=node_rank, worker=worker, dispatch=dispatch) \
+        .update(heartbeat_at=timezone.now())
+    run = Run.objects.filter(pk=run_id).only("status", "dispatch_id", "kill_requested_at", "config").first()
+    if (not held or run is None or run.dispatch_id != dispatch or run.kill_requested_at is not None
+            or run.status not in (RunStatus.QUEUED, RunStatus.RUNNING)):
+        return "gone"
+    claimed = RunNode.objects.filter(run_id=run_id, dispatch=dispatch).count()
+    return "complete" if claimed >= run_nnodes(run) else "waiting"
+
+
+def run_node_release(*, run_id: int, node_rank: int, worker: str) -> None:
+    """A node task gives its claim back (its gang did not form in time, or the run went away)."""
+    RunNode.objects.filter(run_id=run_id, node_rank=node_rank, worker=worker).delete()
+
+
+def run_node_master(*, run_id: int, dispatch: str) -> tuple[str, int] | None:
+    """Node 0's rendezvous address of the gang, which every node's torchrun joins."""
+    row = RunNode.objects.filter(run_id=run_id, dispatch=dispatch, node_rank=0).values_list("host", "port").first()
+    return (row[0], row[1]) if row and row[1] else None
+
+
+def run_node_heartbeat(*, run_id: int, node_rank: int, worker: str, pid: int | None = None,
+                       started: bool = False) -> bool:
+    """A node other than 0 is alive (node 0's heartbeat is the run's own). False once the run is no longer
+    running or the claim is no longer this worker's: the node must stop."""
+    updates = {"heartbeat_at": timezone.now(), **({"pid": pid} if pid is not None else {}),
+               **({"started_at": timezone.now()} if started else {})}
+    held = RunNode.objects.filter(run_id=run_id, node_rank=node_rank, worker=worker).update(**updates)
+    return bool(held) and Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).exists()
+
+
+def run_node_exit(*, run_id: int, node_rank: int, worker: str, outcome: str, error: str = "") -> None:
+    """A node's training process exited; node 0 reads the others' errors when the run fails."""
+    RunNode.objects.filter(run_id=run_id, node_rank=node_rank, worker=worker).update(
+        ended_at=timezone.now(), outcome=outcome, error=error[:20_000])
+
+
+def run_node_errors(*, run_id: int, dispatch: str, wait_s: float = 10.0) -> str:
+    """What the run's other nodes said when they failed, one line each (waiting up to ``wait_s`` for each node
+    to report its exit: a rank failing on node 1 shows on node 0 as a broken connection, the cause is node 1's)."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        rows = list(RunNode.objects.filter(run_id=run_id, dispatch=dispatch, node_rank__gt=0))
+        if all(r.ended_at for r in rows):
+            break
+        time.sleep(0.25)
+    return "".join(f"node {r.node_rank} ({r.machine}): {r.error.strip().splitlines()[-1][:500]}\n"
+                   for r in rows if r.error.strip())
 
 
 # --- users' actions ---------------------------------------------------------------------------------------

@@ -1,0 +1,108 @@
+"""A run spanning two workers (``nnodes: 2``), on this one machine: two real Celery workers under different node
+names, one slot each, both on queue "nodes"; each node task launches ``torchrun --nnodes 2 --node-rank i`` with the
+rendezvous at node 0's address (127.0.0.1 here). The gang starts only once both workers hold a node, a node whose
+gang does not form gives its slot back and queues itself again, the run trains, is killed from the UI, and leaves
+no process on either worker."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from django.test import override_settings
+from django.urls import reverse
+
+from tests.conftest import WorkerProcess, tiny_config, wait_for
+from tests.workers.test_train_run import RUN_TIMEOUT, assert_every_step_complete, wait_status
+from webapp.runs import services
+from webapp.runs.models import MetricPoint, Run, RunNode, RunStatus
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+QUEUE = "nodes"
+GANG_TIMEOUT_S = 6
+
+
+@pytest.fixture
+def two_workers(worker_env):
+    env, home = worker_env
+    env = {**env, "SEEDBED_NODE_ADDR": "127.0.0.1", "SEEDBED_GANG_TIMEOUT_S": str(GANG_TIMEOUT_S)}
+    workers = [WorkerProcess(env, home, concurrency=1, queues=QUEUE, name=name) for name in ("node-a", "node-b")]
+    with override_settings(SEEDBED_AUTO_QUEUE=QUEUE):  # device auto -> the workers' queue
+        yield workers
+    for w in workers:
+        w.stop()
+
+
+def alive(pid) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, TypeError):
+        return False
+
+
+def processes_of(folder) -> list[int]:
+    """Every process whose environment marks it as one of this run's engines (node 0's or node 1's)."""
+    marks = {f"SEEDBED_RUN_DIR={folder}".encode(), f"SEEDBED_RUN_DIR={folder}/nodes/1".encode()}
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/environ", "rb") as fh:
+                    if marks & set(fh.read().split(b"\0")) and alive(int(name)):
+                        found.append(int(name))
+            except OSError:
+                pass
+    return found
+
+
+def test_a_two_node_run_starts_as_a_gang_trains_and_is_killed_from_the_ui(two_workers, worker_env, client_in):
+    blocker = services.run_create(config=tiny_config(total_steps=5000, device="auto", seed=31))
+    wait_for(lambda: Run.objects.filter(pk=blocker.pk, last_step__gte=1).exists(), timeout=RUN_TIMEOUT,
+             what="the blocking run to hold one worker")
+    run = services.run_create(config=tiny_config(total_steps=5000, device="auto", seed=32, nnodes=2,
+                                                 strategy="ddp", prompts_per_step=4))
+    assert run.queue == QUEUE
+    # one worker is busy: the gang cannot form; the free worker's node waits, gives its slot back after the
+    # gang timeout and queues itself again; nothing trains meanwhile
+    wait_for(lambda: RunNode.objects.filter(run=run).exists(), timeout=30, what="one node claimed")
+    time.sleep(GANG_TIMEOUT_S + 3)
+    run.refresh_from_db()
+    assert run.status == RunStatus.QUEUED and not MetricPoint.objects.filter(run=run).exists()
+    assert RunNode.objects.filter(run=run).count() <= 1
+    assert "slot given back, node queued again" in "".join(w.log() for w in two_workers)
+
+    services.run_kill(run_id=blocker.pk, killed_by="user:test", reason="make room")
+    wait_status(blocker.pk, RunStatus.KILLED, RunStatus.FAILED, timeout=90)
+    run = wait_for(lambda: Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING, last_step__gte=3)
+                   .exclude(ranks=[]).first(), timeout=RUN_TIMEOUT, what="the 2-node run to train 3 steps")
+    nodes = list(RunNode.objects.filter(run=run))
+    assert [n.node_rank for n in nodes] == [0, 1] and len({n.machine for n in nodes}) == 2
+    assert all(n.started_at for n in nodes) and nodes[0].port and nodes[0].host == "127.0.0.1"
+    assert sorted(r["rank"] for r in run.ranks) == [0, 1]
+    folder = str(worker_env[1] / "runs" / str(run.uid))
+    assert len(processes_of(folder)) >= 4  # two torchruns, a rank under each
+
+    page = client_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert "seedbed · 2 ranks (2 nodes), ddp" in page and 'id="ranks"' in page and 'id="nodes"' in page
+    response = client_in.post(reverse("runs:kill", args=[run.pk]), {"reason": "testing a 2-node kill"})
+    assert response.status_code == 302
+    run = wait_status(run.pk, RunStatus.KILLED, RunStatus.FAILED, timeout=90)
+    assert run.status == RunStatus.KILLED and run.error == "", run.error
+    assert_every_step_complete(run.pk, run.last_step)
+    assert run.checkpoints.filter(step=run.last_step).exists()  # both nodes' ranks stopped together, and saved
+    wait_for(lambda: not processes_of(folder), timeout=20, what="no process of the run left on either worker")
+    wait_for(lambda: all(n.ended_at for n in RunNode.objects.filter(run=run)), timeout=20,
+             what="both nodes to record their exit")
+
+
+def test_two_half_started_runs_never_deadlock(two_workers):
+    """Two 2-node runs launched together on two one-slot workers: each worker may take a node of a different
+    run; the gang timeout makes them give way, and both runs end up trained."""
+    runs = [services.run_create(config=tiny_config(total_steps=3, device="auto", seed=40 + i, nnodes=2,
+                                                   strategy="ddp", prompts_per_step=4)) for i in range(2)]
+    for run in runs:
+        run = wait_status(run.pk, RunStatus.SUCCEEDED, RunStatus.FAILED, timeout=RUN_TIMEOUT)
+        assert run.status == RunStatus.SUCCEEDED, run.error
+        assert_every_step_complete(run.pk, 3)
