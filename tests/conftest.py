@@ -36,6 +36,15 @@ def wait_for(condition, *, timeout: float, what: str, every: float = 0.1):
         time.sleep(every)
 
 
+def process_alive(pid) -> bool:
+    """The process exists and is not a zombie (exited, not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, TypeError):
+        return False
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir():
     """The built-in tiny model (made by the set-up command; built here if missing)."""

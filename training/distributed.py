@@ -50,6 +50,14 @@ class World:
     size: int = 1
     local_rank: int = 0
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    comm_s: float = 0.0  # seconds this rank spent blocked in collectives (with SEEDBED_COMM_TIMING, DDP's too)
+
+    def _timed(self, fn, *args):
+        t0 = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.comm_s += time.perf_counter() - t0
 
     @property
     def is_main(self) -> bool:
@@ -64,7 +72,7 @@ class World:
         t = torch.as_tensor(values, dtype=torch.float64).clone()
         if self.size > 1:
             ops = {"sum": torch.distributed.ReduceOp.SUM, "max": torch.distributed.ReduceOp.MAX}
-            torch.distributed.all_reduce(t, op=ops[op])
+            self._timed(torch.distributed.all_reduce, t, ops[op])
         return t
 
     def agree(self, flag: bool) -> bool:
@@ -76,19 +84,19 @@ class World:
         if self.size == 1:
             return t
         parts = [torch.empty_like(t) for _ in range(self.size)]
-        torch.distributed.all_gather(parts, t.contiguous())
+        self._timed(torch.distributed.all_gather, parts, t.contiguous())
         return torch.cat(parts)
 
     def gather_objects(self, obj) -> list:
         if self.size == 1:
             return [obj]
         out = [None] * self.size
-        torch.distributed.all_gather_object(out, obj)
+        self._timed(torch.distributed.all_gather_object, out, obj)
         return out
 
     def barrier(self) -> None:
         if self.size > 1:
-            torch.distributed.barrier()
+            self._timed(torch.distributed.barrier)
 
     def loss_scale(self, weight: float) -> float:
         """The factor that turns this rank's aggregated loss (normalised by its own ``weight``: tokens,
@@ -153,6 +161,7 @@ class Parallel:
     optimizer step · ``clip_grad_norm(max)``: the global gradient norm, clipped."""
 
     def __init__(self, model, cfg, world: World):
+        self.world = world
         self.strategy = cfg.strategy if world.size > 1 else "none"
         self.model = self.full_model = model
         self._forward = PolicyForward(model, cfg.temperature, cfg.keep_sampling_mask)
@@ -161,6 +170,8 @@ class Parallel:
 
             ids = [world.device.index] if world.device.type == "cuda" else None
             self._forward = DistributedDataParallel(self._forward, device_ids=ids)
+            if os.environ.get("SEEDBED_COMM_TIMING") == "1":  # bench/distributed.py: time the gradient all-reduce
+                self._forward.register_comm_hook(world, timed_allreduce_hook)
         elif self.strategy == "fsdp":
             from torch.distributed.device_mesh import init_device_mesh
             from torch.distributed.fsdp import fully_shard
@@ -183,7 +194,8 @@ class Parallel:
             return
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-        full = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True))
+        full = self.world._timed(lambda: get_model_state_dict(self.model,
+                                                              options=StateDictOptions(full_state_dict=True)))
         missing, unexpected = self.full_model.load_state_dict(full, strict=False)
         tied = {k for k in missing if k.endswith("lm_head.weight")}  # tied to the embedding: one tensor
         if set(missing) - tied or unexpected:
@@ -193,6 +205,20 @@ class Parallel:
     def clip_grad_norm(self, max_norm: float) -> float:
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm if max_norm > 0 else float("inf"))
         return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+
+
+def timed_allreduce_hook(world: World, bucket):
+    """A DDP communication hook that averages a gradient bucket with a blocking all-reduce and counts its time
+    in ``world.comm_s``: the gradient traffic measured on its own, without overlap with the backward (used by
+    bench/distributed.py through SEEDBED_COMM_TIMING=1; DDP's own hook overlaps it)."""
+    buffer = bucket.buffer()
+    t0 = time.perf_counter()
+    torch.distributed.all_reduce(buffer)
+    buffer.div_(world.size)
+    world.comm_s += time.perf_counter() - t0
+    fut = torch.futures.Future()
+    fut.set_result(buffer)
+    return fut
 
 
 def decoder_layers(model) -> list:
@@ -253,24 +279,23 @@ class RankStop:
 
 def rank_report(world: World, step: int) -> list[dict] | None:
     """Every rank's host, pid and clock at this step (rank 0 gets the list; the run page's ranks table)."""
+    import resource
+
     me = {"rank": world.rank, "local_rank": world.local_rank, "host": socket.gethostname(), "pid": os.getpid(),
-          "step": step, "time": time.time()}
+          "step": step, "time": time.time(),
+          "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # peak resident memory
     rows = world.gather_objects(me)
     return rows if world.is_main else None
 
 
 def main(argv: list[str]) -> int:
-    from training.config import TrainConfig
     from training.engines.events import EventWriter
-    from training.engines.process import _die_with_parent
+    from training.engines.process import rank_setup
     from training.loop import train
     from training.sink import NullSink
 
     out_dir = argv[1]
-    _die_with_parent()  # torchrun's agent dies -> this rank dies (no orphaned ranks)
-    with open(os.path.join(out_dir, "seedbed_config.json"), encoding="utf-8") as fh:
-        cfg = TrainConfig.from_dict(json.load(fh), check_paths=False)
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    cfg = rank_setup(out_dir)
     world = world_from_env(cfg.device)
     sink = EventSink(EventWriter(os.environ["SEEDBED_EVENTS"])) if world.is_main else NullSink()
     try:

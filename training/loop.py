@@ -82,7 +82,7 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
                 checkpoint(step)  # the last completed step, so a killed run can be resumed
             sink.flush()
             return TrainResult("stopped", step, out_dir)
-        t0 = time.perf_counter()
+        t0, comm0 = time.perf_counter(), world.comm_s
         roll = collect_rollouts(cfg, policy.full_model, tokenizer, engine, source, reward_fn, gens, device, world)
         ref_logp = None
         if ref_model is not None and roll.batch is not None:
@@ -98,6 +98,8 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
         seconds = time.perf_counter() - t0
         metrics = {**roll.metrics, **upd, "lr": optimizer.param_groups[0]["lr"], "step_time_s": seconds,
                    "tokens_per_s": roll.metrics["length/mean"] * roll.n_generated / seconds}
+        if world.size > 1:  # time blocked in collectives (the gradients' own only with SEEDBED_COMM_TIMING)
+            metrics["dist/comm_s"] = world.comm_s - comm0
         if cfg.eval_every and step % cfg.eval_every == 0 and world.is_main:
             metrics.update(periodic_eval(cfg, policy.full_model, tokenizer, source, step))
         sink.on_metrics(step, metrics)

@@ -38,9 +38,10 @@ def test_a_trl_run_from_the_form_draws_its_curve_and_shows_trls_config(live_serv
     page.on("pageerror", lambda error: script_errors.append(str(error)))
     log_in(page, live_server, django_user_model, start="/runs/new/")
     # the engine's own fields show where they apply (static/seedbed/engine_fields.js)
-    assert page.is_hidden("#field-nproc_per_node") and page.is_hidden("#field-command")
+    assert page.is_visible("#field-strategy") and page.is_visible("#field-nnodes") and page.is_hidden("#field-command")
     page.select_option("#id_engine", "trl")
     assert page.is_visible("#field-nproc_per_node") and page.is_hidden("#field-command")
+    assert page.is_hidden("#field-strategy") and page.is_hidden("#field-nnodes")  # the seedbed engine's own
     page.fill("#id_name", "trl from the form")
     page.fill("#id_seed", "5")
     for field, value in {"total_steps": "6", "prompts_per_step": "4", "group_size": "4", "max_new_tokens": "6"}.items():

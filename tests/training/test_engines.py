@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.conftest import tiny_config, wait_for
+from tests.conftest import process_alive as alive, tiny_config, wait_for
 from training.config import TrainConfig
 from training.engines import engine_errors, run_engine
 from training.engines.events import EventReader, parse_event
@@ -312,12 +312,3 @@ def test_what_left_the_engines_process_group_is_killed_too(tmp_path):
     escaped = int((out / "escaped.pid").read_text())
     assert status == "succeeded"
     wait_for(lambda: not alive(escaped), timeout=5, what="the process that left the group to be killed")
-
-
-def alive(pid: int) -> bool:
-    """The process exists and is not a zombie (exited, not yet reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False

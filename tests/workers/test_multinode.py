@@ -10,9 +10,8 @@ import time
 
 import pytest
 from django.test import override_settings
-from django.urls import reverse
 
-from tests.conftest import WorkerProcess, tiny_config, wait_for
+from tests.conftest import process_alive as alive, SCREENSHOTS, WorkerProcess, log_in, tiny_config, wait_for
 from tests.workers.test_train_run import RUN_TIMEOUT, assert_every_step_complete, wait_status
 from webapp.runs import services
 from webapp.runs.models import MetricPoint, Run, RunNode, RunStatus
@@ -34,14 +33,6 @@ def two_workers(worker_env):
         w.stop()
 
 
-def alive(pid) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, TypeError):
-        return False
-
-
 def processes_of(folder) -> list[int]:
     """Every process whose environment marks it as one of this run's engines (node 0's or node 1's)."""
     marks = {f"SEEDBED_RUN_DIR={folder}".encode(), f"SEEDBED_RUN_DIR={folder}/nodes/1".encode()}
@@ -57,7 +48,8 @@ def processes_of(folder) -> list[int]:
     return found
 
 
-def test_a_two_node_run_starts_as_a_gang_trains_and_is_killed_from_the_ui(two_workers, worker_env, client_in):
+def test_a_two_node_run_starts_as_a_gang_trains_and_is_killed_from_the_ui(two_workers, worker_env, live_server,
+                                                                          browser_page, django_user_model):
     blocker = services.run_create(config=tiny_config(total_steps=5000, device="auto", seed=31))
     wait_for(lambda: Run.objects.filter(pk=blocker.pk, last_step__gte=1).exists(), timeout=RUN_TIMEOUT,
              what="the blocking run to hold one worker")
@@ -84,11 +76,18 @@ def test_a_two_node_run_starts_as_a_gang_trains_and_is_killed_from_the_ui(two_wo
     folder = str(worker_env[1] / "runs" / str(run.uid))
     assert len(processes_of(folder)) >= 4  # two torchruns, a rank under each
 
-    page = client_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
-    assert "seedbed · 2 ranks (2 nodes), ddp" in page and 'id="ranks"' in page and 'id="nodes"' in page
-    response = client_in.post(reverse("runs:kill", args=[run.pk]), {"reason": "testing a 2-node kill"})
-    assert response.status_code == 302
+    # the run page: its engine badge, its two nodes (one worker each) and its two ranks; killed with its button
+    page = browser_page
+    log_in(page, live_server, django_user_model, start=f"/runs/{run.pk}/")
+    assert page.text_content("#engine-badge") == "engine: seedbed · 2 ranks (2 nodes), ddp"
+    assert page.locator("#nodes tbody tr").count() == 2 and page.locator("#ranks tbody tr").count() == 2
+    assert "127.0.0.1:" in page.text_content("#nodes tr[data-node='0']")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "two_node_run.png"), full_page=True)
+    page.fill("#kill-reason", "testing a 2-node kill")
+    page.click("#kill")
     run = wait_status(run.pk, RunStatus.KILLED, RunStatus.FAILED, timeout=90)
+    page.wait_for_selector(".run-head .status[data-status=killed]", timeout=15_000)
     assert run.status == RunStatus.KILLED and run.error == "", run.error
     assert_every_step_complete(run.pk, run.last_step)
     assert run.checkpoints.filter(step=run.last_step).exists()  # both nodes' ranks stopped together, and saved

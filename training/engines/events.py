@@ -10,7 +10,7 @@ event to the run's sink. Every line is one of:
     {"step": N, "checkpoint": "path"}                       a saved, loadable model folder (inside the run's folder)
     {"log": "text"}                                         a line for the run's log
     {"engine_config": {...}}                                the engine's own resolved config (shown on the run page)
-    {"step": N, "ranks": [{"rank": 0, "host": str, "pid": int, "time": unix seconds}, ...]}
+    {"step": N, "ranks": [{"rank": 0, "host": str, "pid": int, "time": unix seconds, "rss_mb": peak MB}, ...]}
                                                             a multi-rank run's ranks as of step N (their heartbeat)
 
 Steps are integers from 0 to 2**31 - 1; a metric is a finite number (int, float or bool); names are at most
@@ -109,8 +109,9 @@ def _ranks(rows) -> list[dict]:
         for key in ("rank", "local_rank", "pid", "step"):
             value = row.get(key)
             clean[key] = value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_STEP else None
-        t = row.get("time")
-        clean["time"] = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) else None
+        for key in ("time", "rss_mb"):
+            t = row.get(key)
+            clean[key] = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) else None
         out.append(clean)
     return out
 

@@ -44,6 +44,23 @@ def _die_with_parent(sig: int = signal.SIGKILL) -> None:
         pass
 
 
+def rank_setup(out_dir: str):
+    """The start of a rank that torchrun launched for a run (TRL's or Seedbed's own): it dies with torchrun's agent
+    (no orphaned ranks), takes the threads its supervisor gave it, and reads the run's config from the folder
+    (``seedbed_config.json``, written by the supervisor). Returns the TrainConfig."""
+    import json
+
+    import torch
+
+    from training.config import TrainConfig
+
+    _die_with_parent()
+    with open(os.path.join(out_dir, "seedbed_config.json"), encoding="utf-8") as fh:
+        cfg = TrainConfig.from_dict(json.load(fh), check_paths=False)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    return cfg
+
+
 def kill_leftover(out_dir: str) -> bool:
     """Kill whatever an earlier attempt of this run started and left running (its training process was killed
     with no chance to stop it): every process carrying this run's folder in its environment
@@ -98,7 +115,7 @@ def root_cause(log: str) -> str:
     '[rank0]: OSError: no weights in /m'
     >>> root_cause("Root Cause (first observed failure):\\n[0]:\\n  host      : vm\\n  rank      : 1 (local_rank: 1)\\n"
     ...            "  exitcode  : -9 (pid: 42)  (SIGKILL)\\n  traceback : Signal 9 (SIGKILL) received by PID 42\\n")
-    'rank 1 (local_rank 1, host vm) failed: exit code -9, Signal 9 (SIGKILL) received by PID 42'
+    'rank 1 (local_rank 1, host vm, exit code -9): Signal 9 (SIGKILL) received by PID 42'
     """
     lines = [ln.strip() for ln in log.splitlines()]
     causes = [ln for ln in lines if re.search(r"\w+(Error|Exception|Exit)\b: \S", ln) and "ChildFailedError" not in ln]
@@ -108,11 +125,13 @@ def root_cause(log: str) -> str:
         m = re.match(r"(\d+) \(local_rank: (\d+)\)", fields.get("rank", ""))
         if m:
             rank, code = m.group(1), fields.get("exitcode", "?").split(" ")[0]
+            where = f"rank {rank} (local_rank {m.group(2)}, host {fields.get('host', '?')}, exit code {code})"
             trace = fields.get("traceback", "")
-            why = trace if trace.startswith("Signal") else ""
-            own = [c for c in causes if c.startswith(f"[rank{rank}]:")]
-            detail = ", ".join(filter(None, [f"exit code {code}", why, own[-1] if own else ""]))
-            return (f"rank {rank} (local_rank {m.group(2)}, host {fields.get('host', '?')}) failed: {detail}")[:500]
+            if trace.startswith("Signal"):
+                return f"{where}: {trace}"[:500]
+            own = ([c for c in causes if c.startswith(f"[rank{rank}]:")] or
+                   [c for c in causes if not c.startswith("[rank")])
+            return (f"{own[-1]} ({where})" if own else f"{where} failed")[:500]
     return causes[-1][:500] if causes else (lines[-1][:500] if lines else "(no output)")
 
 

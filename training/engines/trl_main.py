@@ -14,9 +14,8 @@ import time
 
 import torch
 
-from training.config import TrainConfig
 from training.engines.events import EventWriter
-from training.engines.process import _die_with_parent
+from training.engines.process import rank_setup
 from training.engines.trl import map_metrics, trl_args, updates_per_step
 
 MAX_BUILTIN_ROWS = 50_000  # generated tasks: rows of the TRL dataset (TRL's sampler cycles over them)
@@ -191,13 +190,10 @@ def periodic_eval(cfg, model, tokenizer, source, step: int) -> dict:
 
 def main(argv: list[str]) -> int:
     out_dir = argv[1]
-    _die_with_parent()  # torchrun's agent dies -> this rank dies (no orphaned ranks)
+    cfg = rank_setup(out_dir)
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    with open(os.path.join(out_dir, "seedbed_config.json"), encoding="utf-8") as fh:
-        cfg = TrainConfig.from_dict(json.load(fh), check_paths=False)
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     rank = int(os.environ.get("RANK", "0"))
     writer = EventWriter(os.environ["SEEDBED_EVENTS"]) if rank == 0 else None
     ups = updates_per_step(cfg)

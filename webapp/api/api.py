@@ -302,12 +302,21 @@ def runs_kill(request, run_id: int, payload: Optional[KillIn] = None):
     return {"id": run.pk, "status": run.status, "kill_requested": True}
 
 
+class ResumeIn(Schema):
+    nproc_per_node: Optional[int] = Field(None, ge=1, le=64, description="A seedbed run: resume on this many "
+                                          "ranks per node (its checkpoints load at any world size).")
+    nnodes: Optional[int] = Field(None, ge=1, le=64, description="A seedbed run: resume on this many nodes.")
+
+
 @api.post("/runs/{run_id}/resume", tags=["runs"])
-def runs_resume(request, run_id: int):
-    """Queue a killed, lost or failed run again, from its last checkpoint (409 for any other)."""
+def runs_resume(request, run_id: int, payload: Optional[ResumeIn] = None):
+    """Queue a killed, lost or failed run again, from its last checkpoint (409 for any other), optionally on
+    another number of ranks."""
     _run(request, run_id)
     try:
-        run = run_services.run_resume(run_id=run_id, user=request.user)
+        run = run_services.run_resume(run_id=run_id, user=request.user,
+                                      nproc_per_node=payload.nproc_per_node if payload else None,
+                                      nnodes=payload.nnodes if payload else None)
     except run_services.TransitionError as exc:
         raise _conflict(exc) from None
     return {"id": run.pk, "status": run.status}

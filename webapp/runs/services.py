@@ -218,6 +218,7 @@ def run_start(*, run_id: int, worker: str) -> str:
     run.heartbeat_at = now
     run.attempts += 1
     run.error = ""
+    run.ranks = []  # this attempt's ranks report themselves (it may run on another number of them)
     run.save()
     log.info("run %s: %s on %s (attempt %s)", run.pk, action, worker, run.attempts)
     return action
