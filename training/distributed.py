@@ -51,6 +51,7 @@ class World:
     local_rank: int = 0
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     comm_s: float = 0.0  # seconds this rank spent blocked in collectives (with SEEDBED_COMM_TIMING, DDP's too)
+    hosts: list | None = None  # every rank's host name, gathered once (rank_report)
 
     def _timed(self, fn, *args):
         t0 = time.perf_counter()
@@ -278,14 +279,19 @@ class RankStop:
 
 
 def rank_report(world: World, step: int) -> list[dict] | None:
-    """Every rank's host, pid and clock at this step (rank 0 gets the list; the run page's ranks table)."""
+    """Every rank's host, pid, clock and peak memory at this step (rank 0 gets the list; the run page's ranks
+    table): one tensor gather a step; the host names, which do not change, are gathered once."""
     import resource
 
-    me = {"rank": world.rank, "local_rank": world.local_rank, "host": socket.gethostname(), "pid": os.getpid(),
-          "step": step, "time": time.time(),
-          "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # peak resident memory
-    rows = world.gather_objects(me)
-    return rows if world.is_main else None
+    if world.hosts is None:
+        world.hosts = world.gather_objects(socket.gethostname())
+    mine = torch.tensor([world.rank, world.local_rank, os.getpid(), step, time.time(),
+                         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024], dtype=torch.float64)
+    rows = world.gather_cat(mine).view(world.size, -1).tolist()
+    if not world.is_main:
+        return None
+    return [{"rank": int(r), "local_rank": int(lr), "host": world.hosts[int(r)], "pid": int(pid), "step": int(s),
+             "time": t, "rss_mb": rss} for r, lr, pid, s, t, rss in rows]
 
 
 def main(argv: list[str]) -> int:

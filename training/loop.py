@@ -200,21 +200,28 @@ def collect_rollouts(cfg, model, tokenizer, engine, source, reward_fn, gens, dev
         # every rank takes the same branch: the sum of kept groups is the same number on all of them
         if not cfg.dynamic_sampling or world.all_reduce([len(kept)])[0] >= cfg.prompts_per_step:
             break
-    # the step's numbers over every rank's completions (one process: these are its own)
-    r_all, correct_all = world.gather_cat(torch.cat(all_rewards)), world.gather_cat(torch.cat(all_correct))
-    lengths, trunc = world.gather_cat(torch.cat(all_lengths).float()), world.gather_cat(torch.cat(all_trunc))
+    # every rank's numbers in one gather (one process: its own): per completion its reward, verdict, length and
+    # truncation; per rank its error, group and zero-std counts, its kept groups and its verifier metrics per batch
+    per_row = torch.stack([torch.cat(all_rewards), torch.cat(all_correct), torch.cat(all_lengths).float(),
+                           torch.cat(all_trunc).float()]).double()  # [4, n]
+    keys = sorted(verifier_metrics[0])
+    per_rank = [n_errors, n_groups, n_zero_std, *kept_per_batch, *(m[k] for m in verifier_metrics for k in keys)]
+    n, B = per_row.shape[1], len(kept_per_batch)
+    everyone = world.gather_cat(torch.cat([per_row.flatten(), torch.tensor(per_rank, dtype=torch.float64)]))
+    everyone = everyone.view(world.size, -1)
+    r_all, correct_all, lengths, trunc = everyone[:, :4 * n].view(world.size, 4, n).transpose(0, 1).reshape(4, -1)
+    n_errors, n_groups, n_zero_std = everyone[:, 4 * n:4 * n + 3].sum(0).long().tolist()
+    counts = everyone[:, 4 * n + 3:4 * n + 3 + B].long()  # [ranks, batches]: kept groups
     n_generated = len(r_all)
-    n_errors, n_groups, n_zero_std = map(int, world.all_reduce([n_errors, n_groups, n_zero_std]).tolist())
     if n_errors > cfg.max_verifier_error_rate * n_generated:
         raise RuntimeError(f"verifier errors: {n_errors} of {n_generated} completions could not be judged, more "
                            f"than max_verifier_error_rate={cfg.max_verifier_error_rate}")
     metrics = {"reward/mean": r_all.mean().item(), "reward/std": r_all.std().item(),
                "accuracy": correct_all.mean().item(), "frac_zero_std_groups": n_zero_std / n_groups,
                "length/mean": lengths.mean().item(), "length/max": lengths.max().item(),
-               "length/clipped_frac": trunc.float().mean().item(), "num_gen_batches": float(gen_batch)}
-    metrics.update(reduce_verifier_metrics(world.gather_objects(verifier_metrics)))
+               "length/clipped_frac": trunc.mean().item(), "num_gen_batches": float(gen_batch)}
+    metrics.update(reduce_verifier_metrics(everyone[:, 4 * n + 3 + B:].reshape(-1, len(keys)), keys))
     # which kept groups make the step: the first prompts_per_step in (generation batch, rank, group) order
-    counts = world.gather_cat(torch.tensor([kept_per_batch], dtype=torch.long))  # [ranks, batches]
     per_batch = counts.sum(0)
     before = (per_batch.cumsum(0) - per_batch)[None, :] + counts.cumsum(0) - counts  # [ranks, batches]: groups ahead
     places = [int(before[world.rank, b]) + i for b, n in enumerate(kept_per_batch) for i in range(n)]
@@ -239,20 +246,17 @@ def _first_group(all_rewards, batch, G):
     return (batch, slice(0, G), all_rewards[-1][:G], torch.zeros(G))
 
 
-def reduce_verifier_metrics(per_rank: list[list[dict]]) -> dict:
-    """Each generation batch's verifier metrics of every rank as the step's: counts (``verifier/…``) summed,
-    means (``reward/<verifier>/mean``) averaged over the batches and ranks that judged something."""
-    import math
-
-    rows = [m for batches in per_rank for m in batches]
+def reduce_verifier_metrics(values: torch.Tensor, keys: list[str]) -> dict:
+    """The verifier metrics of every (rank, generation batch), rows of ``values`` [R·B, K], as the step's: counts
+    (``verifier/…``) summed, means (``reward/<verifier>/mean``) averaged over the rows that judged something."""
     out = {}
-    for key in rows[0]:
-        vals = [m[key] for m in rows if key in m]
+    for j, key in enumerate(keys):
+        col = values[:, j]
         if key.startswith("verifier/"):
-            out[key] = sum(vals)
+            out[key] = col.sum().item()
         else:
-            judged = [v for v in vals if not math.isnan(v)]
-            out[key] = sum(judged) / len(judged) if judged else math.nan
+            judged = col[~col.isnan()]
+            out[key] = judged.mean().item() if len(judged) else float("nan")
     return out
 
 
@@ -303,10 +307,10 @@ def update_policy(cfg, policy, optimizer, roll: Rollouts, ref_logp, shuffle_gen,
             loss.backward()
             stats["grad_norm"] = policy.clip_grad_norm(cfg.max_grad_norm)
             optimizer.step()
-            for k, v in world.mean_stats(stats).items():
+            for k, v in stats.items():
                 totals[k] = totals.get(k, 0.0) + v
             count += 1
-    return {k: v / count for k, v in totals.items()}
+    return world.mean_stats({k: v / count for k, v in totals.items()})  # one collective a step
 
 
 def periodic_eval(cfg, model, tokenizer, source, step: int) -> dict:
