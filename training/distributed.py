@@ -183,9 +183,11 @@ class Parallel:
             if not layers:
                 raise ValueError("strategy fsdp: the model names no decoder layer class (transformers' "
                                  "_no_split_modules) to shard; use strategy ddp")
+            # parameters stay gathered from a layer's forward to its backward: the training forward calls the model
+            # twice (prompt prefill, then completions) and resharding in between would gather every layer 3 times
             for layer in layers:
-                fully_shard(layer, mesh=mesh)
-            fully_shard(model, mesh=mesh)
+                fully_shard(layer, mesh=mesh, reshard_after_forward=False)
+            fully_shard(model, mesh=mesh, reshard_after_forward=False)
 
     def forward(self, batch):
         return self._forward(batch)
