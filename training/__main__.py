@@ -10,20 +10,45 @@ import argparse
 import json
 import os
 import sys
+import time
 
 from training.config import TrainConfig
 from training.fields import FieldErrors
 
 
-class _Progress:
-    """A one-line progress display on a terminal (nothing when output is piped)."""
+def eta_text(seconds: float) -> str:
+    """A remaining time as a person reads it.
 
-    def __init__(self, total: int):
-        self.total, self.tty = total, sys.stderr.isatty()
+    >>> eta_text(42.4), eta_text(125), eta_text(3 * 3600 + 65)
+    ('42s', '2m05s', '3h01m')
+    """
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+class _Progress:
+    """A one-line progress display with the time left (a bar on a terminal, a line per step when piped). The
+    time left is the steps to go at the mean pace of the steps seen so far in this process."""
+
+    def __init__(self, total: int, clock=time.monotonic):
+        self.total, self.tty, self.clock = total, sys.stderr.isatty(), clock
+        self.first: tuple[int, float] | None = None  # (step, time) of the first step this process saw
+
+    def eta(self, step: int) -> str:
+        now = self.clock()
+        if self.first is None:
+            self.first = (step, now)
+        done, started = step - self.first[0], self.first[1]
+        return eta_text((now - started) / done * (self.total - step)) if done > 0 else "?"
 
     def __call__(self, step: int, metrics: dict) -> None:
         line = (f"step {step}/{self.total}  reward {metrics.get('reward/mean', 0):.3f}  "
-                f"acc {metrics.get('accuracy', 0):.3f}  {metrics.get('step_time_s', 0):.2f}s/step")
+                f"acc {metrics.get('accuracy', 0):.3f}  {metrics.get('step_time_s', 0):.2f}s/step  "
+                f"ETA {self.eta(step)}")
         if self.tty:
             bar = "#" * int(30 * step / self.total)
             sys.stderr.write(f"\r[{bar:<30}] {line}")
@@ -34,9 +59,14 @@ class _Progress:
 
 
 def cmd_run(args) -> int:
+    import torch
+
     from training.engines import run_engine
     from training.sink import JsonlSink
 
+    # as the worker does (workers.runner): one thread a run unless SEEDBED_TORCH_THREADS says otherwise. torch's
+    # default (every core) made the same 20 steps 10-17x slower than on a worker on a shared 2-core machine
+    torch.set_num_threads(int(os.environ.get("SEEDBED_TORCH_THREADS", "1")))
     cfg = TrainConfig.from_file(args.config)
     if args.set:
         bad = [kv for kv in args.set if "=" not in kv]

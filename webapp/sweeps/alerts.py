@@ -74,7 +74,7 @@ def check_run(curves: dict[str, Sequence[tuple[int, float]]], bounds: AlertBound
               ) -> list[AlertFinding]:
     """Alerts for one run from its curves ``{metric: [(step, value), ...]}`` (steps ascending, whole history).
 
-    >>> [a.kind for a in check_run({"entropy": [(1, 0.5), (2, 0.01), (3, 0.0), (4, 0.0)]})]
+    >>> [a.kind for a in check_run({"entropy": [(1, 0.5), (2, 0.01), (3, 0.0), (4, 0.0), (5, 0.0)]})]
     ['entropy_collapse']
     >>> check_run({"entropy": [(1, 0.5), (2, 0.4), (3, 0.45)]})
     []
