@@ -69,6 +69,9 @@ def test_seed_and_grid_parsing():
     assert parse_seeds("7,", 0) == [7] and parse_seeds("3; 1", 0) == [3, 1]
     with pytest.raises(ValueError, match="count of seeds"):
         parse_seeds("0", 0)
+    for typo in ("1, , 3", ",2", "1,,"):  # an empty item is a typo, not a seed fewer (it was dropped silently)
+        with pytest.raises(ValueError, match="an empty item"):
+            parse_seeds(typo, 0)
     assert parse_grid("lr = 1e-4, 2e-4\nloss_agg = token-mean, \"seq-mean-token-mean\"") == {
         "lr": [1e-4, 2e-4], "loss_agg": ["token-mean", "seq-mean-token-mean"]}
     with pytest.raises(ValueError, match="appears twice"):

@@ -23,12 +23,21 @@ POLICY_FIELD = {"name": "policy_name", "metric": "policy_metric", "mode": "polic
 def parse_seeds(text: str, first_seed: int) -> list[int]:
     """"4" -> 4 seeds from ``first_seed`` on; "1, 5, 9" -> those seeds. Raises ValueError with the problem.
 
-    >>> parse_seeds("3", 10), parse_seeds("7, 3 ,11", 0)
-    ([10, 11, 12], [7, 3, 11])
+    >>> parse_seeds("3", 10), parse_seeds("7, 3 ,11", 0), parse_seeds("7,", 0)
+    ([10, 11, 12], [7, 3, 11], [7])
+    >>> parse_seeds("1, , 3", 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: an empty item in the list of seeds (item 2 of '1, , 3'): remove it or write the seed
     """
-    parts = [p.strip() for p in text.replace(";", ",").split(",") if p.strip()]
-    if not parts:
+    parts = [p.strip() for p in text.replace(";", ",").split(",")]
+    if parts and not parts[-1]:
+        parts.pop()  # a trailing comma marks a single explicit seed ("7,")
+    if not any(parts):
         raise ValueError("give a number of seeds (e.g. 4) or a list (e.g. 1, 5, 9)")
+    if "" in parts:
+        raise ValueError(f"an empty item in the list of seeds (item {parts.index('') + 1} of {text.strip()!r}): "
+                         "remove it or write the seed")
     try:
         numbers = [int(p) for p in parts]
     except ValueError:
