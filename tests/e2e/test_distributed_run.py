@@ -38,6 +38,7 @@ def test_a_two_rank_run_from_the_form_is_killed_and_resumed_on_one_rank(live_ser
     wait_for(lambda: Run.objects.get(pk=run.pk).last_step >= 3, timeout=RUN_TIMEOUT, what="3 steps")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "two_rank_run.png"), full_page=True)
+    page.once("dialog", lambda dialog: dialog.accept())  # the Kill confirmation
     page.click("#kill")
     page.wait_for_selector(".run-head .status[data-status=killed]", timeout=90_000)
     run = Run.objects.get(pk=run.pk)
@@ -52,6 +53,7 @@ def test_a_two_rank_run_from_the_form_is_killed_and_resumed_on_one_rank(live_ser
     run = Run.objects.get(pk=run.pk)
     assert run.config["nproc_per_node"] == 1 and run.status == RunStatus.RUNNING
     page.wait_for_selector(".run-head .status[data-status=running]", timeout=15_000)
+    page.once("dialog", lambda dialog: dialog.accept())  # the Kill confirmation
     page.click("#kill")
     page.wait_for_selector(".run-head .status[data-status=killed]", timeout=90_000)
     assert script_errors == []

@@ -28,13 +28,14 @@ def test_a_viewer_sees_no_kill_button_and_a_member_kills(live_server, django_use
     Membership.objects.filter(user__username="vera", project=default_project()).update(role=Role.MEMBER)
     page.reload()
     page.fill("#kill-reason", "not needed")
+    page.once("dialog", lambda dialog: dialog.accept())  # the Kill confirmation
     page.click("#kill")
     page.wait_for_selector(".run-head .status[data-status=killed]", timeout=10_000)
     run.refresh_from_db()
     assert run.status == RunStatus.KILLED and run.killed_by == "user:vera"
     page.wait_for_selector("#audit-table tr[data-action='run.kill'] .actor")
     assert page.text_content("#audit-table tr[data-action='run.kill'] .actor") == "vera"
-    assert AuditEvent.objects.get(action="run.kill").detail == {"reason": "not needed"}
+    assert AuditEvent.objects.get(action="run.kill").detail == {"reason": "not needed", "at_step": 0}
 
 
 def test_a_token_is_made_shown_once_and_revoked_on_the_tokens_page(live_server, django_user_model, browser_page):

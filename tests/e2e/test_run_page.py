@@ -52,6 +52,17 @@ def test_launch_watch_and_kill_a_run_from_the_browser(live_server, celery_worker
     page.wait_for_selector(".run-head .status[data-status=running]", timeout=10_000)
     assert page.text_content(".run-head .status") == "running"
 
+    # Kill asks first; answering no sends nothing and the run goes on
+    questions = []
+    page.once("dialog", lambda dialog: (questions.append(dialog.message), dialog.dismiss()))
+    page.click("#kill")
+    wait_for(lambda: questions, timeout=10, what="the kill confirmation")
+    assert questions[0].startswith("Kill browser run? It stops after its current step") and "checkpoint" in questions[0]
+    time.sleep(1.5)
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING and run.kill_requested_at is None
+    assert page.text_content(".run-head .status") == "running"
+    page.once("dialog", lambda dialog: dialog.accept())
     clicked_kill = time.monotonic()
     page.click("#kill")
     page.wait_for_selector(".run-head .status[data-status=killed]", timeout=60_000)

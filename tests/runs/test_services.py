@@ -4,6 +4,7 @@ import pytest
 from django.utils import timezone
 
 from training.fields import FieldErrors
+from webapp.projects.models import AuditEvent
 from webapp.runs import services
 from webapp.runs.models import Checkpoint, MetricPoint, Run, RunStatus, Sample
 
@@ -175,6 +176,9 @@ def test_resume_puts_a_killed_run_back_in_the_queue(config, django_capture_on_co
     run.refresh_from_db()
     assert run.status == RunStatus.QUEUED and run.kill_requested_at is None and run.killed_by == ""
     assert len(callbacks) == 1
+    # who killed it, why and at which step stays in the run's history (its Activity on the run page)
+    resumed = AuditEvent.objects.get(action="run.resume", target_id=run.pk)
+    assert resumed.detail == {"was": "killed", "at_step": 0, "killed_by": "user:ada"}
 
 
 @pytest.mark.parametrize("outcome, forced, kill, expected, error", [

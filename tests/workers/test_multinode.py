@@ -85,6 +85,7 @@ def test_a_two_node_run_starts_as_a_gang_trains_and_is_killed_from_the_ui(two_wo
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "two_node_run.png"), full_page=True)
     page.fill("#kill-reason", "testing a 2-node kill")
+    page.once("dialog", lambda dialog: dialog.accept())  # the Kill confirmation
     page.click("#kill")
     run = wait_status(run.pk, RunStatus.KILLED, RunStatus.FAILED, timeout=90)
     page.wait_for_selector(".run-head .status[data-status=killed]", timeout=15_000)

@@ -461,7 +461,7 @@ def run_kill(*, run_id: int, user=None, killed_by: str = "", reason: str = "") -
     run.killed_by = killed_by or "system"
     run.kill_reason = reason
     audit(project=run.project_id, user=user, actor=run.killed_by if user is None else "", action="run.kill",
-          target_type="run", target_id=run.pk, reason=reason)
+          target_type="run", target_id=run.pk, reason=reason, at_step=run.last_step)
     if run.status == RunStatus.QUEUED:
         _move(run, RunStatus.KILLED)
         run.ended_at = run.kill_requested_at
@@ -485,13 +485,21 @@ def run_resume(*, run_id: int, user=None, nproc_per_node: int | None = None, nno
         require_role(user, run.project_id, Role.MEMBER)
     if run.status not in RESUMABLE_STATUSES:
         raise TransitionError(f"run {run.pk} is {run.status}; only a killed, lost or failed run can be resumed")
+    ranks_before = (run.config.get("nproc_per_node") or 1) * (run.config.get("nnodes") or 1)
     if nproc_per_node is not None or nnodes is not None:
         run.config = _config_on_ranks(run, nproc_per_node, nnodes)
+    # how it had ended goes into the run's history (its Activity) before the run's own fields are cleared
+    ended = {"was": run.status, "at_step": run.last_step, "killed_by": run.killed_by, "reason": run.kill_reason,
+             "error": (run.error.strip().splitlines() or [""])[-1][:200]}
+    ranks_now = (run.config.get("nproc_per_node") or 1) * (run.config.get("nnodes") or 1)
+    if ranks_now != ranks_before:
+        ended["ranks"] = f"{ranks_before} -> {ranks_now}"
     _move(run, RunStatus.QUEUED)
     run.kill_requested_at, run.killed_by, run.kill_reason = None, "", ""
     run.ended_at, run.enqueued_at, run.error = None, None, ""
     run.save()
-    audit(project=run.project_id, user=user, action="run.resume", target_type="run", target_id=run.pk)
+    audit(project=run.project_id, user=user, action="run.resume", target_type="run", target_id=run.pk,
+          **{k: v for k, v in ended.items() if v not in ("", None)})
     if run.sweep_id is None:
         run_dispatch(run=run)
     else:
