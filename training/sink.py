@@ -37,6 +37,9 @@ class JsonlSink:
     """
 
     def __init__(self, out_dir: str, echo=None):
+        from training.guards import SilentRunGuard
+
+        self.guard = SilentRunGuard()  # its warnings go to echo (the CLI prints them) and warnings.jsonl
         self.out_dir = out_dir
         os.makedirs(out_dir, exist_ok=True)
         self.echo = echo
@@ -44,6 +47,7 @@ class JsonlSink:
         self._samples = open(os.path.join(out_dir, "samples.jsonl"), "a", encoding="utf-8")
 
     def truncate_after(self, step: int) -> None:
+        self.guard.forget_after(step)
         for fh in (self._metrics, self._samples):
             fh.flush()
             with open(fh.name, encoding="utf-8") as r:
@@ -54,11 +58,24 @@ class JsonlSink:
     def on_metrics(self, step, metrics):
         self._metrics.write(json.dumps({"step": step, **metrics}, sort_keys=True) + "\n")
         self._metrics.flush()
+        self.guard.on_metrics(step, metrics)
+        if step > self.guard.steps:
+            self._warn()
 
     def on_samples(self, step, rows):
         for row in rows:
             self._samples.write(json.dumps({"step": step, **row}, sort_keys=True) + "\n")
         self._samples.flush()
+        self.guard.on_samples(step, rows)
+        if step >= self.guard.steps:
+            self._warn()
+
+    def _warn(self) -> None:
+        for warning in self.guard.warnings():
+            with open(os.path.join(self.out_dir, "warnings.jsonl"), "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(warning, sort_keys=True) + "\n")
+            if self.echo:
+                self.echo(f"WARNING: {warning['message']}")
 
     def on_checkpoint(self, step, path):
         if self.echo:

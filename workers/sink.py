@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from training.guards import SilentRunGuard
 from webapp.runs import services
 
 
@@ -26,6 +27,7 @@ class DatabaseSink:
         self._points: list[tuple[int, str, float]] = []
         self._samples: dict[int, list[dict]] = {}
         self._last_flush = float("-inf")
+        self.guard = SilentRunGuard()
         self.ranks_every_s = 2.0
         self._ranks_at = float("-inf")
 
@@ -33,16 +35,28 @@ class DatabaseSink:
         """Called by the loop when it (re)starts at ``step``: forget whatever an interrupted attempt stored
         after its checkpoint, so a resumed run's history has each step exactly once."""
         self._points, self._samples = [], {}
+        self.guard.forget_after(step)
         if self._holds_run():
             services.run_discard_after(run_id=self.run_id, step=step)
 
     def on_metrics(self, step: int, metrics: dict[str, float]) -> None:
         self._points.extend((step, key, value) for key, value in metrics.items())
+        self.guard.on_metrics(step, metrics)
+        if step > self.guard.steps:
+            self._raise_warnings()
         self._maybe_flush()
 
     def on_samples(self, step: int, rows: list[dict]) -> None:
         self._samples.setdefault(step, []).extend(rows)
+        self.guard.on_samples(step, rows)
+        if step >= self.guard.steps:
+            self._raise_warnings()
         self._maybe_flush()
+
+    def _raise_warnings(self) -> None:
+        for warning in self.guard.warnings():
+            if self._holds_run():
+                services.run_warning_add(run_id=self.run_id, warning=warning)
 
     def on_checkpoint(self, step: int, path: str) -> None:
         self.flush()

@@ -81,6 +81,9 @@ class Run(models.Model):
                                     help_text="A restarted run is sent again from this time on (backoff).")
 
     last_step = models.IntegerField(default=0, help_text="Last step whose metrics are stored.")
+    warnings = models.JSONField(default=list, blank=True,
+                                help_text="Guards against silent waste (training.guards): e.g. reward 0 for every "
+                                          "sample of the first steps, with the verifier's most common reason.")
     ranks = models.JSONField(default=list, blank=True,
                              help_text="A multi-rank run's ranks as they last reported: rank, host, pid, step, time.")
     engine_config = models.JSONField(default=dict, blank=True,

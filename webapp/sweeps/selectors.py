@@ -153,9 +153,17 @@ def sweep_decisions(*, sweep_id: int) -> list[dict]:
 
 
 def sweep_alerts(*, sweep_id: int) -> list[dict]:
-    return [{"id": a.pk, "run_id": a.run_id, "seed": a.run.seed, "kind": a.kind, "label": a.get_kind_display(),
-             "metric": a.metric, "step": a.step, "value": a.value, "bound": a.bound, "message": a.message}
-            for a in Alert.objects.filter(sweep_id=sweep_id).select_related("run").order_by("created_at", "id")]
+    """The RL-health alerts of the sweep's runs, then its runs' guard warnings (training.guards: e.g. reward 0
+    for every sample of the first steps)."""
+    alerts = [{"id": a.pk, "run_id": a.run_id, "seed": a.run.seed, "kind": a.kind, "label": a.get_kind_display(),
+               "metric": a.metric, "step": a.step, "value": a.value, "bound": a.bound, "message": a.message}
+              for a in Alert.objects.filter(sweep_id=sweep_id).select_related("run").order_by("created_at", "id")]
+    for run_id, seed, warnings in Run.objects.filter(sweep_id=sweep_id).exclude(warnings=[]).order_by("pk") \
+            .values_list("pk", "seed", "warnings"):
+        alerts += [{"id": None, "run_id": run_id, "seed": seed, "kind": w.get("kind"), "label": w.get("kind"),
+                    "metric": "reward/mean", "step": w.get("step"), "value": None, "bound": None,
+                    "message": w.get("message")} for w in warnings]
+    return alerts
 
 
 def next_decision_points(*, sweep: Sweep, runs: list[dict]) -> dict:
