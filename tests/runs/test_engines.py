@@ -112,6 +112,7 @@ def test_the_engine_select_offers_the_engines_this_server_runs(client_in, monkey
     assert options_of(html, "command") == [""] and "no command is registered on this server" in html
     # the engine knobs come first, with the main ones; the script shows nproc/command only where they apply
     assert html.index('name="engine"') < html.index('name="model_path"') < html.index("Every other knob")
+    assert html.index('name="task"') < html.index('name="data_path"') < html.index("Every other knob")
     assert 'data-engine-only="command"' in html and html.count('data-engine-only="seedbed"') == 2  # nnodes, strategy
     assert "seedbed/engine_fields" in html
     assert "seedbed/engine_fields" in client_in.get(reverse("sweeps:new")).content.decode()

@@ -26,8 +26,10 @@ from webapp.projects.selectors import projects_where
 from webapp.runs.services import parse_config
 
 # Knobs shown first, in this order; the rest follow in schema order.
-PRIMARY_KNOBS = ("preset", "engine", "nproc_per_node", "nnodes", "strategy", "command", "model_path", "task", "seed", "total_steps",
-                 "prompts_per_step", "group_size", "max_new_tokens", "lr", "eps_low", "eps_high", "kl_coef")
+# (data_path with the task: a file task is unusable without it, so it is never hidden in "Every other knob")
+PRIMARY_KNOBS = ("preset", "engine", "nproc_per_node", "nnodes", "strategy", "command", "model_path", "task",
+                 "data_path", "seed", "total_steps", "prompts_per_step", "group_size", "max_new_tokens", "lr",
+                 "eps_low", "eps_high", "kl_coef")
 
 
 class DatalistInput(forms.TextInput):
