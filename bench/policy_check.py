@@ -20,8 +20,8 @@ state. Then ``--repeat`` times: one new step for every run (``run_metrics_append
 
 Each figure is the median of the repeats (a size of more than ``--full-once-above`` points runs the full rebuild
 once: it takes long), timed in this process on the same data; the ratio is full rebuild / incremental. The policy
-is the median rule with ``min_delta`` 1, so that no run is stopped and every check judges every run (stops only
-make later checks cheaper).
+is the median rule with ``min_delta`` 1 (``--policy bayes``: the bayes rule with ``p_stop`` 1e-9), so that no run
+is stopped and every check judges every run (stops only make later checks cheaper).
 
 With ``--late-start W``, each size also times one check after its last run was started again from step 1 (a late
 seed: a live run far behind holds the plan's policy_step where it was) while the others went ``W`` steps on: a
@@ -67,7 +67,15 @@ def insert_points(run_ids: list[int], steps: int, rng: np.random.Generator) -> N
                                    [(run_id, s, METRIC, v, now) for s, v in zip(step.tolist(), values.tolist())])
 
 
-def build_sweep(runs: int, steps: int, rng: np.random.Generator):
+POLICIES = {
+    # min_delta 1: no run is stopped, every check judges every run
+    "median": {"name": "median", "min_delta": 1.0},
+    # p_stop tiny: no run of these alike curves is stopped, every check forecasts every run and judges it
+    "bayes": {"name": "bayes", "p_stop": 1e-9},
+}
+
+
+def build_sweep(runs: int, steps: int, rng: np.random.Generator, policy_name: str = "median"):
     """A sweep of ``runs`` running runs at ``steps`` steps whose checks kept up (policy_step = steps)."""
     from django.db import connection
     from django.utils import timezone
@@ -77,7 +85,7 @@ def build_sweep(runs: int, steps: int, rng: np.random.Generator):
     from webapp.sweeps.models import Sweep, SweepPlan
 
     config = {"total_steps": steps + 1000, "preset": "grpo", "seed": 0}
-    policy = {"name": "median", "metric": METRIC, "mode": "max", "max_steps": steps + 1000, "min_delta": 1.0}
+    policy = {**POLICIES[policy_name], "metric": METRIC, "mode": "max", "max_steps": steps + 1000}
     sweep = Sweep.objects.create(project=default_project(), name=f"bench {runs}x{steps}", config=config,
                                  seeds=list(range(runs)), concurrency=runs, policy=policy)
     SweepPlan.objects.create(sweep=sweep, policy_step=steps)
@@ -120,14 +128,15 @@ def late_start(sweep, run_ids: list[int], window: int) -> tuple[float, float, in
     return t_inc, t_full, inc.points_read
 
 
-def bench_size(runs: int, steps: int, repeat: int, full_once_above: int, late_window: int) -> dict:
+def bench_size(runs: int, steps: int, repeat: int, full_once_above: int, late_window: int,
+               policy_name: str = "median") -> dict:
     from webapp.runs.services import run_metrics_append
     from webapp.sweeps.models import SweepPlan
     from webapp.sweeps.policy_check import policy_check
     from webapp.sweeps.services import sweep_apply_policy
 
     rng = np.random.default_rng(0)
-    t_seed, (sweep, run_ids) = timed(lambda: build_sweep(runs, steps, rng))
+    t_seed, (sweep, run_ids) = timed(lambda: build_sweep(runs, steps, rng, policy_name))
     t_first, _ = timed(lambda: sweep_apply_policy(sweep_id=sweep.pk))
     full, incremental, whole, read = [], [], [], {}
     for k in range(1, repeat + 1):
@@ -160,6 +169,8 @@ def main() -> None:
                         help="above this many points the full rebuild is timed once, not --repeat times")
     parser.add_argument("--late-start", type=int, default=0, metavar="W",
                         help="also time a check with a late-started run while the others went W steps on")
+    parser.add_argument("--policy", choices=sorted(POLICIES), default="median",
+                        help="median (min_delta 1) or bayes (p_stop 1e-9): neither stops a run")
     args = parser.parse_args()
     setup_django()
     from django.db import connection
@@ -169,13 +180,14 @@ def main() -> None:
     if Run.objects.exists():
         raise SystemExit("the database already holds runs: give bench/policy_check.py a fresh, empty database")
     targets = {(32, 10_000): 0.2, (64, 100_000): 1.0}
-    print(f"database: {connection.vendor}; median of {args.repeat} checks, each after one new step of every run")
+    print(f"database: {connection.vendor}; policy {args.policy}; median of {args.repeat} checks, each after one new "
+          "step of every run")
     header = (f"{'size':>12} {'points':>11} {'full rebuild':>13} {'incremental':>12} {'whole check':>12} "
               f"{'ratio':>7} {'target':>7}  read (incremental / full)")
     print(header)
     for size in args.sizes.split(","):
         runs, steps = (int(x) for x in size.lower().split("x"))
-        r = bench_size(runs, steps, args.repeat, args.full_once_above, args.late_start)
+        r = bench_size(runs, steps, args.repeat, args.full_once_above, args.late_start, args.policy)
         full, inc, whole = (statistics.median(r[k]) for k in ("full", "incremental", "whole"))
         target = targets.get((runs, steps))
         verdict = "" if target is None else f"{'<' if whole < target else 'OVER'} {target:g} s"

@@ -122,7 +122,7 @@ def test_roles_viewer_reads_member_acts_admin_manages(alice, bob, config):
     second = bob.post(f"/runs/{run_id}/kill")
     assert second.status_code == 409 and "only a queued or running run" in second.json()["detail"]
     event = AuditEvent.objects.get(action="run.kill", target_id=run_id)
-    assert (event.actor_name, event.detail) == ("bob", {"reason": "bad seed"})
+    assert (event.actor_name, event.detail) == ("bob", {"reason": "bad seed", "at_step": 0})
     assert bob.post(f"/runs/{run_id}/resume").json()["status"] == "queued"
     assert AuditEvent.objects.filter(action="run.resume", actor_name="bob").count() == 1
     members = alice.get("/projects/vision/members").json()["members"]

@@ -43,6 +43,13 @@ def test_module_imports_without_django():
     ({"name": "threshold", "metric": "m", "max_steps": 10, "lower_bound": True}, "lower_bound"),
     ({"name": "manual", "metric": "m", "max_steps": 10, "eta": 2}, "eta"),
     ({"name": "hyperband", "metric": "m", "max_steps": 10}, "name"),
+    ({"name": "bayes", "metric": "m", "max_steps": 10, "p_stop": 0.0}, "p_stop"),
+    ({"name": "bayes", "metric": "m", "max_steps": 10, "p_stop": 1.0}, "p_stop"),
+    ({"name": "bayes", "metric": "m", "max_steps": 10, "tolerance": -0.1}, "tolerance"),
+    ({"name": "bayes", "metric": "m", "max_steps": 10, "drift": -1}, "drift"),
+    ({"name": "bayes", "metric": "m", "max_steps": 10, "half_life": 0}, "half_life"),
+    ({"name": "bayes", "metric": "m", "max_steps": 10, "final_points": 11}, "final_points"),
+    ({"name": "bayes", "metric": "m", "max_steps": 10, "min_peers": 0}, "min_peers"),
     ({"name": ["median"], "metric": "m", "max_steps": 10}, "name"),
 ])
 def test_invalid_config_names_the_key(config, key):
@@ -311,7 +318,7 @@ def test_extend_proposes_the_best_survivor_once_per_freed_slot():
 def test_decision_record_has_the_structured_fields():
     d = Decision(run_id=7, action="stop", reason="r", rule="median", step=3, value=0.2, threshold=0.65, n_peers=4)
     assert d.to_dict() == {"run_id": 7, "action": "stop", "reason": "r", "rule": "median", "step": 3,
-                           "value": 0.2, "threshold": 0.65, "n_peers": 4, "extra_steps": 0}
+                           "value": 0.2, "threshold": 0.65, "n_peers": 4, "extra_steps": 0, "details": {}}
 
 
 @pytest.mark.parametrize("config, described, checks", [
@@ -323,6 +330,8 @@ def test_decision_record_has_the_structured_fields():
     ({"name": "threshold", "metric": "entropy", "max_steps": 10, "lower_bound": 0.05, "patience": 3},
      "threshold on entropy: every step from 2, stop when below 0.05 or no improvement for 3 steps",
      {0: 2, 5: 6, 9: None}),
+    ({"name": "bayes", "metric": "m", "max_steps": 40, "grace_steps": 6},
+     "bayes on m (max): every step from 6, each run's final at step 40 is forecast", {0: 6, 6: 7, 38: 39, 39: None}),
 ])
 def test_each_policy_says_what_it_does_and_when_it_looks_next(config, described, checks):
     """The dashboard and the form ask the policy; no caller tests which kind of policy it is."""
@@ -338,3 +347,103 @@ def test_an_empty_config_is_manual_and_a_manual_config_is_stored_as_empty():
     assert make_policy({}).decide() == []
     manual = make_policy({"name": "manual", "metric": "m", "max_steps": 10})
     assert manual.stored_config({"name": "manual", "metric": "m", "max_steps": 10}) == {}
+
+
+# --- bayes: noise-aware forecasting -------------------------------------------------------------------
+
+BAYES = {"name": "bayes", "metric": "reward/mean", "mode": "max", "max_steps": 40, "grace_steps": 8}
+
+
+def noisy_curves(levels: dict, steps: int, noise: float, seed: int = 0) -> dict:
+    """Saturating curves 0.1 + (level - 0.1) * t / (t + 6) (a shape of the grid: t_mid = 0.15 * 40) plus
+    Gaussian noise of sd ``noise`` (fixed seed)."""
+    import random
+    rng = random.Random(seed)
+    return {run_id: [(t, 0.1 + (level - 0.1) * t / (t + 6) + rng.gauss(0, noise)) for t in range(1, steps + 1)]
+            for run_id, level in levels.items()}
+
+
+def test_bayes_stops_a_clearly_worse_low_noise_seed_at_the_first_judged_step():
+    curves = noisy_curves({"a": 0.7, "b": 0.7, "c": 0.7, "d": 0.7, "bad": 0.4}, steps=40, noise=0.01)
+    result = replay(BAYES, curves)
+    assert result.stopped_at == {"bad": 8}
+    (decision,) = result.decisions
+    assert decision.details["probability"] < decision.details["p_stop"] == 0.1
+    assert decision.reason.startswith("bayes: P(final within 0.02 of the best) = 0.000 < p_stop 0.1")
+
+
+def test_bayes_keeps_a_seed_worse_by_less_than_its_noise():
+    # "close" ends 0.03 below the others, a third of one point's noise: no step tells it from them
+    curves = noisy_curves({"a": 0.6, "b": 0.6, "c": 0.6, "d": 0.6, "close": 0.57}, steps=40, noise=0.1, seed=3)
+    assert "close" not in replay(BAYES, curves).stopped_at
+    # the same gap with a hundredth of the noise is told apart and stopped
+    quiet = noisy_curves({"a": 0.6, "b": 0.6, "c": 0.6, "d": 0.6, "close": 0.57}, steps=40, noise=0.001, seed=3)
+    assert "close" in replay({**BAYES, "drift": 0.0}, quiet).stopped_at
+
+
+def test_bayes_mode_min_stops_the_highest_loss():
+    curves = noisy_curves({"a": 0.7, "b": 0.7, "c": 0.7, "d": 0.7, "bad": 0.4}, steps=40, noise=0.01)
+    losses = {run_id: [(t, 1.0 - v) for t, v in points] for run_id, points in curves.items()}
+    assert replay({**BAYES, "mode": "min"}, losses).stopped_at == {"bad": 8}
+    # read as rewards to maximise, the same curves make "bad" the one best run: the others are stopped
+    assert "bad" not in replay(BAYES, losses).stopped_at
+
+
+def test_bayes_decisions_carry_probability_forecast_interval_and_peers():
+    curves = noisy_curves({"a": 0.7, "b": 0.7, "c": 0.7, "d": 0.7, "bad": 0.4}, steps=40, noise=0.01)
+    (decision,) = replay(BAYES, curves).decisions
+    details = decision.details
+    assert decision.rule == "bayes" and decision.value == details["forecast"]
+    assert details["ci_low"] < details["forecast"] < details["ci_high"]
+    assert details["ci_high"] - details["ci_low"] == pytest.approx(2 * 1.959964 * details["sd"])
+    # its own trend foresees its true final (0.1 + 0.3 * 40/46 = 0.36 at step 40) within 1.96 sd; the forecast
+    # the decision used is drawn from there toward its peers' (empirical Bayes), so it lies between the two
+    truth = 0.1 + 0.3 * 40 / 46
+    assert abs(details["trend_forecast"] - truth) < 1.959964 * details["trend_sd"]
+    assert details["trend_forecast"] < details["forecast"] < decision.threshold
+    assert [peer for peer, _, _ in details["peers"]] == ["a", "b", "c", "d"] and decision.n_peers == 4
+    assert decision.threshold == max(mean for _, mean, _ in details["peers"])
+    assert 0.6 < decision.threshold < 0.75
+
+
+def test_bayes_forecast_of_a_noiseless_saturating_curve_is_its_value_at_max_steps():
+    from webapp.sweeps.policies.forecast import TrendStats, mix, shape_fits, shape_weights
+    stats = TrendStats(max_steps=40, half_life=None)
+    for t in range(1, 13):
+        stats.add(t, 0.2 + 0.6 * t / (t + 6.0))  # t_mid = 6 = 0.15 * max_steps, one shape of the grid
+    fits = shape_fits(stats, horizon=40, final_points=4)
+    forecast = mix(fits, shape_weights([f.log_likelihood for f in fits]))
+    assert forecast.mean == pytest.approx(0.2 + 0.6 * 40 / 46, abs=1e-6)
+    assert forecast.sd < 1e-3
+
+
+def test_p_near_best_matches_the_closed_form_for_one_peer():
+    from webapp.sweeps.policies.forecast import normal_cdf, p_near_best
+    # P(X >= Y - tol) = Phi((mx - my + tol) / sqrt(sx**2 + sy**2)) for independent normals
+    for mx, sx, my, sy, tol in [(0.5, 0.05, 0.6, 0.04, 0.02), (0.6, 0.1, 0.5, 0.02, 0.0), (0.3, 0.01, 0.31, 0.1, 0.0)]:
+        expected = normal_cdf((mx - my + tol) / math.hypot(sx, sy))
+        assert p_near_best(mx, sx, [(my, sy)], tol) == pytest.approx(expected, abs=2e-3)
+    assert p_near_best(0.5, 0.1, [], 0.02) == pytest.approx(1.0)
+    # two equal peers: P(X >= max(Y1, Y2)) = 1/3 for three exchangeable runs
+    assert p_near_best(0.5, 0.1, [(0.5, 0.1), (0.5, 0.1)], 0.0) == pytest.approx(1 / 3, abs=2e-3)
+
+
+def test_bayes_state_saved_mid_sweep_and_restored_decides_as_the_policy_that_saw_every_point():
+    import json
+    curves = noisy_curves({"a": 0.7, "b": 0.66, "c": 0.62, "d": 0.58, "e": 0.5}, steps=40, noise=0.03, seed=5)
+    config = {**BAYES, "p_stop": 0.3}
+    whole, restored = make_policy(config), make_policy(config)
+    for t in range(1, 15):
+        for run_id, points in curves.items():
+            whole.observe(run_id, *points[t - 1])
+            restored.observe(run_id, *points[t - 1])
+    saved = json.loads(json.dumps(restored.save_state()))
+    restored = make_policy(config)
+    restored.load_state(saved)
+    decided = {"whole": [], "restored": []}
+    for t in range(15, 41):
+        for name, policy in (("whole", whole), ("restored", restored)):
+            for run_id, points in curves.items():
+                policy.observe(run_id, *points[t - 1])
+            decided[name] += policy.decide()
+    assert decided["whole"] and decided["whole"] == decided["restored"]

@@ -68,8 +68,15 @@ def apply_with(check):
 
 def decisions_of(sweep) -> list[tuple]:
     index = {pk: i for i, pk in enumerate(sweep.runs.order_by("pk").values_list("pk", flat=True))}
-    return [(index[d.run_id], d.action, d.rule, d.step, d.value, d.threshold, d.n_peers, d.extra_steps, d.reason,
-             d.outcome) for d in sweep.decisions.order_by("pk")]
+    return [(index[d.run_id], d.action, d.rule, d.step, d.value, d.threshold, d.n_peers, d.extra_steps,
+             d.reason, d.outcome, _details(d.details, index)) for d in sweep.decisions.order_by("pk")]
+
+
+def _details(details: dict, index: dict) -> dict:
+    """A decision's details with the peers' run ids as indexes (the copies' runs have other ids)."""
+    if "peers" not in details:
+        return details
+    return {**details, "peers": [[index[run_id], *rest] for run_id, *rest in details["peers"]]}
 
 
 def runs_of(sweep) -> list[Run]:
@@ -159,6 +166,10 @@ POLICIES = {
     "threshold-patience-mean": ({"name": "threshold", "patience": 4, "min_delta": 0.01, "min_peers": 1,
                                  "smoothing": "mean", "smoothing_window": 4},
                                 {"free_slot_use": FreeSlotUse.EXTEND, "extend_steps": 5}),
+    "bayes-defaults": ({"name": "bayes", "grace_steps": 3, "min_peers": 1, "p_stop": 0.2}, {}),
+    "bayes-min-extend": ({"name": "bayes", "mode": "min", "grace_steps": 4, "min_peers": 2, "p_stop": 0.3,
+                          "half_life": 3, "tolerance": 0.05, "drift": 0.0},
+                         {"free_slot_use": FreeSlotUse.EXTEND, "extend_steps": 6}),
     "threshold-upper-none": ({"name": "threshold", "upper_bound": 0.7, "smoothing": "none", "grace_steps": 2},
                              {"free_slot_use": FreeSlotUse.NEW_SEED, "max_new_seeds": 3}),
 }

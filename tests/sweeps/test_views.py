@@ -183,3 +183,22 @@ def test_samples_side_by_side_as_a_fragment(client_in, sweep):
     assert "No samples stored at step 4" in client_in.get(reverse("sweeps:samples", args=[sweep.pk]),
                                                           {"step": 4}).content.decode()
     assert client_in.get(reverse("sweeps:samples", args=[sweep.pk])).status_code == 400
+
+
+def test_a_bayes_decision_shows_its_probability_and_forecast_on_the_dashboard(client_in, config,
+                                                                               django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        sweep = services.sweep_create(config=config, seeds=[0, 1, 2, 3], concurrency=4, name="forecast",
+                                      policy={"name": "bayes", "metric": "reward/mean", "grace_steps": 3,
+                                              "min_peers": 2})
+    runs = [make_running(r) for r in sweep.runs.order_by("pk")]
+    for run, level in zip(runs, (0.8, 0.8, 0.8, 0.1)):
+        log_points(run, "reward/mean", [level + 0.001 * (i % 3) for i in range(8)])
+    services.sweep_apply_policy(sweep_id=sweep.pk)
+    decision = sweep.decisions.get(run=runs[3])
+    assert decision.details["probability"] < decision.details["p_stop"]
+    html = client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode()
+    row = html[html.index(f'<tr data-run="{runs[3].pk}" data-action="stop">'):]
+    row = row[:row.index("</tr>")]
+    assert f'<td class="probability">{decision.details["probability"]:.3f} (&lt; {decision.details["p_stop"]:g})' in row
+    assert '<td class="forecast">0.1' in row and "[" in row

@@ -84,6 +84,9 @@ class PolicyDecision(models.Model):
     threshold = models.FloatField(help_text="What it was compared with (peer median, rung cut-off, bound, best).")
     n_peers = models.IntegerField(default=0)
     extra_steps = models.IntegerField(default=0)
+    details = models.JSONField(default=dict, blank=True,
+                               help_text="Further numbers the rule used (bayes: probability, forecast, its 95 % "
+                                         "interval, the peers' forecasts).")
     reason = models.TextField()
     outcome = models.CharField(max_length=20, choices=Outcome.choices, default=Outcome.APPLIED)
     note = models.TextField(blank=True, help_text="Why it was skipped, or what followed (the seed that took the slot).")

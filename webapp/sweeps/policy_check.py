@@ -142,7 +142,8 @@ def _restored(sweep: Sweep, plan: SweepPlan, runs: dict[int, Run], stored: dict)
 
 def _as_decision(row: PolicyDecision) -> Decision:
     return Decision(run_id=row.run_id, action=row.action, reason=row.reason, rule=row.rule, step=row.step,
-                    value=row.value, threshold=row.threshold, n_peers=row.n_peers, extra_steps=row.extra_steps)
+                    value=row.value, threshold=row.threshold, n_peers=row.n_peers, extra_steps=row.extra_steps,
+                    details=row.details)
 
 
 def _tell_known(policy: Policy, runs: dict[int, Run], stored: dict) -> None:

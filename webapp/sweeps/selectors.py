@@ -148,6 +148,7 @@ def sweep_run_values(*, sweep_id: int, metric: str, mode: str) -> dict[int, dict
 def sweep_decisions(*, sweep_id: int) -> list[dict]:
     return [{"id": d.pk, "run_id": d.run_id, "seed": d.run.seed, "action": d.action, "rule": d.rule, "step": d.step,
              "value": d.value, "threshold": d.threshold, "n_peers": d.n_peers, "extra_steps": d.extra_steps,
+             "details": d.details or {},
              "reason": d.reason, "outcome": d.outcome, "note": d.note, "at": d.created_at.isoformat()}
             for d in PolicyDecision.objects.filter(sweep_id=sweep_id).select_related("run").order_by("created_at", "id")]
 

@@ -2,7 +2,8 @@
 
 Pure Python, importing no Django, so a sweep can be replayed offline (``replay``, ``bench/early_stopping.py``)
 and the database layer can feed a policy the curves it stores and apply what it decides. The package:
-``smoothing`` (curves), ``parameters`` (one dataclass per policy), ``rules`` (the policies), ``replay``.
+``smoothing`` (curves), ``forecast`` (the ``bayes`` rule's trend fit and probability), ``parameters`` (one
+dataclass per policy), ``rules`` (the policies), ``replay``.
 Callers never test a policy's kind: ``describe()`` says what it does, ``next_check(last_step, total_steps)``
 when it looks at a run next, ``reads_curves`` whether it needs the curves at all, ``stored_config``
 what a sweep keeps of its config (nothing, for manual).
@@ -22,6 +23,10 @@ Policies (``name``):
   ``1/eta`` of the runs that reached it continue.
 - ``threshold``: stop when the smoothed metric crosses a bound (``lower_bound`` / ``upper_bound``, e.g.
   entropy collapsing below 0.05) or has not improved by ``min_delta`` for ``patience`` steps.
+- ``bayes``: noise-aware forecasting (``forecast``): each run's final is forecast, with a predictive interval,
+  from a saturating trend fit to its own points (its noise from its own residuals); a run stops when the
+  probability that its final ends within ``tolerance`` of the best run's final falls below ``p_stop``. Its
+  decisions' ``details`` hold the probability, the forecast and its interval, and the peers' forecasts.
 
 What every policy shares (``CommonParams``): the metric is smoothed per run (debiased EMA by default), no run is
 judged before ``grace_steps``, and a comparison needs at least ``min_peers`` other runs that reached the same
@@ -47,7 +52,7 @@ no queued seed left (a queued seed takes a freed slot first).
 """
 from __future__ import annotations
 
-from .parameters import AshaParams, CommonParams, ManualParams, MedianParams, ThresholdParams
+from .parameters import AshaParams, BayesParams, CommonParams, ManualParams, MedianParams, ThresholdParams
 from .replay import ReplayResult, replay
 from .rules import (EXTEND, POLICY_NAMES, STOP, Decision, HistoryMissing, Policy, make_policy, params_help,
                     parse_config)
@@ -55,6 +60,6 @@ from .smoothing import debiased_ema, running_mean, smooth
 
 __all__ = [
     "Decision", "Policy", "CommonParams", "ManualParams", "MedianParams", "AshaParams", "ThresholdParams",
-    "make_policy", "parse_config", "params_help", "replay", "ReplayResult", "debiased_ema", "running_mean",
-    "smooth", "POLICY_NAMES", "STOP", "EXTEND", "HistoryMissing",
+    "BayesParams", "make_policy", "parse_config", "params_help", "replay", "ReplayResult", "debiased_ema",
+    "running_mean", "smooth", "POLICY_NAMES", "STOP", "EXTEND", "HistoryMissing",
 ]

@@ -11,7 +11,8 @@ from training.fields import FieldErrors, coerce
 
 from .smoothing import SMOOTHING_KINDS
 
-__all__ = ["CommonParams", "ManualParams", "MedianParams", "AshaParams", "ThresholdParams", "parse_params",
+__all__ = ["CommonParams", "ManualParams", "MedianParams", "AshaParams", "ThresholdParams", "BayesParams",
+           "parse_params",
            "defaults_text", "MODES"]
 
 MODES = ("max", "min")
@@ -157,6 +158,54 @@ class ThresholdParams(CommonParams):
             e["patience"] = f"must be at least 1 (or empty for off); got {self.patience}"
         if self.min_delta < 0:
             e["min_delta"] = f"must be 0 or more; got {self.min_delta}"
+        return e
+
+
+@dataclass(frozen=True)
+class BayesParams(CommonParams):
+    """Noise-aware forecasting rule (``bayes``): stop a run only when its forecast final is unlikely to end near
+    the best run's."""
+
+    tolerance: float = 0.02
+    """A final within this of the best run's final counts as near-best, in the metric's units (0.02 suits
+    rewards and accuracies in [0, 1]; set it for other scales)."""
+    p_stop: float = 0.1
+    """Stop a run when the probability that its final ends within ``tolerance`` of the best run's final falls
+    below this (lower keeps more runs). 0.1 (with ``drift`` 0): on the benchmark's synthetic tune split
+    (bench/early_stopping.py --tune) the highest near-best retention among the settings that save at least 50 %
+    of the compute."""
+    half_life: Optional[int] = None
+    """The trend fit weighs a point half as much as one this many steps later (recent course counts most). Empty
+    means 25 % of ``max_steps`` (rounded up)."""
+    drift: float = 0.0
+    """How far, in the metric's units (sd), a run's final may still depart from what its trend foresees when
+    the whole run lies ahead: the forecast's variance gains drift**2 * (steps left) / max_steps, a random walk of
+    the level that no fit to the points so far can see (the trend model is only an approximation). 0 by default:
+    the tune split did best without it."""
+    final_points: Optional[int] = None
+    """The final value is the mean of this many last points (its own noise is part of the forecast). Empty means
+    10 % of ``max_steps`` (rounded up)."""
+
+    def half_life_steps(self) -> int:
+        return self.half_life if self.half_life is not None else math.ceil(0.25 * self.max_steps)
+
+    def final_window(self) -> int:
+        return self.final_points if self.final_points is not None else max(1, math.ceil(0.1 * self.max_steps))
+
+    def errors(self) -> dict[str, str]:
+        e = super().errors()
+        if self.min_peers < 1:
+            e["min_peers"] = f"must be at least 1 for bayes; got {self.min_peers}"
+        if not (math.isfinite(self.tolerance) and self.tolerance > 0):
+            e["tolerance"] = f"must be a finite number > 0; got {self.tolerance}"
+        if not 0.0 < self.p_stop < 1.0:
+            e["p_stop"] = f"must lie in (0, 1); got {self.p_stop}"
+        if not (math.isfinite(self.drift) and self.drift >= 0):
+            e["drift"] = f"must be a finite number >= 0; got {self.drift}"
+        if self.half_life is not None and self.half_life < 1:
+            e["half_life"] = f"must be at least 1 (or empty for 25 % of max_steps); got {self.half_life}"
+        if self.final_points is not None and not 1 <= self.final_points <= max(1, self.max_steps):
+            e["final_points"] = f"must lie in [1, max_steps] = [1, {self.max_steps}]; got {self.final_points}"
         return e
 
 

@@ -6,13 +6,15 @@ import dataclasses
 import math
 import statistics
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Hashable, Iterable, Iterator, Optional
 
 from training.fields import FieldErrors
 
-from .parameters import AshaParams, CommonParams, ManualParams, MedianParams, ThresholdParams, defaults_text, parse_params
+from .forecast import Forecast, ShapeFit, TrendStats, mix, p_near_best, shape_fits, shape_weights, shrink
+from .parameters import (AshaParams, BayesParams, CommonParams, ManualParams, MedianParams, ThresholdParams,
+                         defaults_text, parse_params)
 from .smoothing import make_smoother
 
 STOP = "stop"
@@ -25,7 +27,9 @@ class Decision:
 
     ``value`` is the run's smoothed metric that was compared, ``threshold`` what it was compared with (peer
     median, rung cut-off, bound or best-so-far), ``n_peers`` how many other runs the comparison used, and
-    ``extra_steps`` how many steps an ``extend`` grants (0 for a stop).
+    ``extra_steps`` how many steps an ``extend`` grants (0 for a stop), and ``details`` any further numbers the
+    rule used, as JSON (``bayes``: the probability, the forecast and its interval, the peers' forecasts; empty
+    for the other rules).
     """
 
     run_id: Hashable
@@ -37,6 +41,7 @@ class Decision:
     threshold: float
     n_peers: int = 0
     extra_steps: int = 0
+    details: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -569,11 +574,136 @@ class ThresholdPolicy(Policy):
         return stops
 
 
+class BayesPolicy(Policy):
+    """Stop a run only when its forecast final is unlikely to end within ``tolerance`` of the best run's final.
+
+    Each run's raw points feed a discounted least-squares fit of a saturating trend (``forecast.TrendStats``,
+    ``forecast.fit_forecast``): a Gaussian forecast of its final value at its horizon, whose spread comes from the
+    run's own residual noise and the trend's uncertainty, then drawn toward the other runs' forecasts as far as
+    it is uncertain (empirical Bayes, ``forecast.shrink``: seeds of one config share a distribution). A run past
+    the grace period is judged at every step against the forecasts of its peers: the other runs still in the race (live, or finished) that have a
+    forecast, at least ``min_peers`` of them; runs this policy stopped and runs killed or failed before their
+    end are not (they will have no final). It stops when P(final within ``tolerance`` of the best final), the
+    run itself among the candidates for best (``forecast.p_near_best``), is below ``p_stop``. The decision's
+    details keep the probability, the forecast with its 95 % interval and every peer's forecast.
+
+    What a run carries between checks is its fold of sums (``_run_state``): the fit at any step is a function
+    of it, so nothing of the curve's past is kept (``history_steps`` is empty).
+    """
+
+    rule = "bayes"
+
+    def __init__(self, params: BayesParams):
+        super().__init__(params)
+        self.trends: dict[Hashable, TrendStats] = {}
+        self._fits: dict[Hashable, tuple[int, int, Optional[list]]] = {}  # run -> (step, horizon, shape fits)
+
+    def observe(self, run_id: Hashable, step: int, value: float) -> None:
+        curve = self.curves.get(run_id)
+        before = curve.last_step if curve is not None else -1
+        super().observe(run_id, step, value)
+        curve = self.curves.get(run_id)
+        if curve is not None and curve.last_step != before:  # the point was taken
+            trend = self.trends.get(run_id)
+            if trend is None:
+                trend = self.trends[run_id] = self._new_trend()
+            trend.add(step, float(value))
+
+    def _new_trend(self) -> TrendStats:
+        p: BayesParams = self.params  # type: ignore[assignment]
+        return TrendStats(p.max_steps, p.half_life_steps())
+
+    def describe(self) -> str:
+        return self._describe_rule()
+
+    def _describe_rule(self) -> str:
+        p: BayesParams = self.params  # type: ignore[assignment]
+        return (f"bayes on {p.metric} ({p.mode}): every step from {p.grace()}, each run's final at step "
+                f"{p.max_steps} is forecast from a saturating trend fit to its own points (half-life "
+                f"{p.half_life_steps()} steps, noise from its residuals); a run stops when P(its final is within "
+                f"{p.tolerance:g} of the best run's) < {p.p_stop:g} (min {p.min_peers} peers)")
+
+    def _run_state(self, run_id: Hashable, curve: _RunCurve) -> dict:
+        return {"trend": self.trends[run_id].state()}
+
+    def _load_run_state(self, run_id: Hashable, saved: dict) -> None:
+        trend = self._new_trend()
+        trend.load(saved["trend"])
+        self.trends[run_id] = trend
+
+    def shape_fits(self, run_id: Hashable) -> Optional[list[Optional[ShapeFit]]]:
+        """The run's fit of every shape from the points observed so far (None: too few points); fitted again only
+        when the run logged a point or its horizon moved since the last call."""
+        curve, horizon = self.curves[run_id], self.horizon(run_id)
+        cached = self._fits.get(run_id)
+        if cached is not None and cached[:2] == (curve.last_step, horizon):
+            return cached[2]
+        p: BayesParams = self.params  # type: ignore[assignment]
+        fits = shape_fits(self.trends[run_id], horizon, p.final_window())
+        self._fits[run_id] = (curve.last_step, horizon, fits)
+        return fits
+
+    def forecasts(self) -> tuple[dict[Hashable, Forecast], dict[Hashable, Forecast]]:
+        """Every run in the race (``_in_race``) with enough points: its forecast final drawn toward the others'
+        (``forecast.shrink``), and its own trend's forecast (the shapes weighted by how well they fit all those
+        runs together, ``forecast.shape_weights``)."""
+        fits = {run_id: f for run_id, curve in self.curves.items()
+                if self._in_race(run_id, curve) and (f := self.shape_fits(run_id)) is not None}
+        if not fits:
+            return {}, {}
+        totals = [sum(f[k].log_likelihood for f in fits.values() if f[k] is not None)
+                  for k in range(len(next(iter(fits.values()))))]
+        weights = shape_weights(totals)
+        p: BayesParams = self.params  # type: ignore[assignment]
+        own = {run_id: mix(f, weights, p.drift ** 2 * max(0, self.horizon(run_id) - self.curves[run_id].last_step)
+                           / p.max_steps) for run_id, f in fits.items()}
+        return shrink(own), own
+
+    def _in_race(self, run_id: Hashable, curve: _RunCurve) -> bool:
+        """Whether a run will have a final: not stopped, or ended by itself at its horizon."""
+        if run_id not in self.stopped:
+            return True
+        return self.stopped[run_id] is None and curve.last_step >= self.horizon(run_id)
+
+    def _find_stops(self) -> list[Decision]:
+        p: BayesParams = self.params  # type: ignore[assignment]
+        judged = self.judgeable_runs()
+        if not judged:
+            return []
+        sign = 1.0 if p.mode == "max" else -1.0  # P(near-best) for "min" is that of the negated values
+        race, own = self.forecasts()
+        stops = []
+        for run_id, curve in judged:
+            mine = race.get(run_id)
+            peers = [(peer_id, fit) for peer_id, fit in race.items() if peer_id != run_id]
+            if mine is None or len(peers) < p.min_peers:
+                continue
+            prob = p_near_best(sign * mine.mean, mine.sd, [(sign * f.mean, f.sd) for _, f in peers], p.tolerance)
+            if prob >= p.p_stop:
+                continue
+            best = min((f for _, f in peers), key=lambda f: self.sort_key(f.mean))
+            low, high = mine.ci
+            stops.append(Decision(
+                run_id=run_id, action=STOP, rule=self.rule, step=curve.last_step, value=mine.mean,
+                threshold=best.mean, n_peers=len(peers),
+                details={"probability": prob, "p_stop": p.p_stop, "tolerance": p.tolerance,
+                         "forecast": mine.mean, "ci_low": low, "ci_high": high, "sd": mine.sd,
+                         "noise_sd": mine.noise_sd, "horizon": self.horizon(run_id),
+                         "trend_forecast": own[run_id].mean, "trend_sd": own[run_id].sd,
+                         "peers": [[peer_id, f.mean, f.sd] for peer_id, f in peers]},
+                reason=(f"bayes: P(final within {p.tolerance:g} of the best) = {prob:.3f} < p_stop {p.p_stop:g}; "
+                        f"at step {curve.last_step} the forecast final {self.format_value(mine.mean)} at step "
+                        f"{self.horizon(run_id)} (95 % {low:.4g} to {high:.4g}, noise sd {mine.noise_sd:.2g}) vs "
+                        f"the best of {len(peers)} peers' forecasts {best.mean:.4g}")))
+        return stops
+
+
 _REGISTRY: dict[str, tuple[type, type]] = {
     "manual": (ManualParams, ManualPolicy),
     "median": (MedianParams, MedianStoppingPolicy),
     "asha": (AshaParams, AshaPolicy),
     "threshold": (ThresholdParams, ThresholdPolicy),
+    "bayes": (BayesParams, BayesPolicy),
 }
 POLICY_NAMES = tuple(_REGISTRY)
 
@@ -595,7 +725,7 @@ def make_policy(config: dict) -> Policy:
 
     ``metric`` and ``max_steps`` are required by every policy but manual (the default, also for ``{}``); every
     other key has the default documented on its params dataclass (``CommonParams`` plus ``MedianParams``,
-    ``AshaParams`` or ``ThresholdParams``).
+    ``AshaParams``, ``ThresholdParams`` or ``BayesParams``).
     """
     params = parse_config(config)
     _, policy_cls = _REGISTRY[config.get("name") or "manual"]
