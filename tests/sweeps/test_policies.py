@@ -447,3 +447,14 @@ def test_bayes_state_saved_mid_sweep_and_restored_decides_as_the_policy_that_saw
                 policy.observe(run_id, *points[t - 1])
             decided[name] += policy.decide()
     assert decided["whole"] and decided["whole"] == decided["restored"]
+
+
+def test_feasibility_finds_the_policies_that_can_never_act_and_what_would():
+    from webapp.sweeps.policies.feasibility import policy_cannot_act, stops_a_run
+
+    median = {"name": "median", "metric": "m", "max_steps": 40}
+    assert stops_a_run(median, 8, 4) and not stops_a_run(median, 3, 3)
+    assert "min_peers 2 or 4 runs" in policy_cannot_act(median, 3, 3)
+    assert policy_cannot_act({**median, "min_peers": 1}, 2, 2) is None
+    assert policy_cannot_act({"name": "asha", "metric": "m", "max_steps": 40}, 2, 1).startswith("the asha policy")
+    assert policy_cannot_act({"name": "threshold", "metric": "m", "max_steps": 40, "lower_bound": 0.5}, 1, 1) is None

@@ -202,3 +202,21 @@ def test_a_bayes_decision_shows_its_probability_and_forecast_on_the_dashboard(cl
     row = row[:row.index("</tr>")]
     assert f'<td class="probability">{decision.details["probability"]:.3f} (&lt; {decision.details["p_stop"]:g})' in row
     assert '<td class="forecast">0.1' in row and "[" in row
+
+
+def test_a_policy_that_can_never_stop_a_run_is_said_with_the_settings_that_would(client_in, config,
+                                                                                  django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        small = services.sweep_create(config=config, seeds=[0, 1], concurrency=2, name="two seeds",
+                                      policy={"name": "median", "metric": "reward/mean"})
+        enough = services.sweep_create(config=config, seeds=[0, 1, 2, 3, 4, 5], concurrency=3, name="six seeds",
+                                       policy={"name": "median", "metric": "reward/mean"})
+        manual = services.sweep_create(config=config, seeds=[0, 1], concurrency=1, name="by hand",
+                                       policy={"name": "manual"})
+    (warning,) = small.plan.warnings
+    assert warning.startswith("the median policy can never stop a run of this sweep (2 runs, 2 at a time)")
+    assert "it would act with min_peers 1 or 4 runs" in warning
+    assert enough.plan.warnings == [] and manual.plan.warnings == []
+    page = client_in.get(reverse("sweeps:detail", args=[small.pk])).content.decode()
+    assert 'id="policy-warning"' in page and "can never stop a run" in page
+    assert 'id="policy-warning"' not in client_in.get(reverse("sweeps:detail", args=[enough.pk])).content.decode()

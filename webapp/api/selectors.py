@@ -56,7 +56,8 @@ def sweep_detail(sweep: Sweep) -> dict:
             for r in sweep.runs.order_by("pk")]
     return {**sweep_summary(sweep), "config": sweep.config, "runs": runs,
             "ended": all(r["status"] in ("succeeded", "failed", "killed", "lost") for r in runs),
-            "decisions": sweep_decisions(sweep_id=sweep.pk), "alerts": sweep_alerts(sweep_id=sweep.pk)}
+            "decisions": sweep_decisions(sweep_id=sweep.pk), "alerts": sweep_alerts(sweep_id=sweep.pk),
+            "warnings": list(getattr(getattr(sweep, "plan", None), "warnings", None) or [])}
 
 
 def dataset_summary(entry) -> dict:

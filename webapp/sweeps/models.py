@@ -48,6 +48,9 @@ class SweepPlan(models.Model):
     extend_steps = models.PositiveIntegerField(default=0, help_text="Steps an extended survivor gets.")
     max_new_seeds = models.PositiveIntegerField(default=0, help_text="At most this many fresh seeds are started.")
     new_seeds_started = models.PositiveIntegerField(default=0)
+    warnings = models.JSONField(default=list, blank=True,
+                                help_text="What the sweep's settings make impossible, said when it was made (e.g. a "
+                                          "policy that can never stop a run: policies.feasibility).")
     alert_bounds = models.JSONField(default=dict, blank=True,
                                     help_text="Overrides of webapp.sweeps.alerts.AlertBounds, by field name.")
     policy_checked_at = models.DateTimeField(null=True, blank=True,

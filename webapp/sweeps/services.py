@@ -28,6 +28,7 @@ from webapp.runs import services as run_services
 from webapp.runs.models import MetricPoint, Run, RunStatus
 
 from . import alerts as alert_rules
+from .policies.feasibility import policy_cannot_act
 from .models import Alert, FreeSlotUse, PolicyDecision, Sweep, SweepPlan
 from .policies import EXTEND, STOP, Decision, make_policy
 from .policy_check import policy_check
@@ -159,13 +160,17 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
     policy_config = policy_config_for(policy, total_steps=base.total_steps, free_slot_use=free_slot_use,
                                       extend_steps=extend_steps)
     n_runs = len(points) * len(seeds)
+    # a policy that compares runs but never has enough of them at once watches every run to its end: said on the
+    # sweep's page and in the API, with the nearest settings that would act
+    cannot = policy_cannot_act(policy_config, n_runs, concurrency) if policy_config.get("name") else None
     sweep = Sweep.objects.create(name=name or f"{base.preset} x {n_runs} runs", project=project,
                                  config=base.to_dict(), seeds=seeds, concurrency=concurrency, policy=policy_config,
                                  created_by=user)
     audit(project=project, user=user, action="sweep.launch", target_type="sweep", target_id=sweep.pk,
           runs=n_runs, policy=policy_config.get("name", "manual") if policy_config else "manual")
     SweepPlan.objects.create(sweep=sweep, grid=grid or {}, free_slot_use=free_slot_use, extend_steps=extend_steps,
-                             max_new_seeds=max_new_seeds, alert_bounds=alert_bounds or {})
+                             max_new_seeds=max_new_seeds, alert_bounds=alert_bounds or {},
+                             warnings=[cannot] if cannot else [])
     for seed in seeds:
         for point, point_config in points:
             knobs = "".join(f" {k}={v}" for k, v in point.items())

@@ -182,6 +182,7 @@ class Policy:
 
     rule = "manual"
     reads_curves = True  # whether the database layer must feed it the sweep's curves
+    compares_peers = False  # whether it judges a run against other runs (min_peers matters: feasibility.py)
 
     def __init__(self, params: CommonParams):
         self.params = params
@@ -392,6 +393,8 @@ class MedianStoppingPolicy(Policy):
     with completed trials; here there may be none, so the sweep's own runs at the same step are the peers).
     """
 
+    compares_peers = True
+
     rule = "median"
 
     def _describe_rule(self) -> str:
@@ -446,6 +449,8 @@ class AshaPolicy(Policy):
     step it has reached): it continues when it ranks within the top max(1, floor(n/eta)) of the n values
     recorded at that rung so far (runs stopped earlier at that rung included), otherwise it is stopped.
     """
+
+    compares_peers = True
 
     rule = "asha"
 
@@ -590,6 +595,8 @@ class BayesPolicy(Policy):
     What a run carries between checks is its fold of sums (``_run_state``): the fit at any step is a function
     of it, so nothing of the curve's past is kept (``history_steps`` is empty).
     """
+
+    compares_peers = True
 
     rule = "bayes"
 
