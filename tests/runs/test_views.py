@@ -231,3 +231,34 @@ def test_the_live_endpoint_sends_only_the_metrics_asked_for_and_the_page_lists_t
                                (series, {"from": "0", "to": "5"}, "keys")]:
         response = client_in.get(url, params)
         assert response.status_code == 400 and response.json()["error"].startswith(field + ":"), (params, response.content)
+
+
+def test_a_runs_metrics_export_as_csv_and_jsonl_for_its_project_only(client_in, client, config, django_user_model):
+    import csv
+    import io
+    import json
+
+    from webapp.runs.models import Run as RunModel
+
+    run = services.run_create(config=config)
+    RunModel.objects.filter(pk=run.pk).update(status="running")
+    services.run_metrics_append(run_id=run.pk, points=[(1, "reward/mean", 0.25), (1, "accuracy", 0.5),
+                                                       (2, "reward/mean", 0.5), (2, "entropy", float("nan"))])
+    page = client_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert reverse("runs:export", args=[run.pk, "csv"]) in page
+    response = client_in.get(reverse("runs:export", args=[run.pk, "csv"]))
+    assert response["Content-Type"].startswith("text/csv")
+    assert f'filename="run-{run.pk}-metrics.csv"' in response["Content-Disposition"]
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    # (entropy never had a finite value: no CSV column, as the charts have none; the JSONL keeps its null)
+    assert rows == [["run", "seed", "step", "accuracy", "reward/mean"],
+                    [str(run.pk), str(run.seed), "1", "0.5", "0.25"],
+                    [str(run.pk), str(run.seed), "2", "", "0.5"]]
+    lines = b"".join(client_in.get(reverse("runs:export", args=[run.pk, "jsonl"])).streaming_content).splitlines()
+    assert [json.loads(x) for x in lines] == [
+        {"run": run.pk, "seed": run.seed, "step": 1, "metrics": {"accuracy": 0.5, "reward/mean": 0.25}},
+        {"run": run.pk, "seed": run.seed, "step": 2, "metrics": {"entropy": None, "reward/mean": 0.5}}]
+    assert client_in.get(reverse("runs:export", args=[run.pk, "xml"])).status_code == 404
+    outsider = django_user_model.objects.create_user(username="eve", password="pw-for-tests-only")
+    client.force_login(outsider)
+    assert client.get(reverse("runs:export", args=[run.pk, "csv"])).status_code == 404

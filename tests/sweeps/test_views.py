@@ -220,3 +220,15 @@ def test_a_policy_that_can_never_stop_a_run_is_said_with_the_settings_that_would
     page = client_in.get(reverse("sweeps:detail", args=[small.pk])).content.decode()
     assert 'id="policy-warning"' in page and "can never stop a run" in page
     assert 'id="policy-warning"' not in client_in.get(reverse("sweeps:detail", args=[enough.pk])).content.decode()
+
+
+def test_a_sweeps_metrics_export_has_every_run(client_in, sweep):
+    import json
+
+    lines = b"".join(client_in.get(reverse("sweeps:export", args=[sweep.pk, "jsonl"])).streaming_content).splitlines()
+    rows = [json.loads(x) for x in lines]
+    runs = list(sweep.runs.order_by("pk"))
+    assert [(r["run"], r["step"]) for r in rows] == [(run.pk, s) for run in runs for s in range(1, 6)]
+    assert {r["seed"] for r in rows} == {0, 1, 2, 3} and rows[-1]["metrics"]["reward/mean"] == 0.1
+    text = b"".join(client_in.get(reverse("sweeps:export", args=[sweep.pk, "csv"])).streaming_content).decode()
+    assert text.splitlines()[0] == "run,seed,step,reward/mean" and len(text.splitlines()) == 21

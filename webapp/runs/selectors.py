@@ -5,6 +5,7 @@ import functools
 import json
 import os
 import uuid
+from typing import Iterator
 
 from django.db.models import QuerySet
 
@@ -258,3 +259,29 @@ def allowed_path(*, user, value, field: str, missing: str) -> str:
     if problem:
         raise FieldErrors({field: problem})
     return value
+
+
+EXPORT_CHUNK = 5000
+
+
+def metric_steps(*, run_ids: list[int]) -> Iterator[tuple[int, int, dict[str, float | None]]]:
+    """Every stored metric point of ``run_ids``, one (run id, step, {key: value}) per run and step, in run then step
+    order, read in chunks (a long run is never held in memory whole): what the exports write."""
+    rows = (MetricPoint.objects.filter(run_id__in=run_ids).order_by("run_id", "step", "key")
+            .values_list("run_id", "step", "key", "value").iterator(chunk_size=EXPORT_CHUNK))
+    current, values = None, {}
+    for run_id, step, key, value in rows:
+        if (run_id, step) != current:
+            if current is not None:
+                yield current[0], current[1], values
+            current, values = (run_id, step), {}
+        values[key] = value
+    if current is not None:
+        yield current[0], current[1], values
+
+
+def metric_keys(*, run_ids: list[int]) -> list[str]:
+    """The metric names ``run_ids`` logged with at least one finite value, sorted (an export's CSV columns)."""
+    # from the coarsest level of the chart tier: a few rows per run and key, where the points are millions
+    return sorted(set(MetricRollup.objects.filter(run_id__in=run_ids, width=rollups.WIDTHS[-1])
+                      .values_list("key", flat=True)))

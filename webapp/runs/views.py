@@ -232,3 +232,12 @@ def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     except services.TransitionError as exc:
         messages.error(request, str(exc))
     return redirect("runs:detail", run_id=run_id)
+
+
+@require_GET
+def run_export(request: HttpRequest, run_id: int, fmt: str) -> HttpResponse:
+    """Every metric of the run as CSV or JSONL (webapp.runs.export), for the project's members."""
+    from .export import export_response
+
+    run = visible_run(request, run_id)
+    return export_response(runs={run.pk: run.seed}, fmt=fmt, filename=f"run-{run.pk}-metrics")
