@@ -150,3 +150,13 @@ def sweep_kill(request: HttpRequest, sweep_id: int) -> HttpResponse:
     for message in refused.values():
         messages.error(request, message)
     return redirect("sweeps:detail", sweep_id=sweep_id)
+
+
+@require_GET
+def sweep_export(request: HttpRequest, sweep_id: int, fmt: str) -> HttpResponse:
+    """Every metric of every run of the sweep as CSV or JSONL (webapp.runs.export)."""
+    from webapp.runs.export import export_response
+
+    sweep = visible_sweep(request, sweep_id)
+    runs = dict(sweep.runs.values_list("pk", "seed"))
+    return export_response(runs=runs, fmt=fmt, filename=f"sweep-{sweep.pk}-metrics")
