@@ -262,3 +262,18 @@ def test_a_runs_metrics_export_as_csv_and_jsonl_for_its_project_only(client_in, 
     outsider = django_user_model.objects.create_user(username="eve", password="pw-for-tests-only")
     client.force_login(outsider)
     assert client.get(reverse("runs:export", args=[run.pk, "csv"])).status_code == 404
+
+
+def test_the_run_page_shows_the_end_of_its_log_live(client_in, config):
+    run = services.run_create(config=config)
+    page = client_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert 'id="log-none"' in page and "the run has not started" in page
+    run.folder.mkdir(parents=True, exist_ok=True)
+    (run.folder / "worker.log").write_text("".join(f"line {i}\n" for i in range(100)))
+    fragment = client_in.get(reverse("runs:log", args=[run.pk]))
+    assert fragment.status_code == 200  # polled again: the run has not ended
+    html = fragment.content.decode()
+    assert "line 99" in html and "line 60" in html and "line 59\n" not in html  # its last 40 lines
+    assert 'hx-get="' + reverse("runs:log", args=[run.pk]) in html
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.FAILED)
+    assert client_in.get(reverse("runs:log", args=[run.pk])).status_code == 286  # ended: polling stops

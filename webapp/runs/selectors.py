@@ -285,3 +285,26 @@ def metric_keys(*, run_ids: list[int]) -> list[str]:
     # from the coarsest level of the chart tier: a few rows per run and key, where the points are millions
     return sorted(set(MetricRollup.objects.filter(run_id__in=run_ids, width=rollups.WIDTHS[-1])
                       .values_list("key", flat=True)))
+
+
+LOG_FILES = ("worker.log", "engine.log")  # the training process's own log; an external engine's (torchrun's ranks)
+LOG_TAIL_BYTES = 16_000
+
+
+def run_log_tail(*, run: Run, max_lines: int = 40) -> list[dict]:
+    """The end of each log the run's folder holds (the run page's live log): ``[{"name", "text", "lines"}]``, at
+    most ``max_lines`` lines and ``LOG_TAIL_BYTES`` of each; empty when none is there (yet, or not on this
+    server's disk)."""
+    out = []
+    for name in LOG_FILES:
+        path = run.folder / name
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, fh.tell() - LOG_TAIL_BYTES))
+                text = fh.read().decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        lines = text.splitlines()[-max_lines:]
+        out.append({"name": name, "text": "\n".join(lines), "lines": len(lines)})
+    return out

@@ -16,5 +16,6 @@ urlpatterns = [
     path("<int:run_id>/engine-config/", views.run_engine_config, name="engine_config"),
     path("<int:run_id>/kill/", views.run_kill, name="kill"),
     path("<int:run_id>/resume/", views.run_resume, name="resume"),
+    path("<int:run_id>/log/", views.run_log, name="log"),
     path("<int:run_id>/metrics.<str:fmt>", views.run_export, name="export"),
 ]

@@ -101,6 +101,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "other_charts": selectors.run_other_charts(run_id=run.pk),
         "checkpoints": selectors.run_checkpoints(run_id=run.pk),
         "samples": selectors.run_samples_table(run_id=run.pk),
+        "logs": selectors.run_log_tail(run=run),
         "engine_config": selectors.run_engine_config(run=run),
     })
 
@@ -241,3 +242,11 @@ def run_export(request: HttpRequest, run_id: int, fmt: str) -> HttpResponse:
 
     run = visible_run(request, run_id)
     return export_response(runs={run.pk: run.seed}, fmt=fmt, filename=f"run-{run.pk}-metrics")
+
+
+@require_GET
+def run_log(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The end of the run's logs (templates/runs/_log.html), polled by htmx while the run goes on."""
+    run = visible_run(request, run_id)
+    return fragment(request, "runs/_log.html", {"run": run, "logs": selectors.run_log_tail(run=run)},
+                    ended=run.is_ended)
