@@ -98,15 +98,28 @@ def _terminate_group(proc: ForkedChild) -> None:
             continue
 
 
-def _supervise(run_id: int, proc: ForkedChild, worker: str, heartbeat=None) -> bool:
-    """Wait for the child, heartbeating (``heartbeat(pid)``: the run's own by default); returns True when it had
-    to be terminated after a kill request."""
+def _record_system_metrics(run_id: int, sampler) -> None:
+    """The run's process tree's CPU and memory (workers.sysmetrics) as metrics at the run's latest step."""
+    step = Run.objects.filter(pk=run_id).values_list("last_step", flat=True).first()
+    values = sampler.sample()
+    if step and values:
+        services.run_metrics_append(run_id=run_id, points=[(step, key, value) for key, value in values.items()])
+
+
+def _supervise(run_id: int, proc: ForkedChild, worker: str, heartbeat=None, system_metrics: bool = True) -> bool:
+    """Wait for the child, heartbeating (``heartbeat(pid)``: the run's own by default) and recording its process
+    tree's CPU and memory; returns True when it had to be terminated after a kill request."""
+    from workers.sysmetrics import ProcessTreeSampler
+
     heartbeat = heartbeat or (lambda pid: services.run_heartbeat(run_id=run_id, pid=pid, worker=worker))
+    system = ProcessTreeSampler(proc.pid) if system_metrics else None
     next_beat = 0.0
     while proc.poll() is None:
         now = time.monotonic()
         if now >= next_beat:
             next_beat = now + settings.SEEDBED_HEARTBEAT_S
+            if system is not None:
+                _record_system_metrics(run_id, system)
             if not heartbeat(proc.pid):
                 # lost, ended or taken over: the child sees it too (runner.StopFlag) and stops within a step
                 log.info("run %s: no longer held by %s; its training process is stopping", run_id, worker)
@@ -228,7 +241,8 @@ def train_node(task, run_id: int, dispatch: str, node_rank: int, worker: str) ->
     services.run_node_heartbeat(run_id=run_id, node_rank=node_rank, worker=worker, pid=proc.pid, started=True)
     try:
         beat(proc.pid)
-        forced = _supervise(run_id, proc, worker, heartbeat=beat)
+        # (node 0 records the run's system metrics; another node's would land on the same keys)
+        forced = _supervise(run_id, proc, worker, heartbeat=beat, system_metrics=node_rank == 0)
     except BaseException:
         _terminate_group(proc)
         raise

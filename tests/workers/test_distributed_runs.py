@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import process_alive as alive, tiny_config, wait_for
 from tests.workers.test_train_run import RUN_TIMEOUT, assert_every_step_complete, steps_of, wait_status
 from webapp.runs import services
-from webapp.runs.models import Checkpoint, Run, RunStatus
+from webapp.runs.models import Checkpoint, MetricPoint, Run, RunStatus
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -29,6 +29,11 @@ def test_a_two_rank_run_is_killed_on_both_ranks_and_resumes_on_one(celery_worker
     assert run.engine_label == "seedbed · 2 ranks, ddp"
     folder = worker_env[1] / "runs" / str(run.uid)
     launcher = int((folder / "engine.pid").read_text())
+    # system metrics of the whole process tree (training process, torchrun, both ranks), sampled by the worker
+    cpu = wait_for(lambda: MetricPoint.objects.filter(run=run, key="system/cpu_percent").first(), timeout=30,
+                   what="a CPU sample of the run's processes")
+    rss = MetricPoint.objects.filter(run=run, key="system/rss_mb").order_by("-step").first()
+    assert cpu.value > 20 and rss.value > 2 * 300  # two ranks of ~400 MB each, besides torchrun and the parent
 
     services.run_kill(run_id=run.pk, killed_by="user:test", reason="testing a 2-rank kill")
     run = wait_status(run.pk, RunStatus.KILLED, RunStatus.FAILED, timeout=90)
