@@ -22,6 +22,10 @@ function startRunPage({liveUrl, seriesUrl, runId, intervalMs, first = null}) {
   const polled = () => Array.from(new Set(Array.from(loaded).flatMap(keysOf)));
   let asked = new Set();      // the charts whose metrics the poll in flight asked for
   const colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
+  let smoothing = bindSmoothing((setting) => {  // static/seedbed/smoothing.js: one remembered setting
+    smoothing = setting;
+    for (const div of loaded) { if (onScreen.has(div) || !div.data) draw(div); else stale.add(div); }
+  });
   const MARKERS_UP_TO = 200;  // markers on short series only: thousands of SVG markers cost seconds to draw
 
   function layoutFor(keys) {
@@ -47,10 +51,24 @@ function startRunPage({liveUrl, seriesUrl, runId, intervalMs, first = null}) {
         traces.push({x: s.x.slice(), y: s.hi.slice(), mode: "lines", line: {width: 0, color}, fill: "tonexty",
                      opacity: 0.25, hoverinfo: "skip", showlegend: false, name: k + " max", meta: "band"});
       }
-      traces.push({name: k, x: s.x.slice(), y: s.y.slice(), meta: "line", line: {color},
-                   mode: s.x.length <= MARKERS_UP_TO ? "lines+markers" : "lines", marker: {size: 4}});
+      const smooth = smoothing.kind !== "none" && s.x.length > 1;
+      // smoothed: the raw values stay as a faint line under the smoothed one (a gap stays a gap)
+      traces.push({name: smooth ? k + " (raw)" : k, x: s.x.slice(), y: s.y.slice(), meta: "line",
+                   line: {color, width: smooth ? 1 : 2}, opacity: smooth ? 0.35 : 1, showlegend: !smooth,
+                   mode: s.x.length <= MARKERS_UP_TO ? "lines+markers" : "lines", marker: {size: smooth ? 3 : 4}});
+      if (smooth) traces.push({name: k, x: s.x.slice(), y: smoothGaps(s.y), meta: "smoothed", line: {color, width: 2},
+                               mode: "lines"});
     });
     return traces;
+  }
+
+  // smoothing over the logged values, a missing (null) point left out of the smoothing and left a gap
+  function smoothGaps(ys) {
+    const idx = [], vals = [];
+    ys.forEach((y, i) => { if (y !== null) { idx.push(i); vals.push(y); } });
+    const sm = smoothValues(vals, smoothing.kind, smoothing.param), out = ys.map(() => null);
+    idx.forEach((i, j) => { out[i] = sm[j]; });
+    return out;
   }
 
   function draw(div) {

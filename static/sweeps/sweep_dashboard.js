@@ -13,34 +13,6 @@ const T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.
 const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
                  "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94", "#f7b6d2", "#9edae5"];
 
-// Debiased EMA (TensorBoard's slider): m_t = w m_{t-1} + (1-w) x_t, m_0 = 0; s_t = m_t / (1 - w^t).
-function debiasedEma(values, w) {
-  let m = 0, out = [];
-  for (let t = 0; t < values.length; t++) {
-    m = w * m + (1 - w) * values[t];
-    out.push(w === 0 ? m : m / (1 - Math.pow(w, t + 1)));
-  }
-  return out;
-}
-
-// Mean of the last `window` values (fewer at the start).
-function runningMean(values, window) {
-  const out = [];
-  let sum = 0;
-  for (let i = 0; i < values.length; i++) {
-    sum += values[i];
-    if (i >= window) sum -= values[i - window];
-    out.push(sum / Math.min(i + 1, window));
-  }
-  return out;
-}
-
-function smoothValues(values, kind, param) {
-  if (kind === "ema") return debiasedEma(values, Math.min(Math.max(param, 0), 0.999));
-  if (kind === "mean") return runningMean(values, Math.max(1, Math.round(param)));
-  return values.slice();
-}
-
 // Mean and band of the values at one bucket across seeds: min–max, mean ± sample std, or a 95 % t interval.
 function bandOf(values, kind) {
   const n = values.length;
@@ -227,11 +199,8 @@ function startSweepDashboard({liveUrl, sweepId, intervalMs, first = null}) {
     metric = el("metric").value;
     reset();
   });
-  for (const id of ["band", "smoothing", "smooth-param", "xaxis"]) el(id).addEventListener("change", draw);
-  el("smoothing").addEventListener("change", () => {
-    el("smooth-param").value = el("smoothing").value === "mean" ? 5 : 0.6;
-    draw();
-  });
+  for (const id of ["band", "xaxis"]) el(id).addEventListener("change", draw);
+  bindSmoothing(draw);  // static/seedbed/smoothing.js: the app's one remembered setting
   window.sweepDashboard = {state: () => ({width, buckets, runs, ended, metric})};
   start();
 }
