@@ -155,17 +155,17 @@ def test_the_live_tables_are_a_fragment_that_htmx_polls_until_the_sweep_ends(cli
     rows = dict(re.findall(r'<tr data-run="(\d+)" data-status="(\w+)"', html))
     assert len(rows) == 4 and rows[str(poor.pk)] == "running"
     poor_row = html[html.index(f'<tr data-run="{poor.pk}"'):].split("</tr>")[0]
-    assert '<td class="last">0.1</td>' in poor_row and '<td class="best">0.1</td>' in poor_row
+    assert '<td class="last">0.1</td>' in poor_row and '<td class="final">0.1</td>' in poor_row
     assert "(stopping)" in poor_row and "policy:median: median rule" in poor_row and "disabled" in poor_row
     decision = html[html.index(f'<tr data-run="{poor.pk}" data-action="stop">'):].split("</tr>")[0]
     assert "<td>2</td>" in decision and "<td>median</td>" in decision and "below the median" in decision
     assert 'id="decisions-live" hx-swap-oob="true"' in html and "median on reward/mean" in html
     assert 'id="sweep-state"' in html and "4 running, 0 queued" in html
-    # best follows new points only: a later, higher value raises it, the last value is the newest
+    # the final is the mean of the last 10 % of steps (at step 7: the last one), not the noisiest maximum (0.9)
     log_points(Run.objects.get(pk=poor.pk), "reward/mean", [0.9, 0.2], start=6)
     html = client_in.get(reverse("sweeps:panel", args=[sweep.pk]), {"metric": "reward/mean"}).content.decode()
     poor_row = html[html.index(f'<tr data-run="{poor.pk}"'):].split("</tr>")[0]
-    assert '<td class="last">0.2</td>' in poor_row and '<td class="best">0.9</td>' in poor_row
+    assert '<td class="last">0.2</td>' in poor_row and '<td class="final">0.2</td>' in poor_row
     # once every run has ended: 286, and the fragment no longer polls
     Run.objects.filter(sweep=sweep).update(status=RunStatus.SUCCEEDED)
     done = client_in.get(reverse("sweeps:panel", args=[sweep.pk]))
@@ -232,3 +232,27 @@ def test_a_sweeps_metrics_export_has_every_run(client_in, sweep):
     assert {r["seed"] for r in rows} == {0, 1, 2, 3} and rows[-1]["metrics"]["reward/mean"] == 0.1
     text = b"".join(client_in.get(reverse("sweeps:export", args=[sweep.pk, "csv"])).streaming_content).decode()
     assert text.splitlines()[0] == "run,seed,step,reward/mean" and len(text.splitlines()) == 21
+
+
+def test_the_summary_ranks_runs_by_their_final_marks_the_leader_and_counts_the_savings(client_in, config,
+                                                                                        django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        sweep = services.sweep_create(config=config, seeds=[0, 1, 2], concurrency=3, name="summary",
+                                      grid={"lr": [1e-4, 2e-4]}, policy={"name": "manual"})
+    runs = [make_running(r) for r in sweep.runs.order_by("pk")]
+    # a noisy run whose best step (0.95) is not its final; the leader is the run with the best last 10 %
+    curves = [[0.2] * 9 + [0.95] + [0.3] * 10, [0.5] * 20, [0.6] * 20, [0.7] * 20, [0.4] * 20, [0.45] * 10]
+    for run, values in zip(runs, curves):
+        log_points(run, "reward/mean", values)
+    Run.objects.filter(pk=runs[5].pk).update(status=RunStatus.KILLED)
+    html = client_in.get(reverse("sweeps:panel", args=[sweep.pk]), {"metric": "reward/mean"}).content.decode()
+    order = [int(x) for x in re.findall(r'<tr data-run="(\d+)"', html)]
+    assert order == [runs[i].pk for i in (3, 2, 1, 5, 4, 0)]  # finals 0.7, 0.6, 0.5, 0.45, 0.4, 0.3
+    assert f'<tr data-run="{runs[3].pk}" data-status="running" data-seed="1" class="leader">' in html
+    assert f"run {runs[3].pk}</a> (seed 1, lr=0.0002): final reward/mean 0.7" in html
+    cells = dict(re.findall(r'<tr data-cell="([^"]+)"[^>]*><td>[^<]*</td><td>\d</td><td class="cell-mean">([^<]+)</td>',
+                            html))
+    assert set(cells) == {"lr=0.0001", "lr=0.0002"}
+    assert cells["lr=0.0002"].startswith("0.55 ± ") and cells["lr=0.0001"].startswith("0.4333 ± ")
+    assert '<tr data-cell="lr=0.0002" class="leader">' in html  # the better grid point first, marked
+    assert "Stopped runs saved" in html and "% of the sweep" in html

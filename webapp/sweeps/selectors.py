@@ -17,6 +17,7 @@ from webapp.runs import rollups
 from webapp.runs.models import ENDED_STATUSES, MetricPoint, MetricRollup, Run, RunStatus, Sample
 
 from webapp.projects.selectors import visible
+from . import summary
 from .models import Alert, PolicyDecision, Sweep, SweepPlan
 from .policies import make_policy
 
@@ -145,6 +146,32 @@ def sweep_run_values(*, sweep_id: int, metric: str, mode: str) -> dict[int, dict
                      (extremes[run_id][0] if mode == "min" else extremes[run_id][1])} for run_id in runs}
 
 
+def run_finals(*, runs: dict[int, int], metric: str) -> dict[int, Optional[float]]:
+    """Each run's final value of ``metric``: the mean over its last 10 % of steps (``summary.final_window``), read
+    from the chart tier (``rollups.bucketed``: the stored buckets inside the window and the raw points at its
+    edges). ``runs``: run id -> last step. Cached per (run, metric, last step): a poll recomputes only the runs
+    that moved."""
+    from django.core.cache import cache
+
+    out = {}
+    for run_id, last_step in runs.items():
+        if not last_step:
+            out[run_id] = None
+            continue
+        key = f"seedbed:final:{run_id}:{metric}:{last_step}"
+        hit = cache.get(key, "miss")
+        if hit != "miss":
+            out[run_id] = hit
+            continue
+        width = summary.final_window(last_step)
+        rows = rollups.bucketed(run_ids=[run_id], keys=[metric], width=width, after={run_id: last_step - width},
+                                until=last_step).get((run_id, metric), [])
+        n, total = sum(r[3] for r in rows), sum(r[4] for r in rows)
+        out[run_id] = total / n if n else None
+        cache.set(key, out[run_id], 3600)
+    return out
+
+
 def sweep_decisions(*, sweep_id: int) -> list[dict]:
     return [{"id": d.pk, "run_id": d.run_id, "seed": d.run.seed, "action": d.action, "rule": d.rule, "step": d.step,
              "value": d.value, "threshold": d.threshold, "n_peers": d.n_peers, "extra_steps": d.extra_steps,
@@ -196,13 +223,16 @@ def sweep_panel(*, sweep: Sweep, metric: str) -> dict:
     table = sweep_runs_table(sweep=sweep)
     mode = metric_mode(metric, sweep)
     values = sweep_run_values(sweep_id=sweep.pk, metric=metric, mode=mode)
+    finals = run_finals(runs={row["id"]: row["last_step"] for row in table}, metric=metric)
     following = next_decision_points(sweep=sweep, runs=table)
     for row in table:
         row.update(values.get(row["id"], {}))
+        row["final"] = finals.get(row["id"])
         row["next_check"] = following["runs"].get(row["id"])
         row["knobs_text"] = " ".join(f"{k}={v}" for k, v in row["knobs"].items())
     return {
         "runs": table, "metric": metric, "mode": mode, "next_summary": following["summary"],
+        "summary": summary.summarize(table, mode),  # (sorts the table: best final first)
         "decisions": sweep_decisions(sweep_id=sweep.pk), "alerts": sweep_alerts(sweep_id=sweep.pk),
         "running": sum(r["status"] == RunStatus.RUNNING for r in table),
         "queued": sum(r["status"] == RunStatus.QUEUED for r in table),

@@ -1,0 +1,69 @@
+"""A sweep's summary that can be trusted: each run judged by its final value (the mean of the metric over the last
+10 % of its steps, not its noisiest single step), the runs ranked by it with the leader marked, each grid point's
+mean final across seeds with its 95 % interval, and the compute its stopped runs did not spend. Pure Python."""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+FINAL_SHARE = 0.1  # a run's final value: the mean of its last 10 % of steps (bench/early_stopping.py's "final")
+
+# two-sided 95 % Student t quantiles for df = 1..30 (static/sweeps/sweep_dashboard.js uses the same)
+T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+
+def final_window(last_step: int) -> int:
+    """How many of a run's last steps its final value averages.
+
+    >>> final_window(40), final_window(5), final_window(0)
+    (4, 1, 1)
+    """
+    return max(1, math.ceil(FINAL_SHARE * last_step))
+
+
+def mean_ci(values: list[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95 % t interval (0 for one value).
+
+    >>> mean_ci([1.0, 2.0, 3.0])
+    (2.0, 2.484338)
+    """
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, 0.0
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, round((T975[n - 2] if n - 1 <= 30 else 1.96) * sd / math.sqrt(n), 6)
+
+
+def summarize(rows: list[dict], mode: str) -> dict:
+    """``rows``: the runs table (each with ``id``, ``seed``, ``final``, ``knobs_text``, ``status``, ``last_step``,
+    ``total_steps``). Sorts them best final first (runs without one last), marks the leader, and returns the
+    summary: ``leader`` (its row), ``cells`` (per grid point: n, mean, ci, best run; the best cell first),
+    ``saved`` (share of the sweep's steps its killed runs did not run) and ``saved_steps``.
+
+    >>> rows = [{"id": 1, "seed": 0, "final": 0.5, "knobs_text": "", "status": "succeeded", "last_step": 10,
+    ...          "total_steps": 10}, {"id": 2, "seed": 1, "final": 0.7, "knobs_text": "", "status": "killed",
+    ...          "last_step": 4, "total_steps": 10}]
+    >>> s = summarize(rows, "max")
+    >>> [r["id"] for r in rows], s["leader"]["id"], s["saved"], s["cells"][0]["n"]
+    ([2, 1], 2, 0.3, 2)
+    """
+    sign = 1.0 if mode == "max" else -1.0
+    rows.sort(key=lambda r: (r.get("final") is None, -sign * (r.get("final") or 0.0), r["id"]))
+    judged = [r for r in rows if r.get("final") is not None]
+    leader: Optional[dict] = judged[0] if judged else None
+    for r in rows:
+        r["leader"] = r is leader
+    cells: dict[str, list[dict]] = {}
+    for r in judged:
+        cells.setdefault(r.get("knobs_text") or "", []).append(r)
+    summary = []
+    for cell, members in cells.items():
+        mean, ci = mean_ci([m["final"] for m in members])
+        summary.append({"cell": cell, "n": len(members), "mean": mean, "ci": ci, "best": members[0]})
+    summary.sort(key=lambda c: -sign * c["mean"])
+    total = sum(r["total_steps"] for r in rows)
+    saved_steps = sum(max(0, r["total_steps"] - r["last_step"]) for r in rows if r["status"] == "killed")
+    return {"leader": leader, "cells": summary, "saved_steps": saved_steps,
+            "saved": round(saved_steps / total, 4) if total else 0.0}
