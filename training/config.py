@@ -163,6 +163,9 @@ class TrainConfig:
                            "(0: mark it lost and wait for a person).", min=0, max=20)
     checkpoint_every: int = _f(0, "Save a checkpoint every N steps (0 = only at the end and on stop).", min=0,
                                max=1_000_000)
+    keep_checkpoints: int = _f(0, "Keep only the run's newest N checkpoints, removing older ones as new ones land "
+                               "(0 = keep all). A checkpoint a run started from or an evaluation read is always "
+                               "kept.", min=0, max=100_000)
     samples_per_step: int = _f(4, "Completions logged per step (shown in the UI).", min=0, max=256)
     eval_every: int = _f(0, "Evaluate pass@k on held-out problems every N steps (0 = off).", min=0, max=1_000_000)
     eval_problems: int = _f(32, "Held-out problems for periodic evaluation.", min=1, max=10_000)

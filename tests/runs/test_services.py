@@ -226,3 +226,34 @@ def test_a_failed_run_resumes_from_its_checkpoint(config, django_capture_on_comm
         services.run_resume(run_id=run.pk)
     run.refresh_from_db()
     assert run.status == RunStatus.QUEUED and run.error == "" and len(sent) == 1
+
+
+def test_checkpoint_retention_keeps_the_newest_and_what_runs_and_evaluations_read(config, settings, tmp_path):
+    from webapp.evals.models import EvalJob, EvalModel
+
+    settings.SEEDBED_RUNS_DIR = str(tmp_path / "runs")
+    run = services.run_create(config={**config, "keep_checkpoints": 2})
+    folders = {}
+    for step in (1, 2, 3):
+        folders[step] = run.folder / "checkpoints" / f"step_{step:06d}"
+        folders[step].mkdir(parents=True)
+        (folders[step] / "config.json").write_text("{}")
+        services.run_checkpoint_add(run_id=run.pk, step=step, path=str(folders[step]))
+    assert sorted(Checkpoint.objects.filter(run=run).values_list("step", flat=True)) == [2, 3]
+    assert not folders[1].exists() and folders[2].exists()
+    # a new run started from step 2, and an evaluation of step 3: both are kept when newer ones land
+    services.run_create(config={**config, "model_path": str(folders[2])}, parent_run=run, parent_step=2)
+    job = EvalJob.objects.create(project=run.project, task="arithmetic", problems=4, n=2, ks=[1])
+    EvalModel.objects.create(job=job, position=0, label="step 3", path=str(folders[3]),
+                             checkpoint=Checkpoint.objects.get(run=run, step=3))
+    for step in (4, 5):
+        folders[step] = run.folder / "checkpoints" / f"step_{step:06d}"
+        folders[step].mkdir(parents=True)
+        services.run_checkpoint_add(run_id=run.pk, step=step, path=str(folders[step]))
+    assert sorted(Checkpoint.objects.filter(run=run).values_list("step", flat=True)) == [2, 3, 4, 5]
+    assert folders[2].exists() and folders[3].exists()
+    # a folder outside the run's own is never removed, only forgotten
+    outside = run.folder.parent / "elsewhere"
+    outside.mkdir()
+    services.run_checkpoint_add(run_id=run.pk, step=0, path=str(outside))
+    assert outside.exists() and not Checkpoint.objects.filter(run=run, step=0).exists()

@@ -701,4 +701,41 @@ def run_ranks_set(*, run_id: int, ranks: list[dict]) -> None:
 @transaction.atomic
 def run_checkpoint_add(*, run_id: int, step: int, path: str) -> Checkpoint:
     ckpt, _ = Checkpoint.objects.update_or_create(run_id=run_id, step=step, defaults={"path": path})
+    run_checkpoints_prune(run_id=run_id)
     return ckpt
+
+
+def run_checkpoints_prune(*, run_id: int) -> list[int]:
+    """Checkpoint retention (the run's ``keep_checkpoints``: its newest N): remove the older checkpoints' folders
+    and rows, except one a run started from (a child's parent_step, or a model_path naming it) or an evaluation
+    read, and never a folder outside the run's own. Runs in the training process, which has the folder. Returns
+    the steps removed."""
+    import os
+    import shutil
+
+    from django.apps import apps
+
+    run = Run.objects.only("config", "uid").get(pk=run_id)
+    keep = int(run.config.get("keep_checkpoints") or 0)
+    if keep <= 0:
+        return []
+    older = list(Checkpoint.objects.filter(run_id=run_id).order_by("-step")[keep:])
+    if not older:
+        return []
+    children = set(Run.objects.filter(parent_run_id=run_id).values_list("parent_step", flat=True))
+    named = set(Run.objects.filter(config__model_path__in=[c.path for c in older])
+                .values_list("config__model_path", flat=True))
+    evaluated = set(apps.get_model("evals", "EvalModel").objects.filter(checkpoint__in=older)
+                    .values_list("checkpoint_id", flat=True))  # (evals depend on runs: looked up by name)
+    root = os.path.realpath(run.folder)
+    removed = []
+    for ckpt in older:
+        if ckpt.step in children or ckpt.path in named or ckpt.pk in evaluated:
+            continue
+        if os.path.realpath(ckpt.path).startswith(root + os.sep):
+            shutil.rmtree(ckpt.path, ignore_errors=True)
+        ckpt.delete()
+        removed.append(ckpt.step)
+    if removed:
+        log.info("run %s: removed checkpoints of steps %s (keep_checkpoints %s)", run_id, sorted(removed), keep)
+    return sorted(removed)
