@@ -1,0 +1,34 @@
+"""The compare page in a browser: runs of two sweeps drawn together, smoothed with the app's setting, on the step
+and the wall-time axis."""
+import pytest
+
+from tests.conftest import log_in, tiny_config, wait_for
+from tests.sweeps.conftest import log_points, make_running
+from webapp.sweeps import services as sweep_services
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def test_two_sweeps_runs_drawn_together(live_server, django_user_model, browser_page, tiny_model_dir):
+    runs = []
+    for seed, level in ((1, 0.2), (2, 0.6)):
+        sweep = sweep_services.sweep_create(config=tiny_config(), seeds=[seed], concurrency=1, name=f"sweep {seed}",
+                                            policy={"name": "manual"})
+        run = make_running(sweep.runs.get())
+        log_points(run, "reward/mean", [level, level + 0.2] * 5)
+        runs.append(run)
+    page = browser_page
+    log_in(page, live_server, django_user_model, start=f"/runs/compare/?ids={runs[0].pk}+{runs[1].pk}",
+           lands_on=f"/runs/compare/?ids={runs[0].pk}+{runs[1].pk}")
+    page.select_option("#smoothing", "none")
+    wait_for(lambda: page.get_attribute("#compare-chart", "data-traces") == "2", timeout=30, what="two curves")
+    ys = page.evaluate("document.getElementById('compare-chart').data.map(t => t.y)")
+    assert ys[0][:2] == pytest.approx([0.2, 0.4]) and ys[1][:2] == pytest.approx([0.6, 0.8])
+    page.select_option("#smoothing", "mean")
+    page.fill("#smooth-param", "2")
+    page.dispatch_event("#smooth-param", "change")
+    wait_for(lambda: page.evaluate("document.getElementById('compare-chart').data[0].y[1]") == pytest.approx(0.3),
+             timeout=10, what="the smoothed curve")
+    page.select_option("#xaxis", "time")
+    assert page.evaluate("document.getElementById('compare-chart').layout.xaxis.title.text").startswith("seconds")
+    assert page.locator("#config-diff tr[data-key=seed]").count() == 1

@@ -1,0 +1,96 @@
+"""Compare any runs, across sweeps (issue 19): their curves of one metric overlaid (step or wall-time axis, the app's
+smoothing), a config diff that shows only the keys that differ, and a summary row per run (final, best of the
+smoothed curve, mean over the run, steps, time). ``/runs/compare/?ids=3,17,42&metric=reward/mean``.
+
+The curves are read from the chart tier (``rollups.bucketed``: at most ``MAX_POINTS`` bucket means a run, however
+long) and handed to the page in one JSON block; the page draws them (static/seedbed/compare.js)."""
+from __future__ import annotations
+
+import json
+import math
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from webapp.projects.selectors import visible
+
+from . import rollups
+from .models import Run
+
+MAX_RUNS = 20
+MAX_POINTS = 400
+FINAL_SHARE = 0.1  # a run's final value: the mean over its last 10 % of steps (as the sweep summary's)
+
+
+def parse_ids(text: str) -> tuple[list[int], str]:
+    """Run ids from "3, 17 42" (commas or spaces), at most ``MAX_RUNS``; returns (ids, problem).
+
+    >>> parse_ids("3, 17 42"), parse_ids("3, x")[1]
+    (([3, 17, 42], ''), "ids: 'x' is not a run id")
+    """
+    ids = []
+    for part in text.replace(",", " ").split():
+        if not part.isdigit():
+            return [], f"ids: {part[:20]!r} is not a run id"
+        if int(part) not in ids:
+            ids.append(int(part))
+    if len(ids) > MAX_RUNS:
+        return [], f"ids: at most {MAX_RUNS} runs at once; got {len(ids)}"
+    return ids, ""
+
+
+def config_diff(configs: dict[int, dict]) -> list[dict]:
+    """The config keys whose values differ between the runs, each with every run's value (as JSON text).
+
+    >>> config_diff({1: {"lr": 1e-4, "seed": 0, "task": "x"}, 2: {"lr": 2e-4, "seed": 0, "task": "x"}})
+    [{'key': 'lr', 'values': ['0.0001', '0.0002']}]
+    """
+    keys = sorted(set().union(*configs.values())) if configs else []
+    out = []
+    for key in keys:
+        values = [json.dumps(cfg.get(key), sort_keys=True) for cfg in configs.values()]
+        if len(set(values)) > 1:
+            out.append({"key": key, "values": values})
+    return out
+
+
+def run_curve(run: Run, metric: str) -> dict:
+    """One run's curve of ``metric`` in at most ``MAX_POINTS`` bucket means: steps, values, wall seconds since the
+    run started."""
+    width = max(1, math.ceil(max(run.last_step, 1) / MAX_POINTS))
+    rows = rollups.bucketed(run_ids=[run.pk], keys=[metric], width=width).get((run.pk, metric), [])
+    started = run.started_at.timestamp() if run.started_at else None
+    return {"x": [r[2] for r in rows], "y": [r[4] / r[3] if r[3] else None for r in rows],
+            "t": [round(r[7] - started, 2) if started and r[7] is not None else None for r in rows]}
+
+
+def summary_row(run: Run, curve: dict, mode: str) -> dict:
+    """Final (the mean of the last 10 % of the steps), best of the curve's bucket means, the mean over the whole
+    run (the area under the curve over its steps), steps and wall time."""
+    pairs = [(x, y) for x, y in zip(curve["x"], curve["y"]) if y is not None]
+    tail = [y for x, y in pairs if x > run.last_step - max(1, math.ceil(FINAL_SHARE * run.last_step))]
+    ys = [y for _, y in pairs]
+    best = (max(ys) if mode == "max" else min(ys)) if ys else None
+    seconds = (run.ended_at or run.heartbeat_at or run.started_at) - run.started_at if run.started_at else None
+    return {"final": sum(tail) / len(tail) if tail else None, "best": best,
+            "mean": sum(ys) / len(ys) if ys else None, "steps": run.last_step, "total_steps": run.total_steps,
+            "seconds": seconds.total_seconds() if seconds else None}
+
+
+@require_GET
+def run_compare(request: HttpRequest) -> HttpResponse:
+    ids, problem = parse_ids(request.GET.get("ids", ""))
+    metric = (request.GET.get("metric") or "reward/mean")[:100]
+    mode = "min" if metric.startswith("loss") else "max"
+    runs = list(visible(Run.objects.select_related("sweep", "project"), request.user).filter(pk__in=ids)
+                .order_by("pk"))
+    missing = sorted(set(ids) - {r.pk for r in runs})  # not there, or not the user's to read: the same to them
+    rows, curves = [], {}
+    for run in runs:
+        curves[run.pk] = {"name": f"run {run.pk} · {run.display_name}", **run_curve(run, metric)}
+        rows.append({"run": run, **summary_row(run, curves[run.pk], mode)})
+    return render(request, "runs/compare.html", {
+        "ids_text": " ".join(map(str, ids)), "metric": metric, "rows": rows, "problem": problem,
+        "missing": missing, "diff": config_diff({r.pk: r.config for r in runs}), "curves": curves,
+        "runs": runs})
