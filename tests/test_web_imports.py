@@ -27,7 +27,7 @@ PAGES = textwrap.dedent("""
     client.force_login(user)
     pages = ["/runs/", "/runs/new/", f"/runs/{run.pk}/", f"/runs/{run.pk}/live.json", f"/runs/{run.pk}/state/", f"/runs/{run.pk}/engine-config/",
              f"/runs/{run.pk}/samples/", f"/runs/{run.pk}/prompt/", f"/runs/{run.pk}/log/", f"/runs/compare/?ids={run.pk}", "/sweeps/", "/sweeps/new/",
-             f"/sweeps/{sweep.pk}/", "/evals/", f"/evals/new/?run={run.pk}", "/models/", "/datasets/",
+             f"/sweeps/{sweep.pk}/", f"/sweeps/{sweep.pk}/parallel/", "/evals/", f"/evals/new/?run={run.pk}", "/models/", "/datasets/",
              "/projects/", "/status/", "/account/tokens/"]
     for path in pages:
         status = client.get(path).status_code
@@ -43,5 +43,5 @@ def test_no_page_makes_the_web_process_import_torch(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [line.split() for line in proc.stdout.splitlines()]
-    assert len(rows) == 20 and all(status in ("200", "286") for _, status, _ in rows), proc.stdout
+    assert len(rows) == 21 and all(status in ("200", "286") for _, status, _ in rows), proc.stdout
     assert [path for path, _, heavy in rows if heavy != "-"] == [], proc.stdout

@@ -32,3 +32,19 @@ def test_two_sweeps_runs_drawn_together(live_server, django_user_model, browser_
     page.select_option("#xaxis", "time")
     assert page.evaluate("document.getElementById('compare-chart').layout.xaxis.title.text").startswith("seconds")
     assert page.locator("#config-diff tr[data-key=seed]").count() == 1
+
+
+def test_a_sweeps_parallel_coordinates_are_drawn(live_server, django_user_model, browser_page, tiny_model_dir):
+    sweep = sweep_services.sweep_create(config=tiny_config(), seeds=[0, 1], concurrency=2, name="grid",
+                                        grid={"lr": [1e-4, 3e-4]}, policy={"name": "manual"})
+    for i, run in enumerate(sweep.runs.order_by("pk")):
+        log_points(make_running(run), "reward/mean", [0.1 * i] * 10)
+    page = browser_page
+    log_in(page, live_server, django_user_model, start=f"/sweeps/{sweep.pk}/parallel/")
+    wait_for(lambda: page.get_attribute("#parallel-chart", "data-dims") == "3", timeout=30, what="the plot")
+    drawn = page.evaluate("(() => { const gd = document.getElementById('parallel-chart');"
+                          " return [gd.data.length, gd.layout.xaxis.ticktext, gd.data.map(t => t.y[2])]; })()")
+    assert drawn[0] == 4 and drawn[1] == ["lr", "seed", "final reward/mean"]
+    assert drawn[2] == pytest.approx([0, 1 / 3, 2 / 3, 1])  # the final axis, scaled to its range
+    # Plotly drew a line per run (SVG paths), not only took the data
+    assert page.locator("#parallel-chart .scatterlayer .trace").count() == 4

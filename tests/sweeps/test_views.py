@@ -1,6 +1,7 @@
 """The sweep form, the dashboard and its JSON endpoints through Django's test client."""
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -256,3 +257,22 @@ def test_the_summary_ranks_runs_by_their_final_marks_the_leader_and_counts_the_s
     assert cells["lr=0.0002"].startswith("0.55 ± ") and cells["lr=0.0001"].startswith("0.4333 ± ")
     assert '<tr data-cell="lr=0.0002" class="leader">' in html  # the better grid point first, marked
     assert "Stopped runs saved" in html and "% of the sweep" in html
+
+
+def test_parallel_coordinates_of_config_vs_final(client_in, config, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        sweep = services.sweep_create(config=config, seeds=[0, 1], concurrency=4, name="grid",
+                                      grid={"lr": [1e-4, 2e-4], "loss_agg": ["token-mean", "seq-mean-token-mean"]},
+                                      policy={"name": "manual"})
+    runs = [make_running(r) for r in sweep.runs.order_by("pk")]
+    for i, run in enumerate(runs[:-1]):  # the last run logged nothing: left out
+        log_points(run, "reward/mean", [0.1 * i] * 10)
+    page = client_in.get(reverse("sweeps:parallel", args=[sweep.pk])).content.decode()
+    dims = json.loads(re.search(r'<script id="parallel-data" type="application/json">(.*?)</script>', page).group(1))
+    assert dims["runs"] == [r.pk for r in runs[:-1]]
+    labels = [d["label"] for d in dims["dimensions"]]
+    assert labels == ["loss_agg", "lr", "seed", "final reward/mean"]
+    loss = dims["dimensions"][0]
+    assert loss["ticktext"] == ['"seq-mean-token-mean"', '"token-mean"'] and set(loss["values"]) == {0, 1}
+    assert dims["dimensions"][-1]["values"] == pytest.approx([0.1 * i for i in range(7)])
+    assert reverse("sweeps:parallel", args=[sweep.pk]) in client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode()

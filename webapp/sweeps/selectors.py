@@ -9,6 +9,7 @@ load, so live updates (``since``) re-send only the last, possibly partial, bucke
 """
 from __future__ import annotations
 
+import json
 from typing import Optional
 
 from django.db.models import Count, Max, Min, Q, QuerySet
@@ -255,3 +256,25 @@ def sweep_samples_at(*, sweep_id: int, step: int, per_run: int = 4) -> list[dict
         col["samples"].append({"prompt": s.prompt, "completion": s.completion, "answer": s.answer,
                                "reward": s.reward, "details": s.details})
     return list(columns.values())
+
+
+def sweep_parallel_dimensions(*, sweep: Sweep, metric: str) -> dict:
+    """The sweep's parallel-coordinates plot (Plotly parcoords): one axis per config knob that differs between its
+    runs (numbers as they are; other values as categories, their labels kept), the last axis each run's final
+    value of ``metric`` (the mean of its last 10 % of steps, coloured by it). Runs without a final are left out."""
+    from webapp.runs.compare import config_diff
+
+    runs = list(sweep.runs.order_by("pk"))
+    finals = run_finals(runs={r.pk: r.last_step for r in runs}, metric=metric)
+    runs = [r for r in runs if finals.get(r.pk) is not None]
+    dims = []
+    for d in config_diff({r.pk: r.config for r in runs}):
+        values = [r.config.get(d["key"]) for r in runs]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            dims.append({"label": d["key"], "values": values})
+        else:
+            labels = sorted({json.dumps(v, sort_keys=True) for v in values})
+            dims.append({"label": d["key"], "values": [labels.index(json.dumps(v, sort_keys=True)) for v in values],
+                         "tickvals": list(range(len(labels))), "ticktext": labels})
+    dims.append({"label": f"final {metric}", "values": [finals[r.pk] for r in runs]})
+    return {"runs": [r.pk for r in runs], "dimensions": dims}

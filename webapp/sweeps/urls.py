@@ -13,4 +13,5 @@ urlpatterns = [
     path("<int:sweep_id>/samples/", views.sweep_samples, name="samples"),
     path("<int:sweep_id>/kill/", views.sweep_kill, name="kill"),
     path("<int:sweep_id>/metrics.<str:fmt>", views.sweep_export, name="export"),
+    path("<int:sweep_id>/parallel/", views.sweep_parallel, name="parallel"),
 ]

@@ -160,3 +160,13 @@ def sweep_export(request: HttpRequest, sweep_id: int, fmt: str) -> HttpResponse:
     sweep = visible_sweep(request, sweep_id)
     runs = dict(sweep.runs.values_list("pk", "seed"))
     return export_response(runs=runs, fmt=fmt, filename=f"sweep-{sweep.pk}-metrics")
+
+
+@require_GET
+def sweep_parallel(request: HttpRequest, sweep_id: int) -> HttpResponse:
+    """Parallel coordinates of the sweep: every config knob that differs between its runs, then their final
+    value of the metric (webapp/sweeps/selectors.sweep_parallel_dimensions)."""
+    sweep = visible_sweep(request, sweep_id)
+    metric = (request.GET.get("metric") or sweep.policy.get("metric") or selectors.DEFAULT_METRIC)[:100]
+    return render(request, "sweeps/parallel.html", {
+        "sweep": sweep, "metric": metric, "dims": selectors.sweep_parallel_dimensions(sweep=sweep, metric=metric)})
