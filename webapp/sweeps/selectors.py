@@ -120,7 +120,8 @@ def sweep_runs_table(*, sweep: Sweep) -> list[dict]:
     rows = []
     for run in sweep.runs.order_by("pk"):
         rows.append({
-            "id": run.pk, "name": run.display_name, "seed": run.seed, "knobs": knobs_of(run, grid),
+            "id": run.pk, "uid": str(run.uid), "attempts": run.attempts, "name": run.display_name, "seed": run.seed,
+            "knobs": knobs_of(run, grid),
             "engine": run.engine_label,
             "status": run.status, "ended": run.status in ENDED_STATUSES, "kill_requested": run.kill_requested_at is not None,
             "last_step": run.last_step, "total_steps": run.total_steps,
@@ -147,19 +148,20 @@ def sweep_run_values(*, sweep_id: int, metric: str, mode: str) -> dict[int, dict
                      (extremes[run_id][0] if mode == "min" else extremes[run_id][1])} for run_id in runs}
 
 
-def run_finals(*, runs: dict[int, int], metric: str) -> dict[int, Optional[float]]:
+def run_finals(*, runs: dict[int, tuple], metric: str) -> dict[int, Optional[float]]:
     """Each run's final value of ``metric``: the mean over its last 10 % of steps (``summary.final_window``), read
     from the chart tier (``rollups.bucketed``: the stored buckets inside the window and the raw points at its
-    edges). ``runs``: run id -> last step. Cached per (run, metric, last step): a poll recomputes only the runs
-    that moved."""
+    edges). ``runs``: run id -> (uid, attempts, last step). Cached per (run, attempt, metric, last step): a poll
+    recomputes only the runs that moved, and a resumed run (its steps after the checkpoint logged again) is read
+    afresh."""
     from django.core.cache import cache
 
     out = {}
-    for run_id, last_step in runs.items():
+    for run_id, (uid, attempts, last_step) in runs.items():
         if not last_step:
             out[run_id] = None
             continue
-        key = f"seedbed:final:{run_id}:{metric}:{last_step}"
+        key = f"seedbed:final:{uid}:{attempts}:{metric}:{last_step}"
         hit = cache.get(key, "miss")
         if hit != "miss":
             out[run_id] = hit
@@ -224,7 +226,8 @@ def sweep_panel(*, sweep: Sweep, metric: str) -> dict:
     table = sweep_runs_table(sweep=sweep)
     mode = metric_mode(metric, sweep)
     values = sweep_run_values(sweep_id=sweep.pk, metric=metric, mode=mode)
-    finals = run_finals(runs={row["id"]: row["last_step"] for row in table}, metric=metric)
+    finals = run_finals(runs={row["id"]: (row["uid"], row["attempts"], row["last_step"]) for row in table},
+                        metric=metric)
     following = next_decision_points(sweep=sweep, runs=table)
     for row in table:
         row.update(values.get(row["id"], {}))
@@ -265,7 +268,7 @@ def sweep_parallel_dimensions(*, sweep: Sweep, metric: str) -> dict:
     from webapp.runs.compare import config_diff
 
     runs = list(sweep.runs.order_by("pk"))
-    finals = run_finals(runs={r.pk: r.last_step for r in runs}, metric=metric)
+    finals = run_finals(runs={r.pk: (str(r.uid), r.attempts, r.last_step) for r in runs}, metric=metric)
     runs = [r for r in runs if finals.get(r.pk) is not None]
     dims = []
     for d in config_diff({r.pk: r.config for r in runs}):
