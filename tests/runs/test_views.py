@@ -277,3 +277,37 @@ def test_the_run_page_shows_the_end_of_its_log_live(client_in, config):
     assert 'hx-get="' + reverse("runs:log", args=[run.pk]) in html
     Run.objects.filter(pk=run.pk).update(status=RunStatus.FAILED)
     assert client_in.get(reverse("runs:log", args=[run.pk])).status_code == 286  # ended: polling stops
+
+
+def test_a_run_is_renamed_tagged_noted_and_archived_from_its_page(client_in, client, config, django_user_model):
+    from webapp.projects.models import AuditEvent
+
+    run = services.run_create(config=config, name="first try")
+    url = reverse("runs:annotate", args=[run.pk])
+    client_in.post(url, {"name": "baseline lr 1e-4", "tags": "baseline, lr-sweep baseline", "notes": "the reference"})
+    run.refresh_from_db()
+    assert (run.name, run.tags, run.notes) == ("baseline lr 1e-4", ["baseline", "lr-sweep"], "the reference")
+    page = client_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert '<span class="tag">lr-sweep</span>' in page and "the reference" in page
+    assert AuditEvent.objects.get(action="run.annotate").detail["tags"] == ["baseline", "lr-sweep"]
+    # a bad tag changes nothing and says why
+    response = client_in.post(url, {"name": "x", "tags": "bad<tag>", "notes": ""}, follow=True)
+    run.refresh_from_db()
+    assert run.name == "baseline lr 1e-4" and "a tag is 1 to 40 letters" in response.content.decode()
+    # archiving: only an ended run; then it leaves the runs list and comes back when unarchived
+    archive = reverse("runs:archive", args=[run.pk])
+    assert "only a run that has ended can be archived" in client_in.post(archive, {"archived": "1"}, follow=True).content.decode()
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED)
+    client_in.post(archive, {"archived": "1"})
+    run.refresh_from_db()
+    assert run.archived_at is not None
+    assert 'id="archived-note"' in client_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    client_in.post(archive, {"archived": "0"})
+    run.refresh_from_db()
+    assert run.archived_at is None
+    # another project's member cannot touch it
+    outsider = django_user_model.objects.create_user(username="eve", password="pw-for-tests-only")
+    client.force_login(outsider)
+    assert client.post(url, {"name": "mine now", "tags": "", "notes": ""}).status_code == 404
+    run.refresh_from_db()
+    assert run.name == "baseline lr 1e-4"

@@ -81,6 +81,10 @@ class Run(models.Model):
                                     help_text="A restarted run is sent again from this time on (backoff).")
 
     last_step = models.IntegerField(default=0, help_text="Last step whose metrics are stored.")
+    tags = models.JSONField(default=list, blank=True, help_text="Labels the run's members gave it (runs_annotate).")
+    notes = models.TextField(blank=True, help_text="Free text its members keep about the run.")
+    archived_at = models.DateTimeField(null=True, blank=True,
+                                       help_text="Archived: hidden from the runs list (kept, not deleted).")
     warnings = models.JSONField(default=list, blank=True,
                                 help_text="Guards against silent waste (training.guards): e.g. reward 0 for every "
                                           "sample of the first steps, with the verifier's most common reason.")

@@ -18,5 +18,7 @@ urlpatterns = [
     path("<int:run_id>/kill/", views.run_kill, name="kill"),
     path("<int:run_id>/resume/", views.run_resume, name="resume"),
     path("<int:run_id>/log/", views.run_log, name="log"),
+    path("<int:run_id>/annotate/", views.run_annotate, name="annotate"),
+    path("<int:run_id>/archive/", views.run_archive, name="archive"),
     path("<int:run_id>/metrics.<str:fmt>", views.run_export, name="export"),
 ]

@@ -250,3 +250,29 @@ def run_log(request: HttpRequest, run_id: int) -> HttpResponse:
     run = visible_run(request, run_id)
     return fragment(request, "runs/_log.html", {"run": run, "logs": selectors.run_log_tail(run=run)},
                     ended=run.is_ended)
+
+
+@require_POST
+def run_annotate(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The run page's name, tags and notes form."""
+    visible_run(request, run_id)
+    try:
+        services.run_annotate(run_ids=[run_id], user=request.user, name=request.POST.get("name", ""),
+                              notes=request.POST.get("notes", ""),
+                              tags=services.parse_tags(request.POST.get("tags", "")))
+        messages.info(request, "Saved.")
+    except FieldErrors as exc:
+        messages.error(request, "; ".join(f"{k}: {v}" for k, v in exc.errors.items()))
+    return redirect("runs:detail", run_id=run_id)
+
+
+@require_POST
+def run_archive(request: HttpRequest, run_id: int) -> HttpResponse:
+    visible_run(request, run_id)
+    archived = request.POST.get("archived", "1") == "1"
+    try:
+        services.run_archive(run_ids=[run_id], user=request.user, archived=archived)
+        messages.info(request, "Archived: hidden from the runs list." if archived else "Back in the runs list.")
+    except services.TransitionError as exc:
+        messages.error(request, str(exc))
+    return redirect("runs:detail", run_id=run_id)
