@@ -19,6 +19,10 @@ class Api:
     def get(self, path: str, **params):
         return self.client.get(f"/api/v1{path}", params, **self._headers())
 
+    def patch(self, path: str, body=None):
+        return self.client.patch(f"/api/v1{path}", json.dumps(body or {}), content_type="application/json",
+                                 **self._headers())
+
     def post(self, path: str, body=None, *, raw: str | None = None):
         data = raw if raw is not None else json.dumps(body if body is not None else {})
         return self.client.post(f"/api/v1{path}", data, content_type="application/json", **self._headers())

@@ -239,3 +239,15 @@ def test_the_exploits_of_the_issue_are_field_errors_and_run_nothing(alice, confi
     job = alice.post("/evals", {"run": base, "problems": 4, "n": 2, "rewards": rewards})
     assert job.status_code == 400 and "rewards" in job.json()["errors"]
     assert Run.objects.count() == 1 and not Sweep.objects.exists() and not marker.exists()
+
+
+def test_a_run_is_renamed_tagged_and_archived_through_the_api(alice, bob, config):
+    run_id = launch(alice, config)["id"]
+    got = alice.patch(f"/runs/{run_id}", {"name": "baseline", "tags": ["baseline", "v2"], "notes": "ref"})
+    assert got.status_code == 200, got.content
+    assert (got.json()["name"], got.json()["tags"], got.json()["notes"]) == ("baseline", ["baseline", "v2"], "ref")
+    assert alice.patch(f"/runs/{run_id}", {"tags": ["bad tag"]}).status_code == 400
+    assert alice.patch(f"/runs/{run_id}", {"archived": True}).status_code == 409  # still queued
+    Run.objects.filter(pk=run_id).update(status=RunStatus.SUCCEEDED)
+    assert alice.patch(f"/runs/{run_id}", {"archived": True}).json()["archived_at"] is not None
+    assert bob.patch(f"/runs/{run_id}", {"name": "mine"}).status_code == 404  # not bob's project

@@ -290,6 +290,29 @@ def runs_get(request, run_id: int):
     return selectors.run_detail(_run(request, run_id))
 
 
+class RunPatchIn(Schema):
+    name: Optional[str] = Field(None, max_length=200)
+    notes: Optional[str] = Field(None, max_length=10_000)
+    tags: Optional[list[str]] = Field(None, max_length=20, description="The run's tags (replaced).")
+    archived: Optional[bool] = Field(None, description="Archive (hidden from lists; an ended run) or unarchive.")
+
+
+@api.patch("/runs/{run_id}", tags=["runs"])
+def runs_patch(request, run_id: int, payload: RunPatchIn):
+    """Rename, note, tag or archive a run (members); 409 when archiving a run that has not ended."""
+    _run(request, run_id)
+    if any(" " in t or "," in t for t in payload.tags or []):
+        raise FieldErrors({"tags": "a tag has no spaces or commas"})
+    tags = run_services.parse_tags(" ".join(payload.tags)) if payload.tags is not None else None
+    run_services.run_annotate(run_ids=[run_id], user=request.user, name=payload.name, notes=payload.notes, tags=tags)
+    if payload.archived is not None:
+        try:
+            run_services.run_archive(run_ids=[run_id], user=request.user, archived=payload.archived)
+        except run_services.TransitionError as exc:
+            raise _conflict(exc) from None
+    return selectors.run_detail(_run(request, run_id))
+
+
 @api.post("/runs/{run_id}/kill", tags=["runs"])
 def runs_kill(request, run_id: int, payload: Optional[KillIn] = None):
     """Kill a queued or running run (409 for any other, or one already being killed)."""

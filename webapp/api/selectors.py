@@ -33,7 +33,7 @@ def run_summary(run: Run) -> dict:
 def run_detail(run: Run) -> dict:
     return {**run_summary(run), "uid": str(run.uid), "folder": str(run.folder), "config": run.config,
             "engine_config": run.engine_config, "queue": run.queue, "worker": run.worker, "ranks": run.ranks,
-            "warnings": run.warnings,
+            "warnings": run.warnings, "tags": run.tags, "notes": run.notes, "archived_at": _iso(run.archived_at),
             "nodes": [{"node_rank": n.node_rank, "worker": n.machine, "host": n.host, "port": n.port, "pid": n.pid,
                        "started_at": _iso(n.started_at), "heartbeat_at": _iso(n.heartbeat_at),
                        "ended_at": _iso(n.ended_at), "outcome": n.outcome} for n in run.nodes.all()],
