@@ -16,11 +16,11 @@ from django.views.decorators.http import require_GET
 from webapp.projects.selectors import visible
 
 from . import rollups
+from .finals import final_window
 from .models import Run
 
 MAX_RUNS = 20
 MAX_POINTS = 400
-FINAL_SHARE = 0.1  # a run's final value: the mean over its last 10 % of steps (as the sweep summary's)
 
 
 def parse_ids(text: str) -> tuple[list[int], str]:
@@ -69,7 +69,7 @@ def summary_row(run: Run, curve: dict, mode: str) -> dict:
     """Final (the mean of the last 10 % of the steps), best of the curve's bucket means, the mean over the whole
     run (the area under the curve over its steps), steps and wall time."""
     pairs = [(x, y) for x, y in zip(curve["x"], curve["y"]) if y is not None]
-    tail = [y for x, y in pairs if x > run.last_step - max(1, math.ceil(FINAL_SHARE * run.last_step))]
+    tail = [y for x, y in pairs if x > run.last_step - final_window(run.last_step)]
     ys = [y for _, y in pairs]
     best = (max(ys) if mode == "max" else min(ys)) if ys else None
     seconds = (run.ended_at or run.heartbeat_at or run.started_at) - run.started_at if run.started_at else None

@@ -15,6 +15,7 @@ from typing import Optional
 from django.db.models import Count, Max, Min, Q, QuerySet
 
 from webapp.runs import rollups
+from webapp.runs.finals import final_window
 from webapp.runs.models import ENDED_STATUSES, MetricPoint, MetricRollup, Run, RunStatus, Sample
 
 from webapp.projects.selectors import visible
@@ -149,7 +150,7 @@ def sweep_run_values(*, sweep_id: int, metric: str, mode: str) -> dict[int, dict
 
 
 def run_finals(*, runs: dict[int, tuple], metric: str) -> dict[int, Optional[float]]:
-    """Each run's final value of ``metric``: the mean over its last 10 % of steps (``summary.final_window``), read
+    """Each run's final value of ``metric``: the mean over its last 10 % of steps (``runs.finals.final_window``), read
     from the chart tier (``rollups.bucketed``: the stored buckets inside the window and the raw points at its
     edges). ``runs``: run id -> (uid, attempts, last step). Cached per (run, attempt, metric, last step): a poll
     recomputes only the runs that moved, and a resumed run (its steps after the checkpoint logged again) is read
@@ -166,7 +167,7 @@ def run_finals(*, runs: dict[int, tuple], metric: str) -> dict[int, Optional[flo
         if hit != "miss":
             out[run_id] = hit
             continue
-        width = summary.final_window(last_step)
+        width = final_window(last_step)
         rows = rollups.bucketed(run_ids=[run_id], keys=[metric], width=width, after={run_id: last_step - width},
                                 until=last_step).get((run_id, metric), [])
         n, total = sum(r[3] for r in rows), sum(r[4] for r in rows)

@@ -6,20 +6,10 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-FINAL_SHARE = 0.1  # a run's final value: the mean of its last 10 % of steps (bench/early_stopping.py's "final")
 
 # two-sided 95 % Student t quantiles for df = 1..30 (static/sweeps/sweep_dashboard.js uses the same)
 T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
-
-
-def final_window(last_step: int) -> int:
-    """How many of a run's last steps its final value averages.
-
-    >>> final_window(40), final_window(5), final_window(0)
-    (4, 1, 1)
-    """
-    return max(1, math.ceil(FINAL_SHARE * last_step))
 
 
 def mean_ci(values: list[float]) -> tuple[float, float]:
