@@ -5,13 +5,16 @@ import functools
 import json
 import os
 import uuid
-from typing import Iterator
+from typing import Iterable, Iterator
 
-from django.db.models import QuerySet
+from django.core.paginator import Page, Paginator
+from django.db.models import DurationField, ExpressionWrapper, F, Q, QuerySet, Value
+from django.db.models.functions import Coalesce, Lower, Now, NullIf
+from django.utils import timezone
 
 from webapp.projects.selectors import visible
 
-from . import rollups
+from . import rollups, search
 from .models import Checkpoint, MetricPoint, MetricRollup, Run, Sample
 
 # The run page's charts, in display order (DESIGN §3 metric names).
@@ -28,6 +31,92 @@ def run_list(*, user, status: str | None = None, project: str | None = None) -> 
     if project:
         qs = qs.filter(project__name=project)
     return qs
+
+
+# search.SORTS key -> what the database orders by (then the id, so pages never overlap); empty values last
+SORT_ORDER = {"name": NullIf(Lower("name"), Value("")), "status": F("status"), "created": F("created_at"),
+              "steps": F("last_step"), "duration": F("duration"), "seed": F("seed")}
+CONFIG_LOOKUPS = {"=": "exact", "<": "lt", "<=": "lte", ">": "gt", ">=": "gte"}
+
+
+def run_search(*, user, query: search.RunQuery) -> QuerySet[Run]:
+    """The runs ``user`` may read that match ``query`` (``webapp.runs.search``), each with its ``duration``
+    (end, or now while it runs, minus start; null before it starts). Config comparisons are JSON key lookups
+    (``config__lr__gt``): on SQLite and PostgreSQL alike a number is compared with a number."""
+    qs = run_list(user=user).annotate(duration=ExpressionWrapper(
+        Coalesce(F("ended_at"), Now()) - F("started_at"), output_field=DurationField()))
+    for word in query.words:
+        qs = qs.filter(Q(name__icontains=word) | Q(sweep__name__icontains=word))
+    if query.statuses:
+        qs = qs.filter(status__in=query.statuses)
+    if query.projects:
+        qs = qs.filter(_any_of(Q(project__name__iexact=name) for name in query.projects))
+    if query.engines:
+        qs = qs.filter(_any_of(_engine_is(engine) for engine in query.engines))
+    if query.archived != "all":
+        qs = qs.filter(archived_at__isnull=query.archived == "no")
+    for term in query.config:
+        qs = qs.filter(**{f"config__{term.key}__{CONFIG_LOOKUPS[term.op]}": term.value})
+    return qs
+
+
+def _engine_is(engine: str) -> Q:
+    q = Q(config__engine__exact=engine)
+    if engine == "seedbed":  # a run made before engines existed has no engine key (Run.engine): seedbed's
+        q |= ~Q(config__has_key="engine") | Q(config__engine__exact="")
+    return q
+
+
+def _any_of(qs: Iterable[Q]) -> Q:
+    combined = Q(pk__in=[])
+    for q in qs:
+        combined |= q
+    return combined
+
+
+def run_search_sorted(*, user, query: search.RunQuery, sort: str = search.DEFAULT_SORT) -> QuerySet[Run]:
+    """``run_search`` ordered by ``sort`` (a ``search.SORTS`` key, ``-`` first for descending)."""
+    key = sort.removeprefix("-")
+    expression = SORT_ORDER[key]
+    if sort.startswith("-"):
+        return run_search(user=user, query=query).order_by(expression.desc(nulls_last=True), "-id")
+    return run_search(user=user, query=query).order_by(expression.asc(nulls_last=True), "id")
+
+
+def duration_text(seconds: float | None) -> str:
+    """``"42 s"``, ``"3 min 05 s"``, ``"2 h 07 min"``; empty for None."""
+    if seconds is None:
+        return ""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds // 60 % 60:02d} min"
+
+
+def config_cell(value) -> str:
+    """A config value as a table cell: JSON's spelling for booleans and null, Python's for numbers."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def run_table(*, user, params: search.RunListParams, per_page: int = search.PER_PAGE) -> dict:
+    """The runs table page: ``page`` (a Django Page of the matching runs, ``params.sort`` order) and ``rows``, one
+    per run: the run, its chosen config columns' values (``params.cols``) and its duration as text."""
+    qs = run_search_sorted(user=user, query=params.query, sort=params.sort)
+    page: Page = Paginator(qs, per_page).get_page(params.page)
+    now = timezone.now()
+    rows = [{"run": run, "config": [config_cell(run.config.get(key)) for key in params.cols],
+             "duration": duration_text(((run.ended_at or now) - run.started_at).total_seconds()
+                                       if run.started_at else None)}
+            for run in page.object_list]
+    return {"page": page, "rows": rows}
 
 
 def run_metrics_since(*, run_id: int, since_step: int = 0, keys: list[str] | None = None) -> dict[str, dict]:

@@ -12,18 +12,20 @@ from training.fields import FieldErrors
 from webapp.projects.models import Role
 from webapp.projects.selectors import audit_trail, get_visible, has_role, visible
 
-from . import selectors, services
+from . import search, selectors, services
 from .forms import RunForm, preset_form_values
-from .models import Checkpoint, Run, RunStatus
+from .models import Checkpoint, Run
 
 
 @require_GET
 def run_list(request: HttpRequest) -> HttpResponse:
-    status = request.GET.get("status") or None
-    project = request.GET.get("project") or None
+    """The runs table: search, sort, columns and page all in the URL (``webapp.runs.search``)."""
+    params = search.parse_params(request.GET)
+    table = selectors.run_table(user=request.user, params=params)
     return render(request, "runs/run_list.html", {
-        "runs": selectors.run_list(user=request.user, status=status, project=project)[:500], "status": status,
-        "statuses": RunStatus.values})
+        **table, "params": params, "headers": params.headers(), "status_links": params.status_links(),
+        "pager": params.pager(table["page"].number, table["page"].paginator.num_pages),
+        "config_keys": search.CONFIG_KEYS})
 
 
 def parent_checkpoint_of(request: HttpRequest) -> Checkpoint | None:

@@ -1,0 +1,63 @@
+"""The runs table in a real browser: type a search, sort by a column, go to page 2; the URL holds all of it, so
+reloading it (or opening it afresh) shows the same search in the box and the same rows."""
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import SCREENSHOTS, log_in, tiny_config
+from webapp.projects.models import Project
+from webapp.projects.services import default_project
+from webapp.runs.models import Run
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def table_state(page) -> dict:
+    return {"q": page.input_value("#run-search"),
+            "rows": [int(pk) for pk in page.eval_on_selector_all("#runs tbody tr[data-run]",
+                                                                 "rows => rows.map(r => r.dataset.run)")],
+            "count": page.text_content("#run-count"),
+            "sorted": page.get_attribute("th[aria-sort=ascending] a", "data-sort")}
+
+
+def test_search_sort_and_page_survive_a_reload(live_server, django_user_model, browser_page):
+    lab = default_project()
+    # 70 "alpha" runs, the first 10 with a small lr; "beta" runs and another project's "alpha" runs match too
+    # much or must never show
+    other = Project.objects.create(name="other lab")
+    Run.objects.bulk_create(
+        [Run(project=lab, name=f"alpha {i}", seed=i, config={**tiny_config(), "lr": 1e-6 if i < 10 else 1e-4,
+                                                            "seed": i}) for i in range(70)]
+        + [Run(project=lab, name=f"beta {i}", seed=100 + i, config={**tiny_config(), "lr": 1e-4}) for i in range(5)]
+        + [Run(project=other, name=f"alpha other {i}", seed=200 + i, config={**tiny_config(), "lr": 1e-4})
+           for i in range(5)])
+    by_seed = {run.seed: run.pk for run in Run.objects.all()}
+    page = browser_page
+    log_in(page, live_server, django_user_model, start="/runs/")
+    assert page.text_content("#run-count") == "runs 1–50 of 75"
+
+    page.fill("#run-search", "alpha lr>1e-5")
+    page.click("#run-search-submit")
+    page.wait_for_url("**/runs/?q=alpha+lr%3E1e-5")
+    assert page.text_content("#run-count") == "runs 1–50 of 60"
+
+    page.click("#runs th a[data-sort=seed]")
+    page.wait_for_url("**sort=seed")
+    assert table_state(page)["rows"] == [by_seed[s] for s in range(10, 60)]
+
+    page.click("#page-next")
+    page.wait_for_url("**page=2")
+    before = table_state(page)
+    assert before == {"q": "alpha lr>1e-5", "rows": [by_seed[s] for s in range(60, 70)], "count": "runs 51–60 of 60",
+                      "sorted": "seed"}
+    url = page.url
+    assert url.endswith("/runs/?q=alpha+lr%3E1e-5&sort=seed&page=2")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "runs_table.png"), full_page=True)
+
+    page.reload()
+    assert table_state(page) == before
+    # and afresh, from the address alone
+    fresh = page.context.new_page()
+    fresh.goto(url)
+    assert table_state(fresh) == before
