@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import SCREENSHOTS, log_in, tiny_config
+from tests.conftest import SCREENSHOTS, log_in, tiny_config, wait_for
 from webapp.projects.models import Project
 from webapp.projects.services import default_project
 from webapp.runs.models import Run
@@ -61,3 +61,25 @@ def test_search_sort_and_page_survive_a_reload(live_server, django_user_model, b
     fresh = page.context.new_page()
     fresh.goto(url)
     assert table_state(fresh) == before
+
+
+def test_bulk_tagging_asks_first_and_keeps_the_search(live_server, django_user_model, browser_page, tiny_model_dir):
+    from webapp.runs import services as run_services
+
+    runs = [run_services.run_create(config=tiny_config(), name=f"bulk {i}") for i in range(3)]
+    page = browser_page
+    log_in(page, live_server, django_user_model, start="/runs/?q=bulk&sort=name")
+    for run in runs[:2]:
+        page.check(f"#pick-{run.pk}")
+    page.select_option("#bulk-action", "tag")
+    page.fill("#bulk-tags", "ablation")
+    questions = []
+    page.once("dialog", lambda dialog: (questions.append(dialog.message), dialog.dismiss()))
+    page.click("#bulk-apply")
+    wait_for(lambda: questions, timeout=10, what="the confirmation")
+    assert all(not Run.objects.get(pk=r.pk).tags for r in runs)  # answered no: nothing happened
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#bulk-apply")
+    page.wait_for_url("**/runs/?q=bulk&sort=name")
+    assert [Run.objects.get(pk=r.pk).tags for r in runs] == [["ablation"], ["ablation"], []]
+    assert page.locator(f"tr[data-run='{runs[0].pk}'] .tag").text_content() == "ablation"

@@ -311,3 +311,28 @@ def test_a_run_is_renamed_tagged_noted_and_archived_from_its_page(client_in, cli
     assert client.post(url, {"name": "mine now", "tags": "", "notes": ""}).status_code == 404
     run.refresh_from_db()
     assert run.name == "baseline lr 1e-4"
+
+
+def test_bulk_actions_on_the_selected_runs(client_in, client, config, django_user_model):
+    a, b = services.run_create(config=config, name="a"), services.run_create(config=config, name="b")
+    bulk = reverse("runs:bulk")
+    back = reverse("runs:list") + "?q=a&sort=name"
+    response = client_in.post(bulk, {"run": [a.pk, b.pk], "action": "tag", "tags": "ablation v2", "next": back})
+    assert response.status_code == 302 and response["Location"] == back  # back to the same search
+    assert [Run.objects.get(pk=p).tags for p in (a.pk, b.pk)] == [["ablation", "v2"]] * 2
+    # archiving needs every selected run to have ended: nothing changes, the page says why
+    page = client_in.post(bulk, {"run": [a.pk, b.pk], "action": "archive"}, follow=True).content.decode()
+    assert "only a run that has ended can be archived" in page and not Run.objects.filter(archived_at__isnull=False)
+    client_in.post(bulk, {"run": [a.pk, b.pk], "action": "kill"})
+    assert set(Run.objects.values_list("status", flat=True)) == {RunStatus.KILLED}  # queued runs: killed at once
+    client_in.post(bulk, {"run": [a.pk], "action": "archive"})
+    assert Run.objects.get(pk=a.pk).archived_at is not None
+    assert 'data-run="%d"' % a.pk not in client_in.get(reverse("runs:list")).content.decode()  # hidden
+    # "compare selected" sends the ticked runs to the compare page
+    html = client_in.get(reverse("runs:compare"), {"run": [a.pk, b.pk]}).content.decode()
+    assert f'<tr data-run="{a.pk}">' in html and f'<tr data-run="{b.pk}">' in html
+    # an outsider's selection touches nothing of ours; an outside 'next' is not followed
+    outsider = django_user_model.objects.create_user(username="eve", password="pw-for-tests-only")
+    client.force_login(outsider)
+    response = client.post(bulk, {"run": [b.pk], "action": "tag", "tags": "mine", "next": "https://evil.example/"})
+    assert response["Location"] == reverse("runs:list") and Run.objects.get(pk=b.pk).tags == ["ablation", "v2"]

@@ -80,7 +80,8 @@ def summary_row(run: Run, curve: dict, mode: str) -> dict:
 
 @require_GET
 def run_compare(request: HttpRequest) -> HttpResponse:
-    ids, problem = parse_ids(request.GET.get("ids", ""))
+    # ?ids=3+17+42, or the runs table's selection (?run=3&run=17)
+    ids, problem = parse_ids(" ".join([request.GET.get("ids", ""), *request.GET.getlist("run")]))
     metric = (request.GET.get("metric") or "reward/mean")[:100]
     mode = "min" if metric.startswith("loss") else "max"
     runs = list(visible(Run.objects.select_related("sweep", "project"), request.user).filter(pk__in=ids)

@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.run_list, name="list"),
     path("new/", views.run_new, name="new"),
     path("compare/", compare.run_compare, name="compare"),
+    path("bulk/", views.run_bulk, name="bulk"),
     path("<int:run_id>/", views.run_detail, name="detail"),
     path("<int:run_id>/live.json", views.run_live, name="live"),
     path("<int:run_id>/series.json", views.run_series, name="series"),

@@ -6,6 +6,7 @@ import json
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from training.fields import FieldErrors
@@ -278,3 +279,47 @@ def run_archive(request: HttpRequest, run_id: int) -> HttpResponse:
     except services.TransitionError as exc:
         messages.error(request, str(exc))
     return redirect("runs:detail", run_id=run_id)
+
+
+MAX_BULK = 500
+
+
+@require_POST
+def run_bulk(request: HttpRequest) -> HttpResponse:
+    """The runs table's bulk actions on the selected runs: kill, add tags, archive, unarchive (members of each
+    run's project; a run the user cannot read is not touched, and not named)."""
+    from django.utils.http import url_has_allowed_host_and_scheme
+
+    ids = [int(x) for x in request.POST.getlist("run") if x.isdigit()][:MAX_BULK]
+    runs = list(visible(Run.objects.all(), request.user).filter(pk__in=ids).values_list("pk", flat=True))
+    action = request.POST.get("action", "")
+    try:
+        if not runs:
+            messages.error(request, "Select at least one run.")
+        elif action == "kill":
+            done, refused = 0, []
+            for run_id in runs:
+                try:
+                    services.run_kill(run_id=run_id, user=request.user, reason="killed from the runs table")
+                    done += 1
+                except services.TransitionError:
+                    refused.append(run_id)
+            messages.info(request, f"Kill requested for {done} run(s)"
+                          + (f"; not for runs {refused} (already ended or being killed)." if refused else "."))
+        elif action == "tag":
+            services.run_annotate(run_ids=runs, user=request.user,
+                                  add_tags=services.parse_tags(request.POST.get("tags", "")))
+            messages.info(request, f"Tagged {len(runs)} run(s).")
+        elif action in ("archive", "unarchive"):
+            changed = services.run_archive(run_ids=runs, user=request.user, archived=action == "archive")
+            messages.info(request, f"{action.capitalize()}d {changed} run(s).")
+        else:
+            messages.error(request, f"action: one of kill, tag, archive, unarchive; got {action[:20]!r}")
+    except FieldErrors as exc:
+        messages.error(request, "; ".join(f"{k}: {v}" for k, v in exc.errors.items()))
+    except services.TransitionError as exc:
+        messages.error(request, str(exc))
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        target = reverse("runs:list")
+    return redirect(target)
