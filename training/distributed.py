@@ -350,6 +350,8 @@ def run_distributed(cfg, out_dir: str, sink, should_stop: Callable[[], bool], *,
     status, step = run_process(torchrun_command(cfg, out_dir, node_rank=node_rank, master=master), out_dir=out_dir,
                                sink=sink, should_stop=should_stop, env=env, proc_dir=proc_dir,
                                on_ranks=getattr(sink, "on_ranks", None))
+    if hasattr(sink, "flush_ranks"):
+        sink.flush_ranks()
     return status, max(step, start)
 
 

@@ -80,6 +80,7 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
             step -= 1
             if step > start and (cfg.checkpoint_every == 0 or step % cfg.checkpoint_every):
                 checkpoint(step)  # the last completed step, so a killed run can be resumed
+            report_ranks(world, sink, step)
             sink.flush()
             return TrainResult("stopped", step, out_dir)
         t0, comm0 = time.perf_counter(), world.comm_s
@@ -104,14 +105,21 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
             metrics.update(periodic_eval(cfg, policy.full_model, tokenizer, source, step))
         sink.on_metrics(step, metrics)
         sink.on_samples(step, roll.samples[:cfg.samples_per_step])
-        if world.size > 1:  # each rank's host, pid and clock (a collective: every rank takes part)
-            ranks = rank_report(world, step)
-            if ranks and hasattr(sink, "on_ranks"):
-                sink.on_ranks(step, ranks)
+        report_ranks(world, sink, step)
         if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.total_steps:
             checkpoint(step)
+    report_ranks(world, sink, step)  # where the ranks ended (the sink keeps the last report)
     sink.flush()
     return TrainResult("succeeded", step, out_dir)
+
+
+def report_ranks(world: World, sink, step: int) -> None:
+    """Each rank's host, pid and clock (a collective: every rank takes part), to the sink, which stores it at most
+    every few seconds and always the last one."""
+    if world.size > 1:
+        ranks = rank_report(world, step)
+        if ranks and hasattr(sink, "on_ranks"):
+            sink.on_ranks(step, ranks)
 
 
 def load_model(path: str, device):

@@ -30,6 +30,7 @@ class DatabaseSink:
         self.guard = SilentRunGuard()
         self.ranks_every_s = 2.0
         self._ranks_at = float("-inf")
+        self._pending_ranks = None
 
     def truncate_after(self, step: int) -> None:
         """Called by the loop when it (re)starts at ``step``: forget whatever an interrupted attempt stored
@@ -73,8 +74,9 @@ class DatabaseSink:
         ``ranks_every_s`` seconds, and always the first report (the run page shows who runs it at once)."""
         now = self.clock()
         if now - self._ranks_at < self.ranks_every_s:
+            self._pending_ranks = ranks  # stored by the next report that passes, or by flush_ranks() at the end
             return
-        self._ranks_at = now
+        self._ranks_at, self._pending_ranks = now, None
         if self._holds_run():
             services.run_ranks_set(run_id=self.run_id, ranks=ranks)
 
@@ -90,6 +92,13 @@ class DatabaseSink:
     def _maybe_flush(self) -> None:
         if len(self._points) >= self.max_points or self.clock() - self._last_flush >= self.flush_every_s:
             self.flush()
+
+    def flush_ranks(self) -> None:
+        """The ranks' last report, held back by the throttle: stored once the run's ranks have exited (their page
+        then shows where they ended)."""
+        if self._pending_ranks is not None and self._holds_run():
+            services.run_ranks_set(run_id=self.run_id, ranks=self._pending_ranks)
+        self._pending_ranks = None
 
     def flush(self) -> None:
         # Samples first: the page polls metrics by step, so when a step's metrics appear its samples exist.

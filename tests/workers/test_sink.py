@@ -123,3 +123,16 @@ def test_a_process_whose_run_was_taken_over_stops_and_writes_nothing(run):
     Run.objects.filter(pk=run.pk).delete()
     gone = StopFlag(run.pk, clock=Clock(), claim=claim)
     assert gone() is True and gone.reason == "run no longer exists"
+
+
+@pytest.mark.django_db
+def test_the_ranks_last_report_is_stored_when_the_ranks_have_exited(run):
+    now = [0.0]
+    sink = DatabaseSink(run.pk, clock=lambda: now[0], echo=None)
+    report = lambda step: [{"rank": r, "host": "h", "pid": 10 + r, "step": step, "time": 1.0} for r in (0, 1)]  # noqa: E731
+    sink.on_ranks(1, report(1))
+    now[0] = 0.5
+    sink.on_ranks(2, report(2))  # within the 2 s throttle: held back
+    assert [r["step"] for r in Run.objects.get(pk=run.pk).ranks] == [1, 1]
+    sink.flush_ranks()  # the ranks exited: where they ended is stored
+    assert [r["step"] for r in Run.objects.get(pk=run.pk).ranks] == [2, 2]

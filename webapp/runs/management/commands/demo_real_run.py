@@ -36,7 +36,9 @@ class Command(BaseCommand):
                   "rewards": [{"name": "reasoning_gym", "params": {"extract": "last_number"}}],
                   "answer_instruction": "Reply with the number only.", "temperature": 0.7,
                   "total_steps": steps, "prompts_per_step": 4, "group_size": 4, "max_new_tokens": 24,
-                  "kl_coef": 0.0, "lr": 2e-6, "samples_per_step": 4, "checkpoint_every": 20}
+                  "kl_coef": 0.0, "lr": 2e-6, "samples_per_step": 4, "checkpoint_every": 20,
+                  # 1.6 GB a checkpoint (weights and optimizer): the demo keeps its newest only
+                  "keep_checkpoints": 1}
         try:
             run = services.run_create(config=config, user=user, name=DEMO_NAME)
         except FieldErrors as exc:
