@@ -1,5 +1,6 @@
 """The compare page in a browser: runs of two sweeps drawn together, smoothed with the app's setting, on the step
-and the wall-time axis."""
+and the wall-time axis. The runs' curves are written by the test: their configs ask for a GPU (queue gpu, which no
+test worker takes), so a Celery worker alive in the session never trains them."""
 import pytest
 
 from tests.conftest import log_in, tiny_config, wait_for
@@ -12,8 +13,8 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 def test_two_sweeps_runs_drawn_together(live_server, django_user_model, browser_page, tiny_model_dir):
     runs = []
     for seed, level in ((1, 0.2), (2, 0.6)):
-        sweep = sweep_services.sweep_create(config=tiny_config(), seeds=[seed], concurrency=1, name=f"sweep {seed}",
-                                            policy={"name": "manual"})
+        sweep = sweep_services.sweep_create(config=tiny_config(device="cuda"), seeds=[seed], concurrency=1,
+                                            name=f"sweep {seed}", policy={"name": "manual"})
         run = make_running(sweep.runs.get())
         log_points(run, "reward/mean", [level, level + 0.2] * 5)
         runs.append(run)
@@ -35,8 +36,8 @@ def test_two_sweeps_runs_drawn_together(live_server, django_user_model, browser_
 
 
 def test_a_sweeps_parallel_coordinates_are_drawn(live_server, django_user_model, browser_page, tiny_model_dir):
-    sweep = sweep_services.sweep_create(config=tiny_config(), seeds=[0, 1], concurrency=2, name="grid",
-                                        grid={"lr": [1e-4, 3e-4]}, policy={"name": "manual"})
+    sweep = sweep_services.sweep_create(config=tiny_config(device="cuda"), seeds=[0, 1], concurrency=2,
+                                        name="grid", grid={"lr": [1e-4, 3e-4]}, policy={"name": "manual"})
     for i, run in enumerate(sweep.runs.order_by("pk")):
         log_points(make_running(run), "reward/mean", [0.1 * i] * 10)
     page = browser_page

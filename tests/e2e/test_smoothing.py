@@ -30,7 +30,7 @@ def ema(values, w):
 
 def test_smoothing_is_one_remembered_setting_for_every_chart(live_server, django_user_model, browser_page,
                                                              tiny_model_dir):
-    config = tiny_config()
+    config = tiny_config(device="cuda")  # queue gpu: no test worker trains it (its curve is the test's)
     run = services.run_create(config=config)
     Run.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED)
     values = [0.0, 1.0, 0.0, 1.0, 0.5, 0.25]

@@ -257,3 +257,17 @@ def test_checkpoint_retention_keeps_the_newest_and_what_runs_and_evaluations_rea
     outside.mkdir()
     services.run_checkpoint_add(run_id=run.pk, step=0, path=str(outside))
     assert outside.exists() and not Checkpoint.objects.filter(run=run, step=0).exists()
+
+
+def test_a_runs_wall_time_starts_at_its_first_step(config):
+    run = services.run_create(config=config)
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, started_at=timezone.now() - timedelta(minutes=7))
+    before = timezone.now()
+    services.run_metrics_append(run_id=run.pk, points=[(1, "reward/mean", 0.5), (1, "step_time_s", 2.5)])
+    run.refresh_from_db()
+    # its first step began 2.5 s before its metrics were stored: not 7 minutes ago, when a worker took it
+    assert before - timedelta(seconds=2.6) <= run.first_step_at <= timezone.now() - timedelta(seconds=2.4)
+    first = run.first_step_at
+    services.run_metrics_append(run_id=run.pk, points=[(2, "reward/mean", 0.6), (2, "step_time_s", 1.0)])
+    run.refresh_from_db()
+    assert run.first_step_at == first  # set once

@@ -65,16 +65,18 @@ def test_the_dashboard_has_each_runs_engine_its_grid_cell_and_wall_times(client_
     for run in sweep.runs.all():
         make_running(run)
         Run.objects.filter(pk=run.pk).update(started_at=started)
-        run_services.run_metrics_append(run_id=run.pk, points=[(s, "reward/mean", s / 10) for s in (1, 2, 3)])
+        run_services.run_metrics_append(run_id=run.pk, points=[(s, k, v) for s in (1, 2, 3)
+                                                               for k, v in (("reward/mean", s / 10), ("step_time_s", 10.0))])
     live = client_in.get(reverse("sweeps:live", args=[sweep.pk]), {"metric": "reward/mean"}).json()
     cells = {r["id"]: (r["knobs"], r["engine"]) for r in live["runs"]}
     by_engine = {e: [r.pk for r in sweep.runs.order_by("pk") if r.config["engine"] == e] for e in ("seedbed", "trl")}
     assert all(cells[pk] == ({"engine": "seedbed"}, "seedbed") for pk in by_engine["seedbed"])
     assert all(cells[pk] == ({"engine": "trl"}, "trl · 1 process") for pk in by_engine["trl"])
-    # the time axis: seconds from each run's start to its bucket's last point, for both engines
+    # the time axis: seconds from each run's first step (it began 10 s before its first metrics: not the 30 s since a
+    # worker took it) to its bucket's last point, for both engines
     for run_id, series in live["series"]["runs"].items():
-        assert series["last"] == [1, 2, 3] and all(29 <= t < 120 for t in series["t"]), (run_id, series["t"])
-    assert MetricPoint.objects.filter(run__sweep=sweep).count() == 12
+        assert series["last"] == [1, 2, 3] and all(9 <= t < 25 for t in series["t"]), (run_id, series["t"])
+    assert MetricPoint.objects.filter(run__sweep=sweep, key="reward/mean").count() == 12
 
     page = client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode()
     assert "<th>Engine</th>" in page and page.count('<td class="engine">trl · 1 process</td>') == 2

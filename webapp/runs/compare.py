@@ -60,7 +60,8 @@ def run_curve(run: Run, metric: str) -> dict:
     run started."""
     width = max(1, math.ceil(max(run.last_step, 1) / MAX_POINTS))
     rows = rollups.bucketed(run_ids=[run.pk], keys=[metric], width=width).get((run.pk, metric), [])
-    started = run.started_at.timestamp() if run.started_at else None
+    origin = run.first_step_at or run.started_at  # wall time from its first step (a wait before it is not training)
+    started = origin.timestamp() if origin else None
     return {"x": [r[2] for r in rows], "y": [r[4] / r[3] if r[3] else None for r in rows],
             "t": [round(r[7] - started, 2) if started and r[7] is not None else None for r in rows]}
 
@@ -72,7 +73,8 @@ def summary_row(run: Run, curve: dict, mode: str) -> dict:
     tail = [y for x, y in pairs if x > run.last_step - final_window(run.last_step)]
     ys = [y for _, y in pairs]
     best = (max(ys) if mode == "max" else min(ys)) if ys else None
-    seconds = (run.ended_at or run.heartbeat_at or run.started_at) - run.started_at if run.started_at else None
+    origin = run.first_step_at or run.started_at
+    seconds = (run.ended_at or run.heartbeat_at or origin) - origin if origin else None
     return {"final": sum(tail) / len(tail) if tail else None, "best": best,
             "mean": sum(ys) / len(ys) if ys else None, "steps": run.last_step, "total_steps": run.total_steps,
             "seconds": seconds.total_seconds() if seconds else None}

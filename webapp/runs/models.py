@@ -81,6 +81,10 @@ class Run(models.Model):
                                     help_text="A restarted run is sent again from this time on (backoff).")
 
     last_step = models.IntegerField(default=0, help_text="Last step whose metrics are stored.")
+    first_step_at = models.DateTimeField(null=True, blank=True,
+                                         help_text="When its first step began (its first metrics, less that step's "
+                                                   "time): the origin of wall-time axes, which a wait for a slot "
+                                                   "or a model build before it does not stretch.")
     tags = models.JSONField(default=list, blank=True, help_text="Labels the run's members gave it (runs_annotate).")
     notes = models.TextField(blank=True, help_text="Free text its members keep about the run.")
     archived_at = models.DateTimeField(null=True, blank=True,

@@ -640,6 +640,11 @@ def run_metrics_append(*, run_id: int, points: list[tuple[int, str, float]]) -> 
         # the charts' tier: the buckets these points fall in, brought up to date in the same transaction
         rollups.add_points(cursor, run_id=run_id, points=latest, logged_at=now)
     Run.objects.filter(pk=run_id, last_step__lt=last).update(last_step=last)
+    if stored_last == 0:  # the run's first metrics: when its first step began (wall-time axes start there)
+        first = min(step for step, _ in latest)
+        took = latest.get((first, "step_time_s")) or 0.0
+        Run.objects.filter(pk=run_id, first_step_at__isnull=True).update(
+            first_step_at=now - timedelta(seconds=min(max(took, 0.0), 86_400.0)))
     return len(points)
 
 

@@ -85,7 +85,10 @@ def sweep_series(*, sweep_id: int, metric: str, since: Optional[dict[int, int]] 
     ``width`` None chooses one from the longest run (``bucket_width``). Points with a null value (NaN/inf)
     are gaps and left out.
     """
-    runs = dict(Run.objects.filter(sweep_id=sweep_id).values_list("pk", "started_at"))
+    # wall time counts from each run's first step (not from when a worker took it: a wait for a model build first
+    # would shift its curve, and the mean across seeds with it)
+    runs = {pk: first or started for pk, first, started in
+            Run.objects.filter(sweep_id=sweep_id).values_list("pk", "first_step_at", "started_at")}
     if width is None:
         longest = Run.objects.filter(sweep_id=sweep_id).aggregate(m=Max("last_step"))["m"] or 0
         width = bucket_width(longest)
@@ -152,18 +155,17 @@ def sweep_run_values(*, sweep_id: int, metric: str, mode: str) -> dict[int, dict
 def run_finals(*, runs: dict[int, tuple], metric: str) -> dict[int, Optional[float]]:
     """Each run's final value of ``metric``: the mean over its last 10 % of steps (``runs.finals.final_window``), read
     from the chart tier (``rollups.bucketed``: the stored buckets inside the window and the raw points at its
-    edges). ``runs``: run id -> (uid, attempts, last step). Cached per (run, attempt, metric, last step): a poll
-    recomputes only the runs that moved, and a resumed run (its steps after the checkpoint logged again) is read
-    afresh."""
+    edges). ``runs``: run id -> (uid, attempts, last step, ended). An ended run's final is cached (per run, attempt,
+    metric and last step: a resumed run is read afresh); a live run's is read at every call."""
     from django.core.cache import cache
 
     out = {}
-    for run_id, (uid, attempts, last_step) in runs.items():
+    for run_id, (uid, attempts, last_step, ended) in runs.items():
         if not last_step:
             out[run_id] = None
             continue
         key = f"seedbed:final:{uid}:{attempts}:{metric}:{last_step}"
-        hit = cache.get(key, "miss")
+        hit = cache.get(key, "miss") if ended else "miss"
         if hit != "miss":
             out[run_id] = hit
             continue
@@ -172,7 +174,8 @@ def run_finals(*, runs: dict[int, tuple], metric: str) -> dict[int, Optional[flo
                                 until=last_step).get((run_id, metric), [])
         n, total = sum(r[3] for r in rows), sum(r[4] for r in rows)
         out[run_id] = total / n if n else None
-        cache.set(key, out[run_id], 3600)
+        if ended:
+            cache.set(key, out[run_id], 3600)
     return out
 
 
@@ -227,8 +230,8 @@ def sweep_panel(*, sweep: Sweep, metric: str) -> dict:
     table = sweep_runs_table(sweep=sweep)
     mode = metric_mode(metric, sweep)
     values = sweep_run_values(sweep_id=sweep.pk, metric=metric, mode=mode)
-    finals = run_finals(runs={row["id"]: (row["uid"], row["attempts"], row["last_step"]) for row in table},
-                        metric=metric)
+    finals = run_finals(runs={row["id"]: (row["uid"], row["attempts"], row["last_step"], row["ended"])
+                              for row in table}, metric=metric)
     following = next_decision_points(sweep=sweep, runs=table)
     for row in table:
         row.update(values.get(row["id"], {}))
@@ -269,7 +272,7 @@ def sweep_parallel_dimensions(*, sweep: Sweep, metric: str) -> dict:
     from webapp.runs.compare import config_diff
 
     runs = list(sweep.runs.order_by("pk"))
-    finals = run_finals(runs={r.pk: (str(r.uid), r.attempts, r.last_step) for r in runs}, metric=metric)
+    finals = run_finals(runs={r.pk: (str(r.uid), r.attempts, r.last_step, r.is_ended) for r in runs}, metric=metric)
     runs = [r for r in runs if finals.get(r.pk) is not None]
     dims = []
     for d in config_diff({r.pk: r.config for r in runs}):
