@@ -60,13 +60,11 @@ def tiny(steps: int) -> dict:
 
 
 def real(steps: int) -> dict:
-    return {"model_path": SMOLLM2, "task": "reasoning_gym:basic_arithmetic",
-            "task_params": {"min_terms": 2, "max_terms": 2, "max_digits": 1, "allow_parentheses": False,
-                            "allow_negation": False, "operators": ["+", "-"]},
-            "rewards": [{"name": "reasoning_gym", "weight": 1.0, "params": {"extract": "last_number"}}],
-            "chat_template": "on", "answer_instruction": "Reply with the number only.", "temperature": 0.7,
-            "total_steps": steps, "prompts_per_step": 4, "group_size": 4, "max_new_tokens": 24, "lr": 5e-6,
-            "kl_coef": 0.0, "device": "cpu", "samples_per_step": 1}
+    """bench/engines.py's real-model workload (SmolLM2-135M-Instruct on easy basic_arithmetic), one sample logged."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from engines import real_config
+
+    return {**real_config(steps), "samples_per_step": 1}
 
 
 def run_once(config: dict, env_extra: dict, seed: int) -> dict:
