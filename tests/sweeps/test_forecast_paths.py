@@ -1,0 +1,86 @@
+"""The dashboard's forecasts (policies.forecast_paths) are the bayes policy's own numbers, and their paths end on the
+run's trend forecast at its horizon with a band that widens ahead."""
+import math
+import random
+
+import pytest
+
+from webapp.sweeps.policies import make_policy, parse_config
+from webapp.sweeps.policies.forecast import p_near_best
+from webapp.sweeps.policies.forecast_paths import path_steps, sweep_forecasts
+
+CONFIG = {"name": "bayes", "metric": "m", "max_steps": 200, "drift": 0.05, "min_peers": 2}
+
+
+def noisy_curves(levels: dict, steps: int, seed: int = 0) -> dict:
+    rng = random.Random(seed)
+    return {run_id: [(t, level * (1 - 0.5 ** (t / 30)) + rng.gauss(0, 0.03)) for t in range(1, steps + 1)]
+            for run_id, level in levels.items()}
+
+
+def policy_fed(config: dict, curves: dict, ended: set = frozenset()):
+    policy = make_policy(config)
+    for run_id, points in curves.items():
+        for step, value in points:
+            policy.observe(run_id, step, value)
+    for run_id in ended:
+        policy.mark_stopped(run_id)
+    return policy
+
+
+@pytest.mark.parametrize("mode", ["max", "min"])
+def test_forecasts_and_probabilities_are_the_policys_own(mode):
+    config = {**CONFIG, "mode": mode}
+    curves = noisy_curves({"a": 0.8, "b": 0.7, "c": 0.75, "d": 0.3}, 90)
+    curves["e"] = noisy_curves({"e": 0.9}, 40, seed=1)["e"]  # killed at step 40: out of the race
+    policy = policy_fed(config, curves, ended={"e"})
+    race, own = policy.forecasts()
+    assert set(race) == {"a", "b", "c", "d"}
+
+    got = sweep_forecasts(curves, params=parse_config(config), horizons={}, out_of_race={"e"})
+    sign = 1.0 if mode == "max" else -1.0
+    for run_id, f in race.items():
+        assert got[run_id].final.mean == pytest.approx(f.mean, rel=1e-12)
+        assert got[run_id].final.sd == pytest.approx(f.sd, rel=1e-12)
+        assert got[run_id].trend.mean == pytest.approx(own[run_id].mean, rel=1e-12)
+        peers = [(sign * p.mean, p.sd) for other, p in race.items() if other != run_id]
+        assert got[run_id].probability == pytest.approx(p_near_best(sign * f.mean, f.sd, peers, 0.02), abs=1e-12)
+    # the killed run: its own trend forecast and path, no final, no probability
+    assert got["e"].final is None and got["e"].probability is None and len(got["e"].path) == 24
+    # the low run's probability is what made the policy stop it (max) or keep it (min)
+    decided = {d.run_id for d in policy.decide()}
+    low_p = {r for r, f in got.items() if f.probability is not None and f.probability < 0.1}
+    assert decided == low_p and (("d" in decided) == (mode == "max"))
+
+
+def test_a_path_runs_from_the_last_point_to_the_horizon_and_ends_on_the_trend_forecast():
+    curves = noisy_curves({"a": 0.8, "b": 0.6, "c": 0.7}, 60)
+    got = sweep_forecasts(curves, params=parse_config(CONFIG), horizons={"b": 260}, out_of_race=set())
+    a, b = got["a"], got["b"]
+    assert a.path[0][0] == 60 and a.path[-1][0] == 200 and b.path[-1][0] == 260 and b.horizon == 260
+    step, mean, low, high = a.path[-1]
+    assert mean == pytest.approx(a.trend.mean) and high - mean == pytest.approx(1.959964 * a.trend.sd)
+    assert low < mean < high
+    widths = [hi - lo for _, _, lo, hi in a.path]
+    assert widths[-1] > widths[0]  # the further ahead, the less is known
+
+
+def test_bucket_means_forecast_like_the_raw_points():
+    """A long run read from the chart tier: means of 8 steps fed as points, final window in points."""
+    params = parse_config({**CONFIG, "max_steps": 2000})
+    raw = noisy_curves({"a": 0.8, "b": 0.6, "c": 0.7}, 800)
+    buckets = {r: [(sum(s for s, _ in pts[i:i + 8]) / 8, sum(v for _, v in pts[i:i + 8]) / 8)
+                   for i in range(0, len(pts), 8)] for r, pts in raw.items()}
+    exact = sweep_forecasts(raw, params=params, horizons={}, out_of_race=set())
+    coarse = sweep_forecasts(buckets, params=params, horizons={}, out_of_race=set(),
+                             final_points=params.final_window() / 8)
+    for r in raw:
+        assert coarse[r].final.mean == pytest.approx(exact[r].final.mean, abs=0.01)
+        assert coarse[r].final.sd == pytest.approx(exact[r].final.sd, rel=0.25)
+
+
+def test_too_few_points_give_no_forecast_and_a_finished_run_no_path():
+    curves = {"short": [(1, 0.1), (2, 0.2), (3, 0.3)], "done": [(t, 0.5) for t in range(1, 201)]}
+    got = sweep_forecasts(curves, params=parse_config(CONFIG), horizons={}, out_of_race=set())
+    assert "short" not in got and got["done"].path == [] and math.isfinite(got["done"].final.mean)
+    assert path_steps(5, 5) == [] and len(path_steps(0, 100)) == 24
