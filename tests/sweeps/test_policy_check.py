@@ -39,13 +39,14 @@ def full_replay(*, sweep, plan, rebuild=False) -> check_module.PolicyCheck:
         if run.pk not in stops and (run.is_ended or run.kill_requested_at is not None):
             policy.mark_stopped(run.pk)
     decisions, current_step = [], None
-    for run_id, step, value in (MetricPoint.objects.filter(run_id__in=list(runs), key=METRIC, value__isnull=False)
-                                .order_by("step", "run_id").values_list("run_id", "step", "value")):
+    for run_id, step, value, key in (MetricPoint.objects.filter(run_id__in=list(runs), key__in=policy.metrics(),
+                                                                value__isnull=False)
+                                     .order_by("step", "run_id", "key").values_list("run_id", "step", "value", "key")):
         if step != current_step and current_step is not None and current_step >= plan.policy_step:
             decisions += policy.decide()
         current_step = step
         if run_id not in stops or step <= stops[run_id].step:
-            policy.observe(run_id, step, value)
+            policy.observe(run_id, step, value, key)
     decisions += policy.decide()
     live = [r.last_step for r in runs.values() if r.status == RunStatus.RUNNING and r.kill_requested_at is None]
     return check_module.PolicyCheck(decisions=decisions, complete=min(live) if live else (current_step or 0),
@@ -98,6 +99,15 @@ class Seeds:
             return math.nan
         return base + trend * (1 - 0.85 ** step) + noise.gauss(0, 0.08)
 
+    def entropy(self, i: int, step: int, attempt: int) -> float:
+        """Run i's entropy: some runs collapse (toward 0) at a random step, the others stay near their level."""
+        level = random.Random(f"{self.seed}/{i}/entropy")
+        start, collapse_at = level.uniform(0.3, 1.0), level.choice([None, None, 6, 10, 14])
+        noise = random.Random(f"{self.seed}/{i}/{step}/{attempt}/entropy").gauss(0, 0.02)
+        if collapse_at is not None and step >= collapse_at:
+            return max(0.0, start * 0.5 ** (step - collapse_at + 1) + noise)
+        return start + noise
+
 
 def tick(rng: random.Random, copies: list, seeds: Seeds, attempts: dict, concurrency: int) -> None:
     """One random tick applied the same way to every copy (each copy's runs in pk order are the same runs):
@@ -137,8 +147,9 @@ def act(run: Run, action: tuple, i: int, seeds: Seeds, attempt: int) -> None:
     if kind == "log":
         steps = range(run.last_step + 1, min(run.last_step + action[1], run.total_steps) + 1)
         if steps:
-            run_services.run_metrics_append(run_id=run.pk, points=[(s, METRIC, seeds.value(i, s, attempt))
-                                                                    for s in steps])
+            run_services.run_metrics_append(run_id=run.pk, points=[
+                point for s in steps for point in ((s, METRIC, seeds.value(i, s, attempt)),
+                                                   (s, "entropy", seeds.entropy(i, s, attempt)))])
     elif kind == "finish":
         run_services.run_finish(run_id=run.pk, status=action[1])
     elif kind == "kill":
@@ -170,6 +181,12 @@ POLICIES = {
     "bayes-min-extend": ({"name": "bayes", "mode": "min", "grace_steps": 4, "min_peers": 2, "p_stop": 0.3,
                           "half_life": 3, "tolerance": 0.05, "drift": 0.0},
                          {"free_slot_use": FreeSlotUse.EXTEND, "extend_steps": 6}),
+    "median-with-guards": ({"name": "median", "grace_steps": 4, "min_peers": 2, "min_delta": 0.05,
+                            "guards": [{"kind": "entropy_collapse", "below": 0.1, "for_steps": 3},
+                                       {"kind": "reward_drop", "drop": 0.15, "for_steps": 4}]}, {}),
+    "manual-with-guards": ({"name": "manual", "grace_steps": 3,
+                            "guards": [{"kind": "entropy_collapse", "below": 0.08, "for_steps": 2}]},
+                           {"free_slot_use": FreeSlotUse.NEW_SEED, "max_new_seeds": 2}),
     "threshold-upper-none": ({"name": "threshold", "upper_bound": 0.7, "smoothing": "none", "grace_steps": 2},
                              {"free_slot_use": FreeSlotUse.NEW_SEED, "max_new_seeds": 3}),
 }
@@ -196,6 +213,8 @@ def test_checks_that_go_on_from_the_saved_curves_decide_what_the_full_replay_dec
                 == [(r.status, r.kill_requested_at is None, r.total_steps) for r in runs_of(copies[1])])
     went_on = [c for c in checks if not c.rebuilt]
     assert len(went_on) >= len(checks) // 2, [c.rebuilt for c in checks]
+    if "guards" in name:  # the guards acted (and so were compared with the replay), not just stayed quiet
+        assert any(rule.startswith("guard:") for _, _, rule, *_ in decisions_of(copies[0])), decisions_of(copies[0])
     # the only reasons to feed every point here: the first check, and a resume's discard since the last one
     assert {c.rebuilt for c in checks} <= {"", "no saved state", "a run's points were discarded since it was saved"}
 

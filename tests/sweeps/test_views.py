@@ -276,3 +276,46 @@ def test_parallel_coordinates_of_config_vs_final(client_in, config, django_captu
     assert loss["ticktext"] == ['"seq-mean-token-mean"', '"token-mean"'] and set(loss["values"]) == {0, 1}
     assert dims["dimensions"][-1]["values"] == pytest.approx([0.1 * i for i in range(7)])
     assert reverse("sweeps:parallel", args=[sweep.pk]) in client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode()
+
+
+def test_the_forms_health_guards_go_into_the_policy_and_their_errors_onto_their_fields(
+        client_in, model_dir, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client_in.post(reverse("sweeps:new"), form_data(
+            model_dir, policy_name="manual", policy_params="", guard_entropy_below="0.05", guard_reward_drop="0.25",
+            guard_for_steps="6"))
+    assert response.status_code == 302, response.context["form"].errors
+    sweep = Sweep.objects.get()
+    assert sweep.policy == {"name": "manual", "max_steps": 20, "guards": [
+        {"kind": "entropy_collapse", "below": 0.05, "for_steps": 6}, {"kind": "reward_drop", "drop": 0.25, "for_steps": 6}]}
+    page = client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode()
+    assert "guards: entropy_collapse (entropy &lt; 0.05 for 6 steps), reward_drop" in page
+    for overrides, field, message in [({"guard_clipped_above": "1.5"}, "guard_clipped_above", "must lie in (0, 1)"),
+                                      ({"guard_reward_drop": "0.2", "guard_for_steps": "0"}, "guard_for_steps",
+                                       "must lie in [1, 100000]"),
+                                      ({"guard_zero_std_above": "0.9",
+                                        "policy_params": '{"guards": [{"kind": "zero_std"}]}'}, "policy_params",
+                                       "at most once")]:
+        response = client_in.post(reverse("sweeps:new"), form_data(model_dir, **overrides))
+        errors = response.context["form"].errors
+        assert response.status_code == 400 and field in errors and message in " ".join(errors[field]), errors
+    assert Sweep.objects.count() == 1
+
+
+def test_a_guard_stops_the_collapsed_run_of_a_live_sweep_and_the_dashboard_says_why(
+        client_in, config, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        sweep = services.sweep_create(config=config, seeds=[0, 1, 2], concurrency=3, name="guarded", policy={
+            "name": "median", "metric": "reward/mean", "grace_steps": 3, "min_peers": 2, "min_delta": 0.5,
+            "guards": [{"kind": "entropy_collapse", "below": 0.05, "for_steps": 3}]})
+    runs = [make_running(r) for r in sweep.runs.order_by("pk")]
+    for i, run in enumerate(runs):
+        log_points(run, "reward/mean", [0.6] * 12)
+        log_points(run, "entropy", [0.5 if i != 1 or s < 4 else 0.0 for s in range(12)])
+    services.sweep_apply_policy(sweep_id=sweep.pk)
+    decisions = list(sweep.decisions.all())
+    assert [(d.run_id, d.rule, d.action) for d in decisions] == [(runs[1].pk, "guard:entropy_collapse", "stop")]
+    assert Run.objects.get(pk=runs[1].pk).kill_requested_at is not None
+    assert all(Run.objects.get(pk=r.pk).kill_requested_at is None for r in (runs[0], runs[2]))
+    html = client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode()
+    assert "guard entropy_collapse: smoothed entropy" in html and "has stopped exploring" in html

@@ -7,6 +7,7 @@ sweep checks (``services.sweep_create``) and the policy (``policies.make_policy`
 from __future__ import annotations
 
 import json
+from typing import Optional
 
 from django import forms
 
@@ -108,8 +109,28 @@ class SweepForm(RunForm):
                                    help_text='Optional JSON overriding the RL-health alerts, e.g. {"entropy_min": 0.1, '
                                              '"clipped_frac_max": 0.5, "zero_std_max": 0.8}.')
 
+    guard_entropy_below = forms.FloatField(required=False, label="stop when entropy stays below",
+                                           help_text="Health guard: stop a run whose smoothed entropy (nats per "
+                                                     "token) stays below this, e.g. 0.05 (entropy collapse). Empty = off.")
+    guard_clipped_above = forms.FloatField(required=False, label="stop when truncated share stays above",
+                                           help_text="Stop a run whose smoothed length/clipped_frac (completions cut "
+                                                     "at max_new_tokens) stays above this share, e.g. 0.9. Empty = off.")
+    guard_zero_std_above = forms.FloatField(required=False, label="stop when zero-variance groups stay above",
+                                            help_text="Stop a run whose smoothed frac_zero_std_groups (groups with "
+                                                      "equal rewards: no signal) stays above this, e.g. 0.95. Empty = off.")
+    guard_reward_drop = forms.FloatField(required=False, label="stop when reward falls from its best by",
+                                         help_text="Stop a run whose smoothed reward/mean stays more than this below "
+                                                   "its own best so far, e.g. 0.2 (a collapse). Empty = off.")
+    guard_for_steps = forms.IntegerField(required=False, initial=10, label="guards wait (steps)",
+                                         help_text="A guard stops a run only after its bound has been crossed this "
+                                                   "many steps in a row. Guards work with any policy, manual included.")
+
+    # form field -> (guard kind, the key its value sets)
+    GUARD_FIELDS = {"guard_entropy_below": ("entropy_collapse", "below"), "guard_clipped_above": ("length_at_cap", "above"),
+                    "guard_zero_std_above": ("zero_std", "above"), "guard_reward_drop": ("reward_drop", "drop")}
+
     SWEEP_FIELDS = ("seeds", "concurrency", "grid", "policy_name", "policy_metric", "policy_mode", "policy_params",
-                    "free_slot_use", "extend_steps", "max_new_seeds", "alert_bounds")
+                    "free_slot_use", "extend_steps", "max_new_seeds", "alert_bounds", *GUARD_FIELDS, "guard_for_steps")
 
     def clean(self):
         cleaned = super().clean()  # the run config (self.config) with the schema's per-field errors
@@ -130,6 +151,10 @@ class SweepForm(RunForm):
             return cleaned
         policy = {**parsed["policy_params"], "name": cleaned["policy_name"],
                   "metric": cleaned.get("policy_metric") or "reward/mean", "mode": cleaned["policy_mode"]}
+        guards = self._guards(cleaned)
+        if guards:  # the form's guards first (errors keyed guards.<i> name them), then any given as JSON
+            extra = policy.get("guards")
+            policy["guards"] = guards + (extra if isinstance(extra, list) else [] if extra is None else [extra])
         self.sweep_args = {
             "config": self.config, "seeds": seeds, "concurrency": cleaned["concurrency"], "grid": parsed["grid"],
             "policy": policy, "free_slot_use": cleaned["free_slot_use"],
@@ -139,11 +164,37 @@ class SweepForm(RunForm):
         }
         return cleaned
 
+    def _guards(self, cleaned: dict) -> list[dict]:
+        """The guards the form's fields set, in GUARD_FIELDS order (remembered to put their errors back)."""
+        self._guard_of_index = []
+        guards = []
+        for name, (kind, key) in self.GUARD_FIELDS.items():
+            if cleaned.get(name) is None:
+                continue
+            guard = {"kind": kind, key: cleaned[name]}
+            if cleaned.get("guard_for_steps") is not None:
+                guard["for_steps"] = cleaned["guard_for_steps"]
+            guards.append(guard)
+            self._guard_of_index.append(name)
+        return guards
+
+    def _field_of_guard_error(self, sub: str) -> Optional[str]:
+        """``guards.<i>.<key>`` of a guard the form's fields made -> that field (for_steps -> guard_for_steps)."""
+        parts = sub.split(".")
+        made = getattr(self, "_guard_of_index", [])
+        if len(parts) == 3 and parts[1].isdigit() and int(parts[1]) < len(made):
+            return "guard_for_steps" if parts[2] == "for_steps" else made[int(parts[1])]
+        return None
+
     def add_service_errors(self, exc: FieldErrors) -> None:
         """Attach a service's FieldErrors to the fields it names (policy.<key> -> the policy fields)."""
         for key, message in exc.errors.items():
             if key.startswith("policy."):
                 sub = key[len("policy."):]
+                guard_field = self._field_of_guard_error(sub)
+                if guard_field:
+                    self.add_error(guard_field, message)
+                    continue
                 field = POLICY_FIELD.get(sub, "policy_params")
                 self.add_error(field, message if field != "policy_params" else f"{sub}: {message}")
             else:
@@ -160,3 +211,28 @@ def _parse_json_object(text: str) -> dict:
     if not isinstance(value, dict):
         raise ValueError(f"expected a JSON object {{...}}; got {type(value).__name__}")
     return value
+
+
+class ReplayForm(forms.Form):
+    """"What would policy X have done?" on a finished sweep: a policy as the sweep form takes it (name, metric, mode,
+    its other keys as JSON), checked by the same parser (``replays.replay_policy_config``, errors on the fields)."""
+
+    policy_name = SweepForm.base_fields["policy_name"]
+    policy_metric = SweepForm.base_fields["policy_metric"]
+    policy_mode = SweepForm.base_fields["policy_mode"]
+    policy_params = SweepForm.base_fields["policy_params"]
+
+    add_service_errors = SweepForm.add_service_errors  # policy.<key> -> the field that holds it
+
+    def clean(self):
+        cleaned = super().clean()
+        self.policy = None
+        try:
+            params = _parse_json_object(cleaned.get("policy_params") or "")
+        except ValueError as exc:
+            self.add_error("policy_params", str(exc))
+            return cleaned
+        if not self.errors:
+            self.policy = {**params, "name": cleaned["policy_name"],
+                           "metric": cleaned.get("policy_metric") or "reward/mean", "mode": cleaned["policy_mode"]}
+        return cleaned

@@ -158,8 +158,9 @@ def _tell_known(policy: Policy, runs: dict[int, Run], stored: dict) -> None:
             policy.mark_stopped(run.pk)
 
 
-def _points_after(metric: str, runs: dict[int, Run], fed: dict[int, int], stops: dict, judged_up_to: int):
-    """The points of the replay that the curves were not fed, in its order (step, run): each run's after its last
+def _points_after(metrics: list[str], runs: dict[int, Run], fed: dict[int, int], stops: dict, judged_up_to: int):
+    """The points of the replay that the curves were not fed, in its order (step, run), of each of ``metrics`` (the
+    policy's own and its guards'): each run's after its last
     fed step (a run with no curve yet: all). Of a run with a stored stop, those up to the stop, and those from
     ``judged_up_to`` on: the replay reads them without observing them, and they time its ``decide`` calls."""
     fresh = [run_id for run_id in runs if run_id not in fed and run_id not in stops]
@@ -167,14 +168,15 @@ def _points_after(metric: str, runs: dict[int, Run], fed: dict[int, int], stops:
     for run_id in (run_id for run_id in runs if run_id not in fresh):
         after = fed.get(run_id, -1)
         if run_id in stops:  # two ranges of the (run, key, step) index, not a filtered scan of all its points
-            terms.append(Q(run_id=run_id, key=metric, step__gt=after, step__lte=stops[run_id].step))
-            terms.append(Q(run_id=run_id, key=metric, step__gte=max(judged_up_to, after + 1)))
+            terms.append(Q(run_id=run_id, step__gt=after, step__lte=stops[run_id].step))
+            terms.append(Q(run_id=run_id, step__gte=max(judged_up_to, after + 1)))
         else:
-            terms.append(Q(run_id=run_id, key=metric, step__gt=after))
+            terms.append(Q(run_id=run_id, step__gt=after))
     if not terms:
-        return MetricPoint.objects.none().values_list("run_id", "step", "value")
-    return (MetricPoint.objects.filter(reduce(or_, terms), key=metric, value__isnull=False)
-            .order_by("step", "run_id").values_list("run_id", "step", "value"))
+        return MetricPoint.objects.none().values_list("run_id", "step", "value", "key")
+    keys = Q(key=metrics[0]) if len(metrics) == 1 else Q(key__in=metrics)
+    return (MetricPoint.objects.filter(reduce(or_, terms), keys, value__isnull=False)
+            .order_by("step", "run_id", "key").values_list("run_id", "step", "value", "key"))
 
 
 def _refill(policy: Policy, metric: str) -> int:
@@ -216,10 +218,10 @@ def _replay(policy: Policy, sweep: Sweep, plan: SweepPlan, runs: dict[int, Run],
     stops = _stops(stored)
     _tell_known(policy, runs, stored)
     fed = policy.last_steps()
-    rows = _points_after(policy.params.metric, runs, fed, stops, judged_up_to)
+    rows = _points_after(policy.metrics(), runs, fed, stops, judged_up_to)
     decisions: list[Decision] = []
     state, reread, current_step, points = None, 0, None, 0
-    for run_id, step, value in rows.iterator(chunk_size=5000):
+    for run_id, step, value, key in rows.iterator(chunk_size=5000):
         if step != current_step and current_step is not None and current_step >= judged_up_to:
             decisions += policy.decide()  # every run's point at current_step is in
         if state is None and step >= judged_up_to:
@@ -228,7 +230,7 @@ def _replay(policy: Policy, sweep: Sweep, plan: SweepPlan, runs: dict[int, Run],
         points += 1
         stop = stops.get(run_id)
         if stop is None or step <= stop.step:
-            policy.observe(run_id, step, value)
+            policy.observe(run_id, step, value, key)
     if state is None:
         state, reread = _snapshot(policy, sweep, plan)
     decisions += policy.decide()

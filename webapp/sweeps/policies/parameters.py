@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 from training.fields import FieldErrors, coerce
 
+from .guards import parse_guards
 from .smoothing import SMOOTHING_KINDS
 
 __all__ = ["CommonParams", "ManualParams", "MedianParams", "AshaParams", "ThresholdParams", "BayesParams",
@@ -42,6 +43,9 @@ class CommonParams:
     ``threshold``, which needs no peers)."""
     extend_survivors_by: int = 0
     """When > 0, every stop also proposes to extend the best live run by this many steps (0 = never)."""
+    guards: tuple = ()
+    """Health guards (``guards.GuardParams``) that stop a broken run whatever its rank: a list such as
+    ``[{"kind": "entropy_collapse", "below": 0.05}, {"kind": "reward_drop", "drop": 0.2}]``. Empty = none."""
 
     def grace(self) -> int:
         return self.grace_steps if self.grace_steps is not None else math.ceil(0.2 * self.max_steps)
@@ -71,12 +75,15 @@ class CommonParams:
 
 @dataclass(frozen=True)
 class ManualParams(CommonParams):
-    """Manual: the policy never decides; runs are stopped from the dashboard only (it needs no metric)."""
+    """Manual: no ranking; runs are stopped from the dashboard only (it needs no metric), and by its health
+    guards if it has any (they need ``max_steps``: nothing is decided at a run's final step)."""
 
     metric: str = ""
     max_steps: int = 0
 
     def errors(self) -> dict[str, str]:
+        if self.guards and self.max_steps < 2:
+            return {"max_steps": f"must be at least 2 when guards are set; got {self.max_steps}"}
         return {}
 
 
@@ -217,6 +224,12 @@ def parse_params(cls: type, config: dict) -> CommonParams:
     for key, value in config.items():
         if key == "name":
             continue
+        if key == "guards":
+            try:
+                kwargs[key] = parse_guards(value)
+            except FieldErrors as exc:
+                errors.update(exc.errors)
+            continue
         if key not in fields:
             errors[key] = f"unknown key {key!r} for policy {config['name']!r}; allowed: {', '.join(sorted(fields))}"
             continue
@@ -247,7 +260,7 @@ def defaults_text(classes: dict[str, type]) -> str:
 
     # the keys the form asks for by themselves (metric, mode) and max_steps (the runs' total_steps) are left out
     parts = ["every policy: " + ", ".join(text(f) for f in dataclasses.fields(CommonParams)
-                                          if f.default is not dataclasses.MISSING and f.name != "mode")]
+                                          if f.default is not dataclasses.MISSING and f.name not in ("mode", "guards"))]
     for name, cls in classes.items():
         # a policy's own keys, and the common ones whose default it changes
         own = [text(f) for f in dataclasses.fields(cls)

@@ -27,15 +27,20 @@ class ReplayResult:
 
 
 def replay(policy_config: dict, curves: dict[Hashable, Sequence[tuple[int, float]]], parallel: bool = True,
-           concurrency: Optional[int] = None) -> ReplayResult:
+           concurrency: Optional[int] = None,
+           other_metrics: Optional[dict[str, dict[Hashable, Sequence[tuple[int, float]]]]] = None) -> ReplayResult:
     """Feed recorded curves to a fresh policy as a sweep would produce them, calling ``decide`` after each tick.
 
     At every tick each running run logs its next point (in parallel: all runs at once, step by step); a run
     stopped by a decision logs nothing more and its slot goes to the next run in ``curves`` order.
     ``concurrency`` limits how many runs run at once (default: all when ``parallel``, one otherwise).
-    Extensions are recorded but the replay has no points beyond a curve's end.
+    Extensions are recorded but the replay has no points beyond a curve's end. ``other_metrics`` (metric -> run
+    -> points) feeds the policy's guards: with each point of the policy's metric, a run logs its points of the
+    other metrics up to that step.
     """
     policy = make_policy(policy_config)
+    others = {metric: by_run for metric, by_run in (other_metrics or {}).items() if metric in policy.metrics()}
+    other_at = {(metric, run_id): 0 for metric, by_run in others.items() for run_id in by_run}
     limit = concurrency or (len(curves) if parallel else 1)
     if limit < 1:
         raise ValueError(f"concurrency: must be at least 1; got {concurrency}")
@@ -51,7 +56,13 @@ def replay(policy_config: dict, curves: dict[Hashable, Sequence[tuple[int, float
             position[run_id] = 0
         for run_id in list(running):
             step, value = curves[run_id][position[run_id]]
-            policy.observe(run_id, int(step), float(value))
+            policy.observe(run_id, int(step), float(value), policy.params.metric or None)
+            for metric, by_run in others.items():
+                points, k = by_run.get(run_id, ()), other_at.get((metric, run_id), 0)
+                while k < len(points) and points[k][0] <= step:
+                    policy.observe(run_id, int(points[k][0]), float(points[k][1]), metric)
+                    k += 1
+                other_at[(metric, run_id)] = k
             position[run_id] += 1
         for decision in policy.decide():
             decisions.append(decision)

@@ -12,6 +12,7 @@ from typing import Any, Callable, Hashable, Iterable, Iterator, Optional
 
 from training.fields import FieldErrors
 
+from .guards import GuardFold, guard_reason
 from .forecast import Forecast, ShapeFit, TrendStats, mix, p_near_best, shape_fits, shape_weights, shrink
 from .parameters import (AshaParams, BayesParams, CommonParams, ManualParams, MedianParams, ThresholdParams,
                          defaults_text, parse_params)
@@ -181,7 +182,7 @@ class Policy:
     """Base class: keeps the curves, applies grace and the once-per-run rule; subclasses find the stops."""
 
     rule = "manual"
-    reads_curves = True  # whether the database layer must feed it the sweep's curves
+    ranks = True  # whether it ranks runs on its metric (manual does not; its guards may still stop runs)
     compares_peers = False  # whether it judges a run against other runs (min_peers matters: feasibility.py)
 
     def __init__(self, params: CommonParams):
@@ -190,14 +191,17 @@ class Policy:
         self.stopped: dict[Hashable, Optional[Decision]] = {}  # None: ended for another reason (mark_stopped)
         self.extended: dict[Hashable, Decision] = {}
         self._extension_credits = 0
+        self.guards = list(params.guards)
+        self.guard_folds: dict[Hashable, list[GuardFold]] = {}  # run -> one fold per guard, in guards' order
         self._kept: frozenset[int] = frozenset()  # steps each curve records a checkpoint at (keep_history_at)
         p = params
         self._new_smoother = partial(make_smoother, p.smoothing, p.smoothing_weight, p.smoothing_window)
 
     # -- the interface ---------------------------------------------------------------------------
-    def observe(self, run_id: Hashable, step: int, value: float) -> None:
-        """Record one logged point of ``run_id``'s metric. Points a run logs after the step at which this
-        policy stopped it (while it winds down) are ignored."""
+    def observe(self, run_id: Hashable, step: int, value: float, metric: Optional[str] = None) -> None:
+        """Record one logged point of ``run_id``'s ``metric`` (default: the policy's own; a guard's metric feeds that
+        guard, ``metrics()`` lists both). Points a run logs after the step at which this policy stopped it (while
+        it winds down) are ignored."""
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise ValueError(f"step: expected an integer >= 0; got {step!r}")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -205,10 +209,33 @@ class Policy:
         decision = self.stopped.get(run_id)
         if decision is not None and step > decision.step:
             return
+        metric = metric or self.params.metric
+        if self.guards:
+            folds = self.guard_folds.get(run_id)
+            if folds is None:
+                folds = self.guard_folds[run_id] = [GuardFold(g) for g in self.guards]
+            for fold in folds:
+                if fold.params.watched() == metric:
+                    fold.add(step, float(value))
+        if metric == self.params.metric:
+            self._observe_main(run_id, step, float(value))
+
+    def _observe_main(self, run_id: Hashable, step: int, value: float) -> bool:
+        """A point of the policy's own metric; whether the curve took it (not a repeated or older step)."""
         curve = self.curves.get(run_id)
         if curve is None:
             curve = self.curves[run_id] = _RunCurve(self._new_smoother, self._kept)
-        curve.add(step, float(value))
+        return curve.add(step, value)
+
+    def metrics(self) -> list[str]:
+        """The metrics this policy reads: its own (none for manual) and its guards'."""
+        names = [self.params.metric] if self.params.metric else []
+        return names + sorted({g.watched() for g in self.guards} - set(names))
+
+    @property
+    def reads_curves(self) -> bool:
+        """Whether the database layer must feed it the sweep's curves."""
+        return self.ranks or bool(self.guards)
 
     def mark_stopped(self, run_id: Hashable) -> None:
         """Tell the policy that ``run_id`` ended for another reason (a user killed it, it failed): no decision is
@@ -217,16 +244,29 @@ class Policy:
         self.stopped.setdefault(run_id, None)
 
     def decide(self) -> list[Decision]:
-        """New decisions since the last call: stops first, then any extensions the stops paid for."""
-        stops = self._find_stops()
+        """New decisions since the last call: stops first (the guards', then the ranking's), then any extensions
+        the stops paid for."""
+        stops = self._find_guard_stops()
         for decision in stops:
             self.stopped[decision.run_id] = decision
+        ranked = self._find_stops()
+        for decision in ranked:
+            self.stopped[decision.run_id] = decision
+        stops += ranked
         self._extension_credits += len(stops) if self.params.extend_survivors_by > 0 else 0
         return stops + self._find_extensions()
 
     def describe(self) -> str:
         """What the policy does, in one sentence (the sweep form and the dashboard show it)."""
-        return f"{self._describe_rule()}; smoothing {self.params.smoothing}"
+        return f"{self._describe_rule()}; smoothing {self.params.smoothing}{self._describe_guards()}"
+
+    def _describe_guards(self) -> str:
+        if not self.guards:
+            return ""
+        bound = {"entropy_collapse": lambda g: f"< {g.below:g}", "length_at_cap": lambda g: f"> {g.above:g}",
+                 "zero_std": lambda g: f"> {g.above:g}", "reward_drop": lambda g: f"{g.drop:g} below its best"}
+        return "; guards: " + ", ".join(f"{g.kind} ({g.watched()} {bound[g.kind](g)} for {g.for_steps} steps)"
+                                        for g in self.guards)
 
     def next_check(self, last_step: int, total_steps: int) -> Optional[int]:
         """The step at which a live run that reached ``last_step`` is judged next; None when it never will be
@@ -254,8 +294,11 @@ class Policy:
         ``history_steps``) and what the policy itself carries per run from one point to the next
         (``_run_state``). What ``decide`` changes (stops, rung records, extensions) is not in it."""
         kept = sorted(self.history_steps())
-        return {"kept": kept, "runs": [[run_id, {**curve.to_state(kept), **self._run_state(run_id, curve)}]
-                                       for run_id, curve in self.curves.items()]}
+        state = {"kept": kept, "runs": [[run_id, {**curve.to_state(kept), **self._run_state(run_id, curve)}]
+                                        for run_id, curve in self.curves.items()]}
+        if self.guard_folds:
+            state["guards"] = [[run_id, [fold.state() for fold in folds]] for run_id, folds in self.guard_folds.items()]
+        return state
 
     def load_state(self, state: dict) -> None:
         """Put back the curves ``save_state`` saved, into a fresh policy: observing the points after each run's
@@ -264,10 +307,23 @@ class Policy:
         for run_id, saved in state["runs"]:
             self.curves[run_id] = _RunCurve.from_state(self._new_smoother, saved, self._kept)
             self._load_run_state(run_id, saved)
+        for run_id, saved in state.get("guards", ()):
+            folds = self.guard_folds[run_id] = [GuardFold(g) for g in self.guards]
+            if len(saved) != len(folds):
+                raise ValueError(f"run {run_id}: {len(saved)} guard states saved for {len(folds)} guards")
+            for fold, fold_state in zip(folds, saved):
+                fold.load(fold_state)
 
     def last_steps(self) -> dict[Hashable, int]:
-        """Each run's last observed step (a restored curve's: the last one it was fed before it was saved)."""
-        return {run_id: curve.last_step for run_id, curve in self.curves.items()}
+        """Each run's last observed step (a restored curve's: the last one it was fed before it was saved); with
+        guards, the earliest of its curve's and its guards' (a feed from there repeats no point any of them takes:
+        each ignores steps it has seen)."""
+        steps = {run_id: curve.last_step for run_id, curve in self.curves.items()}
+        for run_id, folds in self.guard_folds.items():
+            fed = [fold.last_step for fold in folds if fold.last_step >= 0]
+            if fed:
+                steps[run_id] = min(fed + ([steps[run_id]] if run_id in steps else []))
+        return steps
 
     def order_runs(self, key: Callable[[Hashable, "_RunCurve"], Any]) -> None:
         """Put the curves in the order of ``key(run_id, curve)``: runs are judged in curve order, and of equally
@@ -306,6 +362,25 @@ class Policy:
 
     def _find_stops(self) -> list[Decision]:
         return []
+
+    def _find_guard_stops(self) -> list[Decision]:
+        """Live runs one of whose guards has been breached for its ``for_steps`` (past the grace period, before
+        the run's final step); the first such guard in config order gives the reason."""
+        grace, stops = self.params.grace(), []
+        for run_id, folds in self.guard_folds.items():
+            if run_id in self.stopped:
+                continue
+            for fold in folds:
+                g = fold.params
+                if not grace <= fold.last_step < self.horizon(run_id) or fold.breached_for() < g.for_steps:
+                    continue
+                stops.append(Decision(
+                    run_id=run_id, action=STOP, rule=f"guard:{g.kind}", step=fold.last_step, value=fold.value,
+                    threshold=fold.threshold(), reason=guard_reason(fold),
+                    details={"guard": g.kind, "metric": g.watched(), "breach_from": fold.breach_from,
+                             "for_steps": g.for_steps, "best": fold.best if g.kind == "reward_drop" else None}))
+                break
+        return stops
 
     def horizon(self, run_id: Hashable) -> int:
         extension = self.extended.get(run_id)
@@ -372,15 +447,22 @@ class ManualPolicy(Policy):
     """Never decides: runs are stopped by hand from the dashboard."""
 
     rule = "manual"
-    reads_curves = False
+    ranks = False
 
     def describe(self) -> str:
+        if self.guards:
+            return f"manual: no ranking; runs are stopped from the dashboard{self._describe_guards()}"
         return "manual: runs are stopped only from the dashboard"
 
     def _next_step(self, after: int) -> Optional[int]:
-        return None
+        return super()._next_step(after) if self.guards else None
+
+    def metrics(self) -> list[str]:
+        return sorted({g.watched() for g in self.guards})  # no ranking metric: only the guards read curves
 
     def stored_config(self, config: dict) -> dict:
+        if self.guards:  # guards alone: what they need to judge (max_steps, grace) and nothing else
+            return {key: config[key] for key in ("name", "guards", "max_steps", "grace_steps") if key in config}
         return {}  # an empty policy is a manual sweep
 
 
@@ -605,23 +687,21 @@ class BayesPolicy(Policy):
         self.trends: dict[Hashable, TrendStats] = {}
         self._fits: dict[Hashable, tuple[int, int, Optional[list]]] = {}  # run -> (step, horizon, shape fits)
 
-    def observe(self, run_id: Hashable, step: int, value: float) -> None:
-        curve = self.curves.get(run_id)
-        before = curve.last_step if curve is not None else -1
-        super().observe(run_id, step, value)
-        curve = self.curves.get(run_id)
-        if curve is not None and curve.last_step != before:  # the point was taken
+    def _observe_main(self, run_id: Hashable, step: int, value: float) -> bool:
+        taken = super()._observe_main(run_id, step, value)
+        if taken:
             trend = self.trends.get(run_id)
             if trend is None:
                 trend = self.trends[run_id] = self._new_trend()
-            trend.add(step, float(value))
+            trend.add(step, value)
+        return taken
 
     def _new_trend(self) -> TrendStats:
         p: BayesParams = self.params  # type: ignore[assignment]
         return TrendStats(p.max_steps, p.half_life_steps())
 
     def describe(self) -> str:
-        return self._describe_rule()
+        return self._describe_rule() + self._describe_guards()
 
     def _describe_rule(self) -> str:
         p: BayesParams = self.params  # type: ignore[assignment]
