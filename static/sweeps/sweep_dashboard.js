@@ -4,6 +4,9 @@
 // seeds with a band (per grid cell when the sweep has a grid: each cell in its own colour, e.g. engine=seedbed
 // beside engine=trl), and a marker where a killed run ended, with Plotly.react and a fixed uirevision (zoom
 // survives updates); refreshes the runs table, policy decisions, next decision points and alerts.
+// With the forecast toggle on (checked by default for a bayes sweep) it also polls the sweep's forecasts
+// (forecastUrl, every few seconds: webapp/sweeps/forecasts.py) and draws each run's forecast to its horizon dashed
+// after its curve, in the curve's colour, over a light 95 % band (step axis only: the forecast is in steps).
 "use strict";
 
 // Two-sided 95 % Student t quantiles t(0.975, df) for df = 1..30; beyond, the normal 1.96.
@@ -26,7 +29,7 @@ function bandOf(values, kind) {
 
 const BUCKET_FIELDS = ["b", "first", "last", "lo", "hi", "avg", "t"];
 
-function startSweepDashboard({liveUrl, sweepId, intervalMs, first = null}) {
+function startSweepDashboard({liveUrl, forecastUrl = null, sweepId, intervalMs, first = null}) {
   // The chart only: the runs table, decisions, alerts, state and samples are server-rendered fragments that
   // htmx polls (templates/sweeps/_panel.html). Each answer brings the points after what we have, bucketed.
   const el = id => document.getElementById(id);
@@ -37,6 +40,8 @@ function startSweepDashboard({liveUrl, sweepId, intervalMs, first = null}) {
   let runs = [];            // each run's seed, status and who stopped it (for trace names and markers)
   let ended = false;
   let poller = null;
+  let forecast = null;      // the last forecasts answer for this metric ({runs: {id: {path, final, ci, p}}})
+  let forecastPoller = null;
 
   function sinceParam() {
     return Object.entries(buckets).filter(([, s]) => s.b.length)
@@ -109,6 +114,7 @@ function startSweepDashboard({liveUrl, sweepId, intervalMs, first = null}) {
                    legendgroup: grouped ? cell : undefined,
                    line: {color, width: 1.3, dash: killed ? "dot" : "solid"},
                    hovertemplate: name + " (run " + run.id + ")<br>%{x}: %{y:.4g}<extra></extra>"});
+      forecastTraces(traces, run, name, color, xKind);
       const means = smoothing === "none" ? s.avg : smoothValues(s.avg, smoothing, param);
       const xs = xKind === "time" ? s.t : s.last;
       const perBucket = perCell.get(cell) || perCell.set(cell, new Map()).get(cell);
@@ -149,6 +155,7 @@ function startSweepDashboard({liveUrl, sweepId, intervalMs, first = null}) {
     traces.push({type: "scatter", mode: "markers", name: "stopped", x: stopX, y: stopY, text: stopText,
                  marker: {symbol: "x", size: 12, color: "#b3261e", line: {width: 2}},
                  hovertemplate: "%{text}<extra></extra>"});
+    chart.dataset.forecasts = String(traces.filter(t => t.meta === "forecast").length);
     chart.dataset.points = String(points);
     chart.dataset.stopped = String(stopX.length);
     const layout = {
@@ -161,6 +168,43 @@ function startSweepDashboard({liveUrl, sweepId, intervalMs, first = null}) {
     if (!points) layout.annotations = [{text: "no data yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5}];
     Plotly.react(chart, traces, layout, {displaylogo: false, responsive: true});
     el("bucket-note").textContent = width > 1 ? "each point: a bucket of " + width + " steps (raw: its min and max)" : "";
+  }
+
+  // A run's forecast from its last point to its horizon: the band (low edge, then the high edge filled to it) and
+  // the dashed mean, in the run's colour, hidden from the legend (hover says whose it is).
+  function forecastTraces(traces, run, name, color, xKind) {
+    const f = forecast && xKind === "step" && el("forecast-toggle") && el("forecast-toggle").checked
+      ? forecast.runs[run.id] : null;
+    if (!f || !f.path.x.length) return;
+    const p = f.path, group = "forecast-" + run.id;
+    traces.push({type: "scatter", mode: "lines", name: "forecast low " + name, x: p.x, y: p.lo,
+                 line: {width: 0, color}, legendgroup: group, showlegend: false, hoverinfo: "skip"});
+    traces.push({type: "scatter", mode: "lines", name: "forecast band " + name, x: p.x, y: p.hi,
+                 line: {width: 0, color}, fill: "tonexty", fillcolor: rgba(color, 0.12), legendgroup: group,
+                 showlegend: false, hoverinfo: "skip"});
+    const final = f.final === null ? "" : "<br>forecast final " + f.final.toPrecision(4) + " [" +
+      f.ci[0].toPrecision(4) + ", " + f.ci[1].toPrecision(4) + "]" +
+      (f.p === null ? "" : ", P(near-best) " + f.p.toFixed(2));
+    traces.push({type: "scatter", mode: "lines", name: "forecast " + name, meta: "forecast", x: p.x, y: p.y,
+                 customdata: p.lo.map((lo, i) => [lo, p.hi[i]]), legendgroup: group, showlegend: false,
+                 line: {color, width: 1.3, dash: "dash"},
+                 hovertemplate: "forecast " + name + " step %{x:.0f}: %{y:.4g} (95 % %{customdata[0]:.4g} to " +
+                                "%{customdata[1]:.4g})" + final + "<extra></extra>"});
+  }
+
+  function startForecasts() {
+    if (forecastPoller) forecastPoller.stop();
+    forecastPoller = null;
+    forecast = null;
+    if (!forecastUrl || !el("forecast-toggle") || !el("forecast-toggle").checked) { draw(); return; }
+    const asked = metric;
+    forecastPoller = pollJson(forecastUrl, {intervalMs: 3000, query: () => "?" + new URLSearchParams({metric: asked}),
+      onData(answer) {
+        if (asked !== metric) return false;
+        forecast = answer;
+        draw();
+        return !ended;  // once the sweep has ended, this answer was the last
+      }});
   }
 
   function query() {
@@ -192,6 +236,7 @@ function startSweepDashboard({liveUrl, sweepId, intervalMs, first = null}) {
     if (poller) poller.stop();
     width = null; buckets = {};
     start();
+    startForecasts();
   }
 
   el("metric").addEventListener("change", () => {
@@ -200,7 +245,9 @@ function startSweepDashboard({liveUrl, sweepId, intervalMs, first = null}) {
     reset();
   });
   for (const id of ["band", "xaxis"]) el(id).addEventListener("change", draw);
+  if (el("forecast-toggle")) el("forecast-toggle").addEventListener("change", startForecasts);
   bindSmoothing(draw);  // static/seedbed/smoothing.js: the app's one remembered setting
-  window.sweepDashboard = {state: () => ({width, buckets, runs, ended, metric})};
+  window.sweepDashboard = {state: () => ({width, buckets, runs, ended, metric, forecast})};
   start();
+  startForecasts();
 }

@@ -222,7 +222,9 @@ class ReplayForm(forms.Form):
     policy_mode = SweepForm.base_fields["policy_mode"]
     policy_params = SweepForm.base_fields["policy_params"]
 
-    add_service_errors = SweepForm.add_service_errors  # policy.<key> -> the field that holds it
+    # policy.<key> -> the field that holds it (guards come only as JSON here: policy_params' "guards")
+    add_service_errors = SweepForm.add_service_errors
+    _field_of_guard_error = SweepForm._field_of_guard_error
 
     def clean(self):
         cleaned = super().clean()

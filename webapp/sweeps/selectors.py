@@ -19,7 +19,7 @@ from webapp.runs.finals import final_window
 from webapp.runs.models import ENDED_STATUSES, MetricPoint, MetricRollup, Run, RunStatus, Sample
 
 from webapp.projects.selectors import visible
-from . import summary
+from . import forecasts, summary
 from .models import Alert, PolicyDecision, Sweep, SweepPlan
 from .policies import make_policy
 
@@ -233,13 +233,19 @@ def sweep_panel(*, sweep: Sweep, metric: str) -> dict:
     finals = run_finals(runs={row["id"]: (row["uid"], row["attempts"], row["last_step"], row["ended"])
                               for row in table}, metric=metric)
     following = next_decision_points(sweep=sweep, runs=table)
+    # the bayes policy's forecast final and P(near-best) of every run (forecasts.py: cached with the chart's)
+    forecast = forecasts.sweep_forecast(sweep=sweep, metric=metric, mode=mode)
     for row in table:
         row.update(values.get(row["id"], {}))
         row["final"] = finals.get(row["id"])
+        f = forecast["runs"].get(row["id"]) or {}
+        row["forecast"], row["p_near_best"] = f.get("final"), f.get("p")
+        row["forecast_ci"] = (f["ci"][1] - f["ci"][0]) / 2 if f.get("ci") else None
         row["next_check"] = following["runs"].get(row["id"])
         row["knobs_text"] = " ".join(f"{k}={v}" for k, v in row["knobs"].items())
     return {
         "runs": table, "metric": metric, "mode": mode, "next_summary": following["summary"],
+        "forecast_tolerance": forecast["tolerance"],
         "summary": summary.summarize(table, mode),  # (sorts the table: best final first)
         "decisions": sweep_decisions(sweep_id=sweep.pk), "alerts": sweep_alerts(sweep_id=sweep.pk),
         "running": sum(r["status"] == RunStatus.RUNNING for r in table),

@@ -14,4 +14,6 @@ urlpatterns = [
     path("<int:sweep_id>/kill/", views.sweep_kill, name="kill"),
     path("<int:sweep_id>/metrics.<str:fmt>", views.sweep_export, name="export"),
     path("<int:sweep_id>/parallel/", views.sweep_parallel, name="parallel"),
+    path("<int:sweep_id>/forecast.json", views.sweep_forecast, name="forecast"),
+    path("<int:sweep_id>/replay/", views.sweep_replay, name="replay"),
 ]

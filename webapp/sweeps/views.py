@@ -11,10 +11,11 @@ from django.views.decorators.http import require_GET, require_POST
 from training.fields import FieldErrors
 from webapp.runs.forms import preset_form_values
 from webapp.projects.selectors import audit_trail, get_visible
+from webapp.runs.models import ENDED_STATUSES
 from webapp.runs.views import can_act, fragment, parent_checkpoint_of, run_form_for
 
-from . import selectors, services
-from .forms import SweepForm
+from . import forecasts, replays, selectors, services
+from .forms import ReplayForm, SweepForm
 from .models import Sweep, SweepPlan
 
 
@@ -55,12 +56,14 @@ def sweep_detail(request: HttpRequest, sweep_id: int) -> HttpResponse:
     metric = request.GET.get("metric") or sweep.policy.get("metric") or selectors.DEFAULT_METRIC
     if metric not in keys:
         keys = sorted({*keys, metric})
+    panel = selectors.sweep_panel(sweep=sweep, metric=metric)
     return render(request, "sweeps/sweep_detail.html", {
+        "replay_form": ReplayForm(initial=replay_initial(sweep)), "forecast_on": sweep.policy.get("name") == "bayes",
         "sweep": sweep, "plan": SweepPlan.objects.filter(sweep=sweep).first(), "metric": metric, "metric_keys": keys,
         "policy_json": json.dumps(sweep.policy, indent=2, sort_keys=True) if sweep.policy else "",
         "config_json": json.dumps(sweep.config, indent=2, sort_keys=True),
         "sample_steps": selectors.sweep_sample_steps(sweep_id=sweep.pk)[:200],
-        "panel": selectors.sweep_panel(sweep=sweep, metric=metric), "can_act": can_act(request, sweep),
+        "panel": panel, "can_act": can_act(request, sweep),
         "audit": audit_trail(targets=[("sweep", sweep.pk), *(("run", pk) for pk in sweep.runs.values_list("pk", flat=True))]),
     })
 
@@ -170,3 +173,41 @@ def sweep_parallel(request: HttpRequest, sweep_id: int) -> HttpResponse:
     metric = (request.GET.get("metric") or sweep.policy.get("metric") or selectors.DEFAULT_METRIC)[:100]
     return render(request, "sweeps/parallel.html", {
         "sweep": sweep, "metric": metric, "dims": selectors.sweep_parallel_dimensions(sweep=sweep, metric=metric)})
+
+
+@require_GET
+def sweep_forecast(request: HttpRequest, sweep_id: int) -> JsonResponse:
+    """Each run's forecast of ?metric= to its horizon with its 95 % band, forecast final and P(near-best)
+    (webapp/sweeps/forecasts.py), polled by the dashboard while its forecast toggle is on."""
+    sweep = visible_sweep(request, sweep_id)
+    metric = (request.GET.get("metric") or sweep.policy.get("metric") or selectors.DEFAULT_METRIC)[:100]
+    return JsonResponse(forecasts.sweep_forecast(sweep=sweep, metric=metric, mode=selectors.metric_mode(metric, sweep)))
+
+
+def replay_initial(sweep: Sweep) -> dict:
+    """The replay form's first values: the sweep's own policy (bayes for a manual sweep)."""
+    return {"policy_name": sweep.policy.get("name") or "bayes",
+            "policy_metric": sweep.policy.get("metric") or selectors.DEFAULT_METRIC,
+            "policy_mode": sweep.policy.get("mode") or "max"}
+
+
+@require_GET
+def sweep_replay(request: HttpRequest, sweep_id: int) -> HttpResponse:
+    """"What would policy X have done?": a policy replayed on the finished sweep's stored curves
+    (webapp/sweeps/replays.py); reads only, so a GET. The form's errors on its fields (400)."""
+    sweep = visible_sweep(request, sweep_id)
+    asked = "policy_name" in request.GET
+    form = ReplayForm(request.GET if asked else None, initial=replay_initial(sweep))
+    result, error = None, ""
+    if asked and form.is_valid():
+        try:
+            result = replays.sweep_replay(sweep=sweep, policy=form.policy)
+        except FieldErrors as exc:
+            form.add_service_errors(exc)
+        except replays.ReplayTooLong as exc:
+            error = f"{exc}: try it on fewer runs, or ask an operator to run bench/early_stopping.py on its curves"
+    status = 400 if form.errors else (503 if error else 200)
+    return render(request, "sweeps/replay.html", {"sweep": sweep, "form": form, "result": result, "error": error,
+                                                  "points": replays.REPLAY_POINTS,
+                                                  "ended": not sweep.runs.exclude(status__in=ENDED_STATUSES).exists()},
+                  status=status)

@@ -1,0 +1,209 @@
+"""The dashboard's forecasts (webapp/sweeps/forecasts.py: the JSON the chart draws, the runs table's two columns) and
+the replay of a policy on a finished sweep (webapp/sweeps/replays.py, the replay page), through Django's test
+client and against the policy's own numbers."""
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+from django.core.cache import cache
+from django.urls import reverse
+
+from tests.conftest import logged_in
+from tests.sweeps.conftest import log_points, make_running
+from webapp.runs.models import Run, RunStatus
+from webapp.sweeps import services
+from webapp.sweeps.models import PolicyDecision
+from webapp.sweeps.policies import parse_config
+from webapp.sweeps.policies.forecast_paths import sweep_forecasts
+
+pytestmark = pytest.mark.django_db
+
+BAYES = {"name": "bayes", "metric": "reward/mean", "grace_steps": 4, "drift": 0.05}
+LEVELS = [0.8, 0.75, 0.7, 0.3]
+
+
+def curve(level: float, steps: int, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [level * (1 - 0.5 ** (t / 8)) + rng.gauss(0, 0.02) for t in range(1, steps + 1)]
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    cache.clear()
+
+
+def make_sweep(config, policy=BAYES, seeds=4, total_steps=60):
+    return services.sweep_create(config={**config, "total_steps": total_steps}, seeds=list(range(seeds)),
+                                 concurrency=seeds, policy=policy)
+
+
+@pytest.fixture
+def live_sweep(config, django_capture_on_commit_callbacks):
+    """4 running seeds at step 30 of 60 (reward/mean), the last far below the others; a 5th run killed at step 20."""
+    with django_capture_on_commit_callbacks(execute=False):
+        sweep = make_sweep(config, seeds=5)
+    runs = [make_running(r) for r in sweep.runs.order_by("pk")]
+    for i, (run, level) in enumerate(zip(runs, LEVELS + [0.9])):
+        log_points(run, "reward/mean", curve(level, 20 if i == 4 else 30, seed=i))
+    Run.objects.filter(pk=runs[4].pk).update(status=RunStatus.KILLED, killed_by="user:ada")
+    return sweep, runs
+
+
+def test_the_forecasts_are_the_policys_numbers_and_the_killed_run_is_out_of_the_race(client_in, live_sweep):
+    sweep, runs = live_sweep
+    answer = client_in.get(reverse("sweeps:forecast", args=[sweep.pk]), {"metric": "reward/mean"}).json()
+    assert answer["bayes"] is True and answer["width"] == 1 and answer["tolerance"] == 0.02
+    # the reference: the same points through the pure module that tests/sweeps/test_forecast_paths.py checks against
+    # BayesPolicy itself
+    curves = {r.pk: [(t, v) for t, v in enumerate(curve(level, 20 if i == 4 else 30, seed=i), 1)]
+              for i, (r, level) in enumerate(zip(runs, LEVELS + [0.9]))}
+    params = parse_config({**BAYES, "mode": "max", "max_steps": 60})
+    expected = sweep_forecasts(curves, params=params, horizons={}, out_of_race={runs[4].pk})
+    for run in runs[:4]:
+        got, want = answer["runs"][str(run.pk)], expected[run.pk]
+        assert got["final"] == pytest.approx(want.final.mean, rel=1e-5)
+        assert got["ci"] == pytest.approx(list(want.final.ci), rel=1e-5)
+        assert got["p"] == pytest.approx(want.probability, rel=1e-5, abs=1e-9)
+        assert got["path"]["x"][0] == 30 and got["path"]["x"][-1] == 60 and len(got["path"]["y"]) == 24
+        assert all(lo <= y <= hi for lo, y, hi in zip(got["path"]["lo"], got["path"]["y"], got["path"]["hi"]))
+    killed = answer["runs"][str(runs[4].pk)]
+    assert killed["final"] is None and killed["p"] is None and not killed["in_race"]
+    assert killed["path"]["x"][0] == 20
+    # the low seed is far from the best: P(near-best) ~ 0; a leader's is large
+    assert answer["runs"][str(runs[3].pk)]["p"] < 0.01 < 0.2 < answer["runs"][str(runs[0].pk)]["p"]
+
+
+def test_the_runs_table_shows_forecast_final_and_p_near_best(client_in, live_sweep):
+    sweep, runs = live_sweep
+    html = client_in.get(reverse("sweeps:panel", args=[sweep.pk]), {"metric": "reward/mean"}).content.decode()
+    assert "Forecast final ± CI" in html and "P(near-best)" in html
+    forecast = client_in.get(reverse("sweeps:forecast", args=[sweep.pk])).json()["runs"]
+    for run in runs[:4]:
+        row = re.search(rf'<tr data-run="{run.pk}".*?</tr>', html, re.S).group(0)
+        f = forecast[str(run.pk)]
+        cell = re.search(r'<td class="forecast">(.*?)</td>', row).group(1)
+        assert cell == f"{f['final']:.4g} ± {(f['ci'][1] - f['ci'][0]) / 2:.4g}"
+        assert re.search(r'<td class="p-near-best">(.*?)</td>', row).group(1) == f"{f['p']:.2f}"
+    killed = re.search(rf'<tr data-run="{runs[4].pk}".*?</tr>', html, re.S).group(0)
+    assert '<td class="forecast">–</td>' in killed and '<td class="p-near-best">–</td>' in killed
+    # the dashboard page: the toggle, on for a bayes sweep
+    page = client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode()
+    assert re.search(r'id="forecast-toggle" checked', page)
+
+
+def test_forecasts_are_cached_until_a_run_moves(client_in, live_sweep, django_assert_max_num_queries):
+    from webapp.sweeps.forecasts import sweep_forecast
+
+    sweep, runs = live_sweep
+    first = sweep_forecast(sweep=sweep, metric="reward/mean", mode="max")
+    with django_assert_max_num_queries(1):  # where the runs stand; the points are not read again
+        assert sweep_forecast(sweep=sweep, metric="reward/mean", mode="max") == first
+    log_points(runs[0], "reward/mean", [0.9], start=31)
+    moved = sweep_forecast(sweep=sweep, metric="reward/mean", mode="max")
+    assert moved["runs"][runs[0].pk]["path"]["x"][0] == 31
+
+
+def test_any_sweep_gets_forecasts_with_the_bayes_defaults(client_in, config, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        sweep = make_sweep(config, policy={"name": "median", "metric": "reward/mean", "min_peers": 1}, seeds=2)
+    a, b = [make_running(r) for r in sweep.runs.order_by("pk")]
+    log_points(a, "reward/mean", curve(0.8, 30, 0))
+    log_points(b, "reward/mean", curve(0.3, 30, 1))
+    answer = client_in.get(reverse("sweeps:forecast", args=[sweep.pk]), {"metric": "reward/mean"}).json()
+    assert answer["bayes"] is False and answer["max_steps"] == 60
+    assert answer["runs"][str(b.pk)]["p"] < 0.01 < 0.99 < answer["runs"][str(a.pk)]["p"]  # min_peers 1: one peer
+    page = client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode()
+    assert 'id="forecast-toggle">' in page  # there, but off
+
+
+# --- replay --------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def finished_sweep(config, django_capture_on_commit_callbacks):
+    """A median sweep of 4 seeds x 60 steps that ran to its end; seed 2 ends best, seed 3 far below."""
+    with django_capture_on_commit_callbacks(execute=False):
+        sweep = make_sweep(config, policy={"name": "median", "metric": "reward/mean"}, seeds=4)
+    runs = [make_running(r) for r in sweep.runs.order_by("pk")]
+    for i, (run, level) in enumerate(zip(runs, [0.7, 0.75, 0.8, 0.3])):
+        log_points(run, "reward/mean", curve(level, 60, seed=i))
+    Run.objects.filter(sweep=sweep).update(status=RunStatus.SUCCEEDED)
+    return sweep, runs
+
+
+def replay_url(sweep, **params):
+    return reverse("sweeps:replay", args=[sweep.pk]), {"policy_metric": "reward/mean", "policy_mode": "max", **params}
+
+
+def test_a_replay_shows_what_the_policy_would_have_done_and_touches_nothing(client_in, finished_sweep):
+    sweep, runs = finished_sweep
+    before = list(Run.objects.filter(sweep=sweep).order_by("pk").values_list("status", "kill_requested_at",
+                                                                              "killed_by", "last_step"))
+    url, data = replay_url(sweep, policy_name="bayes", policy_params='{"grace_steps": 5, "min_peers": 2}')
+    response = client_in.get(url, data)
+    html = response.content.decode()
+    assert response.status_code == 200, html
+    stops = re.findall(r'<tr data-run="(\d+)" data-step="(\d+)">', html)
+    stopped = {int(run_id): int(step) for run_id, step in stops}
+    assert runs[3].pk in stopped and 5 <= stopped[runs[3].pk] < 60 and runs[2].pk not in stopped
+    saved = sum(60 - step for step in stopped.values()) / 240
+    assert f'data-saved="{round(saved, 4)}"' in html and f"Compute saved: {round(saved * 100)} %" in html
+    assert f'data-kept="{runs[2].pk}"' in html and 'data-verdict="best"' in html
+    # nothing of the sweep changed
+    assert PolicyDecision.objects.filter(sweep=sweep).count() == 0
+    assert list(Run.objects.filter(sweep=sweep).order_by("pk").values_list(
+        "status", "kill_requested_at", "killed_by", "last_step")) == before
+
+
+def test_a_replay_that_stops_the_best_seed_says_so(client_in, finished_sweep):
+    sweep, runs = finished_sweep
+    # keep only the top 1 in 4 at step 3, when the best seed (seed 2) is not yet ahead of seed 1 by its noise
+    from webapp.sweeps import replays
+
+    result = replays.sweep_replay(sweep=sweep, policy={"name": "asha", "metric": "reward/mean", "min_steps": 2,
+                                                       "eta": 4, "grace_steps": 2, "min_peers": 3,
+                                                       "smoothing": "none"})
+    assert len(result["stops"]) == 3 and len(result["survivors"]) == 1
+    kept = result["survivors"][0]["run_id"]
+    assert result["kept"]["run_id"] == kept and result["best"]["run_id"] == runs[2].pk
+    assert result["kept_is_best"] == (kept == runs[2].pk)
+    assert result["saved"] == pytest.approx(1 - (60 + sum(s["step"] for s in result["stops"])) / 240, abs=1e-4)
+
+
+@pytest.mark.parametrize("params, field, message", [
+    ({"policy_name": "bayes", "policy_params": '{"p_stop": 2}'}, "policy_params", "p_stop: must lie in (0, 1)"),
+    ({"policy_name": "median", "policy_params": '{"grace": 2}'}, "policy_params", "grace: unknown key"),
+    ({"policy_name": "median", "policy_params": "{nope"}, "policy_params", "not valid JSON"),
+    ({"policy_name": "nope"}, "policy_name", "nope"),
+    ({"policy_name": "median", "policy_mode": "sideways"}, "policy_mode", "sideways"),
+])
+def test_bad_replay_input_is_shown_on_its_field(client_in, finished_sweep, params, field, message):
+    sweep, _ = finished_sweep
+    url, data = replay_url(sweep, **params)
+    response = client_in.get(url, data)
+    assert response.status_code == 400
+    errors = re.search(rf'<ul class="errorlist" data-field="{field}">(.*?)</ul>', response.content.decode(), re.S)
+    assert errors and message in errors.group(1).replace("&#x27;", "'")
+
+
+def test_a_sweep_still_running_is_not_replayed(client_in, live_sweep):
+    sweep, _ = live_sweep
+    url, data = replay_url(sweep, policy_name="median")
+    response = client_in.get(url, data)
+    assert response.status_code == 400 and "once every run of it has ended" in response.content.decode()
+    assert "replay-section" not in client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode()
+
+
+def test_the_finished_dashboard_offers_the_replay_form(client_in, finished_sweep):
+    sweep, _ = finished_sweep
+    html = client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode()
+    assert 'id="replay-section"' in html and f'action="{reverse("sweeps:replay", args=[sweep.pk])}"' in html
+
+
+def test_forecasts_and_replays_are_not_found_outside_the_project(finished_sweep, django_user_model):
+    sweep, _ = finished_sweep
+    stranger = logged_in(django_user_model.objects.create_user(username="mallory", password="x"))
+    url, data = replay_url(sweep, policy_name="median")
+    assert stranger.get(url, data).status_code == 404
+    assert stranger.get(reverse("sweeps:forecast", args=[sweep.pk])).status_code == 404

@@ -1,0 +1,88 @@
+"""The sweep dashboard's forecasts (issue 18): each run's forecast of a metric to its horizon with a 95 % band, and
+its forecast final and P(near-best) as the ``bayes`` policy computes them (``policies.forecast_paths``), for any
+sweep: with the sweep's own bayes config when it has one, otherwise the bayes defaults (min_peers 1: every other
+run is a peer) on the sweep's horizon.
+
+Read from the chart tier, as the curves are (``rollups.bucketed`` at the chart's bucket width, ~400 points per run
+at most: exact for runs of up to 400 steps, bucket means beyond, weighed as ``forecast_paths`` says), and cached
+per sweep, metric and where its runs stand: a run counts as moved once it enters a new bucket, so a live sweep of
+long runs is forecast again every bucket's worth of steps, not at every poll.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Optional
+
+from django.core.cache import cache
+
+from training.fields import FieldErrors
+from webapp.runs import rollups
+from webapp.runs.models import Run, RunStatus
+
+from .models import Sweep
+from .policies import parse_config
+from .policies.forecast_paths import sweep_forecasts
+from .policies.parameters import BayesParams
+
+CACHE_SECONDS = 3600
+VERSION = 1  # bump when the answer's shape or numbers change: older cached answers are then never read
+
+
+def _round(x: Optional[float]) -> Optional[float]:
+    return None if x is None else float(f"{x:.6g}")
+
+
+def forecast_params(*, sweep: Sweep, metric: str, mode: str) -> BayesParams:
+    """The bayes params the forecasts of ``metric`` use: the sweep's policy's (its tolerance, half-life, drift, peers)
+    when it is a bayes policy, else the defaults with min_peers 1; the horizon is the policy's or the runs'."""
+    max_steps = int(sweep.policy.get("max_steps") or sweep.config.get("total_steps") or 2)
+    base = {"name": "bayes", "max_steps": max(2, max_steps), "min_peers": 1}
+    if sweep.policy.get("name") == "bayes":
+        base = {k: v for k, v in sweep.policy.items() if k != "guards"}
+    try:
+        return parse_config({**base, "name": "bayes", "metric": metric, "mode": mode})
+    except FieldErrors:  # a stored config of an older version: the defaults still forecast
+        return parse_config({"name": "bayes", "metric": metric, "mode": mode, "max_steps": max(2, max_steps),
+                             "min_peers": 1})
+
+
+def sweep_forecast(*, sweep: Sweep, metric: str, mode: str) -> dict:
+    """``{"metric", "mode", "tolerance", "max_steps", "bayes": whether the sweep's policy is bayes, "width": steps per
+    point read, "runs": {run_id: {"final", "ci": [lo, hi], "p", "trend", "in_race", "path": {"x", "y", "lo", "hi"}}}}``:
+    ``final``/``ci``/``p`` None for a run out of the race (stopped or failed before its horizon), ``path`` the run's
+    own trend from its last point to its horizon. Cached (see the module's docstring)."""
+    from .selectors import bucket_width
+
+    params = forecast_params(sweep=sweep, metric=metric, mode=mode)
+    runs = [(pk, attempts, last, int(total or 0), status, kill) for pk, attempts, last, total, status, kill in
+            Run.objects.filter(sweep=sweep).order_by("pk").values_list(
+                "pk", "attempts", "last_step", "config__total_steps", "status", "kill_requested_at")]
+    width = bucket_width(max((r[2] for r in runs), default=0))
+    standing = [(pk, attempts, last // width, total, status, bool(kill)) for pk, attempts, last, total, status, kill
+                in runs]
+    digest = hashlib.sha1(json.dumps([metric, repr(params), width, standing]).encode()).hexdigest()
+    key = f"seedbed:forecast:v{VERSION}:{sweep.pk}:{digest}"
+    hit = cache.get(key)
+    if hit is not None:
+        return hit
+    rows = rollups.bucketed(run_ids=[r[0] for r in runs if r[2] > 0], keys=[metric], width=width)
+    curves = {run_id: [((b[1] + b[2]) / 2 if width > 1 else b[1], b[4] / b[3]) for b in buckets]
+              for (run_id, _), buckets in rows.items()}
+    horizons = {pk: max(total, params.max_steps) for pk, _, _, total, _, _ in runs}
+    out_of_race = {pk for pk, _, last, total, status, kill in runs
+                   if (status in (RunStatus.KILLED, RunStatus.FAILED, RunStatus.LOST) or kill)
+                   and last < horizons[pk]}
+    forecasts = sweep_forecasts(curves, params=params, horizons=horizons, out_of_race=out_of_race,
+                                final_points=params.final_window() / width)
+    answer = {"metric": metric, "mode": mode, "tolerance": params.tolerance, "max_steps": params.max_steps,
+              "bayes": sweep.policy.get("name") == "bayes", "width": width, "runs": {}}
+    for run_id, f in forecasts.items():
+        answer["runs"][run_id] = {
+            "final": _round(f.final.mean) if f.final else None,
+            "ci": [_round(x) for x in f.final.ci] if f.final else None,
+            "p": _round(f.probability), "trend": _round(f.trend.mean), "in_race": f.final is not None,
+            "path": {"x": [round(p[0], 2) for p in f.path], "y": [_round(p[1]) for p in f.path],
+                     "lo": [_round(p[2]) for p in f.path], "hi": [_round(p[3]) for p in f.path]}}
+    cache.set(key, answer, CACHE_SECONDS)
+    return answer
