@@ -67,13 +67,14 @@ def cmd_run(args) -> int:
     # as the worker does (workers.runner): one thread a run unless SEEDBED_TORCH_THREADS says otherwise. torch's
     # default (every core) made the same 20 steps 10-17x slower than on a worker on a shared 2-core machine
     torch.set_num_threads(int(os.environ.get("SEEDBED_TORCH_THREADS", "1")))
-    cfg = TrainConfig.from_file(args.config)
+    # a run on a dataset file: its verifiers must reward the first row's reference answer (training.reward_dry_run)
+    cfg = TrainConfig.from_file(args.config, dry_run=not args.set)
     if args.set:
         bad = [kv for kv in args.set if "=" not in kv]
         if bad:
             raise FieldErrors({"--set": f"expected KEY=VALUE; got {bad[0]!r}"})
         overrides = dict(kv.split("=", 1) for kv in args.set)
-        cfg = TrainConfig.from_dict({**cfg.to_dict(), **overrides})
+        cfg = TrainConfig.from_dict({**cfg.to_dict(), **overrides}, dry_run=True)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "config.json"), "w", encoding="utf-8") as fh:
         fh.write(cfg.to_json())

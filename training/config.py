@@ -190,10 +190,12 @@ class TrainConfig:
                               stop=tuple(self.stop))
 
     @classmethod
-    def from_dict(cls, data: dict, *, check_paths: bool = True, roots: Sequence[str] | None = None) -> "TrainConfig":
+    def from_dict(cls, data: dict, *, check_paths: bool = True, roots: Sequence[str] | None = None,
+                  dry_run: bool = False) -> "TrainConfig":
         """Build and validate a config: preset values first, then ``data``; raises FieldErrors. ``roots``: the
         folders model_path and data_path must lie in (a request's config; None for the CLI, whose user names
-        their own files)."""
+        their own files). ``dry_run``: where a run is submitted, its verifiers must reward the dataset's first
+        reference answer (``validate``)."""
         if not isinstance(data, dict):
             raise FieldErrors({"config": f"expected a mapping of knobs, got {type(data).__name__}"})
         names = {f.name: f for f in dataclasses.fields(cls)}
@@ -217,11 +219,11 @@ class TrainConfig:
         if errors:
             raise FieldErrors(errors)
         cfg = cls(**kwargs)
-        cfg.validate(check_paths=check_paths, roots=roots)
+        cfg.validate(check_paths=check_paths, roots=roots, dry_run=dry_run)
         return cfg
 
     @classmethod
-    def from_file(cls, path: str) -> "TrainConfig":
+    def from_file(cls, path: str, *, dry_run: bool = False) -> "TrainConfig":
         """A YAML (.yaml/.yml) or JSON file; a file that cannot be read or parsed is a FieldErrors on
         ``config``, like any other bad input."""
         import yaml
@@ -240,16 +242,18 @@ class TrainConfig:
         except (yaml.YAMLError, json.JSONDecodeError) as exc:
             raise FieldErrors({"config": f"{path} is not valid {'YAML' if path.endswith(('.yaml', '.yml')) else 'JSON'}: "
                                          f"{str(exc).splitlines()[0]}"}) from None
-        return cls.from_dict(data)
+        return cls.from_dict(data, dry_run=dry_run)
 
     def resolved_model_path(self) -> str:
         return self.model_path or default_tiny_model_dir()
 
-    def validate(self, *, check_paths: bool = True, roots: Sequence[str] | None = None) -> None:
+    def validate(self, *, check_paths: bool = True, roots: Sequence[str] | None = None, dry_run: bool = False) -> None:
         """Every field in its range (its metadata) or among its choices, then the rules that tie fields
         together; raises FieldErrors naming each bad field. With ``roots``, model_path and data_path must lie
         inside one of those folders (checked before anything about the path is looked at, so a path outside
-        says nothing about what is there)."""
+        says nothing about what is there). With ``dry_run`` (a submitted run on a dataset file), the run's
+        verifiers are dry-run on the first row's reference answer (training.reward_dry_run): one that does not
+        score it 1 is an error on ``rewards``."""
         e: dict[str, str] = {}
         if roots is not None:
             for name in ("model_path", "data_path"):
@@ -347,6 +351,13 @@ class TrainConfig:
                                        fields=self.data_fields)
                 except DatasetError as exc:
                     e["data_path"] = str(exc).removeprefix("data_path: ")
+        if dry_run and check_paths and is_file_task(self.task) and not e:
+            # last, and only for a config valid in every other way: it builds the verifiers and reads a row
+            from training.reward_dry_run import reward_dry_run_error
+
+            problem = reward_dry_run_error(self)
+            if problem:
+                e["rewards"] = problem
         if e:
             raise FieldErrors(e)
 

@@ -342,7 +342,12 @@ def test_upload_list_and_get_a_dataset_then_launch_a_run_on_it(cli, tmp_path, se
     dataset_id = int(listed.stdout.splitlines()[-1].split()[0])
     detail = json.loads(cli("datasets", "get", str(dataset_id)).stdout)
     assert (detail["prompt_field"], detail["preview"][0]) == ("question", {"question": "0 + 1?", "answer": "1"})
-    run_id = launched_id(cli("runs", "launch", config_file({**config, "task": "dataset:adds"}), "--project", "vision"))
+    # bare answers, and nothing asks for the \boxed{} that math reads: refused with the verifier's reason
+    assert_failed(cli("runs", "launch", config_file({**config, "task": "dataset:adds"}), "--project", "vision"), 2,
+                  "rewards: the math verifier scores the first row's reference answer \"1\" 0.0 (\"no final answer")
+    run_id = launched_id(cli("runs", "launch", config_file({**config, "task": "dataset:adds", "answer_instruction":
+                                                             "Put your final answer within \\boxed{}."}),
+                             "--project", "vision"))
     assert json.loads(cli("runs", "get", str(run_id)).stdout)["config"]["data_path"] == detail["path"]
     assert_failed(cli("datasets", "upload", str(data), "--name", "adds", "--project", "vision"), 2,
                   "error: name: project vision has a dataset named 'adds' already")

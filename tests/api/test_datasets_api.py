@@ -35,6 +35,11 @@ def test_upload_read_remap_and_launch_a_run_on_a_dataset(alice, bob, config):
     remapped = alice.post(f"/datasets/{body['id']}/mapping", {"prompt_field": "question", "answer_field": "answer",
                                                               "held_out_fraction": 0.25, "split_seed": 4})
     assert remapped.status_code == 200 and remapped.json()["held_out_fraction"] == 0.25
+    bare = alice.post("/runs", {"config": {**config, "task": "dataset:adds"}, "project": "vision"})
+    # its answers are bare numbers, which the math verifier reads inside \boxed{} only: refused, saying so
+    assert bare.status_code == 400 and "the math verifier scores the first row's reference answer \"1\" 0.0 " \
+        "(\"no final answer found\")" in bare.json()["errors"]["rewards"], bare.content
+    config = {**config, "answer_instruction": "Put your final answer within \\boxed{}."}
     run = alice.post("/runs", {"config": {**config, "task": "dataset:adds"}, "project": "vision"})
     assert run.status_code == 201, run.content
     launched = alice.get(f"/runs/{run.json()['id']}").json()

@@ -20,6 +20,9 @@ from webapp.runs.services import run_create
 
 pytestmark = pytest.mark.django_db
 
+# the rows' answers are bare numbers, which the math verifier (a dataset's default) reads inside \boxed{}: a run asks
+# for that form, or its submission is refused (training.reward_dry_run)
+BOXED = {"answer_instruction": "Put your final answer within \\boxed{}."}
 ROWS = [{"question": f"What is {i} + {i}?", "answer": str(2 * i), "system": "Be brief."} for i in range(40)]
 
 
@@ -170,7 +173,7 @@ def test_the_mapping_and_split_are_edited_by_members_only(ann, django_user_model
 def test_a_run_names_a_dataset_and_records_its_file_mapping_and_split(ann, model_dir):
     upload(logged_in(ann))
     entry = DatasetEntry.objects.get(name="gsm")
-    run = run_create(config=tiny_config(task="dataset:gsm", model_path=model_dir), user=ann)
+    run = run_create(config=tiny_config(**BOXED, task="dataset:gsm", model_path=model_dir), user=ann)
     assert run.config["task"] == "dataset:gsm" and run.config["data_path"] == entry.path
     assert (run.config["prompt_field"], run.config["data_fields"], run.config["held_out_fraction"]) == (
         "question", {"system_prompt": "system"}, 0.1)
@@ -190,26 +193,26 @@ def test_a_dataset_of_another_project_is_not_found_and_a_shared_name_must_be_qua
     path.write_bytes(jsonl(ROWS[:3]))
     dataset_register(user=bob, name="gsm", path=str(path))
     with pytest.raises(FieldErrors) as err:
-        run_create(config=tiny_config(task="dataset:gsm", model_path=model_dir), user=ann)
+        run_create(config=tiny_config(**BOXED, task="dataset:gsm", model_path=model_dir), user=ann)
     assert "no dataset 'gsm' in your projects" in err.value.errors["task"]
     own = tmp_path / "own.jsonl"
     own.write_bytes(jsonl(ROWS[3:6]))
     dataset_register(user=ann, name="gsm", path=str(own))
     Membership.objects.create(project=Project.objects.get(name="bob"), user=ann, role="member")
-    run = run_create(config=tiny_config(task="dataset:gsm", model_path=model_dir), user=ann)  # its project's first
+    run = run_create(config=tiny_config(**BOXED, task="dataset:gsm", model_path=model_dir), user=ann)  # its project's first
     assert run.project.name == "ann" and run.config["data_path"] == str(own)
-    run = run_create(config=tiny_config(task="dataset:gsm", model_path=model_dir), user=ann,
+    run = run_create(config=tiny_config(**BOXED, task="dataset:gsm", model_path=model_dir), user=ann,
                      project=Project.objects.get(name="bob"))
     assert run.config["data_path"] == str(path)
     lab = Project.objects.create(name="lab")
     Membership.objects.create(project=lab, user=ann, role="member")
     with pytest.raises(FieldErrors) as err:
-        run_create(config=tiny_config(task="dataset:gsm", model_path=model_dir), user=ann, project=lab)
+        run_create(config=tiny_config(**BOXED, task="dataset:gsm", model_path=model_dir), user=ann, project=lab)
     assert "name one as dataset:<project>/gsm" in err.value.errors["task"]
-    run = run_create(config=tiny_config(task="dataset:bob/gsm", model_path=model_dir), user=ann, project=lab)
+    run = run_create(config=tiny_config(**BOXED, task="dataset:bob/gsm", model_path=model_dir), user=ann, project=lab)
     assert run.config["data_path"] == str(path)
     with pytest.raises(FieldErrors) as err:
-        run_create(config=tiny_config(task="dataset:../etc", model_path=model_dir), user=ann)
+        run_create(config=tiny_config(**BOXED, task="dataset:../etc", model_path=model_dir), user=ann)
     assert "dataset:<name>" in err.value.errors["task"]
 
 
@@ -228,7 +231,7 @@ def test_an_evaluation_of_a_dataset_reads_its_held_out_rows(ann, model_dir):
 
     upload(logged_in(ann))
     entry = DatasetEntry.objects.get(name="gsm")
-    run = run_create(config=tiny_config(task="dataset:gsm", model_path=model_dir), user=ann)
+    run = run_create(config=tiny_config(**BOXED, task="dataset:gsm", model_path=model_dir), user=ann)
     job = eval_create(run=run, user=ann, models=["base"], task="dataset:gsm", problems=0, n=2, ks=[1])
     assert job.data_path == entry.path and job.problems == 4  # 10 % of 40 rows
     assert job.data_options == {"data_fields": {"system_prompt": "system"}, "held_out_fraction": 0.1, "split_seed": 0}

@@ -45,11 +45,12 @@ def _locked(run_id: int) -> Run:
     return Run.objects.select_for_update().get(pk=run_id)
 
 
-def parse_config(data: dict, *, user=None, project=None) -> TrainConfig:
+def parse_config(data: dict, *, user=None, project=None, dry_run: bool = True) -> TrainConfig:
     """A request's config, validated by the one schema (training.config), its paths inside the allowed folders
     (settings.SEEDBED_DATA_ROOTS) and, for ``user``, inside what they may read (another project's checkpoints
     and library models are not found); ``task: dataset:<name>`` takes the entry's file, mapping and split (the
-    run's ``project``'s entry first). Raises FieldErrors with per-field messages."""
+    run's ``project``'s entry first); with ``dry_run``, a dataset's first reference answer must be rewarded by
+    the run's verifiers (training.reward_dry_run). Raises FieldErrors with per-field messages."""
     from webapp.datasets.selectors import resolve_dataset_config
 
     data = resolve_dataset_config(data, user=user, project=project)
@@ -62,13 +63,14 @@ def parse_config(data: dict, *, user=None, project=None) -> TrainConfig:
                 errors[name] = problem
     if errors:
         raise FieldErrors(errors)
-    return TrainConfig.from_dict(data, check_paths=True, roots=settings.SEEDBED_DATA_ROOTS)
+    return TrainConfig.from_dict(data, check_paths=True, roots=settings.SEEDBED_DATA_ROOTS, dry_run=dry_run)
 
 
-def as_config(config: TrainConfig | dict, *, user=None, project=None) -> TrainConfig:
+def as_config(config: TrainConfig | dict, *, user=None, project=None, dry_run: bool = True) -> TrainConfig:
     """A config as the one schema (training.config) has it: a TrainConfig passes as it is (a request parsed it
     once, in its form, for its user), a mapping is parsed and validated (``parse_config``)."""
-    return config if isinstance(config, TrainConfig) else parse_config(config, user=user, project=project)
+    return config if isinstance(config, TrainConfig) else parse_config(config, user=user, project=project,
+                                                                       dry_run=dry_run)
 
 
 def queue_for(cfg: TrainConfig) -> str:
@@ -95,7 +97,8 @@ def run_create(*, config: TrainConfig | dict, user=None, project=None, name: str
         project = project_for_launch(user=user, project=project)
         if parent_run is not None and user is not None:
             require_role(user, parent_run.project_id, Role.VIEWER)
-    cfg = as_config(config, user=user if sweep is None else None, project=project)  # a sweep's runs: checked with the sweep
+    # a sweep's runs: checked (and their rewards dry-run) with the sweep
+    cfg = as_config(config, user=user if sweep is None else None, project=project, dry_run=sweep is None)
     run = Run.objects.create(name=name, project=project, sweep=sweep, config=cfg.to_dict(), seed=cfg.seed,
                              queue=queue_for(cfg), created_by=user, parent_run=parent_run, parent_step=parent_step)
     if sweep is None:

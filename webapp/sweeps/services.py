@@ -21,6 +21,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from training.config import TrainConfig
+from training.reward_dry_run import DRY_RUN_KNOBS
 from training.fields import FieldErrors, range_error
 from webapp.projects.models import Role
 from webapp.projects.services import audit, project_for_launch, require_role
@@ -87,7 +88,9 @@ def validate_grid(grid: dict, base: TrainConfig, n_seeds: int = 1) -> list[tuple
     checked = []
     for point in grid_points(grid):
         try:
-            checked.append((point, TrainConfig.from_dict({**base.to_dict(), **point})))
+            # the base's rewards were dry-run when it was parsed: again only for a point that changes what it saw
+            checked.append((point, TrainConfig.from_dict({**base.to_dict(), **point},
+                                                         dry_run=bool(DRY_RUN_KNOBS & set(point)))))
         except FieldErrors as exc:
             knob = next(iter(exc.errors))
             # a knob of the point itself, or one of the base config the point makes wrong (engine=trl: the base's
