@@ -88,6 +88,7 @@ def sweep_replay(*, sweep: Sweep, policy: dict, finals: Optional[dict] = None) -
     reasons = {d.run_id: d.reason for d in (result.decisions if result else []) if d.action == STOP}
     by_id = {r.pk: r for r in runs}
     stored = sum(r.last_step for r in runs)
+    planned = sum(max(r.total_steps, r.last_step) for r in runs)
     ran = sum(min(stopped_at.get(r.pk, r.last_step), r.last_step) for r in runs)
     finals = finals if finals is not None else run_finals(
         runs={r.pk: (str(r.uid), r.attempts, r.last_step, True) for r in runs}, metric=metric)
@@ -101,6 +102,8 @@ def sweep_replay(*, sweep: Sweep, policy: dict, finals: Optional[dict] = None) -
         "policy": built.describe(), "config": config, "metric": metric, "mode": mode, "width": width,
         "seconds": round(seconds, 3),
         "stored_steps": stored, "run_steps": ran, "saved": round(1 - ran / stored, 4) if stored else 0.0,
+        # what the sweep itself did not run of its runs' planned steps (its own stops), to compare with
+        "planned_steps": planned, "actual_saved": round(1 - stored / planned, 4) if planned else 0.0,
         "stops": sorted(({"run_id": pk, "seed": by_id[pk].seed, "step": step, "of": by_id[pk].total_steps,
                           "reason": reasons.get(pk, "")} for pk, step in stopped_at.items()),
                         key=lambda s: (s["step"], s["run_id"])),
