@@ -67,9 +67,13 @@ PAIRS = [
     ("The answer is obviously three.", "3", 0.0),
     ("", "3", 0.0),
     (r"\boxed{}", "3", 0.0),
-    # several boxed answers: the last one counts
-    (r"First \boxed{4}, no wait, \boxed{3}.", "3", 1.0),
-    (r"First \boxed{3}, no wait, \boxed{4}.", "3", 0.0),
+    # several boxed answers: a correction further on (no "and" / "," between) — the last one counts ...
+    (r"First \boxed{4}. No wait: I dropped a sign there. \boxed{3}.", "3", 1.0),
+    (r"First \boxed{3}. No wait: I dropped a sign there. \boxed{4}.", "3", 0.0),
+    # ... boxes joined by "and" / "," or close together are one answer, a set (Math-Verify's reading)
+    (r"The roots are \boxed{-2} and \boxed{1}.", r"$\{-2, 1\}$", 1.0),
+    (r"\boxed{1}, \boxed{3}", r"$\{1, 2\}$", 0.0),
+    (r"First \boxed{4}, no wait, \boxed{3}.", "3", 0.0),
     # fallback answer line, nested braces
     ("Reasoning...\nFinal answer: 42", "42", 1.0),
     ("Reasoning...\nAnswer: $\\frac{1}{4}$.", "0.25", 1.0),
@@ -117,8 +121,11 @@ def test_integer_fast_path_agrees_with_math_verify(math_v):
 
 
 def test_details_say_what_was_extracted(math_v):
-    r = math_v(r"\boxed{1} then \boxed{2}", {"answer": "2"})
-    assert r.details["answer"] == "2" and r.details["n_boxed"] == 2 and r.details["method"] == "boxed"
+    r = math_v(r"\boxed{1} then, on reflection, it is \boxed{2}", {"answer": r"$\{1, 2\}$"})
+    assert r.details["answer"] == "1, 2" and r.details["n_boxed"] == 2 and r.details["method"] == "boxed"
+    assert r.score == 1.0 and r.details["answer_parsed"] == "{1, 2}"
+    r = math_v(r"\boxed{1}. Then on reflection it is \boxed{2}", {"answer": "2"})
+    assert r.details["answer"] == "2" and r.details["n_boxed"] == 2
     assert math_v("nothing", {"answer": "2"}).details["reason"] == "no final answer found"
 
 
@@ -128,8 +135,10 @@ def test_hedge_allowed_when_gold_is_phrased_that_way(math_v):
 
 def test_multiple_boxed_reject_mode():
     v = get_verifier("math", processes=2, multiple_boxed="reject")
-    assert v(r"\boxed{3} \boxed{4}", {"answer": "4"}).score == 0.0
+    assert v(r"\boxed{3}. Wait: I erred there. \boxed{4}", {"answer": "4"}).details["reason"] == \
+        "several different boxed answers"
     assert v(r"\boxed{4} \boxed{4}", {"answer": "4"}).score == 1.0
+    assert v(r"\boxed{3} and \boxed{4}", {"answer": r"$\{3, 4\}$"}).score == 1.0  # one answer, a set
 
 
 def test_fallback_none_needs_boxed():
@@ -153,7 +162,7 @@ def test_bad_params_are_named():
 
 def test_find_boxed_matches_braces():
     assert find_boxed(r"\boxed{\frac{a}{b}} \fbox{c}") == [r"\frac{a}{b}", "c"]
-    assert extract_answer(r"\boxed{3} \boxed{4}", multiple_boxed="reject")["answer"] is None
+    assert extract_answer(r"\boxed{3}. Wait: I erred there. \boxed{4}", multiple_boxed="reject")["answer"] is None
 
 
 # (completion, extract, answer extracted, method) — the answer form the run's prompt asks for

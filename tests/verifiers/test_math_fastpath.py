@@ -252,7 +252,7 @@ def hang_or_check(pairs, float_rounding, timeout_s, budget_s):
     that SIGALRM cannot interrupt); any other chunk is checked as usual."""
     import time as _time
     from training.verifiers.math_answer import check_chunk_in_worker
-    if any(answer == "HANG" for _, answer in pairs):
+    if any(answer == "HANG" for _, answer, *_ in pairs):
         _time.sleep(3600)
     return check_chunk_in_worker(pairs, float_rounding, timeout_s, budget_s)
 

@@ -6,7 +6,9 @@ Forms (:data:`FORMS`, the names a reward spec uses):
 * ``boxed``: the last ``\\boxed{...}`` / ``\\fbox{...}`` (braces matched) — the MATH / DeepSeek-R1 convention;
 * ``answer_tag``: the last ``<answer>...</answer>`` — reasoning-gym's and many R1-style prompts';
 * ``hash``: the rest of the line after the last ``####`` — GSM8K's reference solutions;
-* ``answer_line``: the rest of the last line that starts "Answer:" / "Final answer:" / "Answer is";
+* ``answer_line``: what follows the last answer marker — "Answer:" / "Final answer:" anywhere in a line,
+  "the (final) answer is", or a line opening "Answer ..." — up to the end of its sentence, or the display
+  block (``$$ … $$``, ``\\[ … \\]``) it opens, however many lines later that closes;
 * ``last_number``: the last number in the text (``-3``, ``1,234`` → ``1234``, ``3.5``, ``3/4``);
 * ``last_line``: the last non-empty line; ``whole``: the whole completion.
 
@@ -21,17 +23,30 @@ FORMS = ("answer_tag", "boxed", "hash", "answer_line", "last_number", "last_line
 
 _BOXED_START = re.compile(r"\\(?:boxed|fbox)\s*")
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
-_ANSWER_LINE = re.compile(r"(?im)^\W*(?:final\s+answer|answer)\s*(?:is)?\s*[:：]?\s*(.+?)\s*$")
+# Math delimiters an answer may open with, and their closers ($$ before $: the longer opener first).
+_MATH_OPENERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
+# Where a prose answer ends: a full stop, semicolon or "!" followed by a space (not "3.5", not "\$3."), or a line end.
+_SENTENCE_END = re.compile(r"(?<!\\)[.;!](?=\s)|\n")
+MAX_ANSWER_REGION = 2000  # characters read after a marker: a display block longer than this is not an answer
+_BOX_SEPARATOR = re.compile(r"\b(?:and|or)\b|[,;]")
+_MARKER_TIERS = (  # Math-Verify's order of strength: "final answer ... is", then "answer:", then the rest
+    # words between "final answer" and "is" ("to this problem"), never math, a number, a colon or a full stop
+    re.compile(r"\bfinal\s+answer\b[^\n$\\\d.:：]{0,100}?\bis\b[*_]*\s*[:：]?", re.IGNORECASE),
+    re.compile(r"\banswer(?:\s+is)?[*_]*\s*[:：]", re.IGNORECASE),
+    re.compile(r"\bthe\s+answer\s+is\b|^[^\w\n]*(?:final\s+)?answer\b(?:\s+is\b)?", re.IGNORECASE | re.MULTILINE))
+_UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
+_INLINE_DOLLAR_CLOSE = re.compile(r"(?<!\\)\$|\n")  # an inline $...$ closes on its line
 # A number not glued to a word, a closing bracket or a decimal point before it (so "5-3" ends in 3, not -3);
 # thousands groups only in threes ("1,2,3" is three numbers); a fraction "3/4" is one number.
 _NUMBER = re.compile(r"(?<![\w.)\]])[-−]?(?:\d{1,3}(?:,\d{3})+(?!\d|,\d)|\d+)(?:\.\d+)?(?:/\d+)?")
 
 
-def find_boxed(text: str) -> list[str]:
-    """Contents of every ``\\boxed{...}`` / ``\\fbox{...}`` (braces matched; ``\\boxed 5`` form too), in order.
+def find_boxed_spans(text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, content)`` of every ``\\boxed{...}`` / ``\\fbox{...}`` (braces matched, escaped braces
+    skipped; the ``\\boxed 5`` form too), in order; ``text[start:end]`` is the whole box.
 
-    >>> find_boxed(r"so \\boxed{\\frac{1}{2}} or \\boxed 3 and \\boxed{")
-    ['\\\\frac{1}{2}', '3']
+    >>> find_boxed_spans(r"a \\boxed{1} b")
+    [(2, 11, '1')]
     """
     found = []
     for m in _BOXED_START.finditer(text):
@@ -44,14 +59,54 @@ def find_boxed(text: str) -> list[str]:
                 elif text[j] == "}" and text[j - 1] != "\\":
                     depth -= 1
                     if depth == 0:
-                        found.append(text[i + 1:j].strip())
+                        found.append((m.start(), j + 1, text[i + 1:j].strip()))
                         break
                 j += 1
         else:  # "\boxed 5": one token up to whitespace or '$'
             token = re.match(r"[^\s$]+", text[i:])
             if token and m.group(0).endswith((" ", "\t")):
-                found.append(token.group(0))
+                found.append((m.start(), i + token.end(), token.group(0)))
     return found
+
+
+def find_boxed(text: str) -> list[str]:
+    """Contents of every ``\\boxed{...}`` / ``\\fbox{...}`` (braces matched; ``\\boxed 5`` form too), in order.
+
+    >>> find_boxed(r"so \\boxed{\\frac{1}{2}} or \\boxed 3 and \\boxed{")
+    ['\\\\frac{1}{2}', '3']
+    """
+    return [content for _, _, content in find_boxed_spans(text)]
+
+
+def final_boxed_group(text: str) -> list[str]:
+    """The contents of the boxes that together give the final answer: the last box and, going left, each box
+    that is close to the next one (under 10 characters between them) or, holding a different answer, is
+    joined to it by "and", "or", "," or ";" within 70 characters. Repeated neighbours count once. Math-Verify
+    reads such boxes as one answer (a set), so ``\\boxed{-2} and \\boxed{1}`` means {-2, 1}; boxes further
+    apart are a corrected answer, and the last one counts. (Rule: latex2sympy2_extended
+    ``extract_boxed_content``, the normalisation Math-Verify 0.9.0 applies to boxed answers.)
+
+    >>> final_boxed_group(r"roots \\boxed{-2} and \\boxed{1}")
+    ['-2', '1']
+    >>> final_boxed_group(r"\\boxed{3}. Wait: that step was wrong. \\boxed{4}")
+    ['4']
+    >>> final_boxed_group(r"\\boxed{4} \\boxed{4}"), final_boxed_group("none")
+    (['4'], [])
+    """
+    spans = find_boxed_spans(text)
+    if not spans:
+        return []
+    group = [spans[-1]]
+    for box in reversed(spans[:-1]):
+        following = group[0]
+        between = text[box[1]:following[0]]
+        joined = len(between) < 10 or (box[2] != following[2] and len(between) < 70
+                                        and _BOX_SEPARATOR.search(between) is not None)
+        if not joined:
+            break
+        group.insert(0, box)
+    contents = [content for _, _, content in group]
+    return [c for i, c in enumerate(contents) if i == 0 or c != contents[i - 1]]
 
 
 def answer_tag(text: str) -> str | None:
@@ -80,13 +135,42 @@ def hash_answer(text: str) -> str | None:
 
 
 def answer_line(text: str) -> str | None:
-    """The rest of the last line that begins "Answer:" / "Final answer:" / "Answer is" (any case).
+    """The answer after the last answer marker (see :data:`FORMS`), markers tried by strength as Math-Verify
+    ranks them: "final answer … is", then "answer:", then "the answer is" / a line opening "Answer". The
+    answer is the math span the marker is followed by (``$…$``, ``\\(…\\)``, ``$$…$$``, ``\\[…\\]``, across
+    lines), else the text up to the end of its sentence, its dollar signs dropped; on the next non-empty
+    line when the marker ends its line.
 
-    >>> answer_line("Work...\\nAnswer: $12$.\\nFinal answer is 13")
-    '13'
+    >>> answer_line("Work...\\nAnswer: $12$.\\nFinal answer is 13"), answer_line("so the Final Answer: $x=3$ done")
+    ('13', 'x=3')
+    >>> answer_line("Answer:\\n$$\\nx = 3\\n$$"), answer_line("Answer: 42. This is probably right"), answer_line("none")
+    ('x = 3', '42', None)
     """
-    lines = _ANSWER_LINE.findall(text)
-    return lines[-1].strip() if lines else None
+    for marker in _MARKER_TIERS:
+        found = list(marker.finditer(text))
+        if found:
+            return _answer_after(text, found[-1].end())
+    return None
+
+
+def _answer_after(text: str, start: int) -> str | None:
+    """The answer that follows a marker ending at ``start`` (bounded to :data:`MAX_ANSWER_REGION` characters)."""
+    rest = text[start:start + MAX_ANSWER_REGION].lstrip(" \t*_:：")
+    if rest.startswith(("\n", "\r")):
+        rest = rest.lstrip()  # the marker ends its line: the answer is on the next non-empty one
+    for opener, closer in _MATH_OPENERS:
+        if rest.startswith(opener):
+            if closer == "$":  # inline math closes on its own line, at a "$" that is not "\\$"
+                close = _INLINE_DOLLAR_CLOSE.search(rest, 1)
+                end = close.start() if close and close.group() == "$" else -1
+            else:
+                end = rest.find(closer, len(opener))
+            if end > 0:
+                return rest[len(opener):end].strip() or None
+            break  # not closed: read it as prose
+    m = _SENTENCE_END.search(rest)
+    answer = _UNESCAPED_DOLLAR.sub("", rest[:m.start()] if m else rest)
+    return answer.strip().rstrip(".").strip() or None
 
 
 def last_number(text: str) -> str | None:

@@ -123,6 +123,17 @@ def check_reward_spec(rewards: Any) -> str:
     return ""
 
 
+def verifier_params_help() -> str:
+    """One line per verifier parameter that says what it chooses (``Param.help``), for the forms' help text.
+
+    >>> "math: mode" in verifier_params_help()
+    True
+    """
+    _load_builtins()
+    return "; ".join(f"{name}: {key} — {param.help}" for name in registered_names()
+                     for key, param in (getattr(_REGISTRY[name], "PARAMS", None) or {}).items() if param.help)
+
+
 def _load_builtins() -> None:
     # Imported lazily so that `import training.verifiers` stays cheap and has no import cycle.
     from training.verifiers import simple, math_answer, ifeval, judge, code, reasoning_gym  # noqa: F401
@@ -183,6 +194,7 @@ class Param:
     choices: tuple = ()
     max_len: int = 200
     optional: bool = False  # None is allowed (the verifier's own default)
+    help: str = ""  # what it chooses, shown where a reward spec is written (the run and evaluation forms)
 
     def problem(self, value: Any) -> str:
         if value is None and self.optional:

@@ -1,13 +1,22 @@
 """The ``math`` verifier: final-answer extraction plus math-verify, run in worker processes.
 
-Extraction (in the trusted parent, cheap), in the form the run's prompt asks for (``extract``; the forms are
-:mod:`training.verifiers.answers`, shared with ``reasoning_gym``): ``boxed`` (the default) takes the content of
-the completion's last ``\\boxed{...}`` (or ``\\fbox{...}``), with braces matched, and when there is none the
-configurable fallback (default: the last "Answer: ..." / "Final answer: ..." line); ``answer_tag`` the last
-``<answer>...</answer>``; ``hash`` the text after the last ``####`` (GSM8K); ``last_number`` the last number;
-``auto`` tries boxed, then an answer tag, then ``####``, then the fallback. ``details["method"]`` names the form
-that matched. A hedged answer ("3 or 4", "maybe 3") scores 0 unless the gold answer itself is phrased that way;
-no answer scores 0.
+Two modes (``mode``). **strict** (the default, for training: format is part of the reward) reads the answer
+in the form the run's prompt asks for; **lenient** hands the whole completion to Math-Verify's own extraction
+(the last mathematical expression, after its "final answer is" / box / "Answer:" priorities), as TRL's and
+open-r1's rewards read it: what pass@k of a base model needs.
+
+Extraction, strict (in the trusted parent, cheap), in the form the run's prompt asks for (``extract``; the forms
+are :mod:`training.verifiers.answers`, shared with ``reasoning_gym``): ``boxed`` (the default) takes the
+completion's last ``\\boxed{...}`` (or ``\\fbox{...}``), with braces matched, together with the boxes joined
+to it ("``\\boxed{-2}`` and ``\\boxed{1}``": one answer, the set {-2, 1}, as Math-Verify reads it), and when
+there is none the configurable fallback (default: what follows the last "Answer:" / "Final answer:" / "the
+answer is" marker, mid-line too, up to its sentence's end or across the display block it opens);
+``answer_tag`` the last ``<answer>...</answer>``; ``hash`` the text after the last ``####`` (GSM8K);
+``last_number`` the last number; ``auto`` tries boxed, then an answer tag, then ``####``, then the fallback.
+``details["method"]`` names the form that matched. A hedged answer ("3 or 4", "maybe 3") scores 0 unless the
+gold answer itself is phrased that way; no answer scores 0. A box's content is read as LaTeX (``\\$`` in it is
+a dollar sign); any other answer, and the gold, as text, where a plain number such as ``1 000`` or ``2,5``
+reads as Math-Verify reads numbers in prose (:func:`parse_input`).
 
 Checking, fast: when gold and answer both fall in the small grammar of :mod:`math_fastpath` (integers,
 decimals, fractions, percentages, simple radicals, ``x = v``), the parent decides exactly in microseconds,
@@ -15,13 +24,18 @@ and only where that module's rules give math-verify's own verdict; anything else
 to math-verify.
 
 Checking, general: ``math_verify.verify(parse(gold), parse(answer))``, gold first (math-verify's relation
-is not symmetric: a gold set accepts an unordered list, a gold interval fixes its bounds). math-verify times
-out with SIGALRM, which only works on a process's main thread, so checks run in a :class:`WorkerPool` whose
-workers do exactly that, under an outer deadline that kills a stuck worker. Pairs travel in chunks (one
-message per chunk, not per pair); a worker stops starting new pairs once a chunk has used its time budget,
-and a chunk that times out is retried one pair per task so only the stuck pair fails. A timeout
-(math-verify's own or the outer one) or a dead worker raises :class:`VerifierError`: the verifier could not
-judge.
+is not symmetric: a gold set accepts an unordered list, a gold interval fixes its bounds), pair by pair over
+what each parse gives (a sympy object and its normalised string, :func:`verify_any`), so an answer sympy cannot
+compare (``12:00``) still equals the same text. math-verify times out with SIGALRM, which only works on a
+process's main thread, so checks run in a :class:`WorkerPool` whose workers do exactly that, under an outer
+deadline that kills a stuck worker. Pairs travel in chunks (one message per chunk, not per pair); a worker
+stops starting new pairs once a chunk has used its time budget, and a chunk that times out is retried one pair
+per task so only the stuck pair fails. A timeout (math-verify's own or the outer one) or a dead worker raises
+:class:`VerifierError`: the verifier could not judge.
+
+Agreement with Math-Verify 0.9.0 (``tests/verifiers/test_math_peer.py``): never a 1 where it gives 0; a 0 where
+it gives 1 only for the :data:`INTENTIONAL_DIFFERENCES` (listed in :class:`MathVerifier`'s docstring and the
+README).
 """
 from __future__ import annotations
 
@@ -31,9 +45,11 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
+from itertools import product
 
 from training.verifiers.answers import extract as extract_form
-from training.verifiers.answers import find_boxed
+from training.verifiers.answers import final_boxed_group, find_boxed
 from training.verifiers.base import Param, VerifierError, VerifierResult, register_verifier
 from training.verifiers.math_fastpath import decide, parse_fast
 from training.verifiers.workers import TaskFailed, TaskTimeout, WorkerPool
@@ -45,6 +61,53 @@ _HEDGE = re.compile(r"\bor\b|\\lor\b|\beither\b|\bmaybe\b|\bpossibly\b|\bprobabl
 # the fallback (the "Answer:" line unless fallback is "none"), the others are exactly the form the prompt asked for
 EXTRACT = {"boxed": ("boxed",), "answer_tag": ("answer_tag",), "hash": ("hash",), "last_number": ("last_number",),
            "auto": ("boxed", "answer_tag", "hash")}
+# How the answer is found. strict: in the form the prompt asked for (a box or an answer marker by default), so
+# format is part of the reward; lenient: the last mathematical expression anywhere, as Math-Verify finds it.
+MODES = ("strict", "lenient")
+MODE_HELP = ("strict (default, for training): the answer must be boxed or follow an 'Answer:' marker, prose "
+             "scores 0; lenient: the last mathematical expression in the text, as Math-Verify reads it "
+             "(pass@k of a base model)")
+# The parameters that choose the answer form: mode strict only (a config setting them with mode lenient is told)
+STRICT_ONLY_DEFAULTS = {"extract": "boxed", "fallback": "answer_line", "multiple_boxed": "last"}
+
+
+@dataclass(frozen=True)
+class IntentionalDifference:
+    """A verdict where this verifier knowingly differs from Math-Verify's ``verify(parse(gold), parse(text))``:
+    always a 0 where Math-Verify gives 1 (never the other way), recognised by the ``details["reason"]`` the
+    verifier gives, in the modes listed."""
+
+    reason: str
+    modes: tuple[str, ...]
+    why: str
+
+
+# The one list of intentional differences from Math-Verify 0.9.0; the differential tests fail on any other.
+INTENTIONAL_DIFFERENCES = (
+    IntentionalDifference(
+        "no final answer found", ("strict",),
+        "Mode strict makes the format part of the reward: an answer given only in prose (no box, no answer "
+        "marker, or not in the form extract asks for) scores 0, where Math-Verify reads the last number or "
+        "expression anywhere in the text. Mode lenient reads it as Math-Verify does."),
+    IntentionalDifference(
+        "hedged answer", ("strict",),
+        "An answer that hedges (\"3 or 4\", \"maybe 3\", \"3?\") scores 0 unless the gold is phrased that way: "
+        "Math-Verify takes the first value after an answer marker, so listing candidates would be rewarded."),
+    IntentionalDifference(
+        "several different boxed answers", ("strict",),
+        "Only with multiple_boxed=reject: a completion that boxes different answers apart from its final one "
+        "scores 0, where Math-Verify reads the last."),
+)
+
+
+def intentional_differences_doc() -> str:
+    """The list above as reStructuredText bullets (the verifier's docstring and the README carry it)."""
+    return "\n".join(f"* ``{d.reason}`` (mode {', '.join(d.modes)}): {d.why}" for d in INTENTIONAL_DIFFERENCES)
+
+
+def intentional_difference(details: dict, mode: str) -> IntentionalDifference | None:
+    """The listed difference a verdict's ``details`` show in ``mode``, or None."""
+    return next((d for d in INTENTIONAL_DIFFERENCES if d.reason == details.get("reason") and mode in d.modes), None)
 
 
 def _tidy(answer: str) -> str:
@@ -54,11 +117,19 @@ def _tidy(answer: str) -> str:
 
 def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxed: str = "last",
                    extract: str = "boxed") -> dict:
-    """Pick the final answer. Returns {"answer": str|None, "method": ..., "n_boxed": int, "reason": ...};
-    ``method`` is the form that gave it (boxed, answer_tag, hash, last_number, answer_line).
+    """Pick the final answer (``mode="strict"``). Returns {"answer": str|None, "method": ..., "n_boxed": int,
+    "reason": ..., "read_as": ...}; ``method`` is the form that gave it (boxed, answer_tag, hash, last_number,
+    answer_line); ``read_as`` how math-verify is to read it (:func:`parse_input`): a box's content is LaTeX,
+    any other answer is text (where a plain number such as ``1 000`` or ``2,5`` reads as Math-Verify reads
+    a number in prose).
 
-    >>> extract_answer(r"I think \\boxed{3}. Wait, \\boxed{4}.")["answer"]
+    Boxes: the last box and the boxes joined to it (:func:`training.verifiers.answers.final_boxed_group`) are
+    one answer, a set or tuple written ``a, b``, as Math-Verify reads them.
+
+    >>> extract_answer(r"I think \\boxed{3}. Wait: that was wrong. \\boxed{4}.")["answer"]
     '4'
+    >>> extract_answer(r"The roots are \\boxed{-2} and \\boxed{1}.")["answer"]
+    '-2, 1'
     >>> extract_answer("Work...\\nAnswer: $12$.")["answer"], extract_answer("no idea")["answer"]
     ('12', None)
     >>> text = "<answer>3</answer> so #### 1,234"
@@ -66,16 +137,19 @@ def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxe
     ['1,234', '3', '1234']
     """
     boxed = find_boxed(completion)
-    info = {"answer": None, "method": None, "n_boxed": len(boxed), "reason": None}
+    info = {"answer": None, "method": None, "n_boxed": len(boxed), "reason": None, "read_as": "text"}
     forms = EXTRACT[extract] + (("answer_line",) if extract in ("boxed", "auto") and fallback == "answer_line" else ())
     for form in forms:
         if form == "boxed":
             if not boxed:
                 continue
-            if multiple_boxed == "reject" and len(set(boxed)) > 1:
+            group = final_boxed_group(completion)
+            if multiple_boxed == "reject" and set(boxed) - set(group):
                 info["reason"] = "several different boxed answers"
                 return info
-            info["answer"], info["method"] = boxed[-1], "boxed"  # an empty box ends the search: no answer
+            # an empty box ends the search: no answer
+            info["answer"] = ", ".join(group) if all(group) else ""
+            info["method"], info["read_as"] = "boxed", "latex"
             break
         answer = extract_form(completion, form)
         if answer is not None:
@@ -89,14 +163,36 @@ def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxe
 
 # ---- runs in the worker processes -------------------------------------------------------------------
 
-def _as_latex(text: str) -> str:
-    return text if ("$" in text or "\\boxed" in text) else f"${text}$"
+_UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
+# A plain number as Math-Verify reads one in prose (its ExprExtractionConfig): thousands groups after a space
+# or a comma ("1 000", "-1,234.5"), or a decimal comma ("2,5"). As LaTeX "1 000" is 1*000 and "2,5" a set.
+_PROSE_NUMBER = re.compile(r"-?(?:[1-9]\d{0,2}(?:[ ,]\d{3})+(?:\.\d+)?|\d+,\d{1,2})")
+READ_AS = ("latex", "text", "completion")
+
+
+def parse_input(text: str, read_as: str) -> str:
+    """The string handed to ``math_verify.parse`` for an answer or a gold read as ``read_as``.
+
+    ``completion``: the text as it is (mode lenient: Math-Verify's own extraction). ``text``: a plain number
+    with a space or comma in it as it is (Math-Verify reads "1 000" as 1000 and "2,5" as 2.5 in prose),
+    anything else as ``latex``: wrapped in ``$…$`` unless it already holds a math delimiter (an unescaped
+    ``$`` — ``\\$`` is a dollar sign — or a box).
+
+    >>> parse_input("1 000", "text"), parse_input("1 000", "latex"), parse_input(r"\\$16", "latex")
+    ('1 000', '$1 000$', '$\\\\$16$')
+    """
+    if read_as == "completion":
+        return text
+    text = text.strip()
+    if read_as == "text" and _PROSE_NUMBER.fullmatch(text):
+        return text
+    return text if (_UNESCAPED_DOLLAR.search(text) or "\\boxed" in text) else f"${text}$"
 
 
 @functools.lru_cache(maxsize=4096)
 def _parse_gold(gold: str, timeout_s: int):
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
-    return parse(_as_latex(gold), [LatexExtractionConfig(), ExprExtractionConfig()],
+    return parse(parse_input(gold, "text"), [LatexExtractionConfig(), ExprExtractionConfig()],
                  parsing_timeout=timeout_s, raise_on_error=True)
 
 
@@ -105,10 +201,35 @@ def _is_nan_or_zoo(obj) -> bool:
     return isinstance(obj, Basic) and (obj == nan or obj == zoo)
 
 
+def verify_any(gold_parsed: list, answer_parsed: list, float_rounding: int, timeout_s: int) -> tuple[bool, str | None]:
+    """``(correct, why)``: Math-Verify's ``verify(gold, answer)`` over every (gold, answer) pair of the two
+    parses (each a sympy object and its string), correct when any pair is equal — its own rule, as in
+    ``math_verify.grader.verify``, with one difference: a timeout raises ``TimeoutException`` (the caller
+    reports that it could not judge) instead of counting as "not equal". A pair that sympy cannot compare
+    (``12:00`` parses to ``zoo``; ``zoo == zoo`` raises) is not equal, and the next pair is tried: the two
+    strings, equal when the normalised texts are.
+    """
+    from math_verify import verify
+    from math_verify.errors import TimeoutException
+
+    failed = None
+    for gold, answer in product(gold_parsed, answer_parsed):
+        try:
+            if verify(gold, answer, float_rounding=float_rounding, timeout_seconds=timeout_s, raise_on_error=True):
+                return True, None
+        except TimeoutException:
+            raise
+        except Exception as exc:  # sympy could not compare this pair: not the same answer; try the next pair
+            failed = failed or f"comparison failed: {type(exc).__name__}"
+    return False, failed or "not equivalent to the gold answer"
+
+
 def check_in_worker(gold: str, answer: str, float_rounding: int, timeout_s: int,
-                    same_text_shortcut: bool = True) -> dict:
-    """math-verify on this process's main thread. Returns {"status": ok|timeout|bad_gold, ...}."""
-    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+                    same_text_shortcut: bool = True, read_as: str = "latex") -> dict:
+    """math-verify on this process's main thread. Returns {"status": ok|timeout|bad_gold, ...}.
+
+    The gold is read as text (:func:`parse_input`), the answer as ``read_as``."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
     from math_verify.errors import TimeoutException
 
     start = time.perf_counter()
@@ -120,13 +241,14 @@ def check_in_worker(gold: str, answer: str, float_rounding: int, timeout_s: int,
         return {"status": "bad_gold", "error": f"{type(exc).__name__}: {exc}"}
     if not gold_parsed:
         return {"status": "bad_gold", "error": "math-verify extracted nothing from the gold answer"}
-    if same_text_shortcut and answer.strip() == gold.strip() and not _is_nan_or_zoo(gold_parsed[0]):
+    answer_input = parse_input(answer, read_as)
+    if same_text_shortcut and answer_input == parse_input(gold, "text") and not _is_nan_or_zoo(gold_parsed[0]):
         # The same text parses to the same objects, which math-verify's first test (a == b) accepts: skip
         # the second parse and the comparison. (For nan / zoo that test raises instead: no shortcut.)
         return {"status": "ok", "correct": True, "gold_parsed": str(gold_parsed[0]),
                 "answer_parsed": str(gold_parsed[0]), "why": None, "check_s": round(time.perf_counter() - start, 6)}
     try:
-        answer_parsed = parse(_as_latex(answer), [LatexExtractionConfig(), ExprExtractionConfig()],
+        answer_parsed = parse(answer_input, [LatexExtractionConfig(), ExprExtractionConfig()],
                               parsing_timeout=timeout_s, raise_on_error=True)
     except TimeoutException:
         return {"status": "timeout", "where": "parsing the answer"}
@@ -137,34 +259,29 @@ def check_in_worker(gold: str, answer: str, float_rounding: int, timeout_s: int,
         return {"status": "ok", "correct": False, "gold_parsed": str(gold_parsed[-1]), "answer_parsed": None,
                 "why": "answer not parseable"}
     try:
-        correct = verify(gold_parsed, answer_parsed, float_rounding=float_rounding, timeout_seconds=timeout_s,
-                         raise_on_error=True)
+        correct, why = verify_any(gold_parsed, answer_parsed, float_rounding, timeout_s)
     except TimeoutException:
         return {"status": "timeout", "where": "comparing"}
-    except Exception as exc:  # sympy could not compare these objects: they are not the same answer
-        correct = False
-        why = f"comparison failed: {type(exc).__name__}"
-    else:
-        why = None if correct else "not equivalent to the gold answer"
-    return {"status": "ok", "correct": bool(correct), "gold_parsed": str(gold_parsed[0]),
-            "answer_parsed": str(answer_parsed[0]), "why": why,
+    return {"status": "ok", "correct": correct, "gold_parsed": str(gold_parsed[0]),
+            "answer_parsed": str(answer_parsed[0]), "why": why, "answer_text": str(answer_parsed[-1]),
             "check_s": round(time.perf_counter() - start, 6)}
 
 
-def check_chunk_in_worker(pairs: list[tuple[str, str]], float_rounding: int, timeout_s: int,
+def check_chunk_in_worker(pairs: list[tuple[str, str, str]], float_rounding: int, timeout_s: int,
                           budget_s: float) -> list[dict | None]:
-    """:func:`check_in_worker` on each (gold, answer) pair; None for the pairs not started within ``budget_s``.
+    """:func:`check_in_worker` on each (gold, answer, read_as) key (read_as "latex" when left out); None for
+    the keys not started within ``budget_s``.
 
     The first pair always runs, so every chunk makes progress; the budget keeps a chunk (at most ``budget_s``
     plus one item's worst case, 3 x timeout_s) inside the pool's outer deadline.
     """
     start = time.perf_counter()
     replies: list[dict | None] = []
-    for i, (gold, answer) in enumerate(pairs):
+    for i, (gold, answer, *how) in enumerate(pairs):
         if i and time.perf_counter() - start > budget_s:
             replies.extend([None] * (len(pairs) - i))
             break
-        replies.append(check_in_worker(gold, answer, float_rounding, timeout_s))
+        replies.append(check_in_worker(gold, answer, float_rounding, timeout_s, read_as=how[0] if how else "latex"))
     return replies
 
 
@@ -195,24 +312,39 @@ class MathVerifier:
     'hedged answer'
     >>> MathVerifier(processes=1, extract="hash")("2 + 3 = 5\\n#### 5", {"answer": "5"}).details["method"]
     'hash'
+    >>> prose = "Adding them gives 12 apples."
+    >>> v(prose, {"answer": "12"}).score, MathVerifier(processes=1, mode="lenient")(prose, {"answer": "12"}).score
+    (0.0, 1.0)
+
+    Intentional differences from Math-Verify 0.9.0 (:data:`INTENTIONAL_DIFFERENCES`; each a 0 where it gives 1):
+
     """
 
     # What a reward spec may set, with bounds (checked at submit time; base.Param).
-    PARAMS = {"answer_key": Param(str, max_len=100), "extract": Param(str, choices=tuple(EXTRACT)),
+    PARAMS = {"mode": Param(str, choices=MODES, help=MODE_HELP),
+              "answer_key": Param(str, max_len=100), "extract": Param(str, choices=tuple(EXTRACT)),
               "fallback": Param(str, choices=("answer_line", "none")),
               "multiple_boxed": Param(str, choices=("last", "reject")), "processes": Param(int, 1, 32),
               "deadline_s": Param(float, 1, 600), "timeout_s": Param(int, 1, 300), "float_rounding": Param(int, 0, 15),
               "cache_size": Param(int, 0, 1_000_000)}
 
     @staticmethod
-    def check_params(*, timeout_s: int = 3, deadline_s: float = 10.0, **_) -> str:
+    def check_params(*, timeout_s: int = 3, deadline_s: float = 10.0, mode: str = "strict", **params) -> str:
         """What is wrong with these parameters together ("" when nothing), at submit time."""
-        return "" if deadline_s > timeout_s else (
-            f"math: deadline_s must exceed timeout_s; got timeout_s={timeout_s}, deadline_s={deadline_s}")
+        if deadline_s <= timeout_s:
+            return f"math: deadline_s must exceed timeout_s; got timeout_s={timeout_s}, deadline_s={deadline_s}"
+        strict_only = sorted(set(params) & set(STRICT_ONLY_DEFAULTS))
+        strict_only = [k for k in strict_only if params[k] != STRICT_ONLY_DEFAULTS[k]]
+        if mode == "lenient" and strict_only:
+            return (f"math: {', '.join(strict_only)} apply to mode 'strict' only (mode 'lenient' reads the answer "
+                    f"as Math-Verify does); drop them or use mode 'strict'")
+        return ""
 
-    def __init__(self, *, answer_key: str = "answer", extract: str = "boxed", fallback: str = "answer_line",
-                 multiple_boxed: str = "last", processes: int = 2, deadline_s: float = 10.0, timeout_s: int = 3,
-                 float_rounding: int = 6, cache_size: int = 100_000):
+    def __init__(self, *, mode: str = "strict", answer_key: str = "answer", extract: str = "boxed",
+                 fallback: str = "answer_line", multiple_boxed: str = "last", processes: int = 2,
+                 deadline_s: float = 10.0, timeout_s: int = 3, float_rounding: int = 6, cache_size: int = 100_000):
+        if mode not in MODES:
+            raise ValueError(f"math: mode must be one of {', '.join(MODES)}; got {mode!r}")
         if extract not in EXTRACT:
             raise ValueError(f"math: extract must be one of {', '.join(EXTRACT)}; got {extract!r}")
         if fallback not in ("answer_line", "none"):
@@ -222,7 +354,7 @@ class MathVerifier:
         if timeout_s < 1 or deadline_s <= timeout_s:
             raise ValueError(f"math: need 1 <= timeout_s < deadline_s; got timeout_s={timeout_s}, "
                              f"deadline_s={deadline_s}")
-        self.answer_key, self.extract = answer_key, extract
+        self.mode, self.answer_key, self.extract = mode, answer_key, extract
         self.fallback, self.multiple_boxed = fallback, multiple_boxed
         self.timeout_s, self.float_rounding = int(timeout_s), float_rounding
         self.pool = shared_pool(processes, deadline_s)
@@ -245,7 +377,7 @@ class MathVerifier:
         todo: dict[tuple, list[int]] = {}
         infos = []
         for i, (completion, example) in enumerate(zip(completions, examples)):
-            info = extract_answer(completion, self.fallback, self.multiple_boxed, self.extract)
+            info = self._extract(completion)
             infos.append(info)
             try:
                 gold = self._gold(example)
@@ -255,13 +387,13 @@ class MathVerifier:
             info["gold"] = gold
             if info["answer"] is None:
                 out[i] = VerifierResult(0.0, info)
-            elif _HEDGE.search(info["answer"]) and not _HEDGE.search(gold):
+            elif info["read_as"] != "completion" and _HEDGE.search(info["answer"]) and not _HEDGE.search(gold):
                 info["reason"] = "hedged answer"
                 out[i] = VerifierResult(0.0, info)
             elif (fast := self._fast(gold, info)) is not None:
                 out[i] = fast
             else:
-                key = (gold, info["answer"])
+                key = (gold, info["answer"], info["read_as"])
                 if key in self._cache:
                     self._cache.move_to_end(key)
                     out[i] = self._result(info, self._cache[key], cached=True)
@@ -277,8 +409,21 @@ class MathVerifier:
                     out[i] = self._result(infos[i], reply, cached=False)
         return out
 
+    def _extract(self, completion: str) -> dict:
+        """The answer to check: in mode strict the one :func:`extract_answer` finds (None when the completion
+        gives none in the asked form); in mode lenient the whole completion, for Math-Verify to find its last
+        mathematical expression."""
+        if self.mode == "lenient":
+            return {"answer": completion if completion.strip() else None, "method": "lenient",
+                    "n_boxed": len(find_boxed(completion)), "read_as": "completion",
+                    "reason": None if completion.strip() else "no final answer found"}
+        return extract_answer(completion, self.fallback, self.multiple_boxed, self.extract)
+
     def _fast(self, gold: str, info: dict) -> VerifierResult | None:
-        """The in-process verdict when both sides are in the fast grammar and it is certain, else None."""
+        """The in-process verdict when both sides are in the fast grammar and it is certain, else None (always
+        for a whole completion, mode lenient, and for an answer of several boxes: math-verify reads those)."""
+        if info["read_as"] == "completion" or (info["method"] == "boxed" and ", " in info["answer"]):
+            return None
         gold_parsed = parse_fast(gold)  # lru-cached: a group's G completions share one gold
         if gold_parsed is None:
             return None
@@ -292,8 +437,8 @@ class MathVerifier:
             info, gold_parsed=str(gold_parsed), answer_parsed=str(answer_parsed),
             reason=None if correct else "not equivalent to the gold answer", cached=False, fast_path=True))
 
-    def _check_in_pool(self, keys: list[tuple[str, str]]) -> dict[tuple, object]:
-        """math-verify on every (gold, answer) key, in chunks; a reply dict or TaskTimeout/TaskFailed per key.
+    def _check_in_pool(self, keys: list[tuple[str, str, str]]) -> dict[tuple, object]:
+        """math-verify on every (gold, answer, read_as) key, in chunks; a reply dict or TaskTimeout/TaskFailed per key.
 
         Chunks of up to ``MAX_CHUNK`` keys, about 4 per worker so the workers stay evenly loaded. Keys a
         worker did not reach within its budget go round again; the keys of a chunk that timed out or whose
@@ -302,7 +447,7 @@ class MathVerifier:
         budget_s = max(0.05, self.pool.deadline_s - 3 * self.timeout_s - 0.5)
         replies: dict[tuple, object] = {}
         # Keys sharing a gold travel together, so a worker parses that gold once (check_in_worker caches it).
-        first_seen = {gold: i for i, (gold, _) in reversed(list(enumerate(keys)))}
+        first_seen = {key[0]: i for i, key in reversed(list(enumerate(keys)))}
         keys = sorted(keys, key=lambda key: first_seen[key[0]])
         size = max(1, min(MAX_CHUNK, math.ceil(len(keys) / (4 * self.pool.processes))))
         pending = [keys[i:i + size] for i in range(0, len(keys), size)]
@@ -330,14 +475,21 @@ class MathVerifier:
     @staticmethod
     def _result(info: dict, reply, cached: bool):
         if isinstance(reply, TaskTimeout):
-            return VerifierError(f"math: check timed out ({reply}) for answer {info['answer'][:200]!r}")
+            return VerifierError(f"math: check timed out ({reply}) for answer {info['answer'][-200:]!r}")
         if isinstance(reply, TaskFailed):
             return VerifierError(f"math: worker failed: {reply}")
         if reply["status"] == "timeout":
             return VerifierError(f"math: math-verify timed out while {reply['where']} "
-                                 f"(answer {info['answer'][:200]!r})")
+                                 f"(answer {info['answer'][-200:]!r})")
         if reply["status"] == "bad_gold":
             return VerifierError(f"math: cannot parse gold answer {info['gold'][:200]!r}: {reply['error']}")
         details = dict(info, gold_parsed=reply["gold_parsed"], answer_parsed=reply["answer_parsed"],
                        reason=reply["why"], cached=cached, fast_path=False)
+        if info["read_as"] == "completion":  # mode lenient: the answer is what math-verify found, not the text
+            details["answer"] = reply.get("answer_text", reply["answer_parsed"])
         return VerifierResult(1.0 if reply["correct"] else 0.0, details)
+
+
+# the docstring carries the list itself, rendered from the one structure above
+MathVerifier.__doc__ = (MathVerifier.__doc__.rstrip() + "\n\n"
+                        + "\n".join("    " + line for line in intentional_differences_doc().splitlines()) + "\n")
