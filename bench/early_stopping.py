@@ -37,17 +37,20 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import math
 import os
 import random
+import re
 import sys
+import time
 from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 
+from record_curves import CORPUS as REAL_CORPUS, LEGACY_CORPUS, load_sweep  # noqa: E402
 from webapp.sweeps.policies import replay  # noqa: E402
 
 Curve = list[tuple[int, float]]
@@ -108,14 +111,33 @@ def synthetic_sweeps(seed: int, n_sweeps: int = 60, n_seeds: int = 8, steps: int
     return sweeps
 
 
-def real_sweeps(metric: str, folder: str = os.path.join(ROOT, "bench", "curves")) -> list[Sweep]:
-    """Sweeps recorded by bench/record_curves.py: one JSON file per sweep, ``runs[seed][metric]`` = values
-    of steps 1, 2, ... (the training loop counts completed steps from 1)."""
+class RecordedSweep(dict):
+    """A recorded sweep: run -> curve of the replayed metric, plus its name, its config overrides and, in
+    ``others``, its other recorded metrics (metric -> run -> curve) for the health guards."""
+
+    def __init__(self, curves: dict, name: str = "", config: dict | None = None, others: dict | None = None):
+        super().__init__(curves)
+        self.name, self.config, self.others = name, config or {}, others or {}
+
+
+def _points(values: Sequence[float | None]) -> Curve:
+    """(step, value) for steps 1, 2, ... that logged the metric (a recorded null is a step without it)."""
+    return [(step, value) for step, value in enumerate(values, start=1) if value is not None]
+
+
+def real_sweeps(metric: str, folder: str = REAL_CORPUS) -> list[RecordedSweep]:
+    """The sweeps recorded by bench/record_curves.py in ``folder`` (one ``<sweep>.json.gz`` each, read by its
+    ``load_sweep``): ``runs[seed][metric]`` = the values of steps 1, 2, ... (the training loop counts completed
+    steps from 1). Sweeps that did not record ``metric`` are left out."""
     sweeps = []
-    for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-        sweeps.append({seed: list(enumerate(series[metric], start=1)) for seed, series in data["runs"].items()})
+    for path in sorted(glob.glob(os.path.join(folder, "*.json.gz"))):
+        data = load_sweep(path)
+        if metric not in data["metrics"]:
+            continue
+        curves = {seed: _points(series[metric]) for seed, series in data["runs"].items()}
+        others = {name: {seed: _points(series[name]) for seed, series in data["runs"].items()}
+                  for name in data["metrics"] if name != metric}
+        sweeps.append(RecordedSweep(curves, name=data["sweep"], config=data["config"], others=others))
     return sweeps
 
 
@@ -127,9 +149,12 @@ Method = Callable[[Sweep], dict[Hashable, int]]
 
 
 def seedbed_method(config: dict) -> Method:
+    """A Seedbed policy replayed on the sweep; a recorded sweep also feeds the guards its other metrics (a guard
+    whose metric the sweep lacks sees no points and never stops a run)."""
     def run(sweep: Sweep) -> dict[Hashable, int]:
         steps = max(len(curve) for curve in sweep.values())
-        result = replay({"metric": "reward", "mode": "max", "max_steps": steps, **config}, sweep)
+        result = replay({"metric": "reward/mean", "mode": "max", "max_steps": steps, **config}, sweep,
+                        other_metrics=getattr(sweep, "others", None))
         return {run_id: result.steps_run[run_id] for run_id in result.stopped_at}
     return run
 
@@ -174,6 +199,12 @@ def random_method(stop_share: float = 5 / 8, at_fraction: float = 0.2) -> Method
     return run
 
 
+# Every health guard with its defaults (webapp/sweeps/policies/guards.py). On the synthetic set, which has only
+# the reward, just reward_drop can act; on the recorded sweeps each reads its own metric.
+DEFAULT_GUARDS = [{"kind": "entropy_collapse"}, {"kind": "length_at_cap"}, {"kind": "zero_std"},
+                  {"kind": "reward_drop"}]
+
+
 def methods(grace_fraction: float = 0.25) -> dict[str, Method]:
     """Seedbed's policies with their defaults, a random baseline, then Optuna's pruners (their defaults, and
     resources matched to ours: first rung / warm-up at 25 % of the steps)."""
@@ -188,6 +219,8 @@ def methods(grace_fraction: float = 0.25) -> dict[str, Method]:
         "seedbed asha": seedbed_method({"name": "asha"}),
         "seedbed patience (patience=10)": seedbed_method({"name": "threshold", "patience": 10}),
         "seedbed bayes (defaults)": seedbed_method({"name": "bayes"}),
+        "seedbed manual + guards (defaults)": seedbed_method({"name": "manual", "guards": DEFAULT_GUARDS}),
+        "seedbed bayes + guards (defaults)": seedbed_method({"name": "bayes", "guards": DEFAULT_GUARDS}),
         "random: stop 5 of 8 seeds at 20 %": random_method(),
         "optuna median (defaults)": optuna_method(lambda steps: P.MedianPruner()),
         "optuna median (warmup=grace)": optuna_method(
@@ -217,6 +250,69 @@ def final_value(curve: Sequence[tuple[int, float]]) -> float:
     """Mean of the last 10 % of the curve's points (at least one), over the whole recorded curve."""
     tail = max(1, math.ceil(0.1 * len(curve)))
     return sum(value for _, value in curve[-tail:]) / tail
+
+
+def step_noise(curve: Curve) -> float:
+    """Per-step noise of a curve: sd of its first differences over its second half / sqrt(2) (a difference of
+    two independent points has twice a point's variance; the trend there is small next to the noise)."""
+    values = [value for _, value in curve[len(curve) // 2:]]
+    diffs = [b - a for a, b in zip(values, values[1:])]
+    if len(diffs) < 2:
+        return math.nan
+    mean = sum(diffs) / len(diffs)
+    return math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1) / 2)
+
+
+def sweep_stats(sweep: Sweep) -> dict[str, float]:
+    """What makes a sweep easy or hard for a stopping rule: the spread of its seeds' finals (sd), the median
+    per-step noise of its seeds, one final's own noise (per-step noise / sqrt(points in the final's window)),
+    the best final, the gap from the best to the second best, and the share of seeds within NEAR_BEST of the
+    best (with half or more near-best, stopping seeds at random rarely loses one)."""
+    finals = sorted((final_value(curve) for curve in sweep.values()), reverse=True)
+    mean = sum(finals) / len(finals)
+    spread = math.sqrt(sum((f - mean) ** 2 for f in finals) / (len(finals) - 1)) if len(finals) > 1 else 0.0
+    noises = sorted(step_noise(curve) for curve in sweep.values())
+    noise = noises[len(noises) // 2]
+    window = max(1, math.ceil(0.1 * max(len(curve) for curve in sweep.values())))
+    return {"best": finals[0], "spread": spread, "step_noise": noise, "final_noise": noise / math.sqrt(window),
+            "gap": finals[0] - finals[1] if len(finals) > 1 else 0.0,
+            "near_best_share": sum(finals[0] - f <= NEAR_BEST for f in finals) / len(finals)}
+
+
+def describe_corpus(sweeps: list[Sweep], out: Callable[[str], None], folder: str = "") -> None:
+    """The set's shape and, per sweep (recorded sets) or summed up (all), the statistics of sweep_stats."""
+    seeds = sorted(len(s) for s in sweeps)
+    steps = sorted(max(len(c) for c in s.values()) for s in sweeps)
+    stats = [sweep_stats(s) for s in sweeps]
+    line = f"{len(sweeps)} sweeps, {seeds[0]}-{seeds[-1]} seeds, {steps[0]}-{steps[-1]} steps"
+    if folder:
+        files = glob.glob(os.path.join(folder, "*.json.gz"))
+        line += f", {len(files)} files, {sum(os.path.getsize(f) for f in files) / 1024:.0f} KiB on disk"
+    out(line)
+    tasks: dict[str, int] = {}
+    for sweep in sweeps:
+        config = getattr(sweep, "config", None)
+        if config is not None:
+            key = f"{config.get('task', 'arithmetic')} / {config.get('preset', 'grpo')}"
+            tasks[key] = tasks.get(key, 0) + 1
+    if tasks:
+        out("task / preset: " + ", ".join(f"{k} x{n}" for k, n in sorted(tasks.items())))
+        out(f"{'sweep':26s} {'task':30s} {'lr':>7s} {'seeds':>5s} {'steps':>5s} {'best':>6s} {'spread':>7s} "
+            f"{'noise/step':>10s} {'noise/final':>11s} {'gap 1-2':>7s} {'near-best':>9s}")
+        for sweep, st in zip(sweeps, stats):
+            config = sweep.config
+            out(f"{sweep.name:26s} {config.get('task', 'arithmetic'):30s} {config.get('lr', 0):7.0e} {len(sweep):5d} "
+                f"{max(len(c) for c in sweep.values()):5d} {st['best']:6.3f} {st['spread']:7.3f} "
+                f"{st['step_noise']:10.3f} {st['final_noise']:11.3f} {st['gap']:7.3f} {st['near_best_share']:9.0%}")
+
+    def median(key: str) -> float:
+        values = sorted(st[key] for st in stats)
+        return values[len(values) // 2]
+
+    out(f"medians over sweeps: seed spread of finals {median('spread'):.3f}, per-step noise "
+        f"{median('step_noise'):.3f}, a final's own noise {median('final_noise'):.3f}, best-to-second gap {median('gap'):.3f}, seeds near-best "
+        f"{median('near_best_share'):.0%}; sweeps with half or more of their seeds near-best: "
+        f"{sum(st['near_best_share'] >= 0.5 for st in stats)} of {len(stats)}")
 
 
 @dataclass
@@ -275,13 +371,13 @@ def score(method: Method, sweeps: list[Sweep]) -> Score:
                  retention_ci=wilson(retained, len(sweeps)), regret_ci=bootstrap([(r, 1.0) for r in regrets]))
 
 
-def print_table(title: str, scores: dict[str, Score]) -> None:
+def print_table(title: str, scores: dict[str, Score], out: Callable[[str], None] = print) -> None:
     n = next(iter(scores.values())).n_sweeps
-    print(f"\n== {title} ({n} sweeps; 95 % intervals over sweeps) ==")
-    print(f"{'method':44s} {'saved':>7s} {'[95 % CI]':>15s} {'near-best':>10s} {'[95 % CI]':>15s} {'regret':>8s} "
+    out(f"\n== {title} ({n} sweeps; 95 % intervals over sweeps) ==")
+    out(f"{'method':44s} {'saved':>7s} {'[95 % CI]':>15s} {'near-best':>10s} {'[95 % CI]':>15s} {'regret':>8s} "
           f"{'[95 % CI]':>17s}")
     for name, s in scores.items():
-        print(f"{name:44s} {s.compute_saved:7.1%} [{s.saved_ci[0]:5.1%}, {s.saved_ci[1]:5.1%}] {s.retention:10.1%} "
+        out(f"{name:44s} {s.compute_saved:7.1%} [{s.saved_ci[0]:5.1%}, {s.saved_ci[1]:5.1%}] {s.retention:10.1%} "
               f"[{s.retention_ci[0]:5.1%}, {s.retention_ci[1]:5.1%}] {s.mean_regret:8.4f} "
               f"[{s.regret_ci[0]:.4f}, {s.regret_ci[1]:.4f}]")
 
@@ -332,36 +428,82 @@ def pick(scores: dict[str, Score], prefix: str, min_saved: float = 0.5) -> str:
     return max(eligible, key=lambda name: (scores[name].retention, -scores[name].mean_regret), default="none")
 
 
+def select(names: list[str], wanted: str) -> list[str]:
+    """The names that contain one of the comma-separated, case-insensitive parts of ``wanted`` (all if empty);
+    a comma inside parentheses belongs to its part, so a whole method name such as "optuna SH (r=grace, eta=2)"
+    is one part."""
+    parts = [part.strip().lower() for part in re.split(r",(?![^()]*\))", wanted) if part.strip()]
+    return [name for name in names if not parts or any(part in name.lower() for part in parts)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--set", choices=("synthetic", "real", "all"), default="all")
+    parser.add_argument("--set", choices=("synthetic", "real", "real40", "all"), default="all",
+                        help="synthetic test split, the recorded corpus (bench/curves/real), the first 40-step corpus "
+                             "(bench/curves/real40), or synthetic + real (default)")
+    parser.add_argument("--corpus", default="", help="folder of recorded sweeps to use as the real set")
     parser.add_argument("--metric", default="reward/mean", help="metric of the recorded curves to replay")
+    parser.add_argument("--policies", default="",
+                        help="only the methods whose name contains one of these comma-separated words (e.g. "
+                             "'bayes,asha,optuna SH'); the p_stop trade-off runs when bayes is among them")
+    parser.add_argument("--no-trade-off", action="store_true", help="skip the bayes p_stop trade-off tables")
+    parser.add_argument("--sweeps", type=int, default=200, help="synthetic test sweeps (1-2000)")
     parser.add_argument("--tune", action="store_true", help="print the tuning grid on the synthetic tune split")
+    parser.add_argument("--save", action="store_true", help="also write bench/curves/early_stopping_<date>.txt")
     args = parser.parse_args(argv)
+    if not 1 <= args.sweeps <= 2000:
+        parser.error(f"--sweeps: must be between 1 and 2000, got {args.sweeps}")
+    if args.corpus and not os.path.isdir(args.corpus):
+        parser.error(f"--corpus: no such folder: {args.corpus}")
+    lines: list[str] = []
 
+    def out(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
+
+    started = time.perf_counter()
+    out(f"bench/early_stopping.py {' '.join(argv if argv is not None else sys.argv[1:])} "
+        f"({time.strftime('%Y-%m-%d %H:%M')}, load {os.getloadavg()[0]:.2f})")
     if args.tune:
         tune = synthetic_sweeps(seed=1, n_sweeps=200)
         scores = {name: score(seedbed_method(cfg), tune) for name, cfg in tuning_grid().items()}
-        print_table("synthetic tune split, tuning grid", scores)
+        print_table("synthetic tune split, tuning grid", scores, out)
         for prefix in ("median", "asha", "bayes"):
-            print(f"  picked for {prefix}: {pick(scores, prefix)}")
-        return 0
-    sets = {}
-    if args.set in ("synthetic", "all"):
-        sets["synthetic (test split)"] = synthetic_sweeps(seed=2, n_sweeps=200)
-    if args.set in ("real", "all"):
-        real = real_sweeps(args.metric)
-        if real:
-            sets[f"real tiny-task sweeps, {args.metric}"] = real
-        else:
-            print("no recorded curves under bench/curves/; run bench/record_curves.py first")
-    for title, sweeps in sets.items():
-        scores = {name: score(method, sweeps) for name, method in methods().items()}
-        print_table(title, scores)
-        for ours in ("seedbed median", "seedbed asha", "seedbed bayes (defaults)"):
-            better = dominating(scores, ours)
-            print(f"  pruners better than {ours} on both saved compute and retention: {', '.join(better) or 'none'}")
-        print_table(f"{title}: bayes trade-off as p_stop varies", trade_off(sweeps))
+            out(f"  picked for {prefix}: {pick(scores, prefix)}")
+    else:
+        sets: list[tuple[str, list[Sweep], str]] = []
+        if args.set in ("synthetic", "all"):
+            sets.append(("synthetic (test split)", synthetic_sweeps(seed=2, n_sweeps=args.sweeps), ""))
+        folders = {"real": args.corpus or REAL_CORPUS, "all": args.corpus or REAL_CORPUS, "real40": LEGACY_CORPUS}
+        if args.set in folders:
+            folder = folders[args.set]
+            real = real_sweeps(args.metric, folder)
+            if real:
+                sets.append((f"real sweeps in {os.path.relpath(folder, ROOT)}, {args.metric}", real, folder))
+            else:
+                out(f"no recorded curves of {args.metric} in {folder}; run bench/record_curves.py first")
+        all_methods = methods()
+        chosen = select(list(all_methods), args.policies)
+        if not chosen:
+            parser.error(f"--policies: no method matches {args.policies!r}; methods: {', '.join(all_methods)}")
+        for title, sweeps, folder in sets:
+            out(f"\n== {title}: the set ==")
+            describe_corpus(sweeps, out, folder)
+            scores = {name: score(all_methods[name], sweeps) for name in chosen}
+            print_table(title, scores, out)
+            for ours in ("seedbed median", "seedbed asha", "seedbed bayes (defaults)"):
+                if ours in scores:
+                    better = dominating(scores, ours)
+                    out(f"  pruners better than {ours} on both saved compute and retention: "
+                        f"{', '.join(better) or 'none'}")
+            if not args.no_trade_off and any("bayes" in name for name in chosen):
+                print_table(f"{title}: bayes trade-off as p_stop varies", trade_off(sweeps), out)
+    out(f"\n{time.perf_counter() - started:.0f} s")
+    if args.save:
+        path = os.path.join(ROOT, "bench", "curves", f"early_stopping_{time.strftime('%Y-%m-%d')}.txt")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write("\n".join(lines) + "\n")
+        print(f"saved {path}")
     return 0
 
 
