@@ -34,6 +34,8 @@ from webapp.projects.models import Project
 from webapp.runs import selectors as run_selectors
 from webapp.runs import services as run_services
 from webapp.runs.models import Run, RunStatus
+from webapp.sweeps import forecasts as sweep_forecasts
+from webapp.sweeps import replays as sweep_replays
 from webapp.sweeps import selectors as sweep_selectors
 from webapp.sweeps import services as sweep_services
 from webapp.sweeps.forms import parse_seeds
@@ -392,6 +394,33 @@ def sweeps_list(request, project: Optional[str] = Query(None, max_length=150),
 def sweeps_get(request, sweep_id: int):
     sweep = project_selectors.get_visible(Sweep.objects.select_related("project"), request.user, pk=sweep_id)
     return selectors.sweep_detail(sweep)
+
+
+class ReplayIn(Schema):
+    policy: dict[str, Any] = Field(description="The policy to replay, as a sweep takes it: name, metric (default "
+                                               "reward/mean), mode (default max) and its other keys.")
+
+
+@api.get("/sweeps/{sweep_id}/forecast", tags=["sweeps"])
+def sweeps_forecast(request, sweep_id: int, metric: Optional[str] = Query(None, max_length=100)):
+    """Each run's forecast of ``metric`` (default the policy's) to its horizon with its 95 % band, its forecast final
+    and P(near-best), as the bayes policy computes them (the dashboard's forecasts)."""
+    sweep = project_selectors.get_visible(Sweep.objects.select_related("project"), request.user, pk=sweep_id)
+    metric = metric or sweep.policy.get("metric") or sweep_selectors.DEFAULT_METRIC
+    return sweep_forecasts.sweep_forecast(sweep=sweep, metric=metric, mode=sweep_selectors.metric_mode(metric, sweep))
+
+
+@api.post("/sweeps/{sweep_id}/replay", tags=["sweeps"])
+def sweeps_replay(request, sweep_id: int, payload: ReplayIn):
+    """What would this policy have done? Replays it on the finished sweep's stored curves without touching them:
+    compute saved, the runs it stops and where, the run it keeps and whether it is the best final. 400 with
+    ``policy.<key>`` errors for a bad policy (or ``sweep`` while a run is still going), 503 past the time budget."""
+    sweep = project_selectors.get_visible(Sweep.objects.select_related("project"), request.user, pk=sweep_id)
+    try:
+        return sweep_replays.sweep_replay(sweep=sweep, policy={"metric": "reward/mean", "mode": "max",
+                                                               **payload.policy})
+    except sweep_replays.ReplayTooLong as exc:
+        raise HttpError(503, str(exc)) from None
 
 
 # --- evaluations --------------------------------------------------------------------------------------------------
