@@ -74,14 +74,24 @@ def test_a_bayes_sweep_shows_forecasts_and_a_finished_one_replays_a_policy(live_
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "sweep_forecasts.png"), full_page=True)
 
+    # live: the runs log 5 more steps; each forecast now starts at step 65
+    for i, (run, level) in enumerate(zip(runs, LEVELS)):
+        log_points(run, "reward/mean", curve(level, 61, 65, seed=i), start=61)
+
+    def forecast_start():
+        traces = chart_traces(page)
+        return [t["x"][0] for t in traces if t["meta"] == "forecast"]
+
+    wait_for(lambda: forecast_start() == [65] * 5, timeout=30, what="the forecasts to follow the new points")
+
     page.uncheck("#forecast-toggle")  # the toggle takes them away, and back
     wait_for(lambda: page.get_attribute("#sweep-chart", "data-forecasts") == "0", timeout=10, what="no forecasts")
     page.check("#forecast-toggle")
     wait_for(lambda: page.get_attribute("#sweep-chart", "data-forecasts") == "5", timeout=20, what="forecasts back")
 
-    # the sweep ends (the weakest seed killed at step 60, the others run to their end): replay another policy
+    # the sweep ends (the weakest seed killed at step 65, the others run to their end): replay another policy
     for i, (run, level) in enumerate(zip(runs[:-1], LEVELS)):
-        log_points(run, "reward/mean", curve(level, 61, TOTAL, seed=i), start=61)
+        log_points(run, "reward/mean", curve(level, 66, TOTAL, seed=i), start=66)
     Run.objects.filter(pk__in=[r.pk for r in runs[:-1]]).update(status=RunStatus.SUCCEEDED)
     Run.objects.filter(pk=runs[-1].pk).update(status=RunStatus.KILLED, killed_by="user:test")
     page.goto(f"{live_server.url}/sweeps/{sweep.pk}/")
@@ -95,7 +105,7 @@ def test_a_bayes_sweep_shows_forecasts_and_a_finished_one_replays_a_policy(live_
     page.click("#replay-submit")
     page.wait_for_selector("#replay-result")
     saved = page.text_content("#replay-saved")
-    assert "Compute saved:" in saved and "540 of its 600 planned steps: 10 % saved by its own stops" in saved
+    assert "Compute saved:" in saved and "545 of its 600 planned steps: 9 % saved by its own stops" in saved
     assert page.locator("#replay-stops tr[data-run]").count() >= 1
     assert page.get_attribute("#replay-result", "data-kept") == str(runs[0].pk)
     assert page.get_attribute("#replay-verdict", "data-verdict") == "best"
