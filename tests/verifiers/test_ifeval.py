@@ -25,17 +25,20 @@ CASES = {
     "no_commas": ({}, "No commas at all.", "One, two."),
     "quotation": ({}, '"Quoted reply."', 'Quoted "reply".'),
     "placeholders": ({"min": 2}, "Send to [name] at [address].", "Send to [name]."),
-    "highlighted_sections": ({"min": 2}, "*one* and *two*", "**bold** and *one*"),
+    "highlighted_sections": ({"min": 2}, "*one* and **two**", "*one* and 2 * 3 * 4"),
     "sections": ({"exact": 2, "marker": "SECTION"}, "SECTION 1\nfoo\nSECTION 2\nbar", "SECTION 1\nfoo"),
     "postscript": ({"marker": "P.S."}, "Body.\nP.S. Bye", "Body. Bye"),
     "two_responses": ({}, "First answer.\n******\nSecond answer.", "Same.\n******\nSame."),
     "repeat_prompt": ({"prompt": "Write a haiku."}, "Write a haiku. Leaves fall...", "Leaves fall..."),
     "language": ({"language": "fr"}, "Le chat est sur le tapis et il dort.", "The cat is on the mat."),
+    "constrained_response": ({}, "My answer is maybe.", "Maybe, maybe not."),
+    "nth_paragraph_first_word": ({"paragraphs": 2, "nth": 2, "first_word": "Then"}, "First.\n\nthen, the end.",
+                                 "First.\n\nNow the end."),
 }
 
 
-def test_at_least_20_types_all_covered():
-    assert len(CHECKS) >= 20
+def test_all_27_types_covered():
+    assert len(CHECKS) == 27
     assert set(CASES) == set(CHECKS)
 
 
@@ -57,11 +60,70 @@ def test_score_is_fraction_met():
     assert r.score == 0.5 and r.details["met"] == 2 and r.details["total"] == 4
 
 
-def test_languages_by_script_and_stopwords():
+def test_languages_by_langdetect_seeded():
     v = get_verifier("ifeval")
-    for lang, text in [("ru", "Привет, как дела?"), ("zh", "你好，世界"), ("ja", "こんにちは世界"),
-                       ("de", "Der Hund und die Katze sind nicht im Haus."), ("en", "It is the end of the day.")]:
+    for lang, text in [("ru", "Привет, как у тебя дела сегодня?"), ("zh", "今天天气很好，我们去公园散步吧。"),
+                       ("ja", "こんにちは、今日はいい天気ですね。"), ("uk", "Привіт, як у тебе справи сьогодні?"),
+                       ("de", "Der Hund und die Katze sind nicht im Haus."), ("en", "It is the end of the day."),
+                       ("fi", "Hyvää huomenta, miten voit tänään?"), ("pl", "Dzień dobry, jak się dzisiaj masz?"),
+                       ("sw", "Habari za asubuhi, unaendeleaje leo rafiki yangu?")]:
         assert v(text, {"constraints": [{"type": "language", "language": lang}]}).score == 1.0, lang
+    # seeded: the same verdict every time, and a text with no letters has no language
+    verdicts = {v("Ciao bella", {"constraints": [{"type": "language", "language": "it"}]}).score for _ in range(5)}
+    assert len(verdicts) == 1
+    r = v("12345 !!!", {"constraints": [{"type": "language", "language": "en"}]})
+    assert r.score == 0.0 and "unknown" in r.details["constraints"][0]["why"]
+
+
+@pytest.mark.parametrize("kind, params, text, ok", [
+    # issue 21's bugs, each with the verdict a user of IFEval expects
+    ("postscript", {}, "body.\n\np.s. bye", True),
+    ("postscript", {}, "Body.\n\n**P.S.** Bye", True),
+    ("postscript", {}, "Body, that is all. P.S. Bye", True),
+    ("postscript", {}, "Body.\nP. S. Bye", True),
+    ("postscript", {"marker": "P.P.S"}, "Body.\nP.S. one\nP.P.S two", True),
+    ("postscript", {}, "Body without one.", False),
+    ("highlighted_sections", {"exact": 2}, "**bold** and *italic*", True),
+    ("highlighted_sections", {"min": 1}, "2 * 3 * 4", False),
+    ("sentence_count", {"exact": 1}, "Dr. Smith came at 5 p.m. on Friday.", True),
+    ("sentence_count", {"exact": 3}, 'He said "hi." She said "bye." They left.', True),
+    ("sentence_count", {"exact": 1}, "Wait... we should go now.", True),
+    ("sentence_count", {"exact": 2}, "It rose 3.5 percent in the U.S. economy. Then it fell.", True),
+    ("sections", {"marker": "SECTION", "exact": 2}, "## SECTION 1\na\n## SECTION 2\nb", True),
+    ("sections", {"marker": "Section", "exact": 2}, "**Section 1**\na\n**Section 2**\nb", True),
+    ("sections", {"marker": "SECTION", "exact": 2}, "SECTION 1\na, unlike SECTION 2 says", False),
+    ("capital_words", {"exact": 3}, "NASA's rocket flew from the U.S. and I watched.", True),
+    ("title", {}, "<< >>\ntext", False),
+    ("title", {}, "<<A < B>>\ntext", True),
+    ("keywords_include", {"keywords": ["  river "]}, "The river is wide.", True),
+    ("keywords_include", {"keywords": ["U.S."]}, "She moved to the U.S. last year.", True),
+    ("keywords_include", {"keywords": ["cat"]}, "A category.", False),
+    ("keywords_exclude", {"keywords": ["U.S."]}, "She moved to the U.S. last year.", False),
+    ("keyword_frequency", {"keyword": "C++", "exact": 2}, "C++ and c++ but not C.", True),
+    ("ends_with", {"phrase": "Any other questions?"}, '"Done. Any other questions?"', True),
+    ("lowercase", {}, "p.s. all lowercase", True),
+    ("word_count", {"exact": 2}, "नमस्ते दुनिया", True),  # vowel signs do not split words
+    ("paragraph_count", {"exact": 2, "separator": "***"}, "One.\n\nStill one.\n***\nTwo.", True),
+    ("paragraph_count", {"exact": 3}, "One.\n\nTwo.\n***\nThree.", True),
+    ("paragraph_count", {"exact": 2, "separator": "***"}, "One.\n***\n***\nTwo.", False),
+    ("two_responses", {}, "One.\n******\nTwo.\n******", True),
+    ("repeat_prompt", {"prompt": "Write a haiku."}, "write a haiku. leaves fall", True),
+    ("constrained_response", {}, "After thinking: My answer is no.", True),
+    ("constrained_response", {}, "My answer is yes. My answer is no.", False),
+    ("nth_paragraph_first_word", {"paragraphs": 2, "nth": 2, "first_word": "summary"}, "Intro.\n\n**Summary**: x",
+     True),
+    ("nth_paragraph_first_word", {"paragraphs": 3, "nth": 2, "first_word": "summary"}, "Intro.\n\nSummary x",
+     False),
+])
+def test_issue_21_verdicts(kind, params, text, ok):
+    r = get_verifier("ifeval")(text, {"constraints": [{"type": kind, **params}]})
+    assert r.score == float(ok), r.details
+
+
+def test_a_blank_response_meets_nothing():
+    r = get_verifier("ifeval")("  \n", {"constraints": [{"type": "no_commas"}, {"type": "keywords_exclude",
+                                                                                "keywords": ["x"]}]})
+    assert r.score == 0.0 and r.details["constraints"][0]["why"] == "blank response"
 
 
 def test_bad_constraints_are_verifier_errors_naming_the_problem():
@@ -76,3 +138,20 @@ def test_bad_constraints_are_verifier_errors_naming_the_problem():
         v("x", {"constraints": [{"type": "word_count", "min": "3"}]})
     with pytest.raises(VerifierError, match="non-empty list"):
         v("x", {"constraints": []})
+    with pytest.raises(VerifierError, match="'max' must be between 0 and 1000000"):
+        v("x", {"constraints": [{"type": "word_count", "max": 10**9}]})
+    with pytest.raises(VerifierError, match="'separator' must be one of"):
+        v("x", {"constraints": [{"type": "paragraph_count", "exact": 1, "separator": "---"}]})
+    with pytest.raises(VerifierError, match="'language' must be one of"):
+        v("x", {"constraints": [{"type": "language", "language": "klingon"}]})
+    with pytest.raises(VerifierError, match="'keywords' must be a non-empty list of non-blank strings"):
+        v("x", {"constraints": [{"type": "keywords_include", "keywords": ["  "]}]})
+    with pytest.raises(VerifierError, match="needs parameter 'nth'"):
+        v("x", {"constraints": [{"type": "nth_paragraph_first_word", "paragraphs": 2, "first_word": "a"}]})
+    with pytest.raises(VerifierError, match="'nth' must be between 1 and 'paragraphs'"):
+        v("x", {"constraints": [{"type": "nth_paragraph_first_word", "paragraphs": 2, "nth": 3, "first_word": "a"}]})
+    with pytest.raises(VerifierError, match="'first_word' must be one word"):
+        v("x", {"constraints": [{"type": "nth_paragraph_first_word", "paragraphs": 1, "nth": 1,
+                                 "first_word": "two words"}]})
+    with pytest.raises(VerifierError, match="'first_word' must be a string"):
+        v("x", {"constraints": [{"type": "nth_paragraph_first_word", "paragraphs": 1, "nth": 1, "first_word": 3}]})
