@@ -84,7 +84,7 @@ def test_the_runs_table_shows_forecast_final_and_p_near_best(client_in, live_swe
         row = re.search(rf'<tr data-run="{run.pk}".*?</tr>', html, re.S).group(0)
         f = forecast[str(run.pk)]
         cell = re.search(r'<td class="forecast">(.*?)</td>', row).group(1)
-        assert cell == f"{f['final']:.4g} ± {(f['ci'][1] - f['ci'][0]) / 2:.4g}"
+        assert cell == f"{f['final']:.4g} ± {(f['ci'][1] - f['ci'][0]) / 2:.2g}"
         assert re.search(r'<td class="p-near-best">(.*?)</td>', row).group(1) == f"{f['p']:.2f}"
     killed = re.search(rf'<tr data-run="{runs[4].pk}".*?</tr>', html, re.S).group(0)
     assert '<td class="forecast">–</td>' in killed and '<td class="p-near-best">–</td>' in killed
