@@ -13,6 +13,8 @@ PostgreSQL database, which it empties first), then times through Django's test c
   bucket);
 - a live update (``since`` = each run's last bucket) after one more step of every run;
 - switching to another metric;
+- the forecasts the chart draws with its forecast box on (computed from the chart tier after the cache is cleared,
+  then cached; the live tables' forecast columns read the same cached answer);
 - applying the sweep's median policy (the first time from every stored point of its metric, then going on
   from the curves the check before saved: bench/policy_check.py times both).
 
@@ -140,6 +142,11 @@ def main() -> None:
     live_times, live = timed(lambda: get(base + f"live.json?metric=reward/mean&width={width}&since={since}"),
                              args.repeat)
     switch_times, _ = timed(lambda: get(base + f"live.json?metric={metrics[-1]}"), args.repeat)
+    forecast_cold = []
+    for _ in range(args.repeat):  # each a miss (computed from the chart tier), then the cached answer
+        cache.clear()
+        forecast_cold += timed(lambda: get(base + "forecast.json?metric=reward/mean"), 1)[0]
+    forecast_times, forecast = timed(lambda: get(base + "forecast.json?metric=reward/mean"), args.repeat)
     from webapp.sweeps.services import sweep_apply_policy
 
     policy_times, _ = timed(lambda: sweep_apply_policy(sweep_id=sweep.pk), args.repeat)
@@ -155,6 +162,8 @@ def main() -> None:
          f"{len(first.content) / 1e6:.2f} MB, {n_buckets:,} buckets of {width} steps for {args.seeds * args.steps:,} points")
     line("live update, 1 new step per run (JSON)", live_times, f"{len(live.content) / 1e3:.1f} kB")
     line("switch metric (JSON)", switch_times)
+    line("forecasts, computed (JSON)", forecast_cold, f"{len(forecast.content) / 1e3:.1f} kB")
+    line("forecasts, cached (JSON)", forecast_times)
     line("apply the median policy (worst: 1st, all points)", policy_times, f"{args.seeds * args.steps:,} points stored")
     total = statistics.median(page_times) + statistics.median(first_times)
     print(f"page + first curves: {total * 1000:.0f} ms ({'under' if total < 1 else 'OVER'} the 1 s target)")
