@@ -167,7 +167,8 @@ function startSweepDashboard({liveUrl, forecastUrl = null, sweepId, intervalMs, 
     };
     if (!points) layout.annotations = [{text: "no data yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5}];
     Plotly.react(chart, traces, layout, {displaylogo: false, responsive: true});
-    el("bucket-note").textContent = width > 1 ? "each point: a bucket of " + width + " steps (raw: its min and max)" : "";
+    el("bucket-note").textContent = (width > 1 ? "each point: a bucket of " + width + " steps (raw: its min and max)" : "") +
+      (forecast && xKind === "time" && el("forecast-toggle").checked ? " forecasts: on the step axis only" : "");
   }
 
   // A run's forecast from its last point to its horizon: the band (low edge, then the high edge filled to it) and

@@ -207,3 +207,26 @@ def test_forecasts_and_replays_are_not_found_outside_the_project(finished_sweep,
     url, data = replay_url(sweep, policy_name="median")
     assert stranger.get(url, data).status_code == 404
     assert stranger.get(reverse("sweeps:forecast", args=[sweep.pk])).status_code == 404
+
+
+def test_long_runs_are_forecast_from_the_chart_buckets(client_in, config, django_capture_on_commit_callbacks):
+    """Runs of 1,000 steps read as buckets of 3: each path still starts at the run's last step, and the forecasts
+    agree with the ones from every raw point."""
+    with django_capture_on_commit_callbacks(execute=False):
+        sweep = make_sweep(config, total_steps=3000, seeds=4)
+    runs = [make_running(r) for r in sweep.runs.order_by("pk")]
+    raw = {}
+    for i, (run, level) in enumerate(zip(runs, LEVELS)):
+        values = [level * (1 - 0.5 ** (t / 150)) + v for t, v in enumerate(curve(0, 1000, seed=i), 1)]
+        log_points(run, "reward/mean", values)
+        raw[run.pk] = list(enumerate(values, 1))
+    answer = client_in.get(reverse("sweeps:forecast", args=[sweep.pk])).json()
+    assert answer["width"] == 3
+    exact = sweep_forecasts(raw, params=parse_config({**BAYES, "mode": "max", "max_steps": 3000}), horizons={},
+                            out_of_race=set())
+    for run in runs:
+        got = answer["runs"][str(run.pk)]
+        assert got["path"]["x"][0] == 1000 and got["path"]["x"][-1] == 3000
+        assert got["final"] == pytest.approx(exact[run.pk].final.mean, abs=0.01)
+        assert got["ci"][1] - got["ci"][0] == pytest.approx(exact[run.pk].final.ci[1] - exact[run.pk].final.ci[0],
+                                                           rel=0.25)

@@ -79,7 +79,8 @@ def sweep_forecast(*, sweep: Sweep, metric: str, mode: str) -> dict:
                    if (status in (RunStatus.KILLED, RunStatus.FAILED, RunStatus.LOST) or kill)
                    and last < horizons[pk]}
     forecasts = sweep_forecasts(curves, params=params, horizons=horizons, out_of_race=out_of_race,
-                                final_points=params.final_window() / width)
+                                final_points=params.final_window() / width,
+                                last_steps={run_id: rows[(run_id, metric)][-1][2] for run_id in curves})
     answer = {"metric": metric, "mode": mode, "tolerance": params.tolerance, "max_steps": params.max_steps,
               "bayes": sweep.policy.get("name") == "bayes", "width": width, "runs": {}}
     for run_id, f in forecasts.items():

@@ -65,13 +65,16 @@ def _drift_var(params: BayesParams, steps_left: float) -> float:
 
 def sweep_forecasts(curves: dict[Hashable, Sequence[tuple[float, float]]], *, params: BayesParams,
                     horizons: dict[Hashable, int], out_of_race: set, final_points: Optional[float] = None,
+                    last_steps: Optional[dict[Hashable, int]] = None,
                     path_points: int = PATH_POINTS) -> dict[Hashable, RunForecast]:
     """Each run's forecast (``RunForecast``) from its points ``curves[run] = [(step, value), ...]`` (raw values, in
     step order), as ``params`` (a ``bayes`` config) forecasts them at the run's horizon ``horizons[run]`` (default
     ``max_steps``). ``out_of_race``: runs that will have no final (stopped or failed before their horizon): they get
     their own trend forecast and path but neither a final nor a probability, and do not count as peers.
-    ``final_points`` (default the params' final window) is the final window in points. Runs whose points cannot
-    fit a trend yet (fewer than 4) are left out.
+    ``final_points`` (default the params' final window) is the final window in points; ``last_steps[run]`` the step
+    a run stands at when its last point is a bucket's mean (default: its last point's step), where its path starts
+    and from which the drift of the steps left counts. Runs whose points cannot fit a trend yet (fewer than 4) are
+    left out.
     """
     final_points = final_points or params.final_window()
     sign = 1.0 if params.mode == "max" else -1.0  # P(near-best) for "min" is that of the negated values
@@ -85,7 +88,8 @@ def sweep_forecasts(curves: dict[Hashable, Sequence[tuple[float, float]]], *, pa
         horizon = horizons.get(run_id, params.max_steps)
         f = shape_fits(trend, horizon, final_points)
         if f is not None:
-            stats[run_id], fits[run_id], horizon_of[run_id], last_of[run_id] = trend, f, horizon, points[-1][0]
+            last = (last_steps or {}).get(run_id, points[-1][0])
+            stats[run_id], fits[run_id], horizon_of[run_id], last_of[run_id] = trend, f, horizon, last
     if not fits:
         return {}
     in_race = [run_id for run_id in fits if run_id not in out_of_race]
