@@ -221,6 +221,8 @@ def methods(grace_fraction: float = 0.25) -> dict[str, Method]:
         "seedbed bayes (defaults)": seedbed_method({"name": "bayes"}),
         "seedbed manual + guards (defaults)": seedbed_method({"name": "manual", "guards": DEFAULT_GUARDS}),
         "seedbed bayes + guards (defaults)": seedbed_method({"name": "bayes", "guards": DEFAULT_GUARDS}),
+        **{f"seedbed manual + guard {g['kind']}": seedbed_method({"name": "manual", "guards": [g]})
+           for g in DEFAULT_GUARDS},
         "random: stop 5 of 8 seeds at 20 %": random_method(),
         "optuna median (defaults)": optuna_method(lambda steps: P.MedianPruner()),
         "optuna median (warmup=grace)": optuna_method(

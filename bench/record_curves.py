@@ -50,17 +50,17 @@ METRICS = ("reward/mean", "accuracy", "entropy", "length/clipped_frac", "frac_ze
 # ~0.07 in 100 steps at lr 1e-3 with 16 completions a prompt (a probe run); chain_sum's
 # one-digit "... 4 - 1 =" rises to ~0.05 then falls back, a curve shape the arithmetic task lacks.
 RG_LAST_NUMBER = [{"name": "reasoning_gym", "weight": 1.0, "params": {"extract": "last_number"}}]
-RG_ADD = {"task": "reasoning_gym:basic_arithmetic", "rewards": RG_LAST_NUMBER, "group_size": 16,
+RG_ADD = {"task": "reasoning_gym:basic_arithmetic", "rewards": RG_LAST_NUMBER, "prompts_per_step": 2, "group_size": 16,
           "task_params": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1, "operators": ["+"],
                           "allow_parentheses": False, "allow_negation": False, "whitespace": "no_space"}}
-RG_CHAIN = {"task": "reasoning_gym:chain_sum", "rewards": RG_LAST_NUMBER, "group_size": 16,
+RG_CHAIN = {"task": "reasoning_gym:chain_sum", "rewards": RG_LAST_NUMBER, "prompts_per_step": 2, "group_size": 16,
             "task_params": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}}
-COUNTDOWN = {"task": "countdown", "group_size": 16}
+COUNTDOWN = {"task": "countdown", "prompts_per_step": 2, "group_size": 16}
 
 # What every sweep runs unless it says otherwise. 4 prompts x 8 completions a step: on this machine (2 cores
 # shared with other work) an 8 x 8 sweep of 8 seeds x 100 steps took 176 s with --jobs 2, and 4 x 8 lets the
-# whole corpus record in about an hour; the low-reward tasks (reasoning-gym, countdown) take 16 completions a
-# prompt, or most groups would have no reward variance to learn from.
+# whole corpus record in about an hour; the low-reward tasks (reasoning-gym, countdown) take 2 prompts x 16
+# completions (the same 32 a step), or most groups would have no reward variance to learn from.
 BASE = {"task": "arithmetic", "total_steps": 100, "prompts_per_step": 4, "group_size": 8, "samples_per_step": 0}
 
 # One sweep per config, in the order they are recorded (the most varied first, so a partial corpus still
@@ -89,12 +89,12 @@ SWEEPS: dict[str, dict] = {
     "grpo-t1.2-lr1e-4": {"preset": "grpo", "lr": 1e-4, "temperature": 1.2},
     "grpo-t0.7-lr2e-4": {"preset": "grpo", "lr": 2e-4, "temperature": 0.7},
     "grpo-rloo-lr2e-4": {"preset": "grpo", "lr": 2e-4, "adv_estimator": "rloo"},
-    "grpo-g16-lr2e-4": {"preset": "grpo", "lr": 2e-4, "group_size": 16},
+    "grpo-g16-lr2e-4": {"preset": "grpo", "lr": 2e-4, "prompts_per_step": 2, "group_size": 16},
     "grpo-p8-lr2e-4": {"preset": "grpo", "lr": 2e-4, "prompts_per_step": 8},
     "grpo-tok3-lr2e-4": {"preset": "grpo", "lr": 2e-4, "max_new_tokens": 3},
     "grpo-200steps-lr1e-4": {"preset": "grpo", "lr": 1e-4, "total_steps": 200},
     "rg-add-grpo-lr3e-4": {"preset": "grpo", "lr": 3e-4, **RG_ADD},
-    "dapo-g16-lr4e-4": {"preset": "dapo", "lr": 4e-4, "group_size": 16},
+    "dapo-g16-lr4e-4": {"preset": "dapo", "lr": 4e-4, "prompts_per_step": 2, "group_size": 16},
     "dapo-150steps-lr2e-4": {"preset": "dapo", "lr": 2e-4, "total_steps": 150},
     "grpo-kl0.2-lr4e-4": {"preset": "grpo", "lr": 4e-4, "kl_coef": 0.2},
     "dapo-tok3-lr2e-4": {"preset": "dapo", "lr": 2e-4, "max_new_tokens": 3},
