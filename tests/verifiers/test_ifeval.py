@@ -69,8 +69,8 @@ def test_languages_by_langdetect_seeded():
                        ("sw", "Habari za asubuhi, unaendeleaje leo rafiki yangu?")]:
         assert v(text, {"constraints": [{"type": "language", "language": lang}]}).score == 1.0, lang
     # seeded: the same verdict every time, and a text with no letters has no language
-    verdicts = {v("Ciao bella", {"constraints": [{"type": "language", "language": "it"}]}).score for _ in range(5)}
-    assert len(verdicts) == 1
+    from training.verifiers.ifeval import detect_language
+    assert len({detect_language.__wrapped__("Ciao bella, come stai") for _ in range(5)}) == 1  # uncached
     r = v("12345 !!!", {"constraints": [{"type": "language", "language": "en"}]})
     assert r.score == 0.0 and "unknown" in r.details["constraints"][0]["why"]
 
