@@ -230,3 +230,27 @@ def test_long_runs_are_forecast_from_the_chart_buckets(client_in, config, django
         assert got["final"] == pytest.approx(exact[run.pk].final.mean, abs=0.01)
         assert got["ci"][1] - got["ci"][0] == pytest.approx(exact[run.pk].final.ci[1] - exact[run.pk].final.ci[0],
                                                            rel=0.25)
+
+
+def test_a_run_the_sweep_stopped_but_the_replay_keeps_has_no_known_final(client_in, finished_sweep):
+    """The sweep killed its best seed at step 20 (by hand); a manual replay stops nothing: that seed survives with
+    an unknown final, the kept run is the best of those that ran to their end, and the sweep's own saving is said."""
+    from webapp.runs.models import MetricPoint
+    from webapp.sweeps import replays
+
+    sweep, runs = finished_sweep
+    MetricPoint.objects.filter(run=runs[2], step__gt=20).delete()
+    Run.objects.filter(pk=runs[2].pk).update(status=RunStatus.KILLED, last_step=20)
+    from webapp.runs import rollups
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        rollups.rebuild_run(cursor, run_id=runs[2].pk)
+    result = replays.sweep_replay(sweep=sweep, policy={"name": "manual", "metric": "reward/mean"})
+    assert result["stops"] == [] and result["saved"] == 0.0
+    assert [u["run_id"] for u in result["unknown"]] == [runs[2].pk]
+    assert result["kept"]["run_id"] == result["best"]["run_id"] == runs[1].pk and result["kept_is_best"]
+    assert result["stored_steps"] == 200 and result["actual_saved"] == pytest.approx(40 / 240, abs=1e-4)
+    url, data = replay_url(sweep, policy_name="manual")
+    html = client_in.get(url, data).content.decode()
+    assert 'id="replay-unknown"' in html and f"run {runs[2].pk} (seed 2)" in html and "It stops no run." in html
