@@ -290,7 +290,7 @@ def checks(mode: str) -> list[Check]:
     every = frozenset({up, test, worker})
     found = [
         Check("python", check_python, every),
-        Check("packages", lambda: check_packages(extras=("dev",) if mode in (test, "all") else ()), every),
+        Check("packages", lambda: check_packages(extras=("dev", "peer") if mode in (test, "all") else ()), every),
         Check("assets", check_assets, frozenset({up, test}), shown_for=frozenset({up, test})),
         Check("disk", check_disk, every),
         Check("database", check_database, every),

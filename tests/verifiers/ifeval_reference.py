@@ -10,10 +10,12 @@ folder put first on ``nltk.data.path``. langdetect's global factory is seeded, s
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 import types
@@ -43,6 +45,7 @@ def registry():
     import nltk
 
     data_root = tempfile.mkdtemp(prefix="seedbed_nltk_")
+    atexit.register(shutil.rmtree, data_root, True)
     _write_punkt_tab(data_root)
     nltk.data.path.insert(0, data_root)
     langdetect.DetectorFactory.seed = 0
