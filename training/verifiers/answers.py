@@ -26,14 +26,14 @@ _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 # Math delimiters an answer may open with, and their closers ($$ before $: the longer opener first).
 _MATH_OPENERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
 # Where a prose answer ends: a full stop, semicolon or "!" followed by a space (not "3.5", not "\$3."), or a line end.
-_SENTENCE_END = re.compile(r"(?<!\\)[.;!](?=\s)|\n")
+_SENTENCE_END = re.compile(r"(?<!\\)[.;!](?=\s|$)|\n")
 MAX_ANSWER_REGION = 2000  # characters read after a marker: a display block longer than this is not an answer
 _BOX_SEPARATOR = re.compile(r"\b(?:and|or)\b|[,;]")
 _MARKER_TIERS = (  # Math-Verify's order of strength: "final answer ... is", then "answer:", then the rest
     # words between "final answer" and "is" ("to this problem"), never math, a number, a colon or a full stop
     re.compile(r"\bfinal\s+answer\b[^\n$\\\d.:：]{0,100}?\bis\b[*_]*\s*[:：]?", re.IGNORECASE),
     re.compile(r"\banswer(?:\s+is)?[*_]*\s*[:：]", re.IGNORECASE),
-    re.compile(r"\bthe\s+answer\s+is\b|^[^\w\n]*(?:final\s+)?answer\b(?:\s+is\b)?", re.IGNORECASE | re.MULTILINE))
+    re.compile(r"\bthe\s+answer\s+is\b|^[^\w\n<]*(?:final\s+)?answer\b(?:\s+is\b)?", re.IGNORECASE | re.MULTILINE))  # "<answer>" is a tag
 _UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
 _INLINE_DOLLAR_CLOSE = re.compile(r"(?<!\\)\$|\n")  # an inline $...$ closes on its line
 # A number not glued to a word, a closing bracket or a decimal point before it (so "5-3" ends in 3, not -3);
@@ -137,14 +137,14 @@ def hash_answer(text: str) -> str | None:
 def answer_line(text: str) -> str | None:
     """The answer after the last answer marker (see :data:`FORMS`), markers tried by strength as Math-Verify
     ranks them: "final answer … is", then "answer:", then "the answer is" / a line opening "Answer". The
-    answer is the math span the marker is followed by (``$…$``, ``\\(…\\)``, ``$$…$$``, ``\\[…\\]``, across
-    lines), else the text up to the end of its sentence, its dollar signs dropped; on the next non-empty
-    line when the marker ends its line.
+    answer is the math span the marker is followed by, delimiters included (``$…$``, ``\\(…\\)``, ``$$…$$``,
+    ``\\[…\\]``, across lines), else the text up to the end of its sentence (its full stop kept), its dollar
+    signs and markdown bold dropped; on the next non-empty line when the marker ends its line.
 
     >>> answer_line("Work...\\nAnswer: $12$.\\nFinal answer is 13"), answer_line("so the Final Answer: $x=3$ done")
-    ('13', 'x=3')
-    >>> answer_line("Answer:\\n$$\\nx = 3\\n$$"), answer_line("Answer: 42. This is probably right"), answer_line("none")
-    ('x = 3', '42', None)
+    ('13', '$x=3$')
+    >>> answer_line("Answer:\\n$$\\nx = 3\\n$$"), answer_line("**Answer:** **42**! Probably"), answer_line("none")
+    ('$$\\nx = 3\\n$$', '42!', None)
     """
     for marker in _MARKER_TIERS:
         found = list(marker.finditer(text))
@@ -165,12 +165,13 @@ def _answer_after(text: str, start: int) -> str | None:
                 end = close.start() if close and close.group() == "$" else -1
             else:
                 end = rest.find(closer, len(opener))
-            if end > 0:
-                return rest[len(opener):end].strip() or None
+            if end > 0:  # the span with its delimiters: the caller knows it is math
+                return rest[:end + len(closer)] if rest[len(opener):end].strip() else None
             break  # not closed: read it as prose
-    m = _SENTENCE_END.search(rest)
-    answer = _UNESCAPED_DOLLAR.sub("", rest[:m.start()] if m else rest)
-    return answer.strip().rstrip(".").strip() or None
+    m = _SENTENCE_END.search(rest)  # the sentence's own full stop stays: "19/7." is what a reader sees
+    answer = rest[:m.end() if m and m.group() != "\n" else m.start()] if m else rest
+    answer = _UNESCAPED_DOLLAR.sub("", answer).replace("**", "").strip(" \t*")  # markdown bold is not math
+    return answer if answer.rstrip(".;!") else None
 
 
 def last_number(text: str) -> str | None:

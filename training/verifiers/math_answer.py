@@ -110,9 +110,24 @@ def intentional_difference(details: dict, mode: str) -> IntentionalDifference | 
     return next((d for d in INTENTIONAL_DIFFERENCES if d.reason == details.get("reason") and mode in d.modes), None)
 
 
-def _tidy(answer: str) -> str:
-    """A line's answer without its trailing full stop and dollar signs: "$12$." -> "12"."""
-    return answer.strip().rstrip(".").strip("$ ").strip()
+_MATH_SPANS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
+
+
+def _tidy(answer: str) -> tuple[str, str, str]:
+    """``(answer, checked, read_as)`` for an answer taken from the text: a math span's content, read as LaTeX,
+    or plain text, read as text (:func:`parse_input`) as written (``checked``: "19/7." is 19/7.0 to
+    Math-Verify) and shown without its closing punctuation (``answer``).
+
+    >>> _tidy("$12$."), _tidy("$$\\nx = 3\\n$$"), _tidy("1 000.")
+    (('12', '12', 'latex'), ('x = 3', 'x = 3', 'latex'), ('1 000', '1 000.', 'text'))
+    """
+    answer = answer.strip()
+    span = answer.rstrip(".").strip()
+    for opener, closer in _MATH_SPANS:
+        if len(span) > len(opener) + len(closer) and span.startswith(opener) and span.endswith(closer):
+            content = span[len(opener):-len(closer)].strip()
+            return content, content, "latex"
+    return answer.rstrip(".;!").strip(), answer, "text"
 
 
 def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxed: str = "last",
@@ -137,7 +152,7 @@ def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxe
     ['1,234', '3', '1234']
     """
     boxed = find_boxed(completion)
-    info = {"answer": None, "method": None, "n_boxed": len(boxed), "reason": None, "read_as": "text"}
+    info = {"answer": None, "checked": None, "method": None, "n_boxed": len(boxed), "reason": None, "read_as": "text"}
     forms = EXTRACT[extract] + (("answer_line",) if extract in ("boxed", "auto") and fallback == "answer_line" else ())
     for form in forms:
         if form == "boxed":
@@ -148,12 +163,12 @@ def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxe
                 info["reason"] = "several different boxed answers"
                 return info
             # an empty box ends the search: no answer
-            info["answer"] = ", ".join(group) if all(group) else ""
+            info["answer"] = info["checked"] = ", ".join(group) if all(group) else ""
             info["method"], info["read_as"] = "boxed", "latex"
             break
         answer = extract_form(completion, form)
         if answer is not None:
-            info["answer"], info["method"] = _tidy(answer), form
+            (info["answer"], info["checked"], info["read_as"]), info["method"] = _tidy(answer), form
             break
     if not info["answer"]:
         info["answer"] = None
@@ -167,32 +182,53 @@ _UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
 # A plain number as Math-Verify reads one in prose (its ExprExtractionConfig): thousands groups after a space
 # or a comma ("1 000", "-1,234.5"), or a decimal comma ("2,5"). As LaTeX "1 000" is 1*000 and "2,5" a set.
 _PROSE_NUMBER = re.compile(r"-?(?:[1-9]\d{0,2}(?:[ ,]\d{3})+(?:\.\d+)?|\d+,\d{1,2})")
+# Plain-text answers that Math-Verify reads after "Answer:" exactly as the fast path reads them (an integer,
+# comma-grouped or not, a decimal, a percentage, a/b), closing punctuation allowed ("12."), but not after a/b:
+# Math-Verify reads "19/7." as 19/7.0, a float.
+_FAST_TEXT = re.compile(r"-?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?|\.\d+%?)[.;!]?|-?\d+/\d+[;!]?")
 READ_AS = ("latex", "text", "completion")
 
 
-def parse_input(text: str, read_as: str) -> str:
-    """The string handed to ``math_verify.parse`` for an answer or a gold read as ``read_as``.
+def _has_math(text: str) -> bool:
+    return bool(_UNESCAPED_DOLLAR.search(text)) or "\\boxed" in text or "\\fbox" in text
 
-    ``completion``: the text as it is (mode lenient: Math-Verify's own extraction). ``text``: a plain number
-    with a space or comma in it as it is (Math-Verify reads "1 000" as 1000 and "2,5" as 2.5 in prose),
-    anything else as ``latex``: wrapped in ``$…$`` unless it already holds a math delimiter (an unescaped
-    ``$`` — ``\\$`` is a dollar sign — or a box).
+
+def parse_input(text: str, read_as: str) -> str:
+    """The string handed to ``math_verify.parse`` for an answer read as ``read_as``, so that it parses as
+    Math-Verify parses that answer where the completion gives it.
+
+    ``latex`` (a box's content, a math span's): wrapped in ``$…$`` unless it holds a math delimiter already
+    (an unescaped ``$`` — ``\\$`` is a dollar sign — or a box). ``text`` (plain text after an answer marker,
+    in an answer tag, after ``####``): as the text of an "Answer:" line, so ``1 000`` is 1000, ``2,5`` is 2.5
+    and LaTeX outside ``$…$`` means what it means to Math-Verify there. ``completion`` (mode lenient): as it is.
 
     >>> parse_input("1 000", "text"), parse_input("1 000", "latex"), parse_input(r"\\$16", "latex")
-    ('1 000', '$1 000$', '$\\\\$16$')
+    ('Answer: 1 000', '$1 000$', '$\\\\$16$')
     """
     if read_as == "completion":
         return text
     text = text.strip()
-    if read_as == "text" and _PROSE_NUMBER.fullmatch(text):
-        return text
-    return text if (_UNESCAPED_DOLLAR.search(text) or "\\boxed" in text) else f"${text}$"
+    if read_as == "text":
+        return text if _has_math(text) else f"Answer: {text}"
+    return text if _has_math(text) else f"${text}$"
+
+
+def gold_input(gold: str) -> str:
+    """The string handed to ``math_verify.parse`` for a gold answer: LaTeX (datasets write ``\\frac{1}{2}``
+    without dollars; wrapped as :func:`parse_input` wraps a box), except a plain number with a space or comma
+    in it, which reads as Math-Verify reads numbers in prose (``1 000`` is 1000, ``2,5`` is 2.5).
+
+    >>> gold_input("1 000"), gold_input(r"\\frac{1}{2}"), gold_input("$x$")
+    ('1 000', '$\\\\frac{1}{2}$', '$x$')
+    """
+    gold = gold.strip()
+    return gold if _PROSE_NUMBER.fullmatch(gold) else parse_input(gold, "latex")
 
 
 @functools.lru_cache(maxsize=4096)
 def _parse_gold(gold: str, timeout_s: int):
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
-    return parse(parse_input(gold, "text"), [LatexExtractionConfig(), ExprExtractionConfig()],
+    return parse(gold_input(gold), [LatexExtractionConfig(), ExprExtractionConfig()],
                  parsing_timeout=timeout_s, raise_on_error=True)
 
 
@@ -228,7 +264,7 @@ def check_in_worker(gold: str, answer: str, float_rounding: int, timeout_s: int,
                     same_text_shortcut: bool = True, read_as: str = "latex") -> dict:
     """math-verify on this process's main thread. Returns {"status": ok|timeout|bad_gold, ...}.
 
-    The gold is read as text (:func:`parse_input`), the answer as ``read_as``."""
+    The gold is read by :func:`gold_input`, the answer as ``read_as`` (:func:`parse_input`)."""
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
     from math_verify.errors import TimeoutException
 
@@ -242,7 +278,7 @@ def check_in_worker(gold: str, answer: str, float_rounding: int, timeout_s: int,
     if not gold_parsed:
         return {"status": "bad_gold", "error": "math-verify extracted nothing from the gold answer"}
     answer_input = parse_input(answer, read_as)
-    if same_text_shortcut and answer_input == parse_input(gold, "text") and not _is_nan_or_zoo(gold_parsed[0]):
+    if same_text_shortcut and answer_input == gold_input(gold) and not _is_nan_or_zoo(gold_parsed[0]):
         # The same text parses to the same objects, which math-verify's first test (a == b) accepts: skip
         # the second parse and the comparison. (For nan / zoo that test raises instead: no shortcut.)
         return {"status": "ok", "correct": True, "gold_parsed": str(gold_parsed[0]),
@@ -393,7 +429,7 @@ class MathVerifier:
             elif (fast := self._fast(gold, info)) is not None:
                 out[i] = fast
             else:
-                key = (gold, info["answer"], info["read_as"])
+                key = (gold, info["checked"], info["read_as"])
                 if key in self._cache:
                     self._cache.move_to_end(key)
                     out[i] = self._result(info, self._cache[key], cached=True)
@@ -414,8 +450,8 @@ class MathVerifier:
         gives none in the asked form); in mode lenient the whole completion, for Math-Verify to find its last
         mathematical expression."""
         if self.mode == "lenient":
-            return {"answer": completion if completion.strip() else None, "method": "lenient",
-                    "n_boxed": len(find_boxed(completion)), "read_as": "completion",
+            return {"answer": completion if completion.strip() else None, "checked": completion,
+                    "method": "lenient", "n_boxed": len(find_boxed(completion)), "read_as": "completion",
                     "reason": None if completion.strip() else "no final answer found"}
         return extract_answer(completion, self.fallback, self.multiple_boxed, self.extract)
 
@@ -424,6 +460,8 @@ class MathVerifier:
         for a whole completion, mode lenient, and for an answer of several boxes: math-verify reads those)."""
         if info["read_as"] == "completion" or (info["method"] == "boxed" and ", " in info["answer"]):
             return None
+        if info["read_as"] == "text" and not _FAST_TEXT.fullmatch(info["checked"]):
+            return None  # e.g. "3{,}000" or "\\sqrt{2}" outside $…$: Math-Verify reads those its own way
         gold_parsed = parse_fast(gold)  # lru-cached: a group's G completions share one gold
         if gold_parsed is None:
             return None
