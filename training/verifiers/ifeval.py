@@ -546,8 +546,8 @@ def _first_word_decorated(c: dict, text: str) -> bool:
     nth = c.get("nth", 1)
     if not 1 <= nth <= len(found):
         return False
-    first = found[nth - 1].split()[0]
-    return bool(re.match(r"[^\w\"']|.*\w[^\w\s.,?!'\"-]", first)) or _odd_paragraph_break(c, text)
+    first = found[nth - 1].split()[0].lstrip("'").lstrip('"')  # IFEval's first word, before its cut
+    return bool(re.match(r"\W", first) or re.search(r"\w[^\w.,?!'\"-]", first)) or _odd_paragraph_break(c, text)
 
 
 INTENTIONAL_DIFFERENCES: tuple[IntentionalDifference, ...] = (
