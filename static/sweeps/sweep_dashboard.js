@@ -177,7 +177,9 @@ function startSweepDashboard({liveUrl, forecastUrl = null, sweepId, intervalMs, 
     const f = forecast && xKind === "step" && el("forecast-toggle") && el("forecast-toggle").checked
       ? forecast.runs[run.id] : null;
     if (!f || !f.path.x.length) return;
-    const p = f.path, group = "forecast-" + run.id;
+    const p = clipPath(f.path, buckets[run.id].last[buckets[run.id].last.length - 1]);
+    if (p.x.length < 2) return;
+    const group = "forecast-" + run.id;
     traces.push({type: "scatter", mode: "lines", name: "forecast low " + name, x: p.x, y: p.lo,
                  line: {width: 0, color}, legendgroup: group, showlegend: false, hoverinfo: "skip"});
     traces.push({type: "scatter", mode: "lines", name: "forecast band " + name, x: p.x, y: p.hi,
@@ -193,13 +195,30 @@ function startSweepDashboard({liveUrl, forecastUrl = null, sweepId, intervalMs, 
                                 "%{customdata[1]:.4g})" + final + "<extra></extra>"});
   }
 
+  // The path from step ``from`` on: a forecast answer may be a few steps older than the curve (it is polled less
+  // often and cached while the sweep moves little), so its start, interpolated, joins the curve's last point
+  // instead of running over it.
+  function clipPath(path, from) {
+    const out = {x: [], y: [], lo: [], hi: []};
+    for (let i = 0; i < path.x.length; i++) {
+      if (path.x[i] < from) continue;
+      if (!out.x.length && i > 0 && path.x[i] > from) {
+        const w = (from - path.x[i - 1]) / (path.x[i] - path.x[i - 1]);
+        out.x.push(from);
+        for (const k of ["y", "lo", "hi"]) out[k].push(path[k][i - 1] + w * (path[k][i] - path[k][i - 1]));
+      }
+      for (const k of ["x", "y", "lo", "hi"]) out[k].push(path[k][i]);
+    }
+    return out;
+  }
+
   function startForecasts() {
     if (forecastPoller) forecastPoller.stop();
     forecastPoller = null;
     forecast = null;
     if (!forecastUrl || !el("forecast-toggle") || !el("forecast-toggle").checked) { draw(); return; }
     const asked = metric;
-    forecastPoller = pollJson(forecastUrl, {intervalMs: 3000, query: () => "?" + new URLSearchParams({metric: asked}),
+    forecastPoller = pollJson(forecastUrl, {intervalMs: 1500, query: () => "?" + new URLSearchParams({metric: asked}),
       onData(answer) {
         if (asked !== metric) return false;
         forecast = answer;
