@@ -290,3 +290,135 @@ def test_the_parsers_examples_hold():
     import doctest
 
     assert doctest.testmod(search).failed == 0 and doctest.testmod(search).attempted >= 4
+
+
+# --- tags, and a metric's final value as a column and a sort (issue 19) ---
+
+
+def test_tag_terms_final_columns_and_final_sorts_are_read():
+    q = search.parse_query("baseline tag:v2 tag:lr-sweep tag:v2")
+    assert q.words == ("baseline",) and q.tags == ("v2", "lr-sweep") and q.problems == ()
+    bad = search.parse_query('tag:"a b" tag:')
+    assert [p.split("”")[0] for p in bad.problems] == ["“tag:a b", "“tag:"] and bad.tags == ()
+    assert "a tag is 1 to 40 letters" in bad.problems[0]
+    assert search.parse_sort("-final:reward/mean") == ("-final:reward/mean", None)
+    assert search.parse_sort("final:eval/pass@4") == ("final:eval/pass@4", None)
+    sort, problem = search.parse_sort("final:")
+    assert sort == "-created" and "final:METRIC" in problem
+    cols, problems = search.parse_cols(["lr,final:accuracy", "final:", "final:a b"])
+    assert cols == ["lr", "final:accuracy"] and len(problems) == 2 and "does not name a metric" in problems[0]
+    # the picker's free box gives a bare metric; a final sort shows its column too, highest first on a click
+    params = search.parse_params({"cols": "lr,final:accuracy", "final": "eval/pass@4", "sort": "-final:kl"})
+    assert params.cols == ("lr", "final:accuracy", "final:eval/pass@4")
+    assert params.config_cols == ("lr",) and params.final_cols == ("accuracy", "eval/pass@4", "kl")
+    headers = params.headers()
+    assert headers["final:accuracy"]["url"].startswith("?sort=-final%3Aaccuracy&")  # not sorted yet: best first
+    assert headers["final:kl"]["url"].startswith("?sort=final%3Akl&") and headers["final:kl"]["arrow"] == "▼"
+    assert params.link() == "?sort=-final%3Akl&cols=lr%2Cfinal%3Aaccuracy%2Cfinal%3Aeval%2Fpass%404"
+
+
+def test_tags_filter_whole_and_free_words_match_parts_of_them(lab, user):
+    r = lab["runs"]
+    services.run_annotate(run_ids=[r[0].pk, r[1].pk], user=user, tags=["baseline-v2", "keep"])
+    services.run_annotate(run_ids=[r[3].pk], user=user, tags=["Keeper"])
+    eve_run = Run.objects.filter(project__name="eve").first()
+    Run.objects.filter(pk=eve_run.pk).update(tags=["keep"])
+    assert set(found(user, "tag:keep")) == {r[0].pk, r[1].pk}  # the whole tag: not "Keeper"
+    assert set(found(user, "tag:keep tag:Keeper")) == {r[0].pk, r[1].pk, r[3].pk}  # any of them
+    assert set(found(user, "keep")) == {r[0].pk, r[1].pk, r[3].pk}  # a free word: part of a tag, any case
+    assert set(found(user, "v2")) == {r[0].pk, r[1].pk}
+    assert found(user, "tag:v2") == []
+    assert set(found(user, "tag:keep status:running")) == {r[0].pk}
+    assert eve_run.pk not in found(user, "tag:keep") and found(lab["eve"], "tag:keep") == [eve_run.pk]
+
+
+@pytest.fixture
+def curves(user, config):
+    """Runs with reward/mean curves of several lengths (finals over windows of 1, 3, 4, 10 and 20 steps), one
+    with a NaN inside its window, one with no points, and another project's run with the best curve."""
+    from tests.sweeps.conftest import log_points
+
+    shapes = {"flat": [0.5] * 10, "rising30": [i / 30 for i in range(1, 31)], "rising31": [i / 40 for i in range(1, 32)],
+              "late": [0.0] * 90 + [0.9, 0.1, 0.8, 0.2, 0.7], "long": [((i * 7) % 13) / 13 for i in range(200)],
+              "nan": [0.3] * 18 + [float("nan"), 0.6]}
+    runs = {}
+    for name, values in shapes.items():
+        run = services.run_create(config=config, user=user, name=name)
+        log_points(run, "reward/mean", values)
+        log_points(run, "entropy", [1.0 - v for v in values])
+        runs[name] = Run.objects.get(pk=run.pk)
+    runs["empty"] = services.run_create(config=config, user=user, name="empty")
+    eve = type(user).objects.create_user(username="eve", password="pw-for-tests-only")
+    other = services.run_create(config=config, user=eve, name="eve best")
+    log_points(other, "reward/mean", [5.0] * 10)
+    return runs
+
+
+def reference_finals(runs: dict, metric: str) -> dict[int, float | None]:
+    """The sweep summary's finals (from the chart tier, in Python): the reference the database's must equal."""
+    from webapp.sweeps.selectors import run_finals
+
+    return run_finals(runs={r.pk: (r.uid, r.attempts, r.last_step, False) for r in runs.values()}, metric=metric)
+
+
+def test_a_final_sort_and_its_column_equal_the_sweep_summarys_finals(curves, user):
+    want = reference_finals(curves, "reward/mean")
+    assert want[curves["empty"].pk] is None and want[curves["nan"].pk] == pytest.approx(0.6)  # the NaN step is a gap
+    assert want[curves["rising30"].pk] == pytest.approx((28 + 29 + 30) / 90)  # 3 steps, not 4
+    ranked = sorted((pk for pk in want if want[pk] is not None), key=lambda pk: -want[pk])
+    assert found(user, "", "-final:reward/mean") == ranked + [curves["empty"].pk]  # none last
+    assert found(user, "", "final:reward/mean") == ranked[::-1] + [curves["empty"].pk]  # none last either way
+    params = search.parse_params({"sort": "-final:reward/mean", "cols": "final:entropy"})
+    rows = selectors.run_table(user=user, params=params)["rows"]
+    assert [row["run"].pk for row in rows] == ranked + [curves["empty"].pk]
+    entropy = reference_finals(curves, "entropy")
+    for row in rows:  # the chosen column, then the sorted metric's
+        pk = row["run"].pk
+        assert row["finals"] == [pytest.approx(entropy[pk]) if entropy[pk] is not None else None,
+                                 pytest.approx(want[pk]) if want[pk] is not None else None]
+    # a metric nobody logged sorts by id and shows dashes
+    assert found(user, "", "-final:nope") == sorted(want, reverse=True)
+
+
+def test_the_page_sorts_by_a_final_and_shows_its_column(curves, client_in):
+    html = client_in.get(reverse("runs:list"), {"sort": "-final:reward/mean", "q": "rising"}).content.decode()
+    assert row_ids(html) == [curves["rising30"].pk, curves["rising31"].pk]
+    assert re.search(r'<th class="final-col" data-col="final:reward/mean" aria-sort="descending"><a href="\?q=rising&amp;'
+                     r'sort=final%3Areward%2Fmean" data-sort="final:reward/mean">final reward/mean</a> ▼</th>', html)
+    assert re.findall(r'<td class="final-col num">([^<]*)</td>', html) == ["0.9667", "0.7375"]  # (28+29+30)/90 and (28+..+31)/160
+    assert 'name="cols" value="final:reward/mean" checked' in html and 'name="cols" value="final:accuracy">' in html
+    # the picker's free box: to the state's own address, the metric among the columns
+    response = client_in.get(reverse("runs:list"), {"cols": "final:reward/mean", "final": "entropy", "q": "empty"})
+    assert response.status_code == 302
+    assert response["Location"] == reverse("runs:list") + "?q=empty&cols=final%3Areward%2Fmean%2Cfinal%3Aentropy"
+    html = client_in.get(response["Location"]).content.decode()
+    assert html.count('<td class="final-col num"><span class="hint">–</span></td>') == 2  # no points: a dash
+
+
+def test_a_final_sort_over_thousands_of_runs_is_one_quick_query(user, config, django_assert_max_num_queries):
+    """3,000 runs of 100 steps (300,000 points): sorted by their final reward/mean in the database."""
+    import time
+
+    from webapp.runs.models import MetricPoint
+
+    template = services.run_create(config=config, user=user, name="bulk")
+    Run.objects.bulk_create([Run(project_id=template.project_id, config=template.config, seed=i, name=f"bulk {i}",
+                                 created_by=user, last_step=100) for i in range(3000)])
+    pks = list(Run.objects.filter(name__startswith="bulk ").values_list("pk", flat=True))
+    MetricPoint.objects.bulk_create([MetricPoint(run_id=pk, step=s, key="reward/mean", value=((pk * 31 + s) % 97) / 97)
+                                     for pk in pks for s in range(1, 101)], batch_size=20_000)
+    params = search.parse_params({"sort": "-final:reward/mean", "cols": "final:reward/mean"})
+    started = time.perf_counter()
+    with django_assert_max_num_queries(4):
+        table = selectors.run_table(user=user, params=params)
+        rows = table["rows"]
+        count = table["page"].paginator.count
+    elapsed = time.perf_counter() - started
+    assert count == 3001 and len(rows) == search.PER_PAGE
+    finals = [row["finals"][0] for row in rows]
+    assert finals == sorted(finals, reverse=True)
+    best = max(pks, key=lambda pk: (sum(((pk * 31 + s) % 97) / 97 for s in range(91, 101)) / 10, pk))
+    assert rows[0]["run"].pk == best
+    print(f"\nfinal sort over 3,001 runs / 300,000 points on {__import__('django.db').db.connection.vendor}: "
+          f"{elapsed * 1000:.0f} ms")
+    assert elapsed < 5.0

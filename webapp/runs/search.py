@@ -3,8 +3,9 @@
 The search box (``q``) takes free words and structured terms, separated by spaces (quote a value with spaces:
 ``project:"my lab"``):
 
-- a free word matches a run's name or its sweep's name (case-insensitive, every word must match);
-- ``status:running``, ``project:NAME``, ``engine:trl``; several values of one of these: any of them;
+- a free word matches a run's name, its sweep's name or one of its tags (case-insensitive, every word must match);
+- ``status:running``, ``project:NAME``, ``engine:trl``, ``tag:baseline`` (a tag, whole); several values of one
+  of these: any of them;
 - ``archived:yes`` (only archived runs), ``archived:all``; the table hides archived runs otherwise;
 - a config comparison ``KEY OP VALUE``: KEY a TrainConfig field, OP one of ``= < <= > >=``, VALUE a number or a
   plain word (``lr>1e-5``, ``lr<=2e-4``, ``preset=dapo``, ``group_size=8``, ``use_kl=false``). ``<`` and ``>``
@@ -12,6 +13,10 @@ The search box (``q``) takes free words and structured terms, separated by space
   numbers.
 
 A term that cannot be read is left out of the query and named in ``problems`` (the page shows them).
+
+Columns and sorts beyond the fixed ones: a config key (``cols=lr``: its value), or ``final:METRIC`` (``cols=
+final:reward/mean``, ``sort=-final:reward/mean``): the run's final value of the metric, the mean of its last 10 %
+of steps (``webapp.runs.finals``), evaluated in the database so a sort over thousands of runs stays one query.
 """
 from __future__ import annotations
 
@@ -34,13 +39,19 @@ DEFAULT_SORT = "-created"
 # sort key -> column title; selectors.SORT_ORDER says how the database orders each
 SORTS: dict[str, str] = {"name": "Run", "status": "Status", "created": "Created", "steps": "Steps",
                          "duration": "Duration", "seed": "Seed"}
-PREFIXES = ("status", "project", "engine", "archived")
+PREFIXES = ("status", "project", "engine", "archived", "tag")
+FINAL = "final:"  # a column or sort of a metric's final value: final:reward/mean
+# The metrics every run logs (DESIGN §3), offered as final columns; any other logged key can be typed in.
+STANDARD_METRICS = ("reward/mean", "accuracy", "entropy", "kl", "length/mean", "frac_zero_std_groups",
+                    "loss/policy", "grad_norm", "step_time_s", "tokens_per_s")
 ARCHIVED_CHOICES = ("no", "yes", "all")
 OPS = ("<=", ">=", "<", ">", "=")
 
 _COMPARISON = re.compile(r"^([A-Za-z_]\w*)(<=|>=|<|>|=)(.*)$")
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _WORD = re.compile(r"^[\w.:/+\-]{1,200}$")
+_TAG = re.compile(r"^[A-Za-z0-9_.:/+\-]{1,40}$")  # what runs.services.parse_tags accepts
+_METRIC = re.compile(r"^[\w.:/@+\-]{1,100}$", re.ASCII)  # a logged metric's key (reward/math/mean, eval/pass@4)
 _TRUE, _FALSE = ("true", "yes", "on"), ("false", "no", "off")
 
 
@@ -76,6 +87,7 @@ class RunQuery:
     projects: tuple[str, ...] = ()
     engines: tuple[str, ...] = ()
     archived: str = "no"
+    tags: tuple[str, ...] = ()
     config: tuple[ConfigTerm, ...] = ()
     problems: tuple[str, ...] = ()
 
@@ -163,7 +175,8 @@ def parse_query(text: str) -> RunQuery:
     ('“bogus>1”: bogus is not a config key (a TrainConfig field, e.g. lr, group_size, preset)',)
     """
     parts, problems = tokens(text or "")
-    found: dict[str, list] = {"words": [], "status": [], "project": [], "engine": [], "archived": [], "config": []}
+    found: dict[str, list] = {"words": [], "status": [], "project": [], "engine": [], "archived": [], "tag": [],
+                              "config": []}
     for token in parts:
         if any(op in token for op in "<>="):
             term = parse_config_term(token)
@@ -178,45 +191,64 @@ def parse_query(text: str) -> RunQuery:
         if problem:
             problems.append(problem)
         else:
-            found[prefix].append(value if prefix == "project" else value.lower())
+            found[prefix].append(value if prefix in ("project", "tag") else value.lower())
     archived = found["archived"][-1] if found["archived"] else "no"
     return RunQuery(words=tuple(found["words"]), statuses=tuple(dict.fromkeys(found["status"])),
                     projects=tuple(dict.fromkeys(found["project"])), engines=tuple(dict.fromkeys(found["engine"])),
-                    archived=archived, config=tuple(found["config"]), problems=tuple(problems))
+                    archived=archived, tags=tuple(dict.fromkeys(found["tag"])), config=tuple(found["config"]),
+                    problems=tuple(problems))
 
 
 def _prefix_problem(token: str, prefix: str, value: str) -> str | None:
     if prefix not in PREFIXES:
-        return (f"“{token}”: unknown filter {prefix}:; use status:, project:, engine:, archived: or a config "
-                "comparison such as lr>1e-5")
+        return (f"“{token}”: unknown filter {prefix}:; use status:, project:, engine:, archived:, tag: or a "
+                "config comparison such as lr>1e-5")
     if not value:
         return f"“{token}”: no value after {prefix}:"
+    if prefix == "tag" and not _TAG.match(value):
+        return f"“{token}”: a tag is 1 to 40 letters, digits or _-.:/+"
     allowed = {"status": RunStatus.values, "engine": CHOICES["engine"], "archived": ARCHIVED_CHOICES}.get(prefix)
     if allowed is not None and value.lower() not in allowed:
         return f"“{token}”: {prefix} is one of {', '.join(allowed)}"
     return None
 
 
+def final_metric(name: str) -> str | None:
+    """The metric of a ``final:METRIC`` column or sort key, or None when ``name`` is not one.
+
+    >>> final_metric("final:reward/mean"), final_metric("final:eval/pass@4"), final_metric("final:a b"), final_metric("lr")
+    ('reward/mean', 'eval/pass@4', None, None)
+    """
+    if not name.startswith(FINAL):
+        return None
+    metric = name[len(FINAL):]
+    return metric if _METRIC.match(metric) else None
+
+
 def parse_sort(value: str | None) -> tuple[str, str | None]:
-    """``sort`` as given if it names a column (``-`` first: descending), else the default and the problem."""
+    """``sort`` as given if it names a column or a metric's final value (``-`` first: descending), else the
+    default and the problem."""
     if not value:
         return DEFAULT_SORT, None
-    if value.removeprefix("-") in SORTS:
+    if value.removeprefix("-") in SORTS or final_metric(value.removeprefix("-")):
         return value, None
-    return DEFAULT_SORT, (f"sort “{value[:60]}” is not a column (one of {', '.join(SORTS)}, “-” first to reverse); "
-                          "newest first instead")
+    return DEFAULT_SORT, (f"sort “{value[:60]}” is not a column (one of {', '.join(SORTS)}, or final:METRIC; “-” "
+                          "first to reverse); newest first instead")
 
 
 def parse_cols(values: Iterable[str]) -> tuple[list[str], list[str]]:
-    """Config keys chosen as extra columns (``cols=lr,group_size`` or ``cols`` given several times), in order,
-    without repeats; each unknown one named in the problems."""
+    """Config keys and ``final:METRIC`` columns chosen as extra columns (``cols=lr,final:reward/mean`` or ``cols``
+    given several times), in order, without repeats; each unknown one named in the problems."""
     cols, problems = [], []
     for value in values:
         for name in (part.strip() for part in value.split(",")):
             if not name or name in cols:
                 continue
-            if name in CONFIG_KINDS:
+            if name in CONFIG_KINDS or final_metric(name):
                 cols.append(name)
+            elif name.startswith(FINAL):
+                problems.append(f"column “{name[:60]}” does not name a metric (final:METRIC, e.g. final:reward/mean); "
+                                "left out")
             else:
                 problems.append(f"column “{name[:60]}” is not a config key; left out")
     return cols, problems
@@ -268,14 +300,29 @@ class RunListParams:
             return self.link(page=n) if 1 <= n <= num_pages and n != number else None
         return {"first": to(1), "previous": to(number - 1), "next": to(number + 1), "last": to(num_pages)}
 
+    @property
+    def config_cols(self) -> tuple[str, ...]:
+        return tuple(c for c in self.cols if not final_metric(c))
+
+    @property
+    def final_cols(self) -> tuple[str, ...]:
+        """The metrics of the final columns (and of a final sort, which shows its column too), in order."""
+        metrics = [final_metric(c) for c in self.cols if final_metric(c)]
+        sorted_by = final_metric(self.sort.removeprefix("-"))
+        return tuple(dict.fromkeys(metrics + ([sorted_by] if sorted_by else [])))
+
     def headers(self) -> dict[str, dict]:
-        """The sortable columns' titles, links (ascending first, then reversed) and arrows, by sort key."""
+        """The sortable columns' titles, links (ascending first, then reversed; a final value: highest first)
+        and arrows, by sort key (``final:METRIC`` for the final columns)."""
         out = {}
-        for key, title in SORTS.items():
+        finals = {f"{FINAL}{m}": f"final {m}" for m in self.final_cols}
+        for key, title in {**SORTS, **finals}.items():
             current = self.sort.removeprefix("-") == key
             descending = self.sort.startswith("-")
-            out[key] = {"title": title, "key": key,
-                        "url": self.link(sort=f"-{key}" if current and not descending else key, page=None),
+            first = f"-{key}" if key in finals else key  # the best final first (for a loss: reverse it)
+            flipped = key if first.startswith("-") else f"-{key}"
+            out[key] = {"title": title, "key": key, "metric": final_metric(key),
+                        "url": self.link(sort=flipped if current and self.sort == first else first, page=None),
                         "arrow": ("▼" if descending else "▲") if current else "",
                         "aria": ("descending" if descending else "ascending") if current else "none"}
         return out
@@ -300,7 +347,8 @@ def parse_params(get: Mapping) -> RunListParams:
             q = f"{q} {name}:{shlex.quote(one(name))}".strip()
     query = parse_query(q)
     sort, sort_problem = parse_sort(one("sort"))
-    cols, col_problems = parse_cols(many("cols"))
+    # the column picker's "final of another metric" box gives a bare metric name
+    cols, col_problems = parse_cols([*many("cols"), *(f"{FINAL}{m.strip()}" for m in many("final") if m.strip())])
     problems = (*query.problems, *([sort_problem] if sort_problem else []), *col_problems)
     return RunListParams(q=q, query=query, sort=sort, page=parse_page(one("page")), cols=tuple(cols),
                          problems=problems)

@@ -15,6 +15,7 @@ from django.utils import timezone
 from webapp.projects.selectors import visible
 
 from . import rollups, search
+from .finals import final_mean
 from .models import Checkpoint, MetricPoint, MetricRollup, Run, Sample
 
 # The run page's charts, in display order (DESIGN §3 metric names).
@@ -46,7 +47,9 @@ def run_search(*, user, query: search.RunQuery) -> QuerySet[Run]:
     qs = run_list(user=user).annotate(duration=ExpressionWrapper(
         Coalesce(F("ended_at"), Now()) - F("started_at"), output_field=DurationField()))
     for word in query.words:
-        qs = qs.filter(Q(name__icontains=word) | Q(sweep__name__icontains=word))
+        qs = qs.filter(Q(name__icontains=word) | Q(sweep__name__icontains=word) | _tag_contains(word))
+    if query.tags:
+        qs = qs.filter(_any_of(_tag_contains(f'"{tag}"') for tag in query.tags))
     if query.statuses:
         qs = qs.filter(status__in=query.statuses)
     if query.projects:
@@ -58,6 +61,13 @@ def run_search(*, user, query: search.RunQuery) -> QuerySet[Run]:
     for term in query.config:
         qs = qs.filter(**{f"config__{term.key}__{CONFIG_LOOKUPS[term.op]}": term.value})
     return qs
+
+
+def _tag_contains(text: str) -> Q:
+    """The run's tags, as JSON text, contain ``text`` (any case): ``'"baseline"'`` is the whole tag baseline
+    (a tag has no quotes: runs.services.parse_tags), a bare word any part of a tag. The same on SQLite (JSON kept
+    as text) and PostgreSQL (jsonb cast to text)."""
+    return Q(tags__icontains=text)
 
 
 def _engine_is(engine: str) -> Q:
@@ -75,12 +85,19 @@ def _any_of(qs: Iterable[Q]) -> Q:
 
 
 def run_search_sorted(*, user, query: search.RunQuery, sort: str = search.DEFAULT_SORT) -> QuerySet[Run]:
-    """``run_search`` ordered by ``sort`` (a ``search.SORTS`` key, ``-`` first for descending)."""
+    """``run_search`` ordered by ``sort`` (a ``search.SORTS`` key or ``final:METRIC``, ``-`` first for
+    descending; runs without a value last either way)."""
     key = sort.removeprefix("-")
-    expression = SORT_ORDER[key]
+    qs = run_search(user=user, query=query)
+    metric = search.final_metric(key)
+    if metric:  # the final value of every matching run, in the database (finals.final_mean)
+        qs = qs.annotate(sort_final=final_mean(metric))
+        expression = F("sort_final")
+    else:
+        expression = SORT_ORDER[key]
     if sort.startswith("-"):
-        return run_search(user=user, query=query).order_by(expression.desc(nulls_last=True), "-id")
-    return run_search(user=user, query=query).order_by(expression.asc(nulls_last=True), "id")
+        return qs.order_by(expression.desc(nulls_last=True), "-id")
+    return qs.order_by(expression.asc(nulls_last=True), "id")
 
 
 def duration_text(seconds: float | None) -> str:
@@ -108,11 +125,14 @@ def config_cell(value) -> str:
 
 def run_table(*, user, params: search.RunListParams, per_page: int = search.PER_PAGE) -> dict:
     """The runs table page: ``page`` (a Django Page of the matching runs, ``params.sort`` order) and ``rows``, one
-    per run: the run, its chosen config columns' values (``params.cols``) and its duration as text."""
+    per run: the run, its chosen config columns' values (``params.config_cols``), its final values of the chosen
+    metrics (``params.final_cols``, None where it logged none) and its duration as text."""
     qs = run_search_sorted(user=user, query=params.query, sort=params.sort)
-    page: Page = Paginator(qs, per_page).get_page(params.page)
+    finals = {f"final_{i}": final_mean(metric) for i, metric in enumerate(params.final_cols)}
+    page: Page = Paginator(qs.annotate(**finals), per_page).get_page(params.page)
     now = timezone.now()
-    rows = [{"run": run, "config": [config_cell(run.config.get(key)) for key in params.cols],
+    rows = [{"run": run, "config": [config_cell(run.config.get(key)) for key in params.config_cols],
+             "finals": [getattr(run, name) for name in finals],
              "duration": duration_text(((run.ended_at or now) - run.started_at).total_seconds()
                                        if run.started_at else None)}
             for run in page.object_list]

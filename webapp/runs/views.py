@@ -22,11 +22,18 @@ from .models import Checkpoint, Run
 def run_list(request: HttpRequest) -> HttpResponse:
     """The runs table: search, sort, columns and page all in the URL (``webapp.runs.search``)."""
     params = search.parse_params(request.GET)
+    if "final" in request.GET:  # the column picker's free box (empty or a metric): to the state's own address
+        return redirect(reverse("runs:list") + params.link())
     table = selectors.run_table(user=request.user, params=params)
+    headers = params.headers()
+    final_headers = [headers[f"{search.FINAL}{m}"] for m in params.final_cols]
     return render(request, "runs/run_list.html", {
-        **table, "params": params, "headers": params.headers(), "status_links": params.status_links(),
+        **table, "params": params, "headers": headers, "final_headers": final_headers,
+        "status_links": params.status_links(),
         "pager": params.pager(table["page"].number, table["page"].paginator.num_pages),
-        "config_keys": search.CONFIG_KEYS})
+        "config_keys": search.CONFIG_KEYS,
+        "metric_choices": list(dict.fromkeys([*search.STANDARD_METRICS, *params.final_cols])),
+        "n_columns": 10 + len(params.config_cols) + len(final_headers)})
 
 
 def parent_checkpoint_of(request: HttpRequest) -> Checkpoint | None:
