@@ -96,10 +96,10 @@ def words(text: str) -> list[str]:
 # --- sentences ------------------------------------------------------------------------------------------------
 
 # Abbreviations after which a full stop does not end a sentence (lower case, without their final dot).
+# Words that are also common English words ("no", "sat", "sun", "wed") are left out: "I said no. Bob left."
 _ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof st jr sr inc ltd co corp vs etc e.g i.e a.m p.m u.s u.k u.n no fig approx dept est gen gov "
-    "lt col capt sgt mt ave jan feb mar apr jun jul aug sep sept oct nov dec mon tue wed thu fri sat sun ph.d "
-    "cf al ca resp".split())
+    "mr mrs ms dr prof st jr sr inc ltd co corp vs etc e.g i.e a.m p.m u.s u.k u.n fig approx dept gov lt col capt "
+    "sgt mt ave jan feb apr jun jul aug sep sept oct nov dec ph.d cf".split())
 # Capitalised words that open a new sentence even after an abbreviation or an ellipsis ("... at 5 p.m. The
 # next day"), the few that do so in running English text.
 _SENTENCE_STARTERS = frozenset(
