@@ -9,6 +9,7 @@ from django import forms
 from training.config import TASK_SUGGESTIONS
 from webapp.runs.forms import DatalistInput
 from training.passk import MAX_N
+from training.verifiers.base import verifier_params_help
 
 from .services import ModelChoice
 
@@ -41,7 +42,10 @@ class EvalForm(forms.Form):
     max_new_tokens = forms.IntegerField(initial=8)
     rewards = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
                               help_text='Verifier spec as in training, e.g. [{"name": "exact", "weight": 1.0}] '
-                                        "(blank: the task's own verifier).")
+                                        "(blank: the task's own verifier). For pass@k of a base model that "
+                                        "was never taught to box its answer: "
+                                        '[{"name": "math", "params": {"mode": "lenient"}}] reads the last '
+                                        "mathematical expression, as Math-Verify does.")
     seed = forms.IntegerField(initial=0)
     keep_completions = forms.IntegerField(initial=4, help_text="Completions kept per model and problem (shown "
                                                                "when you click a problem).")
@@ -49,6 +53,7 @@ class EvalForm(forms.Form):
     def __init__(self, *args, choices: list[ModelChoice], **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["models"].choices = [(c.key, f"{c.label} — {c.path}") for c in choices]
+        self.fields["rewards"].help_text += f" Verifier parameters: {verifier_params_help()}."
 
     def clean_k(self) -> list[int]:
         text = self.cleaned_data.get("k", "").strip()

@@ -21,6 +21,7 @@ from training.engines import available_engines
 from training.engines.command import registered_commands
 from training.engines.trl import trl_installed
 from training.fields import FieldErrors
+from training.verifiers.base import verifier_params_help
 from webapp.projects.models import Role
 from webapp.projects.selectors import projects_where
 from webapp.runs.services import parse_config
@@ -130,6 +131,8 @@ class RunForm(forms.Form):
             spec = self.specs[name]
             self.fields[name] = self._field_for(spec)
             self.fields[name].initial = to_form_text(spec["kind"], values.get(name))
+        # what each verifier parameter chooses (e.g. math's mode), under the reward spec it is written in
+        self.fields["rewards"].help_text += f" Verifier parameters: {verifier_params_help()}."
         shown = self.data if self.is_bound else values  # what the page shows: the submitted values, once submitted
         engine_fields(self.fields, engine=str(shown.get("engine") or ""), command=str(shown.get("command") or ""))
         if user is not None:  # the model library's folders, suggested (any folder in the allowed ones is accepted)
