@@ -1,13 +1,15 @@
 """Verifier throughput: math verifications/s (1 and 2 worker processes) and sandboxed code executions/s
 (a trivial passing program and a 10-assert test; sequential and with 2 fork servers).
 
-    python bench/verifiers_bench.py [--math-n 4000] [--complex-n 400] [--code-n 300] [--only math|code]
+    python bench/verifiers_bench.py [--math-n 4000] [--complex-n 400] [--code-n 300] [--ifeval-n 2000]
+                                    [--only math|code|ifeval]
 
 Math runs on a realistic mix (60 % integer answers, 25 % fractions/decimals/percentages, 15 % complex LaTeX
 that needs math-verify), in groups of 8 completions sharing a gold as in GRPO, and on complex LaTeX alone.
 Every (gold, answer) pair is distinct and the result cache is off, so each figure counts real work. Targets on
 a 2-core machine: >= 500 math verifications/s across 2 processes, >= 100 sandboxed executions/s. The machine
 may be shared: the load average is printed, and each math line gives CPU time per verification too.
+ifeval: constraint checks/s in one process on IFEval-like examples, one check in 8 a language check (langdetect).
 """
 from __future__ import annotations
 
@@ -174,11 +176,69 @@ def bench_code(n: int, processes: int, ten_asserts: bool, sequential: bool) -> f
     return n / elapsed, out[0].details["layers"]
 
 
+_IFEVAL_TEXTS = {
+    "en": "The river runs through the old town and past the mill. Children play on its banks every summer, and the "
+          "fishermen wait there at dawn for the first light.",
+    "fr": "La rivière traverse la vieille ville et passe devant le moulin. Les enfants jouent sur ses rives chaque "
+          "été, et les pêcheurs y attendent la première lumière.",
+    "de": "Der Fluss fließt durch die Altstadt und an der Mühle vorbei. Kinder spielen jeden Sommer an seinen "
+          "Ufern, und die Fischer warten dort auf das erste Licht.",
+    "es": "El río atraviesa el casco antiguo y pasa junto al molino. Los niños juegan en sus orillas cada verano, y "
+          "los pescadores esperan allí la primera luz.",
+    "ru": "Река течёт через старый город мимо мельницы. Дети играют на её берегах каждое лето, а рыбаки ждут там "
+          "первого света.",
+}
+# IFEval-like constraints; one check in 8 is a language check (langdetect), as in IFEval's mix of response
+# language and English-only case instructions
+_IFEVAL_CONSTRAINTS = [
+    {"type": "word_count", "min": 120}, {"type": "sentence_count", "max": 20}, {"type": "language", "language": "en"},
+    {"type": "keywords_include", "keywords": ["river", "mill"]}, {"type": "paragraph_count", "exact": 4},
+    {"type": "highlighted_sections", "min": 2}, {"type": "no_commas"}, {"type": "language", "language": "fr"},
+    {"type": "keywords_exclude", "keywords": ["castle", "king"]}, {"type": "capital_words", "max": 5},
+    {"type": "postscript", "marker": "P.S."}, {"type": "sections", "marker": "SECTION", "min": 2},
+    {"type": "bullet_count", "exact": 3}, {"type": "keyword_frequency", "keyword": "light", "min": 2},
+    {"type": "lowercase"}, {"type": "title"},
+]
+
+
+def ifeval_items(n: int) -> list[tuple[str, dict]]:
+    """n distinct (response, example) pairs: 4 paragraphs (about 110 words) in one of 5 languages with markdown
+    (a title, highlights, bullets, a postscript), each example 3 constraints from ``_IFEVAL_CONSTRAINTS``."""
+    languages = sorted(_IFEVAL_TEXTS)
+    items = []
+    for i in range(n):
+        text = _IFEVAL_TEXTS[languages[i % len(languages)]]
+        response = (f"<<Note {i}>>\n\nSECTION 1\n{text} *Item {i}* is **{i % 7}**.\n\n* one\n* two {i}\n* three\n\n"
+                    f"SECTION 2\n{text}\n\nP.S. {i}")
+        picked = [_IFEVAL_CONSTRAINTS[(3 * i + k) % len(_IFEVAL_CONSTRAINTS)] for k in range(3)]
+        items.append((response, {"constraints": picked}))
+    return items
+
+
+def bench_ifeval(n: int) -> tuple[float, float, float]:
+    """Constraint checks/s over ``ifeval_items(n)`` in one process (the verifier runs in the caller), the share
+    of language checks among them, and the language checks/s alone."""
+    v = get_verifier("ifeval")
+    v("warm up langdetect's profiles", {"constraints": [{"type": "language", "language": "en"}]})  # once a process
+    items = ifeval_items(n)
+    start = time.perf_counter()
+    out = [v(r, e) for r, e in items]
+    elapsed = time.perf_counter() - start
+    checks = sum(o.details["total"] for o in out)
+    share = sum(c["type"] == "language" for _, e in items for c in e["constraints"]) / checks
+    only = [(r, {"constraints": [{"type": "language", "language": "en"}]}) for r, _ in items[:max(1, n // 4)]]
+    start = time.perf_counter()
+    for r, e in only:
+        v(r, e)
+    return checks / elapsed, share, len(only) / (time.perf_counter() - start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--math-n", type=int, default=4000)
     parser.add_argument("--complex-n", type=int, default=400)
-    parser.add_argument("--only", choices=("math", "code"), default=None, help="run one half of the benchmark")
+    parser.add_argument("--only", choices=("math", "code", "ifeval"), default=None, help="run one part only")
+    parser.add_argument("--ifeval-n", type=int, default=2000)
     parser.add_argument("--code-n", type=int, default=300)
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}")
@@ -190,12 +250,16 @@ def main() -> None:
     realistic, complex_only = (0.60, 0.25, 0.15), (0.0, 0.0, 1.0)
     for label, n, mix in (("mix 60% int/25% frac-dec-pct/15% complex", args.math_n, realistic),
                           ("complex LaTeX only (math-verify)", args.complex_n, complex_only)):
-        for processes in (1, 2) if args.only != "code" else ():
+        for processes in (1, 2) if args.only in (None, "math") else ():
             rate, fast, cpu = bench_math(n, processes, mix)
             print(f"math  {label:41s} {processes} process(es): {rate:7.1f} verifications/s  (n={n}, "
                   f"{fast:.0%} in-process, {cpu * 1e3:.2f} CPU-ms each: <= {processes / cpu:.0f}/s "
                   f"on {processes} idle core(s))")
-    if args.only == "math":
+    if args.only in (None, "ifeval"):
+        rate, share, language_rate = bench_ifeval(args.ifeval_n)
+        print(f"ifeval 3 constraints per example, {share:.1%} language checks, 1 process: {rate:7.1f} constraint "
+              f"checks/s  (n={args.ifeval_n}; language checks alone: {language_rate:.0f}/s)")
+    if args.only in ("math", "ifeval"):
         return
     layers = None
     for ten, label in ((False, "trivial program"), (True, "10-assert test")):
