@@ -678,5 +678,6 @@ def ifeval(completion: str, example: dict, *, constraints_key: str = "constraint
     return VerifierResult(met / len(verdicts), {"constraints": verdicts, "met": met, "total": len(verdicts)})
 
 
-ifeval.__doc__ += "\n" + "\n".join("    " + line for line in differences_markdown().splitlines()) + "\n"
+if ifeval.__doc__:  # (None under python -OO)
+    ifeval.__doc__ += "\n" + "\n".join("    " + line for line in differences_markdown().splitlines()) + "\n"
 ifeval.PARAMS = {"constraints_key": Param(str, max_len=100)}  # what a reward spec may set (base.Param)
