@@ -21,6 +21,7 @@
               line: {color: palette[i % palette.length]}};
     });
     div.dataset.traces = String(traces.length);
+    summarise();
     Plotly.react(div, traces, {
       uirevision: "compare", height: 420, margin: {l: 50, r: 10, t: 20, b: 40},
       xaxis: {title: {text: time ? "seconds since the run started" : "step"}},
@@ -28,6 +29,20 @@
       legend: {orientation: "h", y: -0.2},
     }, {displaylogo: false, responsive: true});
   }
+  // The summary's smoothed final and best smoothed, under this page's smoothing (the server's are for the default).
+  function summarise() {
+    const table = document.getElementById("compare-summary");
+    const best = table && table.dataset.mode === "min" ? Math.min : Math.max;
+    Object.entries(curves).forEach(([id, c]) => {
+      const row = table && table.querySelector(`tr[data-run="${id}"]`);
+      const ys = c.y.filter((y) => y !== null);
+      if (!row || !ys.length) return;
+      const smoothed = smoothValues(ys, smoothing.kind, smoothing.param);
+      row.querySelector(".smoothed-final").textContent = sig4(smoothed[smoothed.length - 1]);
+      row.querySelector(".best-smoothed").textContent = sig4(best(...smoothed));
+    });
+  }
+  function sig4(v) { return Number(v.toPrecision(4)).toString(); }  // as the server's sig4 filter writes it
   xaxis.addEventListener("change", draw);
   if (window.Plotly) draw(); else window.addEventListener("load", draw);
 })();

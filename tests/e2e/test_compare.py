@@ -30,6 +30,15 @@ def test_two_sweeps_runs_drawn_together(live_server, django_user_model, browser_
     page.dispatch_event("#smooth-param", "change")
     wait_for(lambda: page.evaluate("document.getElementById('compare-chart').data[0].y[1]") == pytest.approx(0.3),
              timeout=10, what="the smoothed curve")
+    # the summary's smoothed final and best smoothed follow the page's smoothing: a running mean of 2 bucket means
+    # ends at (level + level + 0.2) / 2 and peaks there too
+    row = f"#compare-summary tr[data-run='{runs[0].pk}']"
+    wait_for(lambda: page.text_content(f"{row} .smoothed-final") == "0.3", timeout=10, what="the smoothed final")
+    assert page.text_content(f"{row} .best-smoothed") == "0.3"
+    assert page.text_content(f"#compare-summary tr[data-run='{runs[1].pk}'] .smoothed-final") == "0.7"
+    page.select_option("#smoothing", "none")
+    wait_for(lambda: page.text_content(f"{row} .smoothed-final") == "0.4", timeout=10, what="the raw last value")
+    assert page.text_content(f"{row} .best-smoothed") == "0.4" and page.text_content(f"{row} .auc") == "3"
     page.select_option("#xaxis", "time")
     assert page.evaluate("document.getElementById('compare-chart').layout.xaxis.title.text").startswith("seconds")
     assert page.locator("#config-diff tr[data-key=seed]").count() == 1

@@ -1,6 +1,8 @@
 """Compare any runs, across sweeps (issue 19): their curves of one metric overlaid (step or wall-time axis, the app's
-smoothing), a config diff that shows only the keys that differ, and a summary row per run (final, best of the
-smoothed curve, mean over the run, steps, time). ``/runs/compare/?ids=3,17,42&metric=reward/mean``.
+smoothing), a config diff that shows only the keys that differ, and a summary row per run: final (mean of the last
+10 % of steps), smoothed final and best smoothed (the app's smoothing: the page recomputes them with the
+browser's setting; the server's are for its default, debiased EMA 0.6), best bucket mean, mean over the run,
+AUC, steps, wall time and compute (rank-seconds). ``/runs/compare/?ids=3,17,42&metric=reward/mean``.
 
 The curves are read from the chart tier (``rollups.bucketed``: at most ``MAX_POINTS`` bucket means a run, however
 long) and handed to the page in one JSON block; the page draws them (static/seedbed/compare.js)."""
@@ -21,6 +23,7 @@ from .models import Run
 
 MAX_RUNS = 20
 MAX_POINTS = 400
+DEFAULT_EMA_WEIGHT = 0.6  # static/seedbed/smoothing.js SMOOTHING_DEFAULT
 
 
 def parse_ids(text: str) -> tuple[list[int], str]:
@@ -57,27 +60,60 @@ def config_diff(configs: dict[int, dict]) -> list[dict]:
 
 def run_curve(run: Run, metric: str) -> dict:
     """One run's curve of ``metric`` in at most ``MAX_POINTS`` bucket means: steps, values, wall seconds since the
-    run started."""
+    run started, and ``sum`` (every finite point's value added up: the AUC with a step's width as the unit)."""
     width = max(1, math.ceil(max(run.last_step, 1) / MAX_POINTS))
     rows = rollups.bucketed(run_ids=[run.pk], keys=[metric], width=width).get((run.pk, metric), [])
     origin = run.first_step_at or run.started_at  # wall time from its first step (a wait before it is not training)
     started = origin.timestamp() if origin else None
     return {"x": [r[2] for r in rows], "y": [r[4] / r[3] if r[3] else None for r in rows],
-            "t": [round(r[7] - started, 2) if started and r[7] is not None else None for r in rows]}
+            "t": [round(r[7] - started, 2) if started and r[7] is not None else None for r in rows],
+            "sum": sum(r[4] for r in rows if r[3]) if any(r[3] for r in rows) else None}
+
+
+def debiased_ema(values: list[float], weight: float) -> list[float]:
+    """The app's default smoothing, as static/seedbed/smoothing.js draws it (TensorBoard's slider): m_t = w·m_{t-1}
+    + (1-w)·x_t with m_0 = 0, s_t = m_t / (1 - w^t). (webapp.sweeps.policies.smoothing has the policies' own; a
+    run does not reach into sweeps, and the tests check the two agree.)
+
+    >>> [round(v, 4) for v in debiased_ema([0.0, 1.0], 0.5)], debiased_ema([2.0, 2.0], 0.6)
+    ([0.0, 0.6667], [2.0, 2.0])
+    """
+    m, out = 0.0, []
+    for t, x in enumerate(values, start=1):
+        m = weight * m + (1 - weight) * x
+        out.append(m / (1 - weight ** t) if weight else m)
+    return out
+
+
+def compute_seconds(seconds: float | None, config: dict) -> float | None:
+    """Compute a run used: its wall time × its ranks (nproc_per_node × nnodes), in rank-seconds (GPU-seconds on a
+    run of one GPU per rank).
+
+    >>> compute_seconds(100.0, {"nproc_per_node": 4, "nnodes": 2}), compute_seconds(100.0, {}), compute_seconds(None, {})
+    (800.0, 100.0, None)
+    """
+    if seconds is None:
+        return None
+    return seconds * int(config.get("nproc_per_node") or 1) * int(config.get("nnodes") or 1)
 
 
 def summary_row(run: Run, curve: dict, mode: str) -> dict:
-    """Final (the mean of the last 10 % of the steps), best of the curve's bucket means, the mean over the whole
-    run (the area under the curve over its steps), steps and wall time."""
+    """Final (the mean of the last 10 % of the steps), smoothed final and best smoothed (the curve's bucket means
+    under the default smoothing, ``debiased_ema``), best of the bucket means, the mean over the whole run, AUC
+    (Σ of the metric over its steps), steps, wall time and compute (``compute_seconds``)."""
     pairs = [(x, y) for x, y in zip(curve["x"], curve["y"]) if y is not None]
     tail = [y for x, y in pairs if x > run.last_step - final_window(run.last_step)]
     ys = [y for _, y in pairs]
-    best = (max(ys) if mode == "max" else min(ys)) if ys else None
+    pick = max if mode == "max" else min
+    smoothed = debiased_ema(ys, DEFAULT_EMA_WEIGHT)
     origin = run.first_step_at or run.started_at
     seconds = (run.ended_at or run.heartbeat_at or origin) - origin if origin else None
-    return {"final": sum(tail) / len(tail) if tail else None, "best": best,
+    seconds = seconds.total_seconds() if seconds else None
+    return {"final": sum(tail) / len(tail) if tail else None, "best": pick(ys) if ys else None,
+            "smoothed_final": smoothed[-1] if smoothed else None,
+            "best_smoothed": pick(smoothed) if smoothed else None, "auc": curve.get("sum"),
             "mean": sum(ys) / len(ys) if ys else None, "steps": run.last_step, "total_steps": run.total_steps,
-            "seconds": seconds.total_seconds() if seconds else None}
+            "seconds": seconds, "compute": compute_seconds(seconds, run.config)}
 
 
 @require_GET
@@ -85,7 +121,7 @@ def run_compare(request: HttpRequest) -> HttpResponse:
     # ?ids=3+17+42, or the runs table's selection (?run=3&run=17)
     ids, problem = parse_ids(" ".join([request.GET.get("ids", ""), *request.GET.getlist("run")]))
     metric = (request.GET.get("metric") or "reward/mean")[:100]
-    mode = "min" if metric.startswith("loss") else "max"
+    mode = "min" if metric.startswith("loss") else "max"  # which end is best (the page's best smoothed too)
     runs = list(visible(Run.objects.select_related("sweep", "project"), request.user).filter(pk__in=ids)
                 .order_by("pk"))
     missing = sorted(set(ids) - {r.pk for r in runs})  # not there, or not the user's to read: the same to them
@@ -96,4 +132,4 @@ def run_compare(request: HttpRequest) -> HttpResponse:
     return render(request, "runs/compare.html", {
         "ids_text": " ".join(map(str, ids)), "metric": metric, "rows": rows, "problem": problem,
         "missing": missing, "diff": config_diff({r.pk: r.config for r in runs}), "curves": curves,
-        "runs": runs})
+        "runs": runs, "mode": mode})
