@@ -21,3 +21,13 @@ def test_each_model_has_working_admin_pages(admin_client, tmp_path):
         url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
         assert admin_client.get(url).status_code == 200, url
     assert admin_client.get(reverse("admin:runs_run_change", args=[run.pk])).status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_admin_names_the_apps_icon_and_favicon_ico_is_found(admin_client, client):
+    page = admin_client.get(reverse("admin:index")).content.decode()
+    assert '<link rel="icon" type="image/svg+xml" href="/static/seedbed/favicon' in page
+    assert "Django administration" in page or "Site administration" in page  # the admin's own header is kept
+    for who in (admin_client, client):  # logged in or not (the login page's browser asks too)
+        response = who.get("/favicon.ico")
+        assert response.status_code == 302 and "/static/seedbed/favicon" in response["Location"]

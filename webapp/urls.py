@@ -1,6 +1,9 @@
-"""Seedbed's URLs. Every page needs a login (LoginRequiredMiddleware) except the login page itself."""
+"""Seedbed's URLs. Every page needs a login (LoginRequiredMiddleware) except the login page itself (and /favicon.ico)."""
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.shortcuts import redirect
+from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
@@ -19,8 +22,17 @@ def _token_authenticated(urls):
     return patterns, app_name, namespace
 
 
+@login_not_required
+def favicon(request):
+    """/favicon.ico, which browsers ask for on any page that names no icon (a file view, the admin before its
+    own template named one): the app's icon, for anyone (the login page too). Its URL is the static storage's
+    (hashed once collected), looked up at request time."""
+    return redirect(static("seedbed/favicon.svg"))
+
+
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="runs:list", permanent=False)),
+    path("favicon.ico", favicon, name="favicon"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
