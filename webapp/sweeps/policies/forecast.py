@@ -182,8 +182,10 @@ def shrink(forecasts: dict) -> dict:
     Model: theta_i ~ N(mu, tau2), m_i | theta_i ~ N(theta_i, v_i) (m_i, v_i: a run's forecast mean and
     variance). mu and tau2 by the DerSimonian-Laird moments (Controlled Clinical Trials 1986): with w_i = 1/v_i,
     mu_w = sum w m / sum w, Q = sum w (m - mu_w)**2, tau2 = max(0, (Q - (k - 1)) / (sum w - sum w**2 / sum w)),
-    mu = sum m / (v + tau2) / sum 1 / (v + tau2). Then theta_i | m ~ N(mu + B_i (m_i - mu), B_i v_i) with
-    B_i = tau2 / (tau2 + v_i): forecasts that differ less than their own noise say little, and are drawn
+    mu = sum m / (v + tau2) / sum 1 / (v + tau2). Then theta_i | m ~ N(mu + B_i (m_i - mu), B_i v_i + (1 - B_i)**2
+    Var(mu)) with B_i = tau2 / (tau2 + v_i) and Var(mu) = 1 / sum 1 / (v + tau2), the uncertainty of mu itself
+    (Morris, "Parametric empirical Bayes inference", JASA 1983): without it two runs whose forecasts agree
+    would be drawn onto one point with sd 0. Forecasts that differ less than their own noise say little, and are drawn
     together; a run that is clearly apart (tau2 large against its v_i) keeps its own forecast. ``forecasts``
     maps run -> Forecast; fewer than 2 are returned as they are.
     """
@@ -195,12 +197,14 @@ def shrink(forecasts: dict) -> dict:
     mu_w = sum(w[r] * f.mean for r, f in forecasts.items()) / sw
     q = sum(w[r] * (f.mean - mu_w) ** 2 for r, f in forecasts.items())
     tau2 = max(0.0, (q - (len(forecasts) - 1)) / (sw - sum(x * x for x in w.values()) / sw))
-    mu = (sum(f.mean / (v[r] + tau2) for r, f in forecasts.items())
-          / sum(1.0 / (v[r] + tau2) for r in forecasts))
+    precision = sum(1.0 / (v[r] + tau2) for r in forecasts)
+    mu = sum(f.mean / (v[r] + tau2) for r, f in forecasts.items()) / precision
+    mu_var = 1.0 / precision  # mu is estimated from these same runs: its own uncertainty
     shrunk = {}
     for run_id, f in forecasts.items():
         b = tau2 / (tau2 + v[run_id])
-        shrunk[run_id] = Forecast(mean=mu + b * (f.mean - mu), sd=math.sqrt(b * v[run_id]), noise_sd=f.noise_sd)
+        var = b * v[run_id] + (1.0 - b) ** 2 * mu_var
+        shrunk[run_id] = Forecast(mean=mu + b * (f.mean - mu), sd=math.sqrt(var), noise_sd=f.noise_sd)
     return shrunk
 
 
