@@ -458,3 +458,13 @@ def test_feasibility_finds_the_policies_that_can_never_act_and_what_would():
     assert policy_cannot_act({**median, "min_peers": 1}, 2, 2) is None
     assert policy_cannot_act({"name": "asha", "metric": "m", "max_steps": 40}, 2, 1).startswith("the asha policy")
     assert policy_cannot_act({"name": "threshold", "metric": "m", "max_steps": 40, "lower_bound": 0.5}, 1, 1) is None
+
+
+def test_empirical_bayes_keeps_the_uncertainty_of_the_common_mean():
+    """Two runs whose forecasts agree are drawn to their common mean, but not onto it with sd 0: the mean is
+    itself estimated from them (Var(mu) = 1 / sum 1/(v + tau2)); a run far apart keeps its own forecast."""
+    from webapp.sweeps.policies.forecast import Forecast, shrink
+    twins = shrink({"a": Forecast(0.60, 0.05, 0.05), "b": Forecast(0.60, 0.05, 0.05)})
+    assert twins["a"].mean == pytest.approx(0.60) and twins["a"].sd == pytest.approx(0.05 / 2 ** 0.5)
+    apart = shrink({"a": Forecast(0.2, 0.01, 0.05), "b": Forecast(0.8, 0.01, 0.05), "c": Forecast(0.5, 0.01, 0.05)})
+    assert apart["a"].mean == pytest.approx(0.2, abs=1e-3) and apart["a"].sd == pytest.approx(0.01, rel=0.01)
