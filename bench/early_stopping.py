@@ -9,11 +9,19 @@ may stop seeds, which then log nothing more. For every method and curve set it p
 - mean regret: mean over sweeps of (best final - best surviving final).
 
 Curve sets: ``synthetic`` (noisy saturating curves with seeds that collapse, plateau low or bloom late; a
-``tune`` split with another generator seed is what defaults were tuned on, ``--tune`` prints that grid) and
-``real`` (bench/curves/*.json, recorded from the tiny task by bench/record_curves.py).
+``tune`` split with another generator seed is what defaults were tuned on, ``--tune`` prints that grid),
+``real`` (bench/curves/real: 30+ sweeps x 8 seeds x 100-200 steps recorded by bench/record_curves.py from the
+tiny model on arithmetic, a reasoning-gym task and countdown, GRPO / DAPO / Dr. GRPO at several learning rates
+and knobs; their entropy, clipped share and zero-std groups feed the health guards) and ``real40`` (the first
+corpus: 10 arithmetic sweeps x 8 seeds x 40 steps, bench/curves/real40). Each set is first described: per
+recorded sweep the seeds' spread of finals against the per-step noise and a final's own noise, the gap from the
+best final to the second, and the share of seeds already near-best (a sweep where most seeds are near-best is
+easy for any rule; one where the spread is below a final's noise is a lottery).
 
-    .venv/bin/python bench/early_stopping.py            # both sets, every method
-    .venv/bin/python bench/early_stopping.py --tune     # the grid the defaults were chosen from
+    .venv/bin/python bench/early_stopping.py                    # synthetic and real, every method
+    .venv/bin/python bench/early_stopping.py --set real --policies bayes,asha --no-trade-off   # a quick look
+    .venv/bin/python bench/early_stopping.py --save             # also bench/curves/early_stopping_<date>.txt
+    .venv/bin/python bench/early_stopping.py --tune             # the grid the defaults were chosen from
 
 Optuna's pruners see raw intermediate values (they do not smooth). Its MedianPruner compares only with
 COMPLETE trials, of which a parallel sweep has none until the end, so it cannot prune there; its
@@ -266,17 +274,20 @@ def step_noise(curve: Curve) -> float:
 
 
 def sweep_stats(sweep: Sweep) -> dict[str, float]:
-    """What makes a sweep easy or hard for a stopping rule: the spread of its seeds' finals (sd), the median
+    """What makes a sweep easy or hard for a stopping rule: the seeds' mean over their first 10 % of steps (what
+    was learnt: ``best`` against ``start``), the spread of its seeds' finals (sd), the median
     per-step noise of its seeds, one final's own noise (per-step noise / sqrt(points in the final's window)),
     the best final, the gap from the best to the second best, and the share of seeds within NEAR_BEST of the
     best (with half or more near-best, stopping seeds at random rarely loses one)."""
     finals = sorted((final_value(curve) for curve in sweep.values()), reverse=True)
+    starts = [final_value(curve[:max(1, math.ceil(0.1 * len(curve)))]) for curve in sweep.values()]
     mean = sum(finals) / len(finals)
     spread = math.sqrt(sum((f - mean) ** 2 for f in finals) / (len(finals) - 1)) if len(finals) > 1 else 0.0
     noises = sorted(step_noise(curve) for curve in sweep.values())
     noise = noises[len(noises) // 2]
     window = max(1, math.ceil(0.1 * max(len(curve) for curve in sweep.values())))
-    return {"best": finals[0], "spread": spread, "step_noise": noise, "final_noise": noise / math.sqrt(window),
+    return {"start": sum(starts) / len(starts), "best": finals[0], "spread": spread, "step_noise": noise,
+            "final_noise": noise / math.sqrt(window),
             "gap": finals[0] - finals[1] if len(finals) > 1 else 0.0,
             "near_best_share": sum(finals[0] - f <= NEAR_BEST for f in finals) / len(finals)}
 
@@ -299,12 +310,13 @@ def describe_corpus(sweeps: list[Sweep], out: Callable[[str], None], folder: str
             tasks[key] = tasks.get(key, 0) + 1
     if tasks:
         out("task / preset: " + ", ".join(f"{k} x{n}" for k, n in sorted(tasks.items())))
-        out(f"{'sweep':26s} {'task':30s} {'lr':>7s} {'seeds':>5s} {'steps':>5s} {'best':>6s} {'spread':>7s} "
+        out(f"{'sweep':26s} {'task':30s} {'lr':>7s} {'seeds':>5s} {'steps':>5s} {'start':>6s} {'best':>6s} "
+            f"{'spread':>7s} "
             f"{'noise/step':>10s} {'noise/final':>11s} {'gap 1-2':>7s} {'near-best':>9s}")
         for sweep, st in zip(sweeps, stats):
             config = sweep.config
             out(f"{sweep.name:26s} {config.get('task', 'arithmetic'):30s} {config.get('lr', 0):7.0e} {len(sweep):5d} "
-                f"{max(len(c) for c in sweep.values()):5d} {st['best']:6.3f} {st['spread']:7.3f} "
+                f"{max(len(c) for c in sweep.values()):5d} {st['start']:6.3f} {st['best']:6.3f} {st['spread']:7.3f} "
                 f"{st['step_noise']:10.3f} {st['final_noise']:11.3f} {st['gap']:7.3f} {st['near_best_share']:9.0%}")
 
     def median(key: str) -> float:
@@ -312,7 +324,8 @@ def describe_corpus(sweeps: list[Sweep], out: Callable[[str], None], folder: str
         return values[len(values) // 2]
 
     out(f"medians over sweeps: seed spread of finals {median('spread'):.3f}, per-step noise "
-        f"{median('step_noise'):.3f}, a final's own noise {median('final_noise'):.3f}, best-to-second gap {median('gap'):.3f}, seeds near-best "
+        f"{median('step_noise'):.3f}, a final's own noise {median('final_noise'):.3f}, best-to-second gap "
+        f"{median('gap'):.3f}, seeds near-best "
         f"{median('near_best_share'):.0%}; sweeps with half or more of their seeds near-best: "
         f"{sum(st['near_best_share'] >= 0.5 for st in stats)} of {len(stats)}")
 
