@@ -201,6 +201,7 @@ function startRunPage({liveUrl, seriesUrl, runId, intervalMs, first = null}) {
         append(series[key] || (series[key] = {x: [], y: [], lo: [], hi: [], n: [], bucketed: false}), s);
         if (s.x.length) { since = Math.max(since, s.x[s.x.length - 1]); changed.add(key); }
       }
+      document.body.dataset.latestStep = String(since);  // the Kill question's step (static/seedbed/confirm.js)
       for (const div of loaded) {
         if (!asked.has(div)) fetchInto(div, lastStep(keysOf(div)) + 1).catch(() => {});
       }

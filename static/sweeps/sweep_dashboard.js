@@ -165,10 +165,23 @@ function startSweepDashboard({liveUrl, forecastUrl = null, sweepId, intervalMs, 
       xaxis: {title: {text: xKind === "time" ? "seconds since the run started" : "step"}},
       legend: {orientation: "v"},
     };
-    if (!points) layout.annotations = [{text: "no data yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5}];
+    delete chart.dataset.unknownMetric;
+    if (!points) layout.annotations = [{text: noPointsText(metric), showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5}];
     Plotly.react(chart, traces, layout, {displaylogo: false, responsive: true});
     el("bucket-note").textContent = (width > 1 ? "each point: a bucket of " + width + " steps (raw: its min and max)" : "") +
       (forecast && xKind === "time" && el("forecast-toggle").checked ? " forecasts: on the step axis only" : "");
+  }
+
+  // Why a chart is empty: a key the sweep's runs do not log (a typo) is "no such metric", naming the ones they
+  // do; otherwise nothing is logged yet. Keys logged now and then (eval/, system/) may be missing at step 1.
+  function noPointsText(key) {
+    const logged = JSON.parse(chart.dataset.logged || "[]");
+    const periodic = key.startsWith("eval/") || key.startsWith("system/");
+    if (!logged.length || logged.includes(key) || periodic) return "no data yet";
+    chart.dataset.unknownMetric = key;
+    const plain = (text) => text.replace(/[<>&]/g, "");  // a typed key is shown as text: no markup reaches Plotly
+    return "no such metric: " + plain(key) + " (logged: " + logged.slice(0, 8).map(plain).join(", ") +
+      (logged.length > 8 ? ", …" : "") + ")";
   }
 
   // A run's forecast from its last point to its horizon: the band (low edge, then the high edge filled to it) and

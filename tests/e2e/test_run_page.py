@@ -57,7 +57,9 @@ def test_launch_watch_and_kill_a_run_from_the_browser(live_server, celery_worker
     page.once("dialog", lambda dialog: (questions.append(dialog.message), dialog.dismiss()))
     page.click("#kill")
     wait_for(lambda: questions, timeout=10, what="the kill confirmation")
-    assert questions[0].startswith("Kill browser run? It stops after its current step") and "checkpoint" in questions[0]
+    assert questions[0].startswith("Kill browser run? It is at step ") and "checkpoint" in questions[0]
+    asked_at = int(questions[0].split("It is at step ")[1].split()[0])  # the step when asked, not when drawn
+    assert 3 <= asked_at <= Run.objects.get(pk=run.pk).last_step
     time.sleep(1.5)
     run.refresh_from_db()
     assert run.status == RunStatus.RUNNING and run.kill_requested_at is None

@@ -42,7 +42,10 @@ def test_runs_of_two_sweeps_side_by_side(client_in, config, django_capture_on_co
     assert ">one</a>" in row_a and f'<tr data-run="{b.pk}">' in html and ">two</a>" in html
     assert re.findall(r'<tr data-key="([^"]+)">', html) == ["lr", "seed"]  # only the keys that differ
     assert "Not found (or not in your projects): 999999" in html
-    assert 'id="compare-curves"' in html
+    assert 'id="compare-curves"' in html and "compare-unknown-metric" not in html
+    typo = client_in.get(reverse("runs:compare"), {"ids": f"{a.pk} {b.pk}", "metric": "reward/meen"}).content.decode()
+    assert '<p class="warning" id="compare-unknown-metric">no such metric: reward/meen; these runs log reward/mean</p>' \
+        in typo
     # another user's view: the runs are 'not found', their numbers never shown
     outsider = django_user_model.objects.create_user(username="eve", password="pw-for-tests-only")
     client_in.force_login(outsider)

@@ -19,7 +19,7 @@ from webapp.projects.selectors import visible
 
 from . import rollups
 from .finals import final_window
-from .models import Run
+from .models import MetricRollup, Run
 
 MAX_RUNS = 20
 MAX_POINTS = 400
@@ -129,7 +129,20 @@ def run_compare(request: HttpRequest) -> HttpResponse:
     for run in runs:
         curves[run.pk] = {"name": f"run {run.pk} · {run.display_name}", **run_curve(run, metric)}
         rows.append({"run": run, **summary_row(run, curves[run.pk], mode)})
+    unknown = ""
+    if runs and not any(c["x"] for c in curves.values()):  # a typo, or a key logged later: say which
+        logged = logged_keys([r.pk for r in runs])
+        if logged and metric not in logged:
+            unknown = f"no such metric: {metric}; these runs log {', '.join(logged[:12])}" + (
+                ", …" if len(logged) > 12 else "")
     return render(request, "runs/compare.html", {
         "ids_text": " ".join(map(str, ids)), "metric": metric, "rows": rows, "problem": problem,
         "missing": missing, "diff": config_diff({r.pk: r.config for r in runs}), "curves": curves,
-        "runs": runs, "mode": mode})
+        "runs": runs, "mode": mode, "unknown_metric": unknown})
+
+
+def logged_keys(run_ids: list[int]) -> list[str]:
+    """The metric keys the runs logged, sorted: read from the chart tier's coarsest level (a row per run and key
+    for any run under 8,192 steps)."""
+    return sorted(set(MetricRollup.objects.filter(run_id__in=run_ids, width=rollups.WIDTHS[-1])
+                      .values_list("key", flat=True).distinct()))

@@ -53,6 +53,7 @@ def sweep_new(request: HttpRequest) -> HttpResponse:
 def sweep_detail(request: HttpRequest, sweep_id: int) -> HttpResponse:
     sweep = visible_sweep(request, sweep_id)
     keys = selectors.sweep_metric_keys(sweep_id=sweep.pk)
+    logged = list(keys)  # what the chart calls "no such metric" when a typed key has no points (none: "no data yet")
     metric = request.GET.get("metric") or sweep.policy.get("metric") or selectors.DEFAULT_METRIC
     if metric not in keys:
         keys = sorted({*keys, metric})
@@ -60,10 +61,13 @@ def sweep_detail(request: HttpRequest, sweep_id: int) -> HttpResponse:
     return render(request, "sweeps/sweep_detail.html", {
         "replay_form": ReplayForm(initial=replay_initial(sweep)), "forecast_on": sweep.policy.get("name") == "bayes",
         "sweep": sweep, "plan": SweepPlan.objects.filter(sweep=sweep).first(), "metric": metric, "metric_keys": keys,
+        "logged_metrics": json.dumps(logged),
         "policy_json": json.dumps(sweep.policy, indent=2, sort_keys=True) if sweep.policy else "",
         "config_json": json.dumps(sweep.config, indent=2, sort_keys=True),
         "sample_steps": selectors.sweep_sample_steps(sweep_id=sweep.pk)[:200],
         "panel": panel, "can_act": can_act(request, sweep),
+        # "Kill selected" only while a run can still be killed (an ended sweep's boxes are all disabled)
+        "any_live": sweep.runs.exclude(status__in=ENDED_STATUSES).exists(),
         "audit": audit_trail(targets=[("sweep", sweep.pk), *(("run", pk) for pk in sweep.runs.values_list("pk", flat=True))]),
     })
 
