@@ -269,3 +269,63 @@ def test_math_verify_timeout_is_verifier_error_not_zero():
     with pytest.raises(VerifierError, match="timed out"):
         v(r"\boxed{(x+1)^{100000}}", {"answer": "3"})
     assert v(r"\boxed{3}", {"answer": "3"}).score == 1.0  # the pool still works afterwards
+
+
+# (completion, answer extracted, read as) — issue 21: markers mid-line, display blocks, sentences, markdown
+MARKERS = [
+    ("so the Final Answer: $x=3$ done", "x=3", "latex"),
+    ("We get\nAnswer:\n$$\nx = 3\n$$\nThat is all.", "x = 3", "latex"),
+    ("Thus\nFinal answer: \\[ \\frac{1}{2} \\]", "\\frac{1}{2}", "latex"),
+    ("Final Answer: The final answer is $7$. I hope it is correct.", "7", "latex"),
+    ("Answer: 42. This is probably right, or maybe not", "42", "text"),  # the hedge words are not the answer's
+    ("**Final Answer:** **1 000**", "1 000", "text"),
+    ("Answer: 19/7.", "19/7", "text"),
+    ("<answer>42</answer>", None, "text"),  # a tag is not a marker (extract=answer_tag reads it)
+    ("To answer this we add: 3 + 4", None, "text"),  # "answer" as a verb is no marker
+]
+
+
+@pytest.mark.parametrize("completion,answer,read_as", MARKERS, ids=[str(i) for i in range(len(MARKERS))])
+def test_answer_markers(completion, answer, read_as):
+    info = extract_answer(completion)
+    assert (info["answer"], info["read_as"] if answer else "text") == (answer, read_as), info
+
+
+def test_a_text_answer_keeps_its_full_stop_for_math_verify():
+    info = extract_answer("Answer: 19/7.")
+    assert info["checked"] == "19/7." and info["answer"] == "19/7"  # Math-Verify reads "19/7." as 19/7.0
+
+
+def test_lenient_results_are_cached_by_digest():
+    v = get_verifier("math", processes=2, mode="lenient")
+    long = "Let us think. " * 40 + "So we get 12 apples."
+    first, again = v(long, {"answer": "12"}), v(long, {"answer": "12"})
+    assert first.score == again.score == 1.0 and again.details["cached"] is True
+    assert all(len(key[1]) <= 256 for key in v._cache)
+    assert first.details["answer"] == "12" and first.details["method"] == "lenient"
+
+
+def test_mode_is_checked():
+    from training.verifiers import check_reward_spec
+
+    with pytest.raises(ValueError, match="mode"):
+        get_verifier("math", mode="loose")
+    assert "mode must be one of strict, lenient" in check_reward_spec([{"name": "math", "params": {"mode": "x"}}])
+
+
+def test_a_pool_first_used_from_a_thread_survives_the_threads_end():
+    """PR_SET_PDEATHSIG kills a worker when the *thread* that started it ends (the submit-time dry run uses
+    the shared math pool from a thread): the next batch replaces the dead workers instead of failing."""
+    import threading
+
+    pool = WorkerPool("operator:add", processes=2, deadline_s=10)
+    try:
+        first = []
+        thread = threading.Thread(target=lambda: first.append(pool.map([(1, 2), (3, 4)])))
+        thread.start()
+        thread.join()
+        for worker in pool._workers:
+            worker.proc.wait(5)  # killed with the thread that started it
+        assert first == [[3, 7]] and pool.map([(5, 6), (7, 8)]) == [11, 15] and pool.restarts == 2
+    finally:
+        pool.close()

@@ -14,9 +14,10 @@ answer is" marker, mid-line too, up to its sentence's end or across the display 
 ``answer_tag`` the last ``<answer>...</answer>``; ``hash`` the text after the last ``####`` (GSM8K);
 ``last_number`` the last number; ``auto`` tries boxed, then an answer tag, then ``####``, then the fallback.
 ``details["method"]`` names the form that matched. A hedged answer ("3 or 4", "maybe 3") scores 0 unless the
-gold answer itself is phrased that way; no answer scores 0. A box's content is read as LaTeX (``\\$`` in it is
-a dollar sign); any other answer, and the gold, as text, where a plain number such as ``1 000`` or ``2,5``
-reads as Math-Verify reads numbers in prose (:func:`parse_input`).
+gold answer itself is phrased that way; no answer scores 0. A box's content, or a math span's after a marker,
+is read as LaTeX (``\\$`` in it is a dollar sign); plain text after a marker as Math-Verify reads an "Answer:"
+line (``1 000`` is 1000, ``2,5`` is 2.5; :func:`parse_input`); the gold as LaTeX, or as a prose number when it
+is one with a space or comma (:func:`gold_input`).
 
 Checking, fast: when gold and answer both fall in the small grammar of :mod:`math_fastpath` (integers,
 decimals, fractions, percentages, simple radicals, ``x = v``), the parent decides exactly in microseconds,
@@ -40,6 +41,7 @@ README).
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import re
 import threading
@@ -132,11 +134,10 @@ def _tidy(answer: str) -> tuple[str, str, str]:
 
 def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxed: str = "last",
                    extract: str = "boxed") -> dict:
-    """Pick the final answer (``mode="strict"``). Returns {"answer": str|None, "method": ..., "n_boxed": int,
-    "reason": ..., "read_as": ...}; ``method`` is the form that gave it (boxed, answer_tag, hash, last_number,
-    answer_line); ``read_as`` how math-verify is to read it (:func:`parse_input`): a box's content is LaTeX,
-    any other answer is text (where a plain number such as ``1 000`` or ``2,5`` reads as Math-Verify reads
-    a number in prose).
+    """Pick the final answer (``mode="strict"``). Returns {"answer": str|None, "checked": str|None, "method":
+    ..., "n_boxed": int, "reason": ..., "read_as": ...}; ``method`` is the form that gave it (boxed,
+    answer_tag, hash, last_number, answer_line); ``checked`` the text math-verify reads, as ``read_as``
+    (:func:`parse_input`): a box's or a math span's content as LaTeX, plain text as written, as text.
 
     Boxes: the last box and the boxes joined to it (:func:`training.verifiers.answers.final_boxed_group`) are
     one answer, a set or tuple written ``a, b``, as Math-Verify reads them.
@@ -152,7 +153,8 @@ def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxe
     ['1,234', '3', '1234']
     """
     boxed = find_boxed(completion)
-    info = {"answer": None, "checked": None, "method": None, "n_boxed": len(boxed), "reason": None, "read_as": "text"}
+    info = {"answer": None, "checked": None, "method": None, "n_boxed": len(boxed), "reason": None,
+            "read_as": "text"}
     forms = EXTRACT[extract] + (("answer_line",) if extract in ("boxed", "auto") and fallback == "answer_line" else ())
     for form in forms:
         if form == "boxed":
@@ -323,6 +325,13 @@ def check_chunk_in_worker(pairs: list[tuple[str, str, str]], float_rounding: int
 
 # ---- the verifier (parent side) -------------------------------------------------------------------
 
+def _cache_key(key: tuple[str, str, str]) -> tuple:
+    """The result cache's key for a (gold, answer, read_as) check: a long answer (mode lenient checks whole
+    completions) by its digest, so a full cache holds bounded memory."""
+    gold, answer, read_as = key
+    return key if len(answer) <= 256 else (gold, hashlib.sha256(answer.encode()).digest(), read_as)
+
+
 _POOLS: dict[tuple, WorkerPool] = {}
 _POOLS_LOCK = threading.Lock()
 
@@ -430,15 +439,15 @@ class MathVerifier:
                 out[i] = fast
             else:
                 key = (gold, info["checked"], info["read_as"])
-                if key in self._cache:
-                    self._cache.move_to_end(key)
-                    out[i] = self._result(info, self._cache[key], cached=True)
+                if _cache_key(key) in self._cache:
+                    self._cache.move_to_end(_cache_key(key))
+                    out[i] = self._result(info, self._cache[_cache_key(key)], cached=True)
                 else:
                     todo.setdefault(key, []).append(i)
         if todo:
             for key, reply in self._check_in_pool(list(todo)).items():
                 if isinstance(reply, dict) and reply.get("status") == "ok" and self.cache_size:
-                    self._cache[key] = reply
+                    self._cache[_cache_key(key)] = reply
                     if len(self._cache) > self.cache_size:
                         self._cache.popitem(last=False)
                 for i in todo[key]:

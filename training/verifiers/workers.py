@@ -140,6 +140,12 @@ class WorkerPool:
         self.restarts = 0
 
     def _ensure_workers(self) -> None:
+        # A worker may have died between batches: PR_SET_PDEATHSIG fires when the *thread* that started it
+        # exits (a pool first used from a short-lived thread, e.g. the submit-time dry run), or it was killed.
+        for w in [w for w in self._workers if w.proc.poll() is not None]:
+            w.kill()
+            self._workers.remove(w)
+            self.restarts += 1
         while len(self._workers) < self.processes:
             self._workers.append(self._new_worker())
         for w in list(self._workers):
@@ -184,7 +190,12 @@ class WorkerPool:
                         results[index] = exc
                     return results
                 index = pending.pop()
-                worker.conn.send((index, arg_tuples[index]))
+                try:
+                    worker.conn.send((index, arg_tuples[index]))
+                except OSError:  # it died since it was last seen alive: a fresh one takes the task
+                    pending.append(index)
+                    idle.append(self._replace(worker))
+                    continue
                 running[worker] = (index, time.monotonic() + self.deadline_s)
             soonest = min(deadline for _, deadline in running.values())
             ready = wait([w.conn for w in running], timeout=max(0.0, soonest - time.monotonic()))
