@@ -23,6 +23,9 @@ import threading
 # and ``regex`` a pattern (often a format reward), neither of which the reference answer is written to pass;
 # ``countdown`` judges an expression; and an operator's dotted-path verifier does what we cannot know.
 DRY_RUN_VERIFIERS = ("math", "exact", "reasoning_gym")
+# Settings that only size a verifier's machinery, for one answer: math keeps a pool of worker processes per
+# (processes, deadline) for the life of the process that built it (here: a web server's), so one, not two.
+DRY_RUN_PARAMS = {"math": {"processes": 1}}
 # The knobs that change what the dry-run sees (a sweep's grid point that varies none of them needs no new one).
 DRY_RUN_KNOBS = frozenset({"task", "data_path", "prompt_field", "answer_field", "data_fields", "rewards",
                            "answer_instruction"})
@@ -103,7 +106,11 @@ def dry_run_verifier(item: dict, example: dict, instruction: str) -> str:
     asked = (f"answer_instruction asks for the {form} form" if form != "bare" else
              "answer_instruction names no answer form, so a model would reply with the bare answer")
     try:
-        result = get_verifier(name, **params)(reply, example)
+        try:
+            verifier = get_verifier(name, **{**params, **DRY_RUN_PARAMS.get(name, {})})
+        except ValueError:  # (the verifier no longer takes that setting: built as the run builds it)
+            verifier = get_verifier(name, **params)
+        result = verifier(reply, example)
     except VerifierError as exc:
         return f"the {name} verifier cannot judge {shown}: {str(exc)[:300]}"
     except Exception as exc:  # a verifier that crashes here crashes the run too: say so now, not in the worker

@@ -107,12 +107,12 @@ def test_a_verifier_that_cannot_judge_the_row_is_named(bare_answers):
     assert "not a reasoning-gym entry" in err.value.errors["rewards"]
 
 
-def test_a_latex_reference_goes_through_math_verify_and_scores(tmp_path):
-    path = tmp_path / "latex.jsonl"
-    path.write_text(json.dumps({"q": "Area of a unit circle?", "a": "\\pi"}) + "\n")
-    config = TrainConfig.from_dict(file_config(str(path), answer_instruction=BOXED,
-                                               rewards=[{"name": "math", "params": {"processes": 1}}]))
-    assert reward_dry_run_error(config) == ""
+def test_a_latex_reference_goes_through_math_verify_and_scores():
+    from training.reward_dry_run import dry_run_verifier
+
+    # outside the fast grammar: math-verify in the verifier's worker process, without the dry-run's time limit
+    assert dry_run_verifier({"name": "math"}, {"answer": "\\frac{\\pi}{2}"}, BOXED) == ""
+    assert "0.0" in dry_run_verifier({"name": "math"}, {"answer": "\\frac{\\pi}{2}"}, "")  # bare: no marker
 
 
 def test_code_and_judge_verifiers_are_not_dry_run_and_start_no_process(tmp_path):
