@@ -119,7 +119,8 @@ def dry_run_verifier(item: dict, example: dict, instruction: str) -> str:
         return ""
     reason = verdict_reason(result.details)
     return (f"the {name} verifier scores {shown} {result.score!r}" + (f" ({reason})" if reason else "")
-            + f"; {asked}. Every reward would be 0: make answer_instruction ask for the form the verifier reads "
+            + f"; {asked}. A correct answer would not be rewarded: make answer_instruction ask for the form the "
+              "verifier reads "
               "(e.g. 'Put your final answer within \\boxed{}.' for math), or set the verifier's params to read "
               "the form the prompt asks for (e.g. {\"extract\": \"last_number\"}), or check answer_field")
 

@@ -88,7 +88,7 @@ def test_the_error_reads_as_the_issue_asks(bare_answers):
         TrainConfig.from_dict(file_config(bare_answers), dry_run=True)
     assert set(err.value.errors) == {"rewards"}
     message = err.value.errors["rewards"]
-    assert message.startswith(BARE_REASON) and "Every reward would be 0" in message
+    assert message.startswith(BARE_REASON) and "A correct answer would not be rewarded" in message
     with pytest.raises(FieldErrors) as err:  # the instruction asks for a tag; exact sees the tag too
         TrainConfig.from_dict(file_config(bare_answers, rewards=[{"name": "exact"}],
                                           answer_instruction="Answer in <answer></answer>."), dry_run=True)
