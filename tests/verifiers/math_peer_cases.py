@@ -40,6 +40,11 @@ CASES = {
         ("$42$", "Reasoning...\nFinal answer: 42", 1),
         ("$42$", "Reasoning...\nFinal answer: 41", 0),
         (r"$\frac{1}{4}$", "Reasoning...\nAnswer: $\\frac{1}{4}$.", 1),
+        # boxes used for working before the final answer's marker: the later marker wins, as in Math-Verify
+        ("$1530$", rf"Rent is {B}{{1200}} and food {B}{{330}}, in all \$1,530. The final answer is $1,530$.", 1),
+        ("$330$", rf"Rent is {B}{{1200}} and food {B}{{330}}, in all \$1,530. The final answer is $1,530$.", 0),
+        # a box that straddles math delimiters
+        (r"$\{12, 13\}$", rf"The sum lies between ${B}{{12 $ and $13}}$.", 1),
     ],
     # 3. "\$" inside a box is a dollar sign, not a math delimiter
     "dollar": [

@@ -35,6 +35,8 @@ _MARKER_TIERS = (  # Math-Verify's order of strength: "final answer ... is", the
     re.compile(r"\banswer(?:\s+is)?[*_]*\s*[:：]", re.IGNORECASE),
     re.compile(r"\bthe\s+answer\s+is\b|^[^\w\n<]*(?:final\s+)?answer\b(?:\s+is\b)?", re.IGNORECASE | re.MULTILINE))  # "<answer>" is a tag
 _UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
+# what Math-Verify reads right after "final answer is": math, or a number
+_READABLE_AFTER_IS = re.compile(r"\s*(?:\$|\\\(|\\\[|-?\d|\.\d)")
 _INLINE_DOLLAR_CLOSE = re.compile(r"(?<!\\)\$|\n")  # an inline $...$ closes on its line
 # A number not glued to a word, a closing bracket or a decimal point before it (so "5-3" ends in 3, not -3);
 # thousands groups only in threes ("1,2,3" is three numbers); a fraction "3/4" is one number.
@@ -151,6 +153,16 @@ def answer_line(text: str) -> str | None:
         if found:
             return _answer_after(text, found[-1].end())
     return None
+
+
+def final_answer_is_after(text: str, position: int) -> bool:
+    """Whether a "final answer … is" marker (the strongest, :data:`_MARKER_TIERS`' first) ends after
+    ``position``: a box before it is working, not the answer (Math-Verify ranks the two alike, the later wins).
+
+    >>> final_answer_is_after(r"so \\boxed{200}. Final Answer: The final answer is $10,455$.", 14)
+    True
+    """
+    return any(_READABLE_AFTER_IS.match(text, m.end()) for m in _MARKER_TIERS[0].finditer(text, position))
 
 
 def _answer_after(text: str, start: int) -> str | None:

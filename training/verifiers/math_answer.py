@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from itertools import product
 
 from training.verifiers.answers import extract as extract_form
-from training.verifiers.answers import final_boxed_group, find_boxed
+from training.verifiers.answers import final_answer_is_after, final_boxed_group, find_boxed, find_boxed_spans
 from training.verifiers.base import Param, VerifierError, VerifierResult, register_verifier
 from training.verifiers.math_fastpath import decide, parse_fast
 from training.verifiers.workers import TaskFailed, TaskTimeout, WorkerPool
@@ -160,12 +160,16 @@ def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxe
         if form == "boxed":
             if not boxed:
                 continue
+            if "answer_line" in forms and final_answer_is_after(completion, find_boxed_spans(completion)[-1][1]):
+                continue  # "… the final answer is X" after the boxes: Math-Verify ranks them alike, the later wins
             group = final_boxed_group(completion)
             if multiple_boxed == "reject" and set(boxed) - set(group):
                 info["reason"] = "several different boxed answers"
                 return info
             # an empty box ends the search: no answer
             info["answer"] = info["checked"] = ", ".join(group) if all(group) else ""
+            if _UNESCAPED_DOLLAR.search(info["answer"]):  # a box across math delimiters: "\\boxed{12 $ and $13}"
+                info["checked"] = "".join(f"\\boxed{{{content}}}, " for content in group)[:-2]
             info["method"], info["read_as"] = "boxed", "latex"
             break
         answer = extract_form(completion, form)
