@@ -8,8 +8,8 @@ open-r1's rewards read it: what pass@k of a base model needs.
 Extraction, strict (in the trusted parent, cheap), in the form the run's prompt asks for (``extract``; the forms
 are :mod:`training.verifiers.answers`, shared with ``reasoning_gym``): ``boxed`` (the default) takes the
 completion's last ``\\boxed{...}`` (or ``\\fbox{...}``), with braces matched, together with the boxes joined
-to it ("``\\boxed{-2}`` and ``\\boxed{1}``": one answer, the set {-2, 1}, as Math-Verify reads it), and when
-there is none the configurable fallback (default: what follows the last "Answer:" / "Final answer:" / "the
+to it ("``\\boxed{-2}`` and ``\\boxed{1}``": one answer, the set {-2, 1}, as Math-Verify reads it) unless a
+"final answer is" marker follows them, and when there is none the configurable fallback (default: what follows the last "Answer:" / "Final answer:" / "the
 answer is" marker, mid-line too, up to its sentence's end or across the display block it opens);
 ``answer_tag`` the last ``<answer>...</answer>``; ``hash`` the text after the last ``####`` (GSM8K);
 ``last_number`` the last number; ``auto`` tries boxed, then an answer tag, then ``####``, then the fallback.
