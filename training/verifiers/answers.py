@@ -80,7 +80,7 @@ def find_boxed(text: str) -> list[str]:
     return [content for _, _, content in find_boxed_spans(text)]
 
 
-def final_boxed_group(text: str) -> list[str]:
+def final_boxed_group(text: str, spans: list[tuple[int, int, str]] | None = None) -> list[str]:
     """The contents of the boxes that together give the final answer: the last box and, going left, each box
     that is close to the next one (under 10 characters between them) or, holding a different answer, is
     joined to it by "and", "or", "," or ";" within 70 characters. Repeated neighbours count once. Math-Verify
@@ -95,7 +95,7 @@ def final_boxed_group(text: str) -> list[str]:
     >>> final_boxed_group(r"\\boxed{4} \\boxed{4}"), final_boxed_group("none")
     (['4'], [])
     """
-    spans = find_boxed_spans(text)
+    spans = find_boxed_spans(text) if spans is None else spans  # (the caller's, when it has them already)
     if not spans:
         return []
     group = [spans[-1]]

@@ -152,7 +152,8 @@ def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxe
     >>> [extract_answer(text, extract=e)["answer"] for e in ("hash", "auto", "last_number")]
     ['1,234', '3', '1234']
     """
-    boxed = find_boxed(completion)
+    spans = find_boxed_spans(completion)
+    boxed = [content for _, _, content in spans]
     info = {"answer": None, "checked": None, "method": None, "n_boxed": len(boxed), "reason": None,
             "read_as": "text"}
     forms = EXTRACT[extract] + (("answer_line",) if extract in ("boxed", "auto") and fallback == "answer_line" else ())
@@ -160,9 +161,9 @@ def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxe
         if form == "boxed":
             if not boxed:
                 continue
-            if "answer_line" in forms and final_answer_is_after(completion, find_boxed_spans(completion)[-1][1]):
+            if "answer_line" in forms and final_answer_is_after(completion, spans[-1][1]):
                 continue  # "… the final answer is X" after the boxes: Math-Verify ranks them alike, the later wins
-            group = final_boxed_group(completion)
+            group = final_boxed_group(completion, spans)
             if multiple_boxed == "reject" and set(boxed) - set(group):
                 info["reason"] = "several different boxed answers"
                 return info
