@@ -513,6 +513,15 @@ def main(argv: list[str] | None = None) -> int:
                         f"{', '.join(better) or 'none'}")
             if not args.no_trade_off and any("bayes" in name for name in chosen):
                 print_table(f"{title}: bayes trade-off as p_stop varies", trade_off(sweeps), out)
+            # Sweeps where half the seeds or more end near-best (e.g. every seed collapsed alike) are kept by any
+            # rule that stops fewer than half; the rest show whether a rule tells seeds apart.
+            contested = [sweep for sweep in sweeps if sweep_stats(sweep)["near_best_share"] < 0.5]
+            if folder and 0 < len(contested) < len(sweeps):
+                print_table(f"{title}: only the sweeps where under half the seeds end near-best",
+                            {name: score(all_methods[name], contested) for name in chosen}, out)
+                if not args.no_trade_off and any("bayes" in name for name in chosen):
+                    print_table(f"{title}, under half near-best: bayes trade-off as p_stop varies",
+                                trade_off(contested), out)
     out(f"\n{time.perf_counter() - started:.0f} s")
     if args.save:
         path = os.path.join(ROOT, "bench", "curves", f"early_stopping_{time.strftime('%Y-%m-%d')}.txt")
