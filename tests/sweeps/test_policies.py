@@ -468,3 +468,43 @@ def test_empirical_bayes_keeps_the_uncertainty_of_the_common_mean():
     assert twins["a"].mean == pytest.approx(0.60) and twins["a"].sd == pytest.approx(0.05 / 2 ** 0.5)
     apart = shrink({"a": Forecast(0.2, 0.01, 0.05), "b": Forecast(0.8, 0.01, 0.05), "c": Forecast(0.5, 0.01, 0.05)})
     assert apart["a"].mean == pytest.approx(0.2, abs=1e-3) and apart["a"].sd == pytest.approx(0.01, rel=0.01)
+
+
+def _alike_sweep(n=8, steps=40, level=0.3, noise=0.03, seed=0):
+    import random
+    rng = random.Random(seed)
+    return {f"s{i}": [(t, level + rng.gauss(0, noise)) for t in range(1, steps + 1)] for i in range(n)}
+
+
+def test_the_needed_criterion_stops_seeds_that_end_alike_down_to_a_few_and_keeps_its_risk_below_p_stop():
+    sweep = _alike_sweep()
+    base = {"name": "bayes", "metric": "reward", "max_steps": 40}
+    near = replay({**base}, sweep)
+    needed = replay({**base, "criterion": "needed", "p_stop": 0.1}, sweep)
+    assert near.stopped_at == {}  # every seed is likely near-best: the near_best criterion stops none
+    assert 3 <= len(needed.stopped_at) <= 7 and needed.compute_saved > 0.3
+    stops = [d for d in needed.decisions if d.action == "stop"]
+    spent = [d.details["spent"] for d in stops]
+    assert spent == sorted(spent) and spent[-1] < 0.1
+    assert sum(d.details["p_needed"] for d in stops) == pytest.approx(spent[-1])
+    assert all(d.details["criterion"] == "needed" and "P(the sweep has lost its near-best seed)" in d.reason
+               for d in stops)
+
+
+def test_the_needed_criterion_never_stops_a_run_clearly_ahead_and_goes_on_from_told_stops():
+    sweep = _alike_sweep(n=6)
+    sweep["leader"] = [(t, 0.3 + 0.5 * t / 40) for t in range(1, 41)]
+    config = {"name": "bayes", "metric": "reward", "max_steps": 40, "criterion": "needed", "p_stop": 0.2}
+    result = replay(config, sweep)
+    assert "leader" not in result.stopped_at and result.stopped_at
+    # a policy told the first stop (an earlier check's) starts with its P(needed) spent
+    first = next(d for d in result.decisions if d.action == "stop")
+    policy = make_policy(config)
+    policy.tell_stop(first)
+    assert policy.spent == first.details["p_needed"] and first.run_id in policy.stopped
+    median = make_policy({"name": "median", "metric": "reward", "max_steps": 40})
+    median.tell_stop(first)
+    assert median.stopped == {}  # the other rules decide afresh, as before
+    with pytest.raises(FieldErrors) as caught:
+        make_policy({**config, "criterion": "best"})
+    assert "criterion" in caught.value.errors

@@ -35,6 +35,8 @@ def full_replay(*, sweep, plan, rebuild=False) -> check_module.PolicyCheck:
             policy.extended[run_id] = Decision(run_id=run_id, action=d.action, reason=d.reason, rule=d.rule,
                                                step=d.step, value=d.value, threshold=d.threshold,
                                                n_peers=d.n_peers, extra_steps=d.extra_steps)
+    for run_id, d in sorted(stops.items(), key=lambda item: item[1].pk):
+        policy.tell_stop(check_module._as_decision(d))
     for run in runs.values():
         if run.pk not in stops and (run.is_ended or run.kill_requested_at is not None):
             policy.mark_stopped(run.pk)
@@ -181,6 +183,8 @@ POLICIES = {
     "bayes-min-extend": ({"name": "bayes", "mode": "min", "grace_steps": 4, "min_peers": 2, "p_stop": 0.3,
                           "half_life": 3, "tolerance": 0.05, "drift": 0.0},
                          {"free_slot_use": FreeSlotUse.EXTEND, "extend_steps": 6}),
+    "bayes-needed": ({"name": "bayes", "criterion": "needed", "grace_steps": 3, "min_peers": 1, "p_stop": 0.3,
+                      "tolerance": 0.1}, {"free_slot_use": FreeSlotUse.NEW_SEED, "max_new_seeds": 2}),
     "median-with-guards": ({"name": "median", "grace_steps": 4, "min_peers": 2, "min_delta": 0.05,
                             "guards": [{"kind": "entropy_collapse", "below": 0.1, "for_steps": 3},
                                        {"kind": "reward_drop", "drop": 0.15, "for_steps": 4}]}, {}),
@@ -215,6 +219,8 @@ def test_checks_that_go_on_from_the_saved_curves_decide_what_the_full_replay_dec
     assert len(went_on) >= len(checks) // 2, [c.rebuilt for c in checks]
     if "guards" in name:  # the guards acted (and so were compared with the replay), not just stayed quiet
         assert any(rule.startswith("guard:") for _, _, rule, *_ in decisions_of(copies[0])), decisions_of(copies[0])
+    if "needed" in name:  # several stops, the later ones spending on top of the earlier checks' (tell_stop)
+        assert sum(action == STOP for _, action, *_ in decisions_of(copies[0])) >= 2, decisions_of(copies[0])
     # the only reasons to feed every point here: the first check, and a resume's discard since the last one
     assert {c.rebuilt for c in checks} <= {"", "no saved state", "a run's points were discarded since it was saved"}
 

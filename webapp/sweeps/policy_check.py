@@ -147,12 +147,15 @@ def _as_decision(row: PolicyDecision) -> Decision:
 
 
 def _tell_known(policy: Policy, runs: dict[int, Run], stored: dict) -> None:
-    """What the replay knows from the start: applied extensions (a run's horizon is its extended one) and the
-    runs that ended otherwise (never judged again; their curves still count as peers)."""
+    """What the replay knows from the start: applied extensions (a run's horizon is its extended one), the stops
+    of earlier checks (``Policy.tell_stop``: a rule whose later stops depend on them) and the runs that ended
+    otherwise (never judged again; their curves still count as peers)."""
     stops = _stops(stored)
     for (run_id, action), row in stored.items():
         if action == EXTEND and row.outcome == PolicyDecision.Outcome.APPLIED:
             policy.extended[run_id] = _as_decision(row)
+    for run_id, row in sorted(stops.items(), key=lambda item: item[1].pk):  # stops earlier checks decided
+        policy.tell_stop(_as_decision(row))
     for run in runs.values():
         if run.pk not in stops and (run.is_ended or run.kill_requested_at is not None):
             policy.mark_stopped(run.pk)

@@ -86,11 +86,14 @@ class TrendStats:
 @dataclass(frozen=True)
 class Forecast:
     """A run's forecast final value: ``mean`` and the predictive ``sd`` of the final (the trend's uncertainty,
-    the shape's and the final's own noise), the run's noise ``noise_sd`` (residual sd of one point)."""
+    the shape's and the final's own noise), the run's noise ``noise_sd`` (residual sd of one point) and
+    ``own_var``, the part of sd**2 that is the final's own noise (the mean of its last points scatters around the
+    run's expected final whatever anyone knows: ``shrink`` leaves it out of the pooling)."""
 
     mean: float
     sd: float
     noise_sd: float
+    own_var: float = 0.0
 
     @property
     def ci(self) -> tuple[float, float]:
@@ -101,12 +104,13 @@ class Forecast:
 @dataclass(frozen=True)
 class ShapeFit:
     """One shape's least-squares trend of one run: its log profile likelihood, the forecast final's mean and
-    variance, and the noise variance of one point."""
+    variance, the noise variance of one point, and the final's own noise variance (part of ``var``)."""
 
     log_likelihood: float
     mean: float
     var: float
     noise_var: float
+    final_var: float = 0.0
 
 
 def shape_fits(stats: TrendStats, horizon: int, final_points: int) -> Optional[list[Optional[ShapeFit]]]:
@@ -144,7 +148,8 @@ def shape_fits(stats: TrendStats, horizon: int, final_points: int) -> Optional[l
         s2 = sse / w * n / (n - 2.0)
         g_star = horizon / (horizon + t_mid)
         var = s2 * (1.0 / n + (g_star - g_bar) ** 2 / (sxx * n / w) + 1.0 / final_points)
-        fits.append(ShapeFit(-0.5 * n * math.log(sse), stats.origin + y_bar + b * (g_star - g_bar), var, s2))
+        fits.append(ShapeFit(-0.5 * n * math.log(sse), stats.origin + y_bar + b * (g_star - g_bar), var, s2,
+                             s2 / final_points))
     return fits if any(f is not None for f in fits) else None
 
 
@@ -171,7 +176,8 @@ def mix(fits: Sequence[Optional[ShapeFit]], weights: Sequence[float], drift_var:
     mean = sum(x * f.mean for x, f in pairs) / total
     var = max(sum(x * (f.var + f.mean ** 2) for x, f in pairs) / total - mean * mean, 0.0) + drift_var
     noise = sum(x * f.noise_var for x, f in pairs) / total
-    return Forecast(mean=mean, sd=math.sqrt(var), noise_sd=math.sqrt(noise))
+    own = sum(x * f.final_var for x, f in pairs) / total
+    return Forecast(mean=mean, sd=math.sqrt(var), noise_sd=math.sqrt(noise), own_var=min(own, var))
 
 
 def shrink(forecasts: dict) -> dict:
@@ -179,19 +185,20 @@ def shrink(forecasts: dict) -> dict:
     run's forecast is pulled toward the others' as far as it is uncertain (Efron & Morris, "Data analysis using
     Stein's estimator and its generalizations", JASA 1975).
 
-    Model: theta_i ~ N(mu, tau2), m_i | theta_i ~ N(theta_i, v_i) (m_i, v_i: a run's forecast mean and
-    variance). mu and tau2 by the DerSimonian-Laird moments (Controlled Clinical Trials 1986): with w_i = 1/v_i,
+    Model: theta_i ~ N(mu, tau2), m_i | theta_i ~ N(theta_i, v_i) (theta_i: a run's expected final; m_i its
+    forecast mean; v_i = sd_i**2 - own_i the variance of that estimate, its forecast variance less the final's
+    own noise ``own_var``, which is no uncertainty about theta_i and is added back to the result). mu and tau2 by the DerSimonian-Laird moments (Controlled Clinical Trials 1986): with w_i = 1/v_i,
     mu_w = sum w m / sum w, Q = sum w (m - mu_w)**2, tau2 = max(0, (Q - (k - 1)) / (sum w - sum w**2 / sum w)),
     mu = sum m / (v + tau2) / sum 1 / (v + tau2). Then theta_i | m ~ N(mu + B_i (m_i - mu), B_i v_i + (1 - B_i)**2
     Var(mu)) with B_i = tau2 / (tau2 + v_i) and Var(mu) = 1 / sum 1 / (v + tau2), the uncertainty of mu itself
     (Morris, "Parametric empirical Bayes inference", JASA 1983): without it two runs whose forecasts agree
-    would be drawn onto one point with sd 0. Forecasts that differ less than their own noise say little, and are drawn
+    would be drawn onto one point with sd 0. The result's variance is that plus own_i. Forecasts that differ less than their own noise say little, and are drawn
     together; a run that is clearly apart (tau2 large against its v_i) keeps its own forecast. ``forecasts``
     maps run -> Forecast; fewer than 2 are returned as they are.
     """
     if len(forecasts) < 2:
         return dict(forecasts)
-    v = {run_id: max(f.sd * f.sd, 1e-18) for run_id, f in forecasts.items()}
+    v = {run_id: max(f.sd * f.sd - f.own_var, 1e-18) for run_id, f in forecasts.items()}
     w = {run_id: 1.0 / x for run_id, x in v.items()}
     sw = sum(w.values())
     mu_w = sum(w[r] * f.mean for r, f in forecasts.items()) / sw
@@ -203,8 +210,9 @@ def shrink(forecasts: dict) -> dict:
     shrunk = {}
     for run_id, f in forecasts.items():
         b = tau2 / (tau2 + v[run_id])
-        var = b * v[run_id] + (1.0 - b) ** 2 * mu_var
-        shrunk[run_id] = Forecast(mean=mu + b * (f.mean - mu), sd=math.sqrt(var), noise_sd=f.noise_sd)
+        var = b * v[run_id] + (1.0 - b) ** 2 * mu_var + f.own_var
+        shrunk[run_id] = Forecast(mean=mu + b * (f.mean - mu), sd=math.sqrt(var), noise_sd=f.noise_sd,
+                                  own_var=f.own_var)
     return shrunk
 
 
@@ -216,7 +224,9 @@ _WEIGHTS = [x / sum(_WEIGHTS) for x in _WEIGHTS]  # phi(z) dz, normalised so tha
 
 def p_near_best(mean: float, sd: float, peers: Sequence[tuple[float, float]], tolerance: float) -> float:
     """P(X >= max_j Y_j - tolerance) for independent X ~ N(mean, sd**2), Y_j ~ N(m_j, s_j**2) (larger is better):
-    the chance that a run's final ends within ``tolerance`` of the best final, itself included.
+    the chance that a run's final ends within ``tolerance`` of the best final, itself included. A negative
+    ``tolerance`` gives P(X > max_j Y_j + |tolerance|), the chance that the run ends clearly ahead of all the others
+    (the ``needed`` criterion: without it none of them would be near-best).
 
     Conditioning on X = mean + sd * z, the peers fall below X + tolerance independently, so
 

@@ -17,6 +17,7 @@ __all__ = ["CommonParams", "ManualParams", "MedianParams", "AshaParams", "Thresh
            "defaults_text", "MODES"]
 
 MODES = ("max", "min")
+BAYES_CRITERIA = ("near_best", "needed")
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,13 @@ class BayesParams(CommonParams):
     final_points: Optional[int] = None
     """The final value is the mean of this many last points (its own noise is part of the forecast). Empty means
     10 % of ``max_steps`` (rounded up)."""
+    criterion: str = "near_best"
+    """What ``p_stop`` bounds. ``near_best``: a run stops when P(its final ends within ``tolerance`` of the best
+    run's final) < ``p_stop``. ``needed``: the sweep's runs are stopped one at a time, the least needed first,
+    while the chance that the sweep has lost its near-best seed stays below ``p_stop``: a run's P(needed) is
+    P(its final ends more than ``tolerance`` above every other run still in the race), the chance the survivors
+    keep no near-best seed without it, and the P(needed) of every run the policy stopped add up to at most
+    ``p_stop``. Seeds that all end alike are then stopped down to the few that keep one near-best."""
 
     def half_life_steps(self) -> int:
         return self.half_life if self.half_life is not None else math.ceil(0.25 * self.max_steps)
@@ -211,6 +219,8 @@ class BayesParams(CommonParams):
             e["drift"] = f"must be a finite number >= 0; got {self.drift}"
         if self.half_life is not None and self.half_life < 1:
             e["half_life"] = f"must be at least 1 (or empty for 25 % of max_steps); got {self.half_life}"
+        if self.criterion not in BAYES_CRITERIA:
+            e["criterion"] = f"must be one of {', '.join(BAYES_CRITERIA)}; got {self.criterion!r}"
         if self.final_points is not None and not 1 <= self.final_points <= max(1, self.max_steps):
             e["final_points"] = f"must lie in [1, max_steps] = [1, {self.max_steps}]; got {self.final_points}"
         return e

@@ -237,6 +237,11 @@ class Policy:
         """Whether the database layer must feed it the sweep's curves."""
         return self.ranks or bool(self.guards)
 
+    def tell_stop(self, decision: Decision) -> None:
+        """Tell the policy about a stop it decided in an earlier check (the database layer replays ``decide`` from
+        the plan's ``policy_step`` on, with nothing ``decide`` set up before: a rule whose later stops depend on
+        its earlier ones reads them here). Most rules need nothing of it."""
+
     def mark_stopped(self, run_id: Hashable) -> None:
         """Tell the policy that ``run_id`` ended for another reason (a user killed it, it failed): no decision is
         made about it from now on; the points it logged still count for its peers. A database layer that
@@ -686,6 +691,7 @@ class BayesPolicy(Policy):
         super().__init__(params)
         self.trends: dict[Hashable, TrendStats] = {}
         self._fits: dict[Hashable, tuple[int, int, Optional[list]]] = {}  # run -> (step, horizon, shape fits)
+        self.spent = 0.0  # criterion needed: the P(needed) of the runs stopped so far, added up
 
     def _observe_main(self, run_id: Hashable, step: int, value: float) -> bool:
         taken = super()._observe_main(run_id, step, value)
@@ -705,10 +711,21 @@ class BayesPolicy(Policy):
 
     def _describe_rule(self) -> str:
         p: BayesParams = self.params  # type: ignore[assignment]
+        rule = (f"a run stops when P(its final is within {p.tolerance:g} of the best run's) < {p.p_stop:g}"
+                if p.criterion == "near_best" else
+                f"runs stop one at a time, the least needed first, while P(the sweep has lost its near-best seed) "
+                f"stays below {p.p_stop:g} (a run is needed when its final would end more than {p.tolerance:g} "
+                f"above every other run still in the race)")
         return (f"bayes on {p.metric} ({p.mode}): every step from {p.grace()}, each run's final at step "
                 f"{p.max_steps} is forecast from a saturating trend fit to its own points (half-life "
-                f"{p.half_life_steps()} steps, noise from its residuals); a run stops when P(its final is within "
-                f"{p.tolerance:g} of the best run's) < {p.p_stop:g} (min {p.min_peers} peers)")
+                f"{p.half_life_steps()} steps, noise from its residuals); {rule} (min {p.min_peers} peers)")
+
+    def tell_stop(self, decision: Decision) -> None:
+        """criterion needed: a stop of an earlier check is out of the race and its P(needed) is spent."""
+        p: BayesParams = self.params  # type: ignore[assignment]
+        if p.criterion == "needed" and decision.rule == self.rule and decision.run_id not in self.stopped:
+            self.stopped[decision.run_id] = decision
+            self.spent += float(decision.details.get("p_needed", 0.0))
 
     def _run_state(self, run_id: Hashable, curve: _RunCurve) -> dict:
         return {"trend": self.trends[run_id].state()}
@@ -757,6 +774,8 @@ class BayesPolicy(Policy):
         judged = self.judgeable_runs()
         if not judged:
             return []
+        if p.criterion == "needed":
+            return self._find_unneeded(judged)
         sign = 1.0 if p.mode == "max" else -1.0  # P(near-best) for "min" is that of the negated values
         race, own = self.forecasts()
         stops = []
@@ -782,6 +801,51 @@ class BayesPolicy(Policy):
                         f"at step {curve.last_step} the forecast final {self.format_value(mine.mean)} at step "
                         f"{self.horizon(run_id)} (95 % {low:.4g} to {high:.4g}, noise sd {mine.noise_sd:.2g}) vs "
                         f"the best of {len(peers)} peers' forecasts {best.mean:.4g}")))
+        return stops
+
+
+    def _find_unneeded(self, judged: list[tuple[Hashable, _RunCurve]]) -> list[Decision]:
+        """criterion needed: stop the least needed judgeable run while the spent P(needed) stays below p_stop, then
+        the next against the runs that remain (a run two others could each stand in for is not stopped with
+        both of them)."""
+        p: BayesParams = self.params  # type: ignore[assignment]
+        sign = 1.0 if p.mode == "max" else -1.0
+        race, own = self.forecasts()
+        order = {run_id: k for k, run_id in enumerate(self.curves)}
+        candidates = {run_id: curve for run_id, curve in judged if run_id in race}
+        stops = []
+        while candidates:
+            scored = []
+            for run_id in candidates:
+                peers = [(sign * f.mean, f.sd) for peer_id, f in race.items() if peer_id != run_id]
+                if len(peers) >= p.min_peers:
+                    mine = race[run_id]
+                    scored.append((p_near_best(sign * mine.mean, mine.sd, peers, -p.tolerance), order[run_id], run_id))
+            if not scored:
+                break
+            needed, _, run_id = min(scored)
+            if self.spent + needed >= p.p_stop:
+                break
+            self.spent += needed
+            curve, mine = candidates.pop(run_id), race.pop(run_id)
+            peers = list(race.items())
+            best = min((f for _, f in peers), key=lambda f: self.sort_key(f.mean))
+            near = p_near_best(sign * mine.mean, mine.sd, [(sign * f.mean, f.sd) for _, f in peers], p.tolerance)
+            low, high = mine.ci
+            stops.append(Decision(
+                run_id=run_id, action=STOP, rule=self.rule, step=curve.last_step, value=mine.mean,
+                threshold=best.mean, n_peers=len(peers),
+                details={"probability": near, "p_needed": needed, "spent": self.spent, "p_stop": p.p_stop,
+                         "criterion": "needed", "tolerance": p.tolerance, "forecast": mine.mean, "ci_low": low,
+                         "ci_high": high, "sd": mine.sd, "noise_sd": mine.noise_sd, "horizon": self.horizon(run_id),
+                         "trend_forecast": own[run_id].mean, "trend_sd": own[run_id].sd,
+                         "peers": [[peer_id, f.mean, f.sd] for peer_id, f in peers]},
+                reason=(f"bayes (needed): P(its final ends more than {p.tolerance:g} above every one of the "
+                        f"{len(peers)} runs still in the race) = {needed:.3f}; with the runs stopped before, "
+                        f"P(the sweep has lost its near-best seed) <= {self.spent:.3f} < p_stop {p.p_stop:g}; at step "
+                        f"{curve.last_step} the forecast final {self.format_value(mine.mean)} at step "
+                        f"{self.horizon(run_id)} (95 % {low:.4g} to {high:.4g}), the best peer's {best.mean:.4g}, "
+                        f"P(near-best) {near:.3f}")))
         return stops
 
 
