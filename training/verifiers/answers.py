@@ -140,8 +140,8 @@ def answer_line(text: str) -> str | None:
     """The answer after the last answer marker (see :data:`FORMS`), markers tried by strength as Math-Verify
     ranks them: "final answer … is", then "answer:", then "the answer is" / a line opening "Answer". The
     answer is the math span the marker is followed by, delimiters included (``$…$``, ``\\(…\\)``, ``$$…$$``,
-    ``\\[…\\]``, across lines), else the text up to the end of its sentence (its full stop kept), its dollar
-    signs and markdown bold dropped; on the next non-empty line when the marker ends its line.
+    ``\\[…\\]``, across lines), else the text up to the end of its sentence (its full stop kept), markdown
+    bold dropped; on the next non-empty line when the marker ends its line.
 
     >>> answer_line("Work...\\nAnswer: $12$.\\nFinal answer is 13"), answer_line("so the Final Answer: $x=3$ done")
     ('13', '$x=3$')
@@ -182,8 +182,8 @@ def _answer_after(text: str, start: int) -> str | None:
             break  # not closed: read it as prose
     m = _SENTENCE_END.search(rest)  # the sentence's own full stop stays: "19/7." is what a reader sees
     answer = rest[:m.end() if m and m.group() != "\n" else m.start()] if m else rest
-    answer = _UNESCAPED_DOLLAR.sub("", answer).replace("**", "").strip(" \t*")  # markdown bold is not math
-    return answer if answer.rstrip(".;!") else None
+    answer = answer.replace("**", "").strip(" \t*")  # markdown bold is not math
+    return answer if _UNESCAPED_DOLLAR.sub("", answer).rstrip(".;!").strip() else None  # a lone "$" is none
 
 
 def last_number(text: str) -> str | None:

@@ -206,8 +206,9 @@ def parse_input(text: str, read_as: str) -> str:
 
     ``latex`` (a box's content, a math span's): wrapped in ``$…$`` unless it holds a math delimiter already
     (an unescaped ``$`` — ``\\$`` is a dollar sign — or a box). ``text`` (plain text after an answer marker,
-    in an answer tag, after ``####``): as the text of an "Answer:" line, so ``1 000`` is 1000, ``2,5`` is 2.5
-    and LaTeX outside ``$…$`` means what it means to Math-Verify there. ``completion`` (mode lenient): as it is.
+    in an answer tag, after ``####``): as the text of an "Answer:" line, so ``1 000`` is 1000, ``2,5`` is 2.5,
+    a ``$…$`` span in it is found as Math-Verify finds it, and LaTeX outside ``$…$`` means what it means to
+    Math-Verify there. ``completion`` (mode lenient): as it is.
 
     >>> parse_input("1 000", "text"), parse_input("1 000", "latex"), parse_input(r"\\$16", "latex")
     ('Answer: 1 000', '$1 000$', '$\\\\$16$')
@@ -216,7 +217,7 @@ def parse_input(text: str, read_as: str) -> str:
         return text
     text = text.strip()
     if read_as == "text":
-        return text if _has_math(text) else f"Answer: {text}"
+        return f"Answer: {text}"
     return text if _has_math(text) else f"${text}$"
 
 
