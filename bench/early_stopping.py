@@ -34,23 +34,29 @@ with 66 % / 70 %. The 90 % retention target is not reached: on the real tiny-tas
 spread about as much as one final's own noise (sd 0.02-0.07 vs 0.02-0.04), so which seed ends best is mostly
 chance, and a random stop of 5 of 8 seeds at 20 % also keeps a near-best seed in 70 % of them.
 
-Issue 18 (the ``bayes`` rule, defaults p_stop 0.1, drift 0, chosen on the tune split; every figure with a 95 %
-interval over sweeps: bootstrap for saved and regret, Wilson for retention): synthetic test split 49.7 % saved,
-69.5 % near-best (asha 50.0 % / 69.0 %); real 27.9 % saved, 100 % near-best (asha 50 % / 70 %): on the real
-sweeps the seeds' forecasts differ less than their noise, so it stops little. No Optuna pruner is better on both
-numbers on either set; the >= 50 % saved at >= 90 % near-best target is reached on neither (see the p_stop
-trade-off tables).
+Issue 18, with the recorded corpus (bench/curves/early_stopping_2026-11-26.txt; 95 % intervals over sweeps:
+bootstrap for saved and regret, Wilson for retention). 32 real sweeps x 8 seeds x 100-200 steps: median over
+sweeps, the seeds' finals spread 0.032 (sd) against a per-step noise of 0.067 and a final's own noise of 0.021,
+and the best final leads the second by 0.013; 9 of 32 (every lr 8e-4 one, countdown, a truncating DAPO) have
+every seed collapsed alike or learning nothing.
 
-The recorded corpus (issue 18 item 4; bench/curves/early_stopping_2026-11-26.txt, policies of commit 0440b16):
-32 sweeps x 8 seeds x 100-200 steps. Median over sweeps: the seeds' finals spread 0.032 (sd) against a
-per-step noise of 0.067 and a final's own noise of 0.021, and the best final leads the second by 0.013, so
-which seed ends best is still close to chance; 9 of 32 sweeps (every lr 8e-4 one, countdown, a truncating DAPO)
-have all seeds collapsed alike or learning nothing, so half or more of their seeds are near-best and any rule
-keeps one. Real, all 32: asha 48.5 % saved / 71.9 % near-best, median 28.3 % / 68.8 %, bayes 29.8 % / 59.4 %,
-random 50 % / 75 %; bayes' p_stop trade-off runs from 12.4 % / 84.4 % (0.005) to 51.0 % / 53.1 % (0.3).
-The 23 contested sweeps: asha 50.0 % / 60.9 %, bayes 35.5 % / 43.5 %, random 50 % / 65.2 %. The default
-health guards stop every seed of the 9 dead sweeps (zero_std, reward_drop), which this score counts as a
-lost sweep ("all stopped" column); on the contested ones manual + guards keeps a near-best seed in 91.3 %.
+What the early curves tell ("what the early curves tell" section): on the 25 real sweeps whose seeds' finals
+differ, the rank correlation between a seed's mean at 20 % / 30 % of the run and its final is +0.02 / +0.00
+(median), and keeping the 3 best seeds at 20 % keeps a near-best one in 40 % of them, 3 at random in 56 %; only
+at 50 % does the early rank say something (+0.29). Saving 50 % means stopping about 5 of 8 seeds by 20-30 % of
+the run, so on these sweeps no rule that reads the curves can keep a near-best seed much more often than
+chance: the >= 50 % saved at >= 90 % near-best target is out of reach there. Synthetic sweeps carry more early
+signal (+0.14 / +0.19), still short of it: 15.5 % of them have only late bloomers near-best, flat until 30-60 %.
+
+The ``bayes`` default (p_stop 0.02, criterion near_best, drift 0) is the tune split's most compute saved among
+the settings that keep a near-best seed in >= 80 % of sweeps (--tune: 43.5 % / 82 %; p_stop 0.1 saved 50 % but
+kept 72.5 %). Test split 43.2 % saved / 77.0 % near-best (asha 50.0 / 69.0, median 50.9 / 65.5); real 19.2 % /
+81.2 % (asha 48.5 / 71.9, median 28.3 / 68.8, random 50 / 75), the 23 contested real sweeps 22.8 / 73.9 (asha
+50.0 / 60.9). No Optuna pruner is better than bayes on both numbers on either set. The ``needed`` criterion
+(stop the least needed seeds while P(the sweep lost its near-best seed) < p_stop) saves more where seeds end
+alike: real 34.8 % / 71.9 % at 0.02, 29.5 % / 87.5 % at 0.005. The default health guards stop every seed of the
+9 dead sweeps (zero_std, reward_drop), which this score counts as lost ("all stopped" column); on the contested
+sweeps manual + guards keeps a near-best seed in 91.3 % and saves 17.3 %.
 """
 from __future__ import annotations
 
@@ -60,6 +66,7 @@ import math
 import os
 import random
 import re
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -240,6 +247,7 @@ def methods(grace_fraction: float = 0.25) -> dict[str, Method]:
         "seedbed asha": seedbed_method({"name": "asha"}),
         "seedbed patience (patience=10)": seedbed_method({"name": "threshold", "patience": 10}),
         "seedbed bayes (defaults)": seedbed_method({"name": "bayes"}),
+        "seedbed bayes (criterion needed)": seedbed_method({"name": "bayes", "criterion": "needed"}),
         "seedbed manual + guards (defaults)": seedbed_method({"name": "manual", "guards": DEFAULT_GUARDS}),
         "seedbed bayes + guards (defaults)": seedbed_method({"name": "bayes", "guards": DEFAULT_GUARDS}),
         **{f"seedbed manual + guard {g['kind']}": seedbed_method({"name": "manual", "guards": [g]})
@@ -436,11 +444,13 @@ def tuning_grid(steps: int = 40) -> dict[str, dict]:
             for eta in (2, 3):
                 grid[f"asha w={weight} grace={grace} eta={eta}"] = {
                     "name": "asha", "smoothing_weight": weight, "grace_steps": grace_steps, "eta": eta}
-    for drift in (0.05, 0.1, 0.2):
-        for p_stop in (0.02, 0.05, 0.1):
-            for grace in (0.2, 0.3):
-                grid[f"bayes drift={drift} p_stop={p_stop} grace={grace}"] = {
-                    "name": "bayes", "drift": drift, "p_stop": p_stop, "grace_steps": round(grace * steps)}
+    for criterion in ("near_best", "needed"):
+        for drift in (0.0, 0.05, 0.1):
+            for p_stop in (0.01, 0.02, 0.05, 0.1):
+                for grace in (0.2, 0.3):
+                    grid[f"bayes {criterion} drift={drift} p_stop={p_stop} grace={grace}"] = {
+                        "name": "bayes", "criterion": criterion, "drift": drift, "p_stop": p_stop,
+                        "grace_steps": round(grace * steps)}
     return grid
 
 
@@ -448,15 +458,70 @@ TRADE_OFF_P_STOP = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3)
 
 
 def trade_off(sweeps: list[Sweep]) -> dict[str, Score]:
-    """The bayes policy with its other defaults as ``p_stop`` varies: compute saved against near-best retention."""
-    return {f"bayes p_stop={p}": score(seedbed_method({"name": "bayes", "p_stop": p}), sweeps)
-            for p in TRADE_OFF_P_STOP}
+    """The bayes policy with its other defaults as ``p_stop`` varies, for each criterion: compute saved against
+    near-best retention."""
+    return {f"bayes {criterion} p_stop={p}": score(seedbed_method({"name": "bayes", "criterion": criterion,
+                                                                   "p_stop": p}), sweeps)
+            for criterion in ("near_best", "needed") for p in TRADE_OFF_P_STOP}
 
 
 def pick(scores: dict[str, Score], prefix: str, min_saved: float = 0.5) -> str:
     """The tuning rule: highest retention among candidates saving >= ``min_saved``, then lowest regret."""
     eligible = [name for name, s in scores.items() if name.startswith(prefix) and s.compute_saved >= min_saved]
     return max(eligible, key=lambda name: (scores[name].retention, -scores[name].mean_regret), default="none")
+
+
+def pick_keeping(scores: dict[str, Score], prefix: str, min_retention: float = 0.8) -> str:
+    """The retention-first rule (bayes): the most compute saved among candidates that keep a near-best seed in at
+    least ``min_retention`` of the sweeps, then the lowest regret."""
+    eligible = [name for name, s in scores.items() if name.startswith(prefix) and s.retention >= min_retention]
+    return max(eligible, key=lambda name: (scores[name].compute_saved, -scores[name].mean_regret), default="none")
+
+
+def early_signal(sweeps: list[Sweep], out: Callable[[str], None], keep: int = 3) -> None:
+    """How much a seed's early curve tells about its final, whatever the rule: per fraction f of the run, the
+    median over sweeps (those whose seeds' finals differ, sd > 0.01) of the Spearman rank correlation between each
+    seed's mean over the 10 % of steps before f and its final, and how often keeping the ``keep`` seeds best at f
+    keeps a near-best one, against ``keep`` seeds kept at random (exact: the share of all such subsets). Stopping
+    all but 3 of 8 seeds at 20-30 % is what saving 50 % takes; when the early ranks say nothing, no rule that reads
+    the curves can keep the near-best seed much more often than chance."""
+    live = [sweep for sweep in sweeps if sweep_stats(sweep)["spread"] > 0.01]
+    if not live:
+        return
+    for fraction in (0.2, 0.3, 0.5):
+        correlations, by_rank, by_chance = [], 0, 0.0
+        for sweep in live:
+            steps = max(len(curve) for curve in sweep.values())
+            upto, width = math.ceil(fraction * steps), max(2, math.ceil(0.1 * steps))
+            early = {run: statistics.fmean(v for _, v in curve[max(0, upto - width):upto]) for run, curve in sweep.items()}
+            finals = {run: final_value(curve) for run, curve in sweep.items()}
+            rho = spearman([early[r] for r in sweep], [finals[r] for r in sweep])
+            if rho == rho:
+                correlations.append(rho)
+            best = max(finals.values())
+            near = {run for run, value in finals.items() if value >= best - NEAR_BEST}
+            by_rank += bool(near & set(sorted(sweep, key=lambda r: -early[r])[:keep]))
+            others = len(sweep) - len(near)  # P(a random subset of `keep` misses every near-best seed)
+            by_chance += 1.0 - (math.comb(others, keep) / math.comb(len(sweep), keep) if others >= keep else 0.0)
+        out(f"  at {fraction:.0%} of the run ({len(live)} sweeps whose seeds' finals differ): median rank correlation "
+            f"of the early mean with the final {statistics.median(correlations):+.2f}; keeping the {keep} best so far "
+            f"keeps a near-best seed in {by_rank / len(live):.0%} of sweeps, {keep} kept at random in "
+            f"{by_chance / len(live):.0%}")
+
+
+def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Spearman's rank correlation (ties ranked by position; nan when either side is constant)."""
+    def ranks(values: Sequence[float]) -> list[int]:
+        order = sorted(range(len(values)), key=lambda i: values[i])
+        result = [0] * len(values)
+        for rank, i in enumerate(order):
+            result[i] = rank
+        return result
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    var = math.sqrt(sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry))
+    return cov / var if var and len(set(xs)) > 1 and len(set(ys)) > 1 else math.nan
 
 
 def select(names: list[str], wanted: str) -> list[str]:
@@ -499,8 +564,9 @@ def main(argv: list[str] | None = None) -> int:
         tune = synthetic_sweeps(seed=1, n_sweeps=200)
         scores = {name: score(seedbed_method(cfg), tune) for name, cfg in tuning_grid().items()}
         print_table("synthetic tune split, tuning grid", scores, out)
-        for prefix in ("median", "asha", "bayes"):
+        for prefix in ("median", "asha"):
             out(f"  picked for {prefix}: {pick(scores, prefix)}")
+        out(f"  picked for bayes (the most saved keeping a near-best seed in >= 80 %): {pick_keeping(scores, 'bayes')}")
     else:
         sets: list[tuple[str, list[Sweep], str]] = []
         if args.set in ("synthetic", "all"):
@@ -520,6 +586,8 @@ def main(argv: list[str] | None = None) -> int:
         for title, sweeps, folder in sets:
             out(f"\n== {title}: the set ==")
             describe_corpus(sweeps, out, folder)
+            out(f"\n== {title}: what the early curves tell ==")
+            early_signal(sweeps, out)
             scores = {name: score(all_methods[name], sweeps) for name in chosen}
             print_table(title, scores, out)
             for ours in ("seedbed median", "seedbed asha", "seedbed bayes (defaults)"):

@@ -49,7 +49,8 @@ def test_forecasts_and_probabilities_are_the_policys_own(mode):
     assert got["e"].final is None and got["e"].probability is None and len(got["e"].path) == 24
     # the low run's probability is what made the policy stop it (max) or keep it (min)
     decided = {d.run_id for d in policy.decide()}
-    low_p = {r for r, f in got.items() if f.probability is not None and f.probability < 0.1}
+    p_stop = parse_config(config).p_stop
+    low_p = {r for r, f in got.items() if f.probability is not None and f.probability < p_stop}
     assert decided == low_p and (("d" in decided) == (mode == "max"))
 
 

@@ -368,8 +368,8 @@ def test_bayes_stops_a_clearly_worse_low_noise_seed_at_the_first_judged_step():
     result = replay(BAYES, curves)
     assert result.stopped_at == {"bad": 8}
     (decision,) = result.decisions
-    assert decision.details["probability"] < decision.details["p_stop"] == 0.1
-    assert decision.reason.startswith("bayes: P(final within 0.02 of the best) = 0.000 < p_stop 0.1")
+    assert decision.details["probability"] < decision.details["p_stop"] == 0.02
+    assert decision.reason.startswith("bayes: P(final within 0.02 of the best) = 0.000 < p_stop 0.02")
 
 
 def test_bayes_keeps_a_seed_worse_by_less_than_its_noise():
