@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import os
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, get_args, get_origin
@@ -166,6 +167,10 @@ class TrainConfig:
     keep_checkpoints: int = _f(0, "Keep only the run's newest N checkpoints, removing older ones as new ones land "
                                "(0 = keep all). A checkpoint a run started from or an evaluation read is always "
                                "kept.", min=0, max=100_000)
+    keep_best: int = _f(0, "With keep_checkpoints: also keep the N checkpoints whose keep_best_metric was best "
+                        "at their step (0 = only the newest).", min=0, max=100_000)
+    keep_best_metric: str = _f("reward/mean", "The logged metric keep_best ranks checkpoints by; higher is better, "
+                               "or lower with a 'min:' prefix (e.g. min:loss).")
     samples_per_step: int = _f(4, "Completions logged per step (shown in the UI).", min=0, max=256)
     eval_every: int = _f(0, "Evaluate pass@k on held-out problems every N steps (0 = off).", min=0, max=1_000_000)
     eval_problems: int = _f(32, "Held-out problems for periodic evaluation.", min=1, max=10_000)
@@ -282,6 +287,9 @@ class TrainConfig:
             e["eval_k"] = f"must be a list of at most {MAX_EVAL_K} integers >= 1; got {self.eval_k}"
         elif self.eval_k and max(self.eval_k) > self.eval_n:
             e["eval_k"] = f"every k must be <= eval_n ({self.eval_n}); got {self.eval_k}"
+        if not re.fullmatch(r"(min:)?[A-Za-z0-9_./@:-]{1,200}", self.keep_best_metric or ""):
+            e["keep_best_metric"] = ("must name a logged metric (letters, digits, _ . / @ : -, at most 200), with an "
+                                     f"optional 'min:' prefix; got {self.keep_best_metric!r}")
         if stop_error(self.stop):
             e["stop"] = stop_error(self.stop)
         if len(self.rewards) > MAX_REWARDS:

@@ -228,6 +228,23 @@ def test_a_failed_run_resumes_from_its_checkpoint(config, django_capture_on_comm
     assert run.status == RunStatus.QUEUED and run.error == "" and len(sent) == 1
 
 
+@pytest.mark.parametrize("metric, best", [("reward/mean", {2, 4}), ("min:reward/mean", {1, 3})])
+def test_checkpoint_retention_also_keeps_the_best_by_a_metric(config, settings, tmp_path, metric, best):
+    settings.SEEDBED_RUNS_DIR = str(tmp_path / "runs")
+    run = services.run_create(config={**config, "keep_checkpoints": 1, "keep_best": 2, "keep_best_metric": metric})
+    rewards = {1: 0.1, 2: 0.9, 3: 0.2, 4: 0.8, 5: 0.5, 6: 0.3}
+    services.run_metrics_append(run_id=run.pk, points=[(s, "reward/mean", v) for s, v in rewards.items()])
+    for step in range(1, 7):
+        folder = run.folder / "checkpoints" / f"step_{step:06d}"
+        folder.mkdir(parents=True)
+        services.run_checkpoint_add(run_id=run.pk, step=step, path=str(folder))
+    # the newest (6) and the two best by the metric at their step among the others
+    assert set(Checkpoint.objects.filter(run=run).values_list("step", flat=True)) == best | {6}
+    with pytest.raises(FieldErrors) as caught:
+        services.run_create(config={**config, "keep_best_metric": "__import__('os')"})
+    assert "keep_best_metric" in caught.value.errors
+
+
 def test_checkpoint_retention_keeps_the_newest_and_what_runs_and_evaluations_read(config, settings, tmp_path):
     from webapp.evals.models import EvalJob, EvalModel
 
