@@ -15,7 +15,7 @@ import math
 import types
 from typing import Any, Optional, Union, get_args, get_origin
 
-__all__ = ["FieldErrors", "coerce", "range_error", "range_text", "RANGE_KEYS"]
+__all__ = ["FieldErrors", "coerce", "coerce_keys", "range_error", "range_text", "RANGE_KEYS"]
 
 RANGE_KEYS = ("min", "max", "gt", "lt")
 
@@ -112,6 +112,30 @@ def coerce(value: Any, annotation: Any) -> Any:
             raise ValueError(f"expected a {base.__name__}; got {value!r}")
         return value
     raise TypeError(f"unsupported annotation {annotation!r}")
+
+
+def coerce_keys(fields: dict, mapping: dict, unknown: str) -> tuple[dict, dict[str, str]]:
+    """Each key of ``mapping`` coerced to its dataclass field's type (``fields``: name -> dataclasses.Field):
+    (values, errors), an unknown key's error being ``unknown`` with ``{key}`` and ``{allowed}`` filled in.
+
+    >>> import dataclasses
+    >>> @dataclasses.dataclass
+    ... class P:
+    ...     n: int = 1
+    >>> coerce_keys({f.name: f for f in dataclasses.fields(P)}, {"n": "3", "m": 1}, "unknown key {key!r}; allowed: {allowed}")
+    ({'n': 3}, {'m': "unknown key 'm'; allowed: n"})
+    """
+    values: dict = {}
+    errors: dict[str, str] = {}
+    for key, raw in mapping.items():
+        if key not in fields:
+            errors[key] = unknown.format(key=key, allowed=", ".join(sorted(fields)))
+            continue
+        try:
+            values[key] = coerce(raw, fields[key].type)
+        except ValueError as exc:
+            errors[key] = str(exc)
+    return values, errors
 
 
 def _fmt(x: float) -> str:

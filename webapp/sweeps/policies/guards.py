@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from training.fields import FieldErrors, coerce
+from training.fields import FieldErrors, coerce_keys
 
 from .smoothing import make_smoother
 
@@ -102,15 +102,7 @@ def parse_guards(value: Any) -> tuple[GuardParams, ...]:
         if not isinstance(item, dict):
             errors[f"guards.{i}"] = f"expected a mapping with a 'kind'; got {type(item).__name__}"
             continue
-        kwargs, mine = {}, {}
-        for key, raw in item.items():
-            if key not in fields:
-                mine[key] = f"unknown key {key!r}; allowed: {', '.join(fields)}"
-                continue
-            try:
-                kwargs[key] = coerce(raw, fields[key].type)
-            except ValueError as exc:
-                mine[key] = str(exc)
+        kwargs, mine = coerce_keys(fields, item, "unknown key {key!r}; allowed: {allowed}")
         if "kind" not in item:
             mine["kind"] = f"is required: one of {', '.join(GUARD_KINDS)}"
         if not mine:

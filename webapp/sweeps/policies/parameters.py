@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from training.fields import FieldErrors, coerce
+from training.fields import FieldErrors, coerce_keys
 
 from .guards import parse_guards
 from .smoothing import SMOOTHING_KINDS
@@ -233,22 +233,16 @@ def parse_params(cls: type, config: dict) -> CommonParams:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     errors: dict[str, str] = {}
     kwargs: dict[str, Any] = {}
-    for key, value in config.items():
-        if key == "name":
-            continue
-        if key == "guards":
-            try:
-                kwargs[key] = parse_guards(value)
-            except FieldErrors as exc:
-                errors.update(exc.errors)
-            continue
-        if key not in fields:
-            errors[key] = f"unknown key {key!r} for policy {config['name']!r}; allowed: {', '.join(sorted(fields))}"
-            continue
+    if "guards" in config:
         try:
-            kwargs[key] = coerce(value, fields[key].type)
-        except ValueError as exc:
-            errors[key] = str(exc)
+            kwargs["guards"] = parse_guards(config["guards"])
+        except FieldErrors as exc:
+            errors.update(exc.errors)
+    plain = {key: value for key, value in config.items() if key not in ("name", "guards")}
+    values, problems = coerce_keys(fields, plain, f"unknown key {{key!r}} for policy {config['name']!r}; "
+                                                  "allowed: {allowed}")
+    kwargs.update(values)
+    errors.update(problems)
     for name, f in fields.items():
         if f.default is dataclasses.MISSING and name not in config:
             errors[name] = "is required"
