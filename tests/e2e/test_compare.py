@@ -3,7 +3,7 @@ and the wall-time axis. The runs' curves are written by the test: their configs 
 test worker takes), so a Celery worker alive in the session never trains them."""
 import pytest
 
-from tests.conftest import log_in, tiny_config, wait_for
+from tests.conftest import SCREENSHOTS, log_in, tiny_config, wait_for
 from tests.sweeps.conftest import log_points, make_running
 from webapp.sweeps import services as sweep_services
 
@@ -39,6 +39,7 @@ def test_two_sweeps_runs_drawn_together(live_server, django_user_model, browser_
     page.select_option("#smoothing", "none")
     wait_for(lambda: page.text_content(f"{row} .smoothed-final") == "0.4", timeout=10, what="the raw last value")
     assert page.text_content(f"{row} .best-smoothed") == "0.4" and page.text_content(f"{row} .auc") == "3"
+    page.screenshot(path=str(SCREENSHOTS / "compare.png"), full_page=True)  # step axis (test-written points share a time)
     page.select_option("#xaxis", "time")
     assert page.evaluate("document.getElementById('compare-chart').layout.xaxis.title.text").startswith("seconds")
     assert page.locator("#config-diff tr[data-key=seed]").count() == 1
