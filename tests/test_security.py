@@ -70,6 +70,7 @@ def test_a_config_may_name_only_paths_inside_the_allowed_folders(client_in, sett
     os.makedirs(tmp_path / "allowed" / "m")
     (tmp_path / "allowed" / "m" / "config.json").write_text("{}")
     assert parse_config({"task": "file", "data_path": str(tmp_path / "allowed" / "d.jsonl"),
+                         "answer_instruction": "Put your final answer within \\boxed{}.",
                          "model_path": str(tmp_path / "allowed" / "m")}).model_path.endswith("/m")
     # through the API and the eval service the same
     response = client_in.post("/runs/new/", {"rendered_preset": "grpo", "preset": "grpo", "model_path": "/etc"})
