@@ -36,6 +36,13 @@ def wait_for(condition, *, timeout: float, what: str, every: float = 0.1):
         time.sleep(every)
 
 
+def as_from_a_terminal() -> None:
+    """``preexec_fn`` for a child a test sends Ctrl-C (SIGINT) to: SIGINT as a terminal leaves it. A suite started
+    in the background by a non-interactive shell (``cmd &``) inherits SIGINT ignored, and a process started with a
+    signal ignored keeps ignoring it (bash cannot even trap it), so the Ctrl-C tests would test the launcher."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def process_alive(pid) -> bool:
     """The process exists and is not a zombie (exited, not yet reaped)."""
     try:

@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-from tests.conftest import REPO, wait_for
+from tests.conftest import REPO, as_from_a_terminal, wait_for
 from webapp.projects.models import Membership
 from webapp.runs import services as run_services
 from webapp.runs.models import Run, RunStatus
@@ -246,7 +246,8 @@ class Watcher:
         self.out, self.err = tmp_path / f"watch-{run_id}.out", tmp_path / f"watch-{run_id}.err"
         with open(self.out, "w") as out, open(self.err, "w") as err:
             self.proc = subprocess.Popen(client_argv("runs", "watch", str(run_id), "--interval", "0.1"), cwd=REPO,
-                                         env=client_env(live_server.url, token), stdout=out, stderr=err, text=True)
+                                         env=client_env(live_server.url, token), stdout=out, stderr=err, text=True,
+                                         preexec_fn=as_from_a_terminal)
 
     def stderr(self) -> str:
         with open(self.err, newline="") as fh:  # keep the \r of the redraws

@@ -10,7 +10,7 @@ import time
 import urllib.request
 
 
-from tests.conftest import REPO, wait_for
+from tests.conftest import REPO, as_from_a_terminal, wait_for
 from tests.faults.conftest import free_port, process_alive
 
 
@@ -35,7 +35,7 @@ def test_a_killed_service_is_restarted_and_ctrl_c_stops_everything(tmp_path, tin
                 "SEEDBED_DEMO": "0", "SEEDBED_TINY_MODEL": tiny_model_dir, "SEEDBED_CPU_SLOTS": "1"})
     log = open(tmp_path / "up.log", "w")
     up = subprocess.Popen(["./seedbed", "up"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                          start_new_session=True)
+                          start_new_session=True, preexec_fn=as_from_a_terminal)
     try:
         wait_for(lambda: (s := services_state(home)) and len(s["services"]) == 3 and serves(port),
                  timeout=300, what="./seedbed up to serve", every=1)
