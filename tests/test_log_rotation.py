@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 import subprocess
-import time
 from pathlib import Path
+
+from tests.conftest import wait_for
 
 SCRIPT = (Path(__file__).resolve().parent.parent / "seedbed").read_text()
 
@@ -30,13 +31,11 @@ def test_a_log_past_its_limit_is_kept_as_log_1_and_emptied_while_its_writer_goes
     log = tmp_path / "maintenance.log"
     writer = subprocess.Popen(["bash", "-c", f"while true; do echo beat tick >>'{log}'; sleep 0.02; done"])
     try:
-        deadline = time.monotonic() + 10
-        while (log.stat().st_size if log.exists() else 0) < 2000 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: log.exists() and log.stat().st_size >= 2000, timeout=10, what="2000 bytes of log")
         bash(f"rotate_log '{log}' 1000")
         kept = (tmp_path / "maintenance.log.1").read_text()
         assert len(kept) >= 2000 and kept.startswith("beat tick\n")
-        time.sleep(0.3)
+        wait_for(lambda: log.read_text().count("\n") >= 5, timeout=10, what="the writer going on in the emptied log")
         after = log.read_text()
         # the writer carried on into the emptied file, from its start (no hole of NUL bytes where it had been)
         assert after.startswith("beat tick\n") and "\0" not in after and len(after) < len(kept)

@@ -130,7 +130,7 @@ def test_code_and_judge_verifiers_are_not_dry_run_and_start_no_process(tmp_path)
 
 @register_verifier("_dry_run_slow")
 def _slow(completion, example):
-    time.sleep(3)
+    time.sleep(3)  # the slow verifier itself (what the time limit is for), not a wait in the test
     return VerifierResult(0.0, {"reason": "too late to matter"})
 
 
