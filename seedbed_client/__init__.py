@@ -25,9 +25,10 @@ Commands:
 
 CONFIG.yaml is the same mapping as a config of `python -m training run` (YAML, or JSON in a .json file).
 Exit codes: 0 done; 1 a watched run did not succeed; 2 bad input (a 400's `error: FIELD: message` lines, a bad
-config file, SEEDBED_URL/SEEDBED_TOKEN not set); 3 token refused (401); 4 forbidden, not found or conflict
+config file, SEEDBED_URL/SEEDBED_TOKEN not set, a redirect to another host, port or scheme, refused so the token
+is not sent there); 3 token refused (401); 4 forbidden, not found or conflict
 (403/404/409); 5 server unreachable; 130 Ctrl-C (a watched run goes on).
 """
-from .client import ApiError, SeedbedClient, Unreachable
+from .client import ApiError, RedirectRefused, SeedbedClient, Unreachable
 
-__all__ = ["ApiError", "SeedbedClient", "Unreachable"]
+__all__ = ["ApiError", "RedirectRefused", "SeedbedClient", "Unreachable"]

@@ -12,7 +12,7 @@ import sys
 from typing import Callable
 
 from . import commands
-from .client import ApiError, SeedbedClient, Unreachable
+from .client import ApiError, RedirectRefused, SeedbedClient, Unreachable
 
 URL_VAR, TOKEN_VAR = "SEEDBED_URL", "SEEDBED_TOKEN"
 RUN_STATUSES = ("queued", "running", "succeeded", "failed", "killed", "lost")
@@ -185,6 +185,9 @@ def run_command(args) -> int:
         raise api_failure(exc, client.root) from None
     except Unreachable as exc:
         raise Failure(5, f"error: cannot reach the Seedbed server at {exc.url}: {exc.reason}") from None
+    except RedirectRefused as exc:
+        raise Failure(2, f"error: {exc.url} redirected to {exc.location}, another host, port or scheme: refused, "
+                         f"so the token is not sent there; if that is the server, give its address as {URL_VAR}") from None
     except commands.ConfigError as exc:
         raise Failure(2, f"error: {exc.field}: {exc}") from None
 

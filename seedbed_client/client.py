@@ -1,7 +1,8 @@
 """The HTTP side of the client: JSON requests to a Seedbed server's /api/v1/ with a bearer token.
 
 ``SeedbedClient(url, token).get("/runs", status="queued")`` returns the decoded JSON answer; an HTTP error is
-an ``ApiError`` (status and decoded body), a server that cannot be reached is an ``Unreachable``.
+an ``ApiError`` (status and decoded body), a server that cannot be reached is an ``Unreachable``, a redirect to
+another host, port or scheme (which would carry the token there) is a ``RedirectRefused``.
 Standard library only.
 """
 from __future__ import annotations
@@ -32,6 +33,35 @@ class Unreachable(Exception):
     def __init__(self, url: str, reason: str):
         super().__init__(f"cannot reach {url}: {reason}")
         self.url, self.reason = url, reason
+
+
+class RedirectRefused(Exception):
+    """The server redirected to another origin (host, port or scheme): the token is not sent there."""
+
+    def __init__(self, url: str, location: str):
+        super().__init__(f"{url} redirected to {location}")
+        self.url, self.location = url, location
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port or default
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """urllib follows a redirect anywhere with every header of the request, the token's Authorization among
+    them: a redirect within the server is followed, one to another host, port or scheme (https to http
+    included) is refused before anything is sent there."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if _origin(newurl) != _origin(req.full_url):
+            fp.close()
+            raise RedirectRefused(req.full_url, newurl)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_opener = urllib.request.build_opener(_SameOriginRedirects)
 
 
 def server_root(url: str) -> str:
@@ -87,7 +117,7 @@ class SeedbedClient:
             "Authorization": f"Bearer {self.token}", "Accept": "application/json",
             **({"Content-Type": content_type} if content_type else {})})
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with _opener.open(request, timeout=self.timeout) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
             body = _decode(exc.read())
