@@ -60,7 +60,9 @@ def test_launch_watch_and_kill_a_run_from_the_browser(live_server, celery_worker
     assert questions[0].startswith("Kill browser run? It is at step ") and "checkpoint" in questions[0]
     asked_at = int(questions[0].split("It is at step ")[1].split()[0])  # the step when asked, not when drawn
     assert 3 <= asked_at <= Run.objects.get(pk=run.pk).last_step
-    time.sleep(1.5)
+    # the run goes on: two more steps trained after the answer, and still no kill request
+    wait_for(lambda: Run.objects.get(pk=run.pk).last_step >= asked_at + 2, timeout=60,
+             what="two more steps after the dismissed kill")
     run.refresh_from_db()
     assert run.status == RunStatus.RUNNING and run.kill_requested_at is None
     assert page.text_content(".run-head .status") == "running"

@@ -9,7 +9,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 
 import pytest
 
@@ -136,7 +135,3 @@ def process_alive(pid: int | None) -> bool:
 
 def wait_until(condition, timeout: float, what: str, every: float = 0.05):
     return wait_for(condition, timeout=timeout, what=what, every=every)
-
-
-def pause(seconds: float) -> None:
-    time.sleep(seconds)

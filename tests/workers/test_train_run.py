@@ -109,15 +109,20 @@ def test_a_stale_heartbeat_marks_the_run_lost(celery_worker):
 def test_a_sweep_starts_its_next_queued_run_when_one_ends(celery_worker):
     sweep = sweep_services.sweep_create(config=tiny_config(total_steps=3), seeds=[0, 1, 2], concurrency=1,
                                         name="chain")
-    runs = list(sweep.runs.order_by("pk"))
-    for run in runs:
-        wait_status(run.pk, RunStatus.SUCCEEDED, RunStatus.FAILED)
-    runs = list(sweep.runs.order_by("started_at"))
+
+    def at_most_one_running() -> bool:
+        running = sweep.runs.filter(status=RunStatus.RUNNING).count()
+        assert running <= 1, "concurrency 1, yet two runs of the sweep were running"
+        return not sweep.runs.exclude(status__in=[RunStatus.SUCCEEDED, RunStatus.FAILED]).exists()
+
+    wait_for(at_most_one_running, timeout=3 * RUN_TIMEOUT, what="the three runs to end", every=0.05)
+    runs = list(sweep.runs.order_by("enqueued_at"))
     assert [r.status for r in runs] == [RunStatus.SUCCEEDED] * 3
     assert [r.seed for r in runs] == [0, 1, 2]
-    # concurrency 1: each run started only after the previous one ended
+    # concurrency 1: each run was sent only when the previous one ended. Compared on stamps one transaction wrote
+    # (the ending run's ended_at, the next one's enqueued_at), not on started_at, which another process stamps.
     for before, after in zip(runs, runs[1:]):
-        assert before.ended_at <= after.started_at
+        assert before.ended_at <= after.enqueued_at <= after.started_at + timedelta(seconds=1)
 
 
 def test_a_run_never_resumes_from_a_checkpoint_it_did_not_record(celery_worker, worker_env):
