@@ -97,6 +97,14 @@ AXES_FAILURE_LIMIT = int(os.environ.get("SEEDBED_LOGIN_FAILURE_LIMIT", "10"))
 AXES_COOLOFF_TIME = timedelta(minutes=15)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+# The address is the peer's unless a trusted proxy header is configured (webapp/client_address.py): behind a
+# proxy every peer is the proxy, and a header believed from anyone would let a client pick its address.
+AXES_CLIENT_IP_CALLABLE = "webapp.client_address.client_address"
+SEEDBED_TRUSTED_PROXY_HEADER = os.environ.get("SEEDBED_TRUSTED_PROXY_HEADER", "").strip()
+SEEDBED_TRUSTED_PROXIES = os.environ.get("SEEDBED_TRUSTED_PROXIES", "1").strip()
+if not SEEDBED_TRUSTED_PROXIES.isdigit():  # addresses or networks: a typo fails at start-up, not at each login
+    import ipaddress
+    [ipaddress.ip_network(p.strip(), strict=False) for p in SEEDBED_TRUSTED_PROXIES.split(",") if p.strip()]
 
 # Content security policy (django-csp): scripts only from this site, inline ones only with the page's nonce;
 # inline styles are allowed (Plotly draws with them).
