@@ -4,6 +4,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from training.fields import FieldErrors
@@ -12,6 +13,7 @@ from . import services
 from .models import ApiToken
 
 
+@never_cache  # Cache-Control: no-store: a new token is shown once, and a kept copy would show it again
 def token_list(request: HttpRequest) -> HttpResponse:
     new_token = None
     status = 200
