@@ -1,6 +1,10 @@
 """The /status page: is Seedbed healthy? The services ``./seedbed up`` supervises (with their restarts), the
 Celery workers that answer, the depth of each queue, the last pass of the maintenance reconciler, and the runs
-waiting for the queue or for a restart."""
+waiting for the queue or for a restart.
+
+Staff see all of it. Anyone else sees the queues' depths (numbers) and their own projects' running and waiting
+runs only: the services' pids and log paths, the workers' host names and the reconciler's run ids describe the
+machine and other users' work."""
 from __future__ import annotations
 
 import json
@@ -65,14 +69,15 @@ def live_workers(timeout_s: float = 0.5) -> list[str] | None:
 @require_GET
 def status_view(request):
     home = Path(settings.SEEDBED_HOME)
-    services = _read_json(home / SERVICES_FILE)
+    staff = request.user.is_staff
     maintenance = _read_json(home / MAINTENANCE_FILE)
     age = None
     if maintenance and maintenance.get("at"):
         age = (datetime.now(dt_timezone.utc) - datetime.fromisoformat(maintenance["at"])).total_seconds()
     runs = visible(Run.objects.select_related("project"), request.user)
     return render(request, "status.html", {
-        "services": services, "maintenance": maintenance, "maintenance_age_s": age,
-        "queues": queue_depths(), "workers": live_workers(),
+        "staff": staff, "services": _read_json(home / SERVICES_FILE) if staff else None,
+        "maintenance": maintenance if staff else None, "maintenance_age_s": age,
+        "queues": queue_depths(), "workers": live_workers() if staff else None,
         "running": runs.filter(status=RunStatus.RUNNING).order_by("worker"),
         "waiting": runs.filter(status=RunStatus.QUEUED).exclude(dispatch_note="").order_by("pk")})
