@@ -56,6 +56,8 @@ POPEN = json.dumps([{"name": "subprocess:Popen", "params": {"args": "id", "shell
 EVAL = json.dumps([{"name": "builtins:eval", "params": {"source": "1"}}])
 DOTTED = "a dotted path may only name a module the operator allows"
 TOO_LONG = "x" * 201
+NUL = "must not contain a NUL byte"
+FORM_NUL = "Null characters are not allowed"  # Django's form fields refuse one themselves
 BIG = str(10**30)
 HUGE_GRID = ("lr = " + ", ".join(f"{i}e-7" for i in range(1, 1001)) + "\n"
              "eps_high = " + ", ".join(f"0.{i:04d}" for i in range(1, 1001)))
@@ -95,6 +97,9 @@ RUN_FORM = [
     ("data-path-required", {"task": "file", "data_path": ""}, "data_path", "required when task is 'file'"),
     ("data-path-etc-passwd", {"task": "file", "data_path": "/etc/passwd"}, "data_path", "must lie inside the allowed folders"),
     ("data-path-dotdot", {"task": "file", "data_path": "../../secret.jsonl"}, "data_path", "must lie inside the allowed folders"),
+    # a NUL byte (os.path.realpath raises ValueError on one): the form's own check refuses it first
+    ("model-path-nul", {"model_path": "{model}\x00x"}, "model_path", FORM_NUL),
+    ("data-path-nul", {"task": "file", "data_path": "{tmp}/a\x00.jsonl"}, "data_path", FORM_NUL),
     ("rewards-popen", {"rewards": POPEN}, "rewards", DOTTED),
     ("rewards-builtins-eval", {"rewards": EVAL}, "rewards", "verifier 'builtins:eval'"),
     ("rewards-judge-base-url", {"rewards": judge(base_url="http://attacker.example")}, "rewards",
@@ -177,6 +182,7 @@ EVAL_FORM = [
     ("data-path-required", {"task": "file", "data_path": ""}, "data_path", "required when task is 'file'"),
     ("data-path-etc-passwd", {"task": "file", "data_path": "/etc/passwd"}, "data_path", "must lie inside the allowed folders"),
     ("data-path-a-folder", {"task": "file", "data_path": "/root"}, "data_path", "must lie inside the allowed folders"),
+    ("data-path-nul", {"task": "file", "data_path": "{tmp}/a\x00.jsonl"}, "data_path", FORM_NUL),
     ("data-path-not-parquet", {"task": "file", "data_path": "{tmp}/fake.parquet"}, "data_path",
      "not a readable Parquet file"),
     ("rewards-popen", {"rewards": POPEN}, "rewards", DOTTED),
@@ -261,6 +267,10 @@ API_POST = [
     ("runs-model-path-etc", "/runs", run_body(model_path="/etc"), "model_path", "must lie inside the allowed folders"),
     ("runs-model-path-root", "/runs", run_body(model_path="/root"), "model_path", "/root"),
     ("runs-model-path-not-text", "/runs", run_body(model_path=["/etc"]), "model_path", "expected a string"),
+    ("runs-model-path-nul", "/runs", run_body(model_path="{model}\x00"), "model_path", NUL),
+    ("runs-data-path-nul", "/runs", run_body(task="file", data_path="{tmp}/\x00.jsonl"), "data_path", NUL),
+    ("runs-data-path-nul-escaped", "/runs", '{"config": %s}' % CONFIG_TEXT.replace(
+        '"preset"', '"task": "file", "data_path": "/data/\\u0000x.jsonl", "preset"'), "data_path", NUL),
     ("runs-data-path-etc-passwd", "/runs", run_body(task="file", data_path="/etc/passwd"), "data_path",
      "must lie inside the allowed folders"),
     ("runs-rewards-popen", "/runs", run_body(rewards=json.loads(POPEN)), "rewards", DOTTED),
@@ -298,6 +308,8 @@ API_POST = [
      "grid", "1000000 grid points"),
     ("sweeps-grid-not-lists", "/sweeps", sweep_body(grid={"lr": "1e-4"}), "grid", "list"),
     ("sweeps-grid-seed", "/sweeps", sweep_body(grid={"seed": [1, 2]}), "grid", "seed: cannot be varied"),
+    ("sweeps-model-path-nul", "/sweeps", {**sweep_body(), "config": {**CONFIG, "model_path": "{model}\x00"}},
+     "model_path", NUL),
     ("sweeps-policy-unknown", "/sweeps", sweep_body(policy={"name": "nope"}), "policy.name", "nope"),
     ("sweeps-free-slot-use-unknown", "/sweeps", sweep_body(free_slot_use="teleport"), "free_slot_use",
      "must be one of"),
@@ -333,6 +345,7 @@ API_POST = [
      "reasoning-gym has no task 'chess'"),
     ("evals-data-path-etc-shadow", "/evals", eval_body(task="file", data_path="/etc/shadow"), "data_path",
      "must lie inside the allowed folders"),
+    ("evals-data-path-nul", "/evals", eval_body(task="file", data_path="{tmp}/\x00.jsonl"), "data_path", NUL),
     # projects and members
     ("projects-slash", "/projects", {"name": "a/b"}, "name", "a project name starts with"),
     ("projects-151-chars", "/projects", {"name": "p" * 151}, "name", "at most 150 characters"),
@@ -372,6 +385,8 @@ CLI = [
     ("set-preset-unknown", CLI_RUN + ["preset=ppo"], "preset", "unknown preset"),
     ("set-model-path-etc", CLI_RUN + ["model_path=/etc"], "model_path", "not a model folder (no config.json): /etc"),
     ("set-model-path-dotdot", CLI_RUN + ["model_path=../.."], "model_path", "../.."),
+    ("set-model-path-nul", CLI_RUN + ["model_path={model}\x00"], "model_path", NUL),
+    ("set-data-path-nul", CLI_RUN + ["task=file", "data_path={tmp}/\x00.jsonl"], "data_path", NUL),
     ("set-data-path-required", CLI_RUN + ["task=file"], "data_path", "required when task is 'file'"),
     ("set-data-path-etc-passwd", CLI_RUN + ["task=file", "data_path=/etc/passwd"], "data_path",
      "must be a .jsonl, .parquet or .csv"),

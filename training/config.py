@@ -260,13 +260,14 @@ class TrainConfig:
         verifiers are dry-run on the first row's reference answer (training.reward_dry_run): one that does not
         score it 1 is an error on ``rewards``."""
         e: dict[str, str] = {}
-        if roots is not None:
-            for name in ("model_path", "data_path"):
+        for name in ("model_path", "data_path"):
+            problem = nul_error(getattr(self, name))
+            if not problem and roots is not None:
                 problem = outside_roots(getattr(self, name), roots)
-                if problem:
-                    e[name] = problem
-            if e:
-                check_paths = False
+            if problem:
+                e[name] = problem
+        if e:
+            check_paths = False
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name in CHOICES and value not in CHOICES[f.name]:
@@ -384,6 +385,18 @@ def model_context_length(model_dir: str) -> int | None:
     return None
 
 
+NUL_ERROR = "must not contain a NUL byte (\\u0000)"
+
+
+def nul_error(path) -> str:
+    """"" unless ``path`` is a string holding a NUL byte, which no file name can (the OS calls raise ValueError).
+
+    >>> nul_error("/srv/m\\x00odel"), nul_error("/srv/model"), nul_error(None)
+    ('must not contain a NUL byte (\\\\u0000)', '', '')
+    """
+    return NUL_ERROR if isinstance(path, str) and "\x00" in path else ""
+
+
 def outside_roots(path: str, roots: Sequence[str]) -> str:
     """"" when ``path`` is empty or lies inside one of ``roots`` once symlinks and ".." are resolved, else the
     field message. A config names data, it never points at the machine's files (DESIGN §9).
@@ -395,6 +408,8 @@ def outside_roots(path: str, roots: Sequence[str]) -> str:
     """
     if not path:
         return ""
+    if nul_error(path):
+        return nul_error(path)
     real = os.path.realpath(path)
     for root in roots:
         base = os.path.realpath(root)

@@ -192,6 +192,17 @@ def test_an_endpoint_must_be_http_or_https(endpoints):
         get_verifier("judge", endpoint="disk")
 
 
+def test_a_local_model_folder_with_a_nul_byte_is_refused_when_the_spec_is_checked(endpoints):
+    # no folder's name holds a NUL byte; loading one would raise ValueError in the worker, mid-run
+    from training.config import TrainConfig
+    from training.fields import FieldErrors
+
+    endpoints["local"] = JudgeEndpoint(name="local", local_model_path="/models/judge\x00")
+    with pytest.raises(FieldErrors) as info:
+        TrainConfig.from_dict({"rewards": [{"name": "judge", "params": {"endpoint": "local"}}]}, check_paths=False)
+    assert "the local model folder must not contain a NUL byte" in info.value.errors["rewards"]
+
+
 def test_only_a_short_excerpt_of_the_reply_is_kept(fake):
     fake.script = [("reply", "x" * 5000 + "\nScore: 5")]
     result = judge(fake)("y", {})

@@ -71,6 +71,8 @@ class JudgeEndpoint:
         """"" when usable, else what is wrong with it."""
         if bool(self.base_url) == bool(self.local_model_path):
             return f"judge endpoint {self.name!r}: give exactly one of a server URL or a local model folder"
+        if "\x00" in self.local_model_path:  # no folder's name can hold one (loading it would raise ValueError)
+            return f"judge endpoint {self.name!r}: the local model folder must not contain a NUL byte"
         if self.base_url and not re.match(r"^https?://[^/\s]+", self.base_url):
             return f"judge endpoint {self.name!r}: the URL must be http:// or https://; got {self.base_url!r}"
         return ""

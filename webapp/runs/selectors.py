@@ -331,8 +331,12 @@ def config_path_error(*, user, path: str) -> str:
 
     from webapp.projects.selectors import visible_projects
 
+    from training.config import nul_error
+
     if not path or user is None:
         return ""
+    if nul_error(path):  # os.path.realpath raises on one
+        return nul_error(path)
     real = os.path.realpath(path)
     for base, kind in ((settings.SEEDBED_RUNS_DIR, "run"), (settings.SEEDBED_LIBRARY_DIR, "project")):
         base = os.path.realpath(base)
