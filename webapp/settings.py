@@ -15,9 +15,28 @@ import dj_database_url
 from csp.constants import NONCE, NONE, SELF
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# What the app writes (the database with its live sessions, the secret key, logs, run folders, uploads) is readable
+# by its own account only: every process of the app (web, workers, their training children, manage.py) imports
+# these settings first.
+os.umask(0o077)
 # Everything Seedbed writes at run time (database, run folders, broker files, admin password) lives here.
 SEEDBED_HOME = Path(os.environ.get("SEEDBED_HOME", BASE_DIR / "var")).resolve()
 SEEDBED_HOME.mkdir(parents=True, exist_ok=True)
+PRIVATE_FILES = ("seedbed.sqlite3", "seedbed.sqlite3-wal", "seedbed.sqlite3-shm", "secret_key", "admin_password")
+
+
+def _tighten(path: Path, mode: int) -> None:
+    """Files made before the umask was set (an older Seedbed, another umask) lose their group and other bits."""
+    try:
+        if path.stat().st_mode & 0o077:
+            path.chmod(mode)
+    except OSError:  # missing, or not ours to change: the doctor says so
+        pass
+
+
+_tighten(SEEDBED_HOME, 0o700)
+for _name in PRIVATE_FILES:
+    _tighten(SEEDBED_HOME / _name, 0o600)
 
 
 def _env_bool(name: str, default: bool) -> bool:
@@ -30,8 +49,13 @@ def _secret_key() -> str:
         return os.environ["DJANGO_SECRET_KEY"]
     path = SEEDBED_HOME / "secret_key"
     if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
+        try:  # created 0600, never readable by others even for a moment
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process made it meanwhile
+            pass
+        else:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_urlsafe(50))
     return path.read_text().strip()
 
 
@@ -191,6 +215,19 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 WHITENOISE_KEEP_ONLY_HASHED_FILES = True
 
+# Request bodies (webapp/bodylimit.py, around the WSGI application): a request without a session cookie or an API
+# token may send at most SEEDBED_MAX_ANON_BODY_MB, any other at most SEEDBED_MAX_BODY_MB (by default the dataset
+# limit plus room for the upload form's other fields); past it, 413 before the body is read.
+SEEDBED_MAX_ANON_BODY_BYTES = int(float(os.environ.get("SEEDBED_MAX_ANON_BODY_MB", "1")) * 1_000_000)
+SEEDBED_MAX_BODY_BYTES = int(float(os.environ.get("SEEDBED_MAX_BODY_MB") or
+                                   float(os.environ.get("SEEDBED_MAX_DATASET_MB", "200")) + 5) * 1_000_000)
+# Django's own: form fields and JSON bodies are read into memory up to 2.5 MB; an uploaded file past 2.5 MB goes to
+# a file in $SEEDBED_HOME/uploads (the disk its dataset will live on, private to the app), never the system's /tmp.
+DATA_UPLOAD_MAX_MEMORY_SIZE = FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+FILE_UPLOAD_TEMP_DIR = SEEDBED_HOME / "uploads"
+FILE_UPLOAD_TEMP_DIR.mkdir(exist_ok=True)
+FILE_UPLOAD_PERMISSIONS, FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o600, 0o700
+
 SEEDBED_LOG_DIR = SEEDBED_HOME / "logs"
 SEEDBED_LOG_DIR.mkdir(parents=True, exist_ok=True)
 LOGGING = {
@@ -239,3 +276,10 @@ SEEDBED_AUTO_QUEUE = os.environ.get("SEEDBED_AUTO_QUEUE", "cpu")
 SEEDBED_NODE_ADDR = os.environ.get("SEEDBED_NODE_ADDR", "") or socket.gethostname()
 SEEDBED_GANG_TIMEOUT_S = float(os.environ.get("SEEDBED_GANG_TIMEOUT_S", "60"))
 SEEDBED_QUEUES = ("cpu", "gpu")
+# Caps on what one config may ask of a worker (webapp.runs.capacity): at most what the largest worker reporting
+# for the run's queue has (cores or GPUs, memory, how many workers), lowered by these when set (unset: no cap of
+# the operator's; with no worker reporting, this host's cores and memory, and at most 8 nodes)
+SEEDBED_MAX_RANKS_PER_NODE = int(os.environ["SEEDBED_MAX_RANKS_PER_NODE"]) if os.environ.get("SEEDBED_MAX_RANKS_PER_NODE") else None
+SEEDBED_MAX_NODES = int(os.environ["SEEDBED_MAX_NODES"]) if os.environ.get("SEEDBED_MAX_NODES") else None
+SEEDBED_MAX_SANDBOX_PROCS = int(os.environ["SEEDBED_MAX_SANDBOX_PROCS"]) if os.environ.get("SEEDBED_MAX_SANDBOX_PROCS") else None
+SEEDBED_MAX_SANDBOX_MB = int(os.environ["SEEDBED_MAX_SANDBOX_MB"]) if os.environ.get("SEEDBED_MAX_SANDBOX_MB") else None

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from celery.signals import task_failure, worker_init, worker_shutting_down
+from celery.signals import task_failure, worker_init, worker_ready, worker_shutdown, worker_shutting_down
 
 from workers.celery_app import app, ensure_django
 from workers.runner import EXIT_STOPPED, EXIT_SUCCEEDED
@@ -362,6 +362,31 @@ def _preload_training(sender=None, **_: object) -> None:
 
     preload_training()
     log.info("training stack preloaded in %.1f s", time.monotonic() - started)
+
+
+_capacity_reporter = None
+
+
+@worker_ready.connect
+def _report_capacity(sender=None, **_: object) -> None:
+    """A training worker reports its cores, memory, GPUs, queues and slots now and every half minute
+    (workers.capacity): the web app caps what one config may ask of a worker of a queue by them."""
+    global _capacity_reporter
+    from workers.capacity import Reporter
+    from workers.celery_app import MAINTENANCE_QUEUE
+
+    queues = sorted(set(getattr(sender.app.amqp.queues, "consume_from", None) or {}) - {MAINTENANCE_QUEUE})
+    if not queues or _capacity_reporter is not None:
+        return  # the maintenance worker trains nothing
+    slots = getattr(getattr(sender, "controller", None), "concurrency", None) or 1
+    _capacity_reporter = Reporter(worker=sender.hostname, queues=queues, slots=int(slots)).start()
+
+
+@worker_shutdown.connect
+def _forget_capacity(sender=None, **_: object) -> None:
+    """A worker going away no longer counts for its queues."""
+    if _capacity_reporter is not None:
+        _capacity_reporter.stop()
 
 
 @app.task(name="workers.tasks.try_model", acks_late=True, ignore_result=True)

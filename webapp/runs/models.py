@@ -250,6 +250,26 @@ class RunNode(models.Model):
         ordering = ["node_rank"]
 
 
+class WorkerCapacity(models.Model):
+    """What one training worker (a Celery node) has, as it reports at start-up and every few seconds after
+    (workers.capacity): the caps on what one config may ask of a worker of its queue are read from these
+    (webapp.runs.capacity). A worker removes its row when it shuts down; a row not refreshed lately is ignored."""
+
+    worker = models.CharField(max_length=200, unique=True, help_text="The worker's Celery node name.")
+    queues = models.JSONField(default=list, help_text="The queues it takes runs from.")
+    slots = models.PositiveIntegerField(default=1, help_text="Runs it trains at once (its concurrency).")
+    cores = models.PositiveIntegerField(help_text="CPU cores it may use (its affinity).")
+    memory_mb = models.PositiveBigIntegerField(help_text="Its memory (total RAM, or its cgroup's limit).")
+    gpus = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["worker"]
+
+    def __str__(self) -> str:
+        return f"{self.worker} ({', '.join(self.queues)}): {self.cores} cores, {self.memory_mb} MB, {self.gpus} GPUs"
+
+
 class Checkpoint(models.Model):
     run = models.ForeignKey(Run, related_name="checkpoints", on_delete=models.CASCADE)
     step = models.IntegerField()

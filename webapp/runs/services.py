@@ -23,6 +23,7 @@ from webapp.projects.models import Role
 from webapp.projects.services import audit, project_for_launch, require_role
 
 from . import rollups
+from .capacity import check_caps
 from .selectors import config_path_error
 from .models import (ENDED_STATUSES, LEGAL_TRANSITIONS, RESUMABLE_STATUSES, Checkpoint, MetricPoint, Run, RunNode,
                      RunStatus, Sample)
@@ -64,7 +65,9 @@ def parse_config(data: dict, *, user=None, project=None, dry_run: bool = True) -
                 errors[name] = problem
     if errors:
         raise FieldErrors(errors)
-    return TrainConfig.from_dict(data, check_paths=True, roots=settings.SEEDBED_DATA_ROOTS, dry_run=dry_run)
+    cfg = TrainConfig.from_dict(data, check_paths=True, roots=settings.SEEDBED_DATA_ROOTS, dry_run=dry_run)
+    check_caps(cfg, queue=queue_for(cfg))  # no more than the workers of its queue have (webapp.runs.capacity)
+    return cfg
 
 
 def as_config(config: TrainConfig | dict, *, user=None, project=None, dry_run: bool = True) -> TrainConfig:
@@ -603,7 +606,8 @@ def _config_on_ranks(run: Run, nproc_per_node: int | None, nnodes: int | None) -
     elif config.get("strategy", "none") == "none":
         config["strategy"] = "ddp"
     try:
-        TrainConfig.from_dict(config, check_paths=False)
+        cfg = TrainConfig.from_dict(config, check_paths=False)
+        check_caps(cfg, queue=run.queue)
     except FieldErrors as exc:
         raise TransitionError("cannot resume on those ranks: " + "; ".join(f"{k}: {v}" for k, v in exc.errors.items()))
     return config

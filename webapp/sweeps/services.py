@@ -89,8 +89,9 @@ def validate_grid(grid: dict, base: TrainConfig, n_seeds: int = 1) -> list[tuple
     for point in grid_points(grid):
         try:
             # the base's rewards were dry-run when it was parsed: again only for a point that changes what it saw
-            checked.append((point, TrainConfig.from_dict({**base.to_dict(), **point},
-                                                         dry_run=bool(DRY_RUN_KNOBS & set(point)))))
+            cfg = TrainConfig.from_dict({**base.to_dict(), **point}, dry_run=bool(DRY_RUN_KNOBS & set(point)))
+            run_services.check_caps(cfg, queue=run_services.queue_for(cfg))  # what its workers have
+            checked.append((point, cfg))
         except FieldErrors as exc:
             knob = next(iter(exc.errors))
             # a knob of the point itself, or one of the base config the point makes wrong (engine=trl: the base's

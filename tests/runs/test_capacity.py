@@ -1,0 +1,149 @@
+"""Caps on what one config may ask of a worker, from the workers' capacity reports (webapp.runs.capacity): ranks
+per node, nodes and the code sandbox are field errors naming the limit, through the API, the form, a resume on
+other ranks and a sweep's grid; at the limit a launch is accepted; with no worker reporting, this host's capacity
+stands in and nothing is refused only for that. (The reports of a real worker: tests/workers/test_capacity.py.)"""
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from tests.api.conftest import Api, _user_with_token
+from tests.runs.test_views import field_errors, form_post
+from training.fields import FieldErrors
+from webapp.runs import services
+from webapp.runs.capacity import NODES_WITHOUT_REPORTS, capacity_report
+from webapp.runs.models import Run, RunStatus, WorkerCapacity
+from webapp.sweeps import services as sweep_services
+
+pytestmark = pytest.mark.django_db
+
+GB = 1024
+
+
+def report(name: str, *, queues=("cpu",), cores=3, memory_mb=24 * GB, gpus=0, slots=1):
+    capacity_report(worker=f"{name}@host", queues=list(queues), slots=slots, cores=cores, memory_mb=memory_mb,
+                    gpus=gpus)
+
+
+@pytest.fixture
+def api(client, django_user_model):
+    _, token = _user_with_token(django_user_model, "carol")
+    return Api(client, token)
+
+
+def ranks(n: int, **more) -> dict:
+    return {"nproc_per_node": n, "strategy": "ddp", "prompts_per_step": 12, **more}
+
+
+def code_reward(**params) -> dict:
+    return {"rewards": [{"name": "code", "weight": 1.0, "params": params}]}
+
+
+def test_the_api_refuses_more_ranks_than_the_largest_worker_has_cores_and_accepts_the_limit(api, config):
+    report("small", cores=2)
+    report("large", cores=3)  # 3 cores: more than this test host may have, so the report is what is read
+    report("elsewhere", queues=("gpu",), cores=64)  # another queue's worker does not count
+    response = api.post("/runs", {"config": {**config, **ranks(4)}})
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"] == {
+        "nproc_per_node": "at most 3 on queue cpu (its largest worker has 3 cores); got 4"}
+    assert not Run.objects.exists()
+    response = api.post("/runs", {"config": {**config, **ranks(3)}})
+    assert response.status_code == 201, response.content
+    assert Run.objects.get().config["nproc_per_node"] == 3
+
+
+def test_the_api_refuses_more_nodes_than_workers_report_for_the_queue(api, config):
+    report("only")
+    two_nodes = {**config, "nnodes": 2, "strategy": "ddp"}
+    response = api.post("/runs", {"config": two_nodes})
+    assert response.status_code == 400
+    assert response.json()["errors"] == {"nnodes": "at most 1 on queue cpu (1 worker reports for it, and two nodes "
+                                                   "never share a worker); got 2"}
+    report("second")
+    assert api.post("/runs", {"config": two_nodes}).status_code == 201
+
+
+def test_the_code_sandbox_is_capped_by_cores_and_memory(api, config):
+    report("box", cores=3, memory_mb=24 * GB)
+    response = api.post("/runs", {"config": {**config, **code_reward(processes=64, memory_mb=16_384)}})
+    assert response.json()["errors"] == {
+        "rewards": "item 0 (code): processes at most 3 on queue cpu (its largest worker has 3 cores); got 64"}
+    response = api.post("/runs", {"config": {**config, **code_reward(processes=2, memory_mb=16_384)}})
+    assert response.json()["errors"] == {
+        "rewards": "the code sandbox may take 1 rank × 2 processes × 16,384 MB = 32,768 MB; at most 24,576 MB on "
+                   "queue cpu (its largest worker has 24,576 MB of memory): lower processes or memory_mb"}
+    # without processes, each rank starts one server per core of its worker
+    response = api.post("/runs", {"config": {**config, **code_reward(memory_mb=10_000)}})
+    assert "3 processes × 10,000 MB = 30,000 MB" in response.json()["errors"]["rewards"]
+    assert not Run.objects.exists()
+    assert api.post("/runs", {"config": {**config, **code_reward(processes=1, memory_mb=16_384)}}).status_code == 201
+
+
+def test_the_form_shows_the_limit_at_the_field_and_launches_nothing(client_in, model_dir,
+                                                                  django_capture_on_commit_callbacks):
+    report("small", cores=2)
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = client_in.post(reverse("runs:new"), form_post(model_path=model_dir, nproc_per_node="4",
+                                                                 strategy="ddp", prompts_per_step="12"))
+    assert response.status_code == 400
+    assert field_errors(response)["nproc_per_node"] == "at most 2 on queue cpu (its largest worker has 2 cores); got 4"
+    assert Run.objects.count() == 0 and callbacks == []
+    response = client_in.post(reverse("runs:new"), form_post(model_path=model_dir, nproc_per_node="2",
+                                                             strategy="ddp", prompts_per_step="12", name="at limit"))
+    assert response.status_code == 302 and Run.objects.get(name="at limit").config["nproc_per_node"] == 2
+
+
+def test_with_no_worker_reporting_this_host_stands_in_and_nothing_is_refused_for_that(api, config):
+    report("gone", cores=64, memory_mb=512 * GB)
+    WorkerCapacity.objects.update(updated_at=timezone.now() - timedelta(hours=1))  # killed long ago: ignored
+    here = len(os.sched_getaffinity(0))
+    response = api.post("/runs", {"config": {**config, **ranks(here + 1, prompts_per_step=4 * (here + 1))}})
+    assert response.json()["errors"] == {
+        "nproc_per_node": f"at most {here} on queue cpu (no worker of queue cpu has reported: this host has {here} "
+                          f"core{'s' if here != 1 else ''}); got {here + 1}"}
+    # nodes: workers down is no reason to refuse, up to a bound
+    assert api.post("/runs", {"config": {**config, "nnodes": 2, "strategy": "ddp"}}).status_code == 201
+    response = api.post("/runs", {"config": {**config, "nnodes": NODES_WITHOUT_REPORTS + 1, "strategy": "ddp",
+                                             "prompts_per_step": 4 * (NODES_WITHOUT_REPORTS + 1)}})
+    assert response.json()["errors"]["nnodes"].startswith(f"at most {NODES_WITHOUT_REPORTS} on queue cpu (no worker "
+                                                          "of queue cpu has reported")
+
+
+def test_the_operators_settings_lower_the_caps(api, config, settings):
+    report("big", cores=64, memory_mb=512 * GB, slots=8)
+    report("big2", cores=64, memory_mb=512 * GB, slots=8)
+    settings.SEEDBED_MAX_RANKS_PER_NODE, settings.SEEDBED_MAX_NODES = 2, 1
+    settings.SEEDBED_MAX_SANDBOX_PROCS, settings.SEEDBED_MAX_SANDBOX_MB = 4, 8 * GB
+    errors = api.post("/runs", {"config": {**config, **ranks(3), "nnodes": 2}}).json()["errors"]
+    assert errors == {"nproc_per_node": "at most 2 on queue cpu (the operator's SEEDBED_MAX_RANKS_PER_NODE); got 3",
+                      "nnodes": "at most 1 on queue cpu (the operator's SEEDBED_MAX_NODES); got 2"}
+    errors = api.post("/runs", {"config": {**config, **code_reward(processes=5)}}).json()["errors"]
+    assert errors == {"rewards": "item 0 (code): processes at most 4 on queue cpu (the operator's "
+                                 "SEEDBED_MAX_SANDBOX_PROCS); got 5"}
+    errors = api.post("/runs", {"config": {**config, **code_reward(processes=4, memory_mb=4096)}}).json()["errors"]
+    assert errors["rewards"].endswith("= 16,384 MB; at most 8,192 MB on queue cpu (the operator's "
+                                      "SEEDBED_MAX_SANDBOX_MB): lower processes or memory_mb")
+    assert api.post("/runs", {"config": {**config, **ranks(2), **code_reward(processes=4, memory_mb=1024)}}
+                    ).status_code == 201  # 2 ranks × 4 × 1 GB: at the limit
+
+
+def test_a_resume_on_more_ranks_and_a_sweeps_grid_are_capped_too(config):
+    report("small", cores=2)
+    run = services.run_create(config=config)
+    services.run_kill(run_id=run.pk, killed_by="user:test")
+    with pytest.raises(services.TransitionError, match=r"nproc_per_node: at most 2 on queue cpu \(its largest "
+                                                       r"worker has 2 cores\); got 4"):
+        services.run_resume(run_id=run.pk, nproc_per_node=4)
+    run.refresh_from_db()
+    assert run.status == RunStatus.KILLED and run.config.get("nproc_per_node", 1) == 1
+    assert services.run_resume(run_id=run.pk, nproc_per_node=2).config["nproc_per_node"] == 2
+    with pytest.raises(FieldErrors) as exc:
+        sweep_services.sweep_create(config={**config, **ranks(2)}, seeds=[0], concurrency=1,
+                                    grid={"nproc_per_node": [2, 4]})
+    assert exc.value.errors == {"grid": "nproc_per_node=4: at most 2 on queue cpu (its largest worker has 2 cores); "
+                                        "got 4"}

@@ -1,0 +1,144 @@
+"""What one config may ask of a worker: caps read from the workers' capacity reports (WorkerCapacity, written by
+workers.capacity), checked where the web app validates a config before launch (services.parse_config, a resume on
+other ranks, a sweep's grid) beside the schema's own checks (training/ knows nothing of workers).
+
+For the run's queue, the largest worker reporting lately bounds ``nproc_per_node`` (its cores, or its GPUs for a
+GPU run), the code sandbox (``processes`` at most its cores; ranks × processes × ``memory_mb`` at most its
+memory) and ``nnodes`` (how many workers report for the queue: two nodes never share a worker). The operator
+lowers them with SEEDBED_MAX_RANKS_PER_NODE, SEEDBED_MAX_SANDBOX_PROCS, SEEDBED_MAX_SANDBOX_MB and
+SEEDBED_MAX_NODES. With no worker reporting for the queue (workers down, or not started yet), this host's cores
+and memory stand in and ``nnodes`` is at most ``NODES_WITHOUT_REPORTS``: a launch is never refused only because
+no worker has reported.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from training.config import TrainConfig
+from training.fields import FieldErrors
+from workers.capacity import REPORT_EVERY_S, measure
+
+from .models import WorkerCapacity
+
+# a report older than this is a worker gone without saying so (killed): ignored
+FRESH_FOR_S = 4 * REPORT_EVERY_S
+NODES_WITHOUT_REPORTS = 8
+
+
+@transaction.atomic
+def capacity_report(*, worker: str, queues: list[str], slots: int, cores: int, memory_mb: int, gpus: int) -> None:
+    """A worker's capacity as it reports it now (replacing its last report)."""
+    WorkerCapacity.objects.update_or_create(worker=worker[:200], defaults={
+        "queues": sorted(str(q) for q in queues), "slots": max(int(slots), 1), "cores": max(int(cores), 1),
+        "memory_mb": max(int(memory_mb), 0), "gpus": max(int(gpus), 0), "updated_at": timezone.now()})
+
+
+def capacity_forget(*, worker: str) -> None:
+    """A worker shutting down: it no longer counts."""
+    WorkerCapacity.objects.filter(worker=worker[:200]).delete()
+
+
+@dataclass(frozen=True)
+class QueueCapacity:
+    """The largest worker of a queue, dimension by dimension, and how many workers report for it (0: none did
+    lately, and the numbers are this host's)."""
+
+    queue: str
+    workers: int
+    cores: int
+    memory_mb: int
+    gpus: int
+
+    def has(self, what: str) -> str:
+        """"its largest worker has 2 cores", or this host's when no worker reported."""
+        if self.workers:
+            return f"its largest worker has {what}"
+        return f"no worker of queue {self.queue} has reported: this host has {what}"
+
+
+def queue_capacity(queue: str) -> QueueCapacity:
+    cutoff = timezone.now() - timedelta(seconds=FRESH_FOR_S)
+    rows = [row for row in WorkerCapacity.objects.filter(updated_at__gte=cutoff) if queue in row.queues]
+    if not rows:
+        here = measure()
+        return QueueCapacity(queue, 0, here["cores"], here["memory_mb"], here["gpus"])
+    return QueueCapacity(queue, len(rows), max(r.cores for r in rows), max(r.memory_mb for r in rows),
+                         max(r.gpus for r in rows))
+
+
+def _lowest(measured: int, operator: int | None, name: str) -> tuple[int, str | None]:
+    """The cap and, when the operator's setting is the lower, its name."""
+    if operator is not None and operator < measured:
+        return max(operator, 1 if name != "SEEDBED_MAX_SANDBOX_MB" else 0), name
+    return measured, None
+
+
+def _code_rewards(cfg: TrainConfig) -> list[tuple[int, dict]]:
+    """(index, params) of each code verifier the run scores with (its rewards, else its task's own)."""
+    from training.data import DEFAULT_REWARDS
+
+    spec = cfg.rewards or DEFAULT_REWARDS.get(cfg.task, [])
+    return [(i, item.get("params") or {}) for i, item in enumerate(spec)
+            if isinstance(item, dict) and item.get("name") == "code"]
+
+
+def cap_errors(cfg: TrainConfig, *, queue: str) -> dict[str, str]:
+    """What in ``cfg`` asks more of a worker of ``queue`` than the largest one has (or the operator allows):
+    field -> message naming the limit; {} when it fits."""
+    from training.verifiers.code import CodeVerifier
+
+    cap = queue_capacity(queue)
+    errors: dict[str, str] = {}
+    # ranks per node: one per GPU for a GPU run on a worker that has GPUs, else one per core
+    on_gpus = cfg.device == "cuda" or cfg.rollout_engine == "vllm" or (cfg.device == "auto" and cap.gpus > 0)
+    slots, unit = (cap.gpus, "GPU") if on_gpus and cap.gpus else (cap.cores, "core")
+    limit, setting = _lowest(slots, settings.SEEDBED_MAX_RANKS_PER_NODE, "SEEDBED_MAX_RANKS_PER_NODE")
+    if cfg.nproc_per_node > limit:
+        why = f"the operator's {setting}" if setting else cap.has(f"{slots} {unit}{'s' if slots != 1 else ''}")
+        errors["nproc_per_node"] = f"at most {limit} on queue {queue} ({why}); got {cfg.nproc_per_node}"
+    # nodes: one worker each
+    workers = cap.workers or NODES_WITHOUT_REPORTS
+    limit, setting = _lowest(workers, settings.SEEDBED_MAX_NODES, "SEEDBED_MAX_NODES")
+    if cfg.nnodes > limit:
+        if setting:
+            why = f"the operator's {setting}"
+        elif cap.workers:
+            why = (f"{cap.workers} worker{' reports' if cap.workers == 1 else 's report'} for it, and two nodes "
+                   "never share a worker")
+        else:
+            why = f"no worker of queue {queue} has reported; at most {NODES_WITHOUT_REPORTS} nodes until one does"
+        errors["nnodes"] = f"at most {limit} on queue {queue} ({why}); got {cfg.nnodes}"
+    # the code sandbox: each rank starts its own servers (one per core of its worker unless ``processes`` says)
+    defaults = CodeVerifier.__init__.__kwdefaults__
+    procs_limit, procs_setting = _lowest(cap.cores, settings.SEEDBED_MAX_SANDBOX_PROCS, "SEEDBED_MAX_SANDBOX_PROCS")
+    mb_limit, mb_setting = _lowest(cap.memory_mb, settings.SEEDBED_MAX_SANDBOX_MB, "SEEDBED_MAX_SANDBOX_MB")
+    total, parts = 0, []
+    for index, params in _code_rewards(cfg):
+        processes = params.get("processes") or defaults["processes"]
+        memory = int(params.get("memory_mb") or defaults["memory_mb"])
+        if processes is not None and int(processes) > procs_limit:
+            why = f"the operator's {procs_setting}" if procs_setting else cap.has(f"{cap.cores} cores")
+            errors["rewards"] = (f"item {index} (code): processes at most {procs_limit} on queue {queue} ({why}); "
+                                 f"got {processes}")
+            return errors
+        processes = int(processes) if processes is not None else cap.cores
+        total += cfg.nproc_per_node * processes * memory
+        parts.append(f"{cfg.nproc_per_node} rank{'s' if cfg.nproc_per_node != 1 else ''} × {processes} "
+                     f"process{'es' if processes != 1 else ''} × {memory:,} MB")
+    if total > mb_limit:
+        why = f"the operator's {mb_setting}" if mb_setting else cap.has(f"{cap.memory_mb:,} MB of memory")
+        errors["rewards"] = (f"the code sandbox may take {' + '.join(parts)} = {total:,} MB; at most {mb_limit:,} MB "
+                             f"on queue {queue} ({why}): lower processes or memory_mb")
+    return errors
+
+
+def check_caps(cfg: TrainConfig, *, queue: str) -> None:
+    """Raise FieldErrors when ``cap_errors`` finds anything."""
+    errors = cap_errors(cfg, queue=queue)
+    if errors:
+        raise FieldErrors(errors)
