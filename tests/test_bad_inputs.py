@@ -59,6 +59,7 @@ TOO_LONG = "x" * 201
 NUL = "must not contain a NUL byte"
 FORM_NUL = "Null characters are not allowed"  # Django's form fields refuse one themselves
 BIG = str(10**30)
+HUGE = "1" + "0" * 5000  # past Python's int-from-text limit (4,300 digits): int(HUGE) raises ValueError
 HUGE_GRID = ("lr = " + ", ".join(f"{i}e-7" for i in range(1, 1001)) + "\n"
              "eps_high = " + ", ".join(f"0.{i:04d}" for i in range(1, 1001)))
 MANY_SEEDS = ", ".join(str(i) for i in range(300))
@@ -74,6 +75,9 @@ RUN_FORM = [
     ("total-steps-2**63", {"total_steps": str(2**63)}, "total_steps", "must be in [1, 1000000]"),
     ("seed-10**30", {"seed": BIG}, "seed", "must be in [0, 4294967295]"),
     ("seed-negative", {"seed": "-1"}, "seed", "must be in [0, 4294967295]"),
+    ("seed-5000-digits", {"seed": HUGE}, "seed", "expected an integer"),
+    ("lr-5000-digits", {"lr": HUGE}, "lr", "expected a finite number"),
+    ("rewards-weight-5000-digits", {"rewards": '[{"name": "exact", "weight": %s}]' % HUGE}, "rewards", "4300 digits"),
     ("prompts-per-step-zero", {"prompts_per_step": "0"}, "prompts_per_step", "must be in [1, 4096]"),
     ("group-size-negative", {"group_size": "-3"}, "group_size", "must be in [2, 1024]"),
     ("max-new-tokens-abc", {"max_new_tokens": "abc"}, "max_new_tokens", "expected an integer"),
@@ -128,6 +132,10 @@ SWEEP_FORM = [
     ("seeds-negative", {"seeds": "-1, 2"}, "seeds", "seed -1 must be in [0, 4294967295]"),
     ("seeds-huge", {"seeds": f"{BIG}, 1"}, "seeds", f"seed {BIG} must be in [0, 4294967295]"),
     ("seeds-words", {"seeds": "a, b"}, "seeds", "whole numbers"),
+    ("seeds-5000-digits", {"seeds": HUGE}, "seeds", "whole numbers"),
+    ("seeds-list-5000-digits", {"seeds": f"1, {HUGE}"}, "seeds", "whole numbers"),
+    ("grid-5000-digits", {"grid": f"total_steps = 4, {HUGE}"}, "grid", "4300 digits"),
+    ("policy-params-5000-digits", {"policy_params": '{"min_peers": %s}' % HUGE}, "policy_params", "4300 digits"),
     ("grid-1000x1000", {"grid": HUGE_GRID}, "grid", "1000000 grid points"),
     ("grid-four-knobs", {"grid": "lr = 1e-4\neps_high = 0.3\nkl_coef = 0.1\ntop_p = 0.9"}, "grid", "at most 3 knobs"),
     ("grid-seed", {"grid": "seed = 1, 2"}, "grid", "seed: cannot be varied"),
@@ -165,6 +173,8 @@ EVAL_FORM = [
     ("k-words", {"k": "1,two"}, "k", "comma-separated integers"),
     ("k-zero", {"k": "0"}, "k", "every k must lie in 1..n"),
     ("k-huge", {"k": BIG}, "k", "every k must lie in 1..n"),
+    ("k-5000-digits", {"k": HUGE}, "k", "comma-separated integers"),
+    ("n-5000-digits", {"n": HUGE}, "n", "Enter a whole number"),
     ("temperature-nan", {"temperature": "nan"}, "temperature", "Enter a number"),
     ("temperature-inf", {"temperature": "inf"}, "temperature", "Enter a number"),
     ("temperature-zero", {"temperature": "0"}, "temperature", "must be a finite number > 0"),
@@ -381,6 +391,7 @@ CLI = [
     ("set-lr-nan", CLI_RUN + ["lr=nan"], "lr", "expected a finite number"),
     ("set-total-steps-huge", CLI_RUN + [f"total_steps={BIG}"], "total_steps", "must be in [1, 1000000]"),
     ("set-seed-negative", CLI_RUN + ["seed=-1"], "seed", "must be in [0, 4294967295]"),
+    ("set-seed-5000-digits", CLI_RUN + [f"seed={HUGE}"], "seed", "expected an integer"),
     ("set-group-size-abc", CLI_RUN + ["group_size=abc"], "group_size", "expected an integer"),
     ("set-preset-unknown", CLI_RUN + ["preset=ppo"], "preset", "unknown preset"),
     ("set-model-path-etc", CLI_RUN + ["model_path=/etc"], "model_path", "not a model folder (no config.json): /etc"),

@@ -209,9 +209,13 @@ def _file_rows(path: str):
                 if not line.strip():
                     continue
                 try:
-                    yield f"{path}:{lineno}", json.loads(line)
+                    row = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+                except ValueError:  # an integer longer than Python converts from text (int_max_str_digits)
+                    raise DatasetError(f"{path}:{lineno}: a number of more than {sys.get_int_max_str_digits()} "
+                                       "digits, too long to read") from None
+                yield f"{path}:{lineno}", row
     elif path.endswith(".parquet"):
         import pyarrow.parquet as pq
         try:

@@ -57,6 +57,8 @@ def test_upload_read_remap_and_launch_a_run_on_a_dataset(alice, bob, config):
     ({"held_out_fraction": "0.7"}, ROWS.encode(), "held_out_fraction", "a number from 0 to 0.5"),
     ({"project": "vision"}, ROWS.encode(), "project", "no project 'vision' among yours"),
     ({"name": "../x"}, ROWS.encode(), "name", "letters, digits"),
+    ({}, ROWS.encode() + b'{"question": "big", "answer": 1' + b"0" * 5000 + b"}\n", "file",
+     "adds.jsonl:21: a number of more than 4300 digits"),
 ])
 def test_bad_uploads_are_field_errors(bob, fields, content, field, message):
     from webapp.datasets.models import DatasetEntry

@@ -97,6 +97,9 @@ def test_csv_and_parquet_uploads_are_read_like_training_reads_them(ann, tmp_path
     ("nocol.jsonl", b'{"text": "a", "label": "1"}\n', "prompt_field", "which column holds the prompt? The rows have: text, label"),
     ("short.csv", b"prompt,answer\na,1\nb\n", "file", "fewer values than the header"),
     ("fake.parquet", b"PAR1 not really", "file", "not a readable Parquet file"),
+    # a number longer than Python converts to text (4,300 digits): int("...") raises ValueError, once a 500
+    ("big.jsonl", b'{"prompt": "a", "answer": "1"}\n{"prompt": "b", "answer": 1' + b"0" * 5000 + b"}\n", "file",
+     "big.jsonl:2: a number of more than 4300 digits"),
 ])
 def test_bad_files_are_refused_with_the_line_at_fault_and_leave_nothing(ann, library, filename, content, field,
                                                                           message):
