@@ -12,6 +12,7 @@ import json
 import os
 import re
 import random
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
