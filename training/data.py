@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 
 from training.benchmarks import BENCHMARKS
+from training.names import path_component_error
 
 HELD_OUT_OFFSET = 10_000_000  # held-out built-in problems come from indices past this
 # A dataset file larger than this is refused before it is read (a web request or a worker never loads
@@ -111,7 +112,8 @@ def task_error(task: str) -> str:
     if task in BUILTIN_TASKS or task in BENCHMARKS or task == "file":
         return ""
     if isinstance(task, str) and task.startswith(DATASET):
-        if _DATASET_NAME.match(task[len(DATASET):]):
+        ref = task[len(DATASET):]
+        if _DATASET_NAME.match(ref) and not any(path_component_error(part) for part in ref.split("/")):
             return ""
         return f"dataset:<name>: a name of letters, digits, '.', '_' or '-' (first a letter or digit); got {task!r}"
     if isinstance(task, str) and task.startswith(REASONING_GYM):

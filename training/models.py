@@ -18,6 +18,7 @@ import time
 from typing import Callable, Iterator
 
 from training.fields import FieldErrors
+from training.names import child_path
 
 IMPORTED_FILE = "seedbed_model.json"  # written last by an import: what it came from, when, how big
 SMOLLM2 = "smollm2-135m-instruct"
@@ -29,8 +30,14 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 @contextlib.contextmanager
 def atomic_folder(out_dir: str, *, prefix: str = ".build-") -> Iterator[str]:
     """Yield a staging folder beside ``out_dir``; when the block ends without an error it replaces ``out_dir``
-    (a reader sees the old folder or the whole new one, never half of it); on an error it is removed."""
-    parent = os.path.dirname(os.path.abspath(out_dir))
+    (a reader sees the old folder or the whole new one, never half of it); on an error it is removed.
+
+    ``out_dir`` must end in a plain name that resolves (symlinks followed) to an entry directly inside its parent:
+    a path ending in ``..`` or ``.``, or a symlink out of the parent, is refused (FieldErrors on ``out``) before
+    anything is made or removed, since replacing it would remove a folder above or elsewhere."""
+    stripped = out_dir.rstrip(os.sep) or out_dir
+    parent = os.path.abspath(os.path.dirname(stripped) or os.curdir)  # abspath(out_dir) would fold a final ".."
+    out_dir = child_path(parent, os.path.basename(stripped), "out")
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=prefix, dir=parent)
     try:

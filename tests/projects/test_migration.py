@@ -50,3 +50,39 @@ def test_existing_work_goes_to_its_creators_personal_project():
     assert NewRun.objects.get(pk=orphan.pk).project.name == "default"
     assert NewEvalJob.objects.get(pk=job.pk).project.name == "ben"  # its origin's project, not its creator's
     assert not Membership.objects.filter(project__name="default").exists()
+
+
+def test_the_default_project_is_made_by_a_migration_and_taken_back_from_a_user_who_got_it_first():
+    old = migrate([("projects", "0002_everything_in_a_project")])
+    User, Project = old.get_model("auth", "User"), old.get_model("projects", "Project")
+    Membership = old.get_model("projects", "Membership")
+    Project.objects.filter(name="default").delete()
+    mallory = User.objects.create(username="mallory")
+    grabbed = Project.objects.create(name="default", created_by_id=mallory.pk)  # asked for the name first
+    Membership.objects.create(project=grabbed, user_id=mallory.pk, role="admin")
+
+    executor = MigrationExecutor(connection)
+    migrate(executor.loader.graph.leaf_nodes())
+
+    from webapp.projects.models import AuditEvent
+    from webapp.projects.models import Membership as NewMembership
+    from webapp.projects.models import Project as NewProject
+
+    default = NewProject.objects.get(name="default")
+    assert default.pk == grabbed.pk and default.created_by_id is None  # the work in it stays
+    assert not NewMembership.objects.filter(project=default).exists()
+    assert AuditEvent.objects.get(project=default, action="project.member").detail["username"] == "mallory"
+
+    old = migrate([("projects", "0002_everything_in_a_project")])
+    Project, Membership = old.get_model("projects", "Project"), old.get_model("projects", "Membership")
+    Project.objects.filter(name="default").delete()
+    named_default = old.get_model("auth", "User").objects.create(username="default")
+    personal = Project.objects.create(name="default", personal_for_id=named_default.pk, created_by_id=named_default.pk)
+    Membership.objects.create(project=personal, user_id=named_default.pk, role="admin")
+
+    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+    assert NewProject.objects.get(pk=personal.pk).name == f"user-{named_default.pk}"
+    assert NewMembership.objects.get(project_id=personal.pk).user_id == named_default.pk  # still theirs
+    fresh = NewProject.objects.get(name="default")
+    assert fresh.pk != personal.pk and not NewMembership.objects.filter(project=fresh).exists()

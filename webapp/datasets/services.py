@@ -13,6 +13,7 @@ from django.db import transaction
 from training.data import (CHECKED_ROWS, DATA_SUFFIXES, MAPPED_FIELDS, MAX_DATASET_BYTES, DatasetError,
                            _file_rows, check_file_dataset, data_fields_error)
 from training.fields import FieldErrors
+from training.names import child_path, path_component_error, require_path_component
 from webapp.projects.models import Role
 from webapp.projects.services import audit, project_for_launch, require_role
 from webapp.runs.selectors import allowed_path
@@ -32,11 +33,15 @@ USUAL_COLUMNS = {"prompt": ("prompt", "question", "problem", "input", "instructi
 
 def datasets_dir(project) -> str:
     """$SEEDBED_HOME/library/<project>/datasets: only the project's members may name its files in a config."""
+    require_path_component(project.name, "project")
     return os.path.join(str(settings.SEEDBED_LIBRARY_DIR), project.name, "datasets")
 
 
 def _check_name(name, project) -> str:
     name = name.strip() if isinstance(name, str) else ""
+    problem = path_component_error(name)  # an uploaded file's name starts with it
+    if problem:
+        raise FieldErrors({"name": problem})
     if not NAME.match(name):
         raise FieldErrors({"name": "1-100 letters, digits, '.', '_' or '-', the first a letter or digit"})
     if DatasetEntry.objects.filter(project=project, name=name).exists():
@@ -158,12 +163,13 @@ def dataset_upload(*, user, name, upload, project=None, prompt_field=None, answe
     folder = datasets_dir(project)
     os.makedirs(folder, exist_ok=True)
     # a fresh file name: a removed entry's file stays for the runs whose configs name it
-    final = os.path.join(folder, f"{name}-{uuid.uuid4().hex[:8]}{suffix}")
+    final = child_path(folder, f"{name}-{uuid.uuid4().hex[:8]}{suffix}", "name")
     fd, partial = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=suffix)
     try:
         with os.fdopen(fd, "wb") as out:
-            for chunk in upload.chunks():
-                out.write(chunk)
+            if not _moved(upload, partial):
+                for chunk in upload.chunks():
+                    out.write(chunk)
         try:
             checked = _checked(partial, prompt_field, answer_field, fields)
         except FieldErrors as exc:  # messages name the user's file, not where it waited
@@ -180,6 +186,18 @@ def dataset_upload(*, user, name, upload, project=None, prompt_field=None, answe
         os.unlink(final)
         raise
     return entry
+
+
+def _moved(upload, path: str) -> bool:
+    """An upload streamed to a file on this disk ($SEEDBED_HOME/uploads, webapp.datasets.uploads) becomes ``path``
+    by a rename, not a second copy; False when it is in memory or on another disk."""
+    if not hasattr(upload, "temporary_file_path"):
+        return False
+    try:
+        os.replace(upload.temporary_file_path(), path)
+    except OSError:
+        return False
+    return True
 
 
 def _create(project, user, name, path, source, original_name, checked, fraction, seed) -> DatasetEntry:

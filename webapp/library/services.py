@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from training.fields import FieldErrors, coerce, range_error, range_text
 from training.models import check_gguf_file, describe_model
+from training.names import child_path, path_component_error, require_path_component
 from webapp.projects.models import Role
 from webapp.projects.services import audit, project_for_launch, require_role
 from webapp.runs.selectors import allowed_path
@@ -20,13 +21,21 @@ from webapp.runs.selectors import allowed_path
 from .models import TRIAL_ACTIVE, ModelEntry, ModelStatus, ModelTrial, TrialStatus
 
 log = logging.getLogger("seedbed.library")
-NAME = re.compile(r"^[\w.-]{1,100}\Z")
+# An imported model's name is its folder in the project's library: one plain name, first a letter or digit (no
+# ".", "..", hidden or staging folders), and not the folder the project's datasets live in.
+NAME = re.compile(r"^\w[\w.-]{0,99}\Z")
+RESERVED_NAMES = frozenset({"datasets"})
 
 
 def _check_name(name, project) -> str:
     name = (name or "").strip() if isinstance(name, str) else ""
+    problem = path_component_error(name)
+    if problem:
+        raise FieldErrors({"name": problem})
     if not NAME.match(name):
-        raise FieldErrors({"name": "1-100 letters, digits, '.', '_' or '-'"})
+        raise FieldErrors({"name": "1-100 letters, digits, '.', '_' or '-', the first a letter or digit"})
+    if name.casefold() in RESERVED_NAMES:
+        raise FieldErrors({"name": f"{name!r} is the project's datasets folder; choose another name"})
     if ModelEntry.objects.filter(project=project, name=name).exists():
         raise FieldErrors({"name": f"project {project.name} has a model named {name!r} already"})
     return name
@@ -52,8 +61,10 @@ def model_register(*, user, name, path, project=None) -> ModelEntry:
 
 
 def imported_folder(project, name: str) -> str:
-    """$SEEDBED_HOME/library/<project>/<name>: only the project's members may name it in a config."""
-    return os.path.join(str(settings.SEEDBED_LIBRARY_DIR), project.name, name)
+    """$SEEDBED_HOME/library/<project>/<name>: only the project's members may name it in a config. Both names are
+    checked to be one plain path component, the folder to resolve inside the project's (FieldErrors otherwise)."""
+    require_path_component(project.name, "project")
+    return child_path(os.path.join(str(settings.SEEDBED_LIBRARY_DIR), project.name), name, "name")
 
 
 @transaction.atomic
@@ -82,6 +93,8 @@ def model_import_run(*, entry_id: int, log=print) -> ModelEntry:
     if entry.status != ModelStatus.IMPORTING:
         return entry
     try:
+        if entry.path != imported_folder(entry.project, entry.name):  # an entry from before names were checked
+            raise FieldErrors({"name": f"{entry.name!r} does not name a folder of its project's library"})
         import_gguf(entry.source, entry.path, log=log)
         entry.description, entry.status, entry.error = describe_model(entry.path), ModelStatus.READY, ""
     except Exception as exc:  # the entry says why; nothing half-written stays (atomic_folder)

@@ -6,7 +6,10 @@ do everything. A user who is not a member of a project gets 404 for its objects:
 """
 from __future__ import annotations
 
+import unicodedata
+
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
@@ -27,6 +30,16 @@ project_name_validator = RegexValidator(
     r"^[A-Za-z0-9][A-Za-z0-9_.@+-]*\Z",
     "a project name starts with a letter or digit and holds only letters, digits and _ . @ + -")
 
+# Projects the app makes and names itself (a data migration makes them): no user may take one of these names, in
+# any case, by making, renaming or being named after it. "default" holds work made without a user (staff only).
+DEFAULT_PROJECT = "default"
+RESERVED_PROJECT_NAMES = frozenset({DEFAULT_PROJECT})
+
+
+def is_reserved_project_name(name) -> bool:
+    """``name`` is one of RESERVED_PROJECT_NAMES, ignoring case, surrounding spaces and NFKC look-alikes."""
+    return isinstance(name, str) and unicodedata.normalize("NFKC", name).strip().casefold() in RESERVED_PROJECT_NAMES
+
 
 class Project(models.Model):
     name = models.CharField(max_length=PROJECT_NAME_MAX, unique=True, validators=[project_name_validator])
@@ -42,6 +55,15 @@ class Project(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """The admin's check: a reserved name stays on the project the app made with it (it is neither given to
+        another project nor renamed away from its own)."""
+        before = type(self).objects.filter(pk=self.pk).values_list("name", flat=True).first() if self.pk else None
+        if before is not None and is_reserved_project_name(before) and self.name != before:
+            raise ValidationError({"name": f"{before!r} is a name the app uses itself; it keeps it"})
+        if is_reserved_project_name(self.name) and self.name != before:
+            raise ValidationError({"name": f"{self.name.strip()!r} is reserved (the app uses it itself)"})
 
 
 class Membership(models.Model):

@@ -7,6 +7,7 @@ members): a non-member gets Http404 (as for a read), a member whose role is too 
 from __future__ import annotations
 
 import logging
+import re
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -14,14 +15,20 @@ from django.db import IntegrityError, transaction
 from django.http import Http404
 
 from training.fields import FieldErrors
+from training.names import path_component_error
 
-from .models import ROLE_RANK, AuditEvent, Membership, Project, Role, project_name_validator
-from .selectors import role_in
+from .models import (DEFAULT_PROJECT, ROLE_RANK, AuditEvent, Membership, Project, Role, is_reserved_project_name,
+                     project_name_validator)
+from .selectors import role_in, visible_projects
 
 log = logging.getLogger("seedbed.projects")
 
-# Owner of objects made without a user (a script, a test, rows from before projects existed): staff only.
-DEFAULT_PROJECT = "default"
+# DEFAULT_PROJECT (from .models) owns objects made without a user (a script, a test, rows from before projects
+# existed): staff only. A data migration makes it; no user may take its name.
+
+# A personal project takes its user's name when that name is a safe project name (it becomes the project's
+# library folder): a word character first, then the characters Django allows in usernames.
+_PERSONAL_NAME = re.compile(r"^\w[\w.@+-]*\Z")
 
 
 def require_role(user, project: Project | int, role: str) -> None:
@@ -46,6 +53,8 @@ def audit(*, project: Project | int, user=None, actor: str = "", action: str, ta
 
 
 def default_project() -> Project:
+    """The staff-only project for work made without a user. The migrations make it; a database emptied since (a
+    test's flush) gets it again here, with no members: the name is reserved, so no user can hold it first."""
     project, _ = Project.objects.get_or_create(name=DEFAULT_PROJECT)
     return project
 
@@ -69,14 +78,23 @@ def project_for_launch(*, user, project: Project | None) -> Project:
 @transaction.atomic
 def _make_personal(user) -> Project:
     # a project that already carries the name stays its owners' (the new user never inherits it)
-    project = Project.objects.create(name=_free_name(user.get_username()), personal_for=user, created_by=user)
+    project = Project.objects.create(name=_free_name(_personal_name(user)), personal_for=user, created_by=user)
     Membership.objects.get_or_create(project=project, user=user, defaults={"role": Role.ADMIN})
     return project
 
 
+def _personal_name(user) -> str:
+    """The username, or "user-<id>" when the username would not be a safe project name (".", "..", a leading
+    dot, a reserved name such as "default")."""
+    name = user.get_username()
+    if path_component_error(name) or not _PERSONAL_NAME.match(name) or is_reserved_project_name(name):
+        return f"user-{user.pk}"
+    return name
+
+
 def _free_name(name: str) -> str:
     candidate, n = name, 1
-    while Project.objects.filter(name=candidate).exists():
+    while is_reserved_project_name(candidate) or Project.objects.filter(name=candidate).exists():
         n += 1
         candidate = f"{name}-{n}"
     return candidate
@@ -93,6 +111,9 @@ def _check_name(name) -> str:
     name = name.strip()
     if len(name) > 150:
         raise FieldErrors({"name": f"at most 150 characters; got {len(name)}"})
+    problem = path_component_error(name)  # the name is also the project's library folder
+    if problem:
+        raise FieldErrors({"name": problem})
     try:
         project_name_validator(name)
     except ValidationError as exc:
@@ -100,17 +121,29 @@ def _check_name(name) -> str:
     return name
 
 
+def _unavailable(name: str) -> FieldErrors:
+    # The same words for a reserved name and for a project the caller cannot see: project names are unique across
+    # the site (they are URLs and folders), so a refusal must say the name is taken, but not that a project of
+    # someone else's is behind it.
+    return FieldErrors({"name": f"{name!r} is taken or reserved; choose another name"})
+
+
 @transaction.atomic
 def project_create(*, user, name) -> Project:
-    """A new project with ``user`` as its admin."""
+    """A new project with ``user`` as its admin. Reserved names (any case) are refused: the app makes those
+    projects itself, so asking for the name first never makes a user their admin."""
     name = _check_name(name)
+    if is_reserved_project_name(name):
+        raise _unavailable(name)
     if Project.objects.filter(name=name).exists():
-        raise FieldErrors({"name": f"a project named {name!r} exists already"})
+        if visible_projects(user).filter(name=name).exists():
+            raise FieldErrors({"name": f"you have a project named {name!r} already"})
+        raise _unavailable(name)
     try:
         with transaction.atomic():
             project = Project.objects.create(name=name, created_by=user)
     except IntegrityError:  # created concurrently
-        raise FieldErrors({"name": f"a project named {name!r} exists already"}) from None
+        raise _unavailable(name) from None
     Membership.objects.create(project=project, user=user, role=Role.ADMIN)
     audit(project=project, user=user, action="project.create", target_type="project", target_id=project.pk)
     return project
