@@ -85,8 +85,11 @@ def cmd_run(args) -> int:
             super().on_metrics(step, metrics)
             progress(step, metrics)
 
-    result = run_engine(cfg, args.out, CliSink(args.out, echo=lambda s: print(s, file=sys.stderr)))
-    print(json.dumps({"status": result.status, "step": result.step, "out": args.out}))
+    sink = CliSink(args.out, echo=lambda s: print(s, file=sys.stderr), reward_hacking_guard=cfg.reward_hacking_guard)
+    # a guard that stops the run (reward_hacking_guard's action stop) stops it as a kill does: after the step
+    result = run_engine(cfg, args.out, sink, should_stop=lambda: bool(sink.stopped_by))
+    print(json.dumps({"status": result.status, "step": result.step, "out": args.out,
+                      **({"stopped_by": sink.stopped_by} if sink.stopped_by else {})}))
     return 0
 
 

@@ -21,6 +21,7 @@ from typing import Any, Optional, Sequence, get_args, get_origin
 
 from training.data import DATA_SUFFIXES, data_fields_error, is_file_task, task_error, task_params_error
 from training.fields import RANGE_KEYS, FieldErrors, coerce, range_error, range_text
+from training.guards import reward_hacking_error
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "preset": ("grpo", "dapo", "dr_grpo"),
@@ -176,6 +177,16 @@ class TrainConfig:
     eval_problems: int = _f(32, "Held-out problems for periodic evaluation.", min=1, max=10_000)
     eval_n: int = _f(8, "Samples per held-out problem for periodic evaluation.", min=1, max=1024)
     eval_k: list = _f([1, 4], "k values logged as eval/pass@k.")
+    reward_hacking_guard: dict = _f({}, "Reward-hacking guard (empty: off), e.g. {\"action\": \"stop\"}: warns "
+                                    "(action warn) or also stops the run (stop, killed by guard:reward_hacking) on "
+                                    "any of its rules (all by default): eval_trend, the training reward rose by "
+                                    "min_rise (0.1) over the last `evals` (3) periodic evaluations while held-out "
+                                    "pass@k gained at most eval_tolerance (0.02), so it needs eval_every > 0; "
+                                    "same_completion, one completion text is a share same_completion (0.5) of a "
+                                    "step's completions, rewarded, across min_prompts (3) prompts; paid_reason, one "
+                                    "verifier reason given with partial credit (0 < score < 1) is a share "
+                                    "reason_share (0.8) of them. Per-step rules hold for_steps (2) steps in a row; "
+                                    "e.g. {\"action\": \"warn\", \"rules\": [\"eval_trend\"], \"min_rise\": 0.2}.")
     device: str = _f("auto", "auto, cpu or cuda.")
 
     # ------------------------------------------------------------------------------------------------
@@ -288,6 +299,8 @@ class TrainConfig:
             e["eval_k"] = f"must be a list of at most {MAX_EVAL_K} integers >= 1; got {self.eval_k}"
         elif self.eval_k and max(self.eval_k) > self.eval_n:
             e["eval_k"] = f"every k must be <= eval_n ({self.eval_n}); got {self.eval_k}"
+        if reward_hacking_error(self.reward_hacking_guard, self.eval_every):
+            e["reward_hacking_guard"] = reward_hacking_error(self.reward_hacking_guard, self.eval_every)
         if not re.fullmatch(r"(min:)?[A-Za-z0-9_./@:-]{1,200}", self.keep_best_metric or ""):
             e["keep_best_metric"] = ("must name a logged metric (letters, digits, _ . / @ : -, at most 200), with an "
                                      f"optional 'min:' prefix; got {self.keep_best_metric!r}")

@@ -21,6 +21,7 @@ from training.checkpoint import latest_checkpoint, load_trainer_state, save_chec
 from training.config import TrainConfig
 from training.data import default_rewards, make_prompt_source
 from training.distributed import SINGLE, Parallel, World, rank_report
+from training.guards import completion_signals
 from training.evaluate import decode_completions, evaluate_examples, is_correct
 from training.rollout import RolloutBatch, concat_batches, make_rollout_engine, sequence_logprobs
 from training.routing import RoutingReplay
@@ -103,6 +104,7 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
             metrics["dist/comm_s"] = world.comm_s - comm0
         if cfg.eval_every and step % cfg.eval_every == 0 and world.is_main:
             metrics.update(periodic_eval(cfg, policy.full_model, tokenizer, source, step))
+        report_signals(sink, step, roll, metrics)
         sink.on_metrics(step, metrics)
         sink.on_samples(step, roll.samples[:cfg.samples_per_step])
         report_ranks(world, sink, step)
@@ -120,6 +122,17 @@ def report_ranks(world: World, sink, step: int) -> None:
         ranks = rank_report(world, step)
         if ranks and hasattr(sink, "on_ranks"):
             sink.on_ranks(step, ranks)
+
+
+def report_signals(sink, step: int, roll, metrics: dict) -> None:
+    """The reward-hacking guard's view of the step's completions (all of them, not only the logged samples): its
+    shares logged as metrics, the signals to the sink's guard."""
+    if roll.signals is None:
+        return
+    for name, key in (("completion", "hacking/same_completion_share"), ("reason", "hacking/paid_reason_share")):
+        metrics[key] = roll.signals[name]["share"] if roll.signals[name] else 0.0
+    if hasattr(sink, "on_completion_signals"):
+        sink.on_completion_signals(step, roll.signals)
 
 
 def load_model(path: str, device):
@@ -141,6 +154,7 @@ class Rollouts:
     n_generated: int             # completions generated this step, all ranks
     index: torch.Tensor | None = None  # [B] each sequence's place in the step's global batch (-1: padding)
     n_total: int = 0             # sequences in the step's global batch, all ranks
+    signals: dict | None = None  # reward-hacking guard: training.guards.completion_signals of this rank's completions
 
 
 def check_fits_context(model, prompt_tokens: int, max_new_tokens: int) -> None:
@@ -163,6 +177,7 @@ def collect_rollouts(cfg, model, tokenizer, engine, source, reward_fn, gens, dev
     mine = world.shard(cfg.prompts_per_step)
     kept, all_rewards, all_correct, all_lengths, all_trunc, samples, verifier_metrics = [], [], [], [], [], [], []
     kept_per_batch = []  # informative groups this rank kept in each generation batch
+    seen = []  # (texts, prompts, rewards, scores, details) of each generation batch, for the reward-hacking guard
     n_groups = n_zero_std = n_errors = 0
     for gen_batch in range(1, cfg.max_gen_batches + 1):
         drawn = source.sample(cfg.prompts_per_step, gens["data"])
@@ -202,6 +217,8 @@ def collect_rollouts(cfg, model, tokenizer, engine, source, reward_fn, gens, dev
         all_lengths.append(lengths)
         all_trunc.append(batch.truncated.cpu())
         verifier_metrics.append(rb.metrics())
+        if cfg.reward_hacking_guard:
+            seen.append((texts, [ex["prompt"] for ex in examples], rewards.tolist(), rb.scores, rb.details))
         samples += [{"prompt": ex["prompt"], "completion": t, "reward": float(r), "answer": ex.get("answer"),
                      "details": d} for ex, t, r, d in zip(examples[::G], texts[::G], rewards[::G].tolist(),
                                                           rb.details[::G])]
@@ -236,8 +253,9 @@ def collect_rollouts(cfg, model, tokenizer, engine, source, reward_fn, gens, dev
     n_kept = min(cfg.prompts_per_step, int(counts.sum()))
     mine_kept = [(k, p) for k, p in zip(kept, places) if p < n_kept]
     metrics["num_groups_trained"] = float(n_kept)
+    signals = completion_signals(seen) if seen else None
     if n_kept == 0:
-        return Rollouts(None, None, None, metrics, samples, n_generated)
+        return Rollouts(None, None, None, metrics, samples, n_generated, signals=signals)
     padding = not mine_kept  # this rank has none: it trains on one group with a zero mask (DDP needs its backward)
     parts = mine_kept or [((kept or [_first_group(all_rewards, batch, G)])[0], -1)]
     batch = concat_batches([b.index(torch.arange(sl.start, sl.stop)) for (b, sl, _, _), _ in parts])
@@ -245,7 +263,7 @@ def collect_rollouts(cfg, model, tokenizer, engine, source, reward_fn, gens, dev
     advantages = group_advantages(rewards, G, cfg.adv_estimator, norm_std=cfg.norm_adv_by_std).to(device)
     loss_mask = torch.cat([u for (_, _, _, u), _ in parts]).to(device) * (0.0 if padding else 1.0)
     index = torch.tensor([p * G + j if p >= 0 else -1 for _, p in parts for j in range(G)])
-    return Rollouts(batch, advantages, loss_mask, metrics, samples, n_generated, index, n_kept * G)
+    return Rollouts(batch, advantages, loss_mask, metrics, samples, n_generated, index, n_kept * G, signals)
 
 
 def _first_group(all_rewards, batch, G):

@@ -3,6 +3,8 @@
 The worker implements it to write to the database; the CLI implements it with JSONL files. Every method
 must be cheap or buffer internally: the loop calls them synchronously. ``flush()`` is called before the loop
 returns, so a sink that batches must write everything out there (nothing emitted before a clean stop is lost).
+A sink may also take ``on_completion_signals(step, signals)``: what the reward-hacking guard reads of each step's
+completions (``training.guards.completion_signals``), sent only for a run that asks for that guard.
 """
 from __future__ import annotations
 
@@ -36,10 +38,12 @@ class JsonlSink:
     has exactly the lines of an uninterrupted one.
     """
 
-    def __init__(self, out_dir: str, echo=None):
-        from training.guards import SilentRunGuard
+    def __init__(self, out_dir: str, echo=None, reward_hacking_guard: dict | None = None):
+        from training.guards import RewardHackingGuard, SilentRunGuard
 
         self.guard = SilentRunGuard()  # its warnings go to echo (the CLI prints them) and warnings.jsonl
+        self.hacking = RewardHackingGuard.from_config(reward_hacking_guard)  # the run's, when it asks for one
+        self.stopped_by = ""  # "guard:reward_hacking" once that guard stops the run (the CLI's should_stop reads it)
         self.out_dir = out_dir
         os.makedirs(out_dir, exist_ok=True)
         self.echo = echo
@@ -48,6 +52,8 @@ class JsonlSink:
 
     def truncate_after(self, step: int) -> None:
         self.guard.forget_after(step)
+        if self.hacking:
+            self.hacking.forget_after(step)
         for fh in (self._metrics, self._samples):
             fh.flush()
             with open(fh.name, encoding="utf-8") as r:
@@ -61,6 +67,14 @@ class JsonlSink:
         self.guard.on_metrics(step, metrics)
         if step > self.guard.steps:
             self._warn()
+        if self.hacking:
+            self.hacking.on_metrics(step, metrics)
+            self._warn(self.hacking)
+
+    def on_completion_signals(self, step, signals):
+        if self.hacking:
+            self.hacking.on_signals(step, signals)
+            self._warn(self.hacking)
 
     def on_samples(self, step, rows):
         for row in rows:
@@ -70,8 +84,10 @@ class JsonlSink:
         if step >= self.guard.steps:
             self._warn()
 
-    def _warn(self) -> None:
-        for warning in self.guard.warnings():
+    def _warn(self, guard=None) -> None:
+        for warning in (guard or self.guard).warnings():
+            if warning.get("stop"):
+                self.stopped_by = f"guard:{warning['kind']}"
             with open(os.path.join(self.out_dir, "warnings.jsonl"), "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(warning, sort_keys=True) + "\n")
             if self.echo:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import time
 
-from training.guards import SilentRunGuard
+from training.guards import RewardHackingGuard, SilentRunGuard
 from webapp.runs import services
+from webapp.runs.services import TransitionError
 
 
 class DatabaseSink:
@@ -17,7 +18,8 @@ class DatabaseSink:
     # few statements whatever its size (one upsert of the points, one per level of the chart tier), so bigger
     # flushes write more points per second (PostgreSQL: ~32 k points/s in flushes of 500, ~57 k in 5,000)
     def __init__(self, run_id: int, *, flush_every_s: float = 0.5, max_points: int = 5000,
-                 clock=time.monotonic, echo=print, claim: tuple | None = None):
+                 clock=time.monotonic, echo=print, claim: tuple | None = None,
+                 reward_hacking_guard: dict | None = None):
         self.run_id = run_id
         self.claim = claim  # (worker, attempt) that started this process: writes only while it holds the run
         self.flush_every_s = flush_every_s
@@ -28,6 +30,7 @@ class DatabaseSink:
         self._samples: dict[int, list[dict]] = {}
         self._last_flush = float("-inf")
         self.guard = SilentRunGuard()
+        self.hacking = RewardHackingGuard.from_config(reward_hacking_guard)  # the run's, when it asks for one
         self.ranks_every_s = 2.0
         self._ranks_at = float("-inf")
         self._pending_ranks = None
@@ -37,6 +40,8 @@ class DatabaseSink:
         after its checkpoint, so a resumed run's history has each step exactly once."""
         self._points, self._samples = [], {}
         self.guard.forget_after(step)
+        if self.hacking:
+            self.hacking.forget_after(step)
         if self._holds_run():
             services.run_discard_after(run_id=self.run_id, step=step)
 
@@ -45,7 +50,15 @@ class DatabaseSink:
         self.guard.on_metrics(step, metrics)
         if step > self.guard.steps:
             self._raise_warnings()
+        if self.hacking:
+            self.hacking.on_metrics(step, metrics)
+            self._raise_warnings(self.hacking)
         self._maybe_flush()
+
+    def on_completion_signals(self, step: int, signals: dict) -> None:
+        if self.hacking:
+            self.hacking.on_signals(step, signals)
+            self._raise_warnings(self.hacking)
 
     def on_samples(self, step: int, rows: list[dict]) -> None:
         self._samples.setdefault(step, []).extend(rows)
@@ -54,10 +67,22 @@ class DatabaseSink:
             self._raise_warnings()
         self._maybe_flush()
 
-    def _raise_warnings(self) -> None:
-        for warning in self.guard.warnings():
+    def _raise_warnings(self, guard=None) -> None:
+        for warning in (guard or self.guard).warnings():
             if self._holds_run():
                 services.run_warning_add(run_id=self.run_id, warning=warning)
+                if warning.get("stop"):
+                    self._kill(warning)
+
+    def _kill(self, warning: dict) -> None:
+        """A guard that stops the run kills it as a person or a policy does (``run_kill``, ``killed_by``
+        guard:<kind>): the loop's should_stop() reads the flag and stops after the step, with a checkpoint."""
+        self.flush()  # what the run logged up to the guard's step is stored before the run ends
+        try:
+            services.run_kill(run_id=self.run_id, killed_by=f"guard:{warning['kind']}",
+                              reason=warning.get("message", "")[:1000])
+        except TransitionError:
+            pass  # already being killed or ended: that kill stands
 
     def on_checkpoint(self, step: int, path: str) -> None:
         self.flush()
