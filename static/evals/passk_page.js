@@ -5,7 +5,7 @@ function passKTraces(series) {
   const dashes = ["solid", "dot", "dashdot", "longdash"];
   let other = 0;
   return series.map(s => ({
-    name: s.name, x: s.k, y: s.pass, mode: "lines+markers", marker: {size: 6},
+    name: plotText(s.name), x: s.k, y: s.pass, mode: "lines+markers", marker: {size: 6},
     line: s.base ? {color: "#444", dash: "dash", width: 2} : {dash: dashes[other++ % dashes.length], width: 2},
     hovertemplate: "%{fullData.name}<br>pass@%{x} = %{y:.3f}<extra></extra>",
   }));

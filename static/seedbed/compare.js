@@ -17,7 +17,7 @@
     const traces = Object.values(curves).map((c, i) => {
       const keep = c.y.map((y, j) => y !== null && (!time || c.t[j] !== null));
       const xs = (time ? c.t : c.x).filter((_, j) => keep[j]), ys = c.y.filter((_, j) => keep[j]);
-      return {name: c.name, x: xs, y: smoothValues(ys, smoothing.kind, smoothing.param), mode: "lines",
+      return {name: plotText(c.name), x: xs, y: smoothValues(ys, smoothing.kind, smoothing.param), mode: "lines",
               line: {color: palette[i % palette.length]}};
     });
     div.dataset.traces = String(traces.length);
@@ -25,7 +25,7 @@
     Plotly.react(div, traces, {
       uirevision: "compare", height: 420, margin: {l: 50, r: 10, t: 20, b: 40},
       xaxis: {title: {text: time ? "seconds since the run started" : "step"}},
-      yaxis: {title: {text: document.getElementById("compare-metric").value}},
+      yaxis: {title: {text: plotText(document.getElementById("compare-metric").value)}},
       legend: {orientation: "h", y: -0.2},
     }, {displaylogo: false, responsive: true});
   }

@@ -30,7 +30,7 @@ function startRunPage({liveUrl, seriesUrl, runId, intervalMs, first = null}) {
 
   function layoutFor(keys) {
     return {
-      title: {text: keys.join(" · "), font: {size: 14}},
+      title: {text: plotText(keys.join(" · ")), font: {size: 14}},
       uirevision: "run-" + runId + "-" + keys.join(","),
       margin: {l: 50, r: 10, t: 36, b: keys.length > 1 ? 64 : 40},
       xaxis: {title: {text: "step"}},
@@ -45,18 +45,19 @@ function startRunPage({liveUrl, seriesUrl, runId, intervalMs, first = null}) {
     keys.forEach((k, i) => {
       const s = source[k] || {x: [], y: [], lo: [], hi: [], n: [], bucketed: false};
       const color = colors[i % colors.length];
+      const name = plotText(k);  // a metric key, as the run logged it: drawn as text
       if (s.bucketed) {  // the band first (under the line): min, then max filled down to it
         traces.push({x: s.x.slice(), y: s.lo.slice(), mode: "lines", line: {width: 0, color}, hoverinfo: "skip",
-                     showlegend: false, name: k + " min", meta: "band"});
+                     showlegend: false, name: name + " min", meta: "band"});
         traces.push({x: s.x.slice(), y: s.hi.slice(), mode: "lines", line: {width: 0, color}, fill: "tonexty",
-                     opacity: 0.25, hoverinfo: "skip", showlegend: false, name: k + " max", meta: "band"});
+                     opacity: 0.25, hoverinfo: "skip", showlegend: false, name: name + " max", meta: "band"});
       }
       const smooth = smoothing.kind !== "none" && s.x.length > 1;
       // smoothed: the raw values stay as a faint line under the smoothed one (a gap stays a gap)
-      traces.push({name: smooth ? k + " (raw)" : k, x: s.x.slice(), y: s.y.slice(), meta: "line",
+      traces.push({name: smooth ? name + " (raw)" : name, x: s.x.slice(), y: s.y.slice(), meta: "line",
                    line: {color, width: smooth ? 1 : 2}, opacity: smooth ? 0.35 : 1, showlegend: !smooth,
                    mode: s.x.length <= MARKERS_UP_TO ? "lines+markers" : "lines", marker: {size: smooth ? 3 : 4}});
-      if (smooth) traces.push({name: k, x: s.x.slice(), y: smoothGaps(s.y), meta: "smoothed", line: {color, width: 2},
+      if (smooth) traces.push({name, x: s.x.slice(), y: smoothGaps(s.y), meta: "smoothed", line: {color, width: 2},
                                mode: "lines"});
     });
     return traces;

@@ -16,7 +16,7 @@
     return `rgb(${c[0]},${c[1]},${c[2]})`;
   }
   const range = d => { const lo = Math.min(...d.values), hi = Math.max(...d.values); return [lo, hi > lo ? hi : lo + 1]; };
-  const text = (d, v) => d.ticktext ? d.ticktext[v] : (Math.abs(v) >= 1e-3 || v === 0 ? +v.toPrecision(4) : v.toExponential(2));
+  const text = (d, v) => plotText(d.ticktext ? d.ticktext[v] : (Math.abs(v) >= 1e-3 || v === 0 ? +v.toPrecision(4) : v.toExponential(2)));
 
   function draw() {
     const ranges = dimensions.map(range), final = dimensions[dimensions.length - 1], [flo, fhi] = ranges[ranges.length - 1];
@@ -25,7 +25,7 @@
       y: dimensions.map((d, k) => (d.values[r] - ranges[k][0]) / (ranges[k][1] - ranges[k][0])),
       mode: "lines+markers", line: {color: colour((final.values[r] - flo) / (fhi - flo)), width: 2}, marker: {size: 5},
       name: "run " + run, hoverinfo: "text",
-      text: dimensions.map(d => `run ${run} · ${d.label}: ${text(d, d.values[r])}`),
+      text: dimensions.map(d => `run ${run} · ${plotText(d.label)}: ${text(d, d.values[r])}`),
     }));
     const annotations = [];
     dimensions.forEach((d, k) => {  // each axis's own top and bottom value (a category's label)
@@ -35,7 +35,7 @@
     Plotly.react(div, traces, {
       height: 460, showlegend: false, margin: {l: 40, r: 40, t: 40, b: 60}, annotations,
       shapes: dimensions.map((_, k) => ({type: "line", x0: k, x1: k, y0: 0, y1: 1, line: {color: "#888", width: 1}})),
-      xaxis: {tickvals: dimensions.map((_, k) => k), ticktext: dimensions.map(d => d.label), zeroline: false, showgrid: false},
+      xaxis: {tickvals: dimensions.map((_, k) => k), ticktext: dimensions.map(d => plotText(d.label)), zeroline: false, showgrid: false},
       yaxis: {visible: false, range: [-0.1, 1.1]},
     }, {displaylogo: false, responsive: true});
     div.dataset.dims = String(dimensions.length);

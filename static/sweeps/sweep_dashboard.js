@@ -65,7 +65,7 @@ function startSweepDashboard({liveUrl, forecastUrl = null, sweepId, intervalMs, 
 
   // A grid's cells ("engine=trl", "lr=0.0001 eps_high=0.28"), in the order of their first run: with more than
   // one, a run is coloured by its cell and named after it, and each cell gets its own mean and band.
-  function cellOf(run) { return Object.entries(run.knobs || {}).map(([k, v]) => k + "=" + v).join(" "); }
+  function cellOf(run) { return plotText(Object.entries(run.knobs || {}).map(([k, v]) => k + "=" + v).join(" ")); }
 
   function cellsOf(runs) {
     const cells = new Map();   // label -> colour index
@@ -125,8 +125,8 @@ function startSweepDashboard({liveUrl, forecastUrl = null, sweepId, intervalMs, 
       if (killed) {
         stopX.push(curve.x[curve.x.length - 1]);
         stopY.push(curve.y[curve.y.length - 1]);
-        stopText.push(name + " stopped at step " + run.last_step + " by " + run.killed_by +
-                      (run.kill_reason ? ":<br>" + run.kill_reason : ""));
+        stopText.push(name + " stopped at step " + run.last_step + " by " + plotText(run.killed_by) +
+                      (run.kill_reason ? ":<br>" + plotText(run.kill_reason) : ""));
       }
     });
     // the mean across seeds and its band: one for the whole sweep, or one per grid cell in the cell's colour
@@ -161,7 +161,7 @@ function startSweepDashboard({liveUrl, forecastUrl = null, sweepId, intervalMs, 
     const layout = {
       uirevision: "sweep-" + sweepId + "-" + metric + "-" + xKind,
       margin: {l: 55, r: 10, t: 30, b: 45}, height: 460,
-      title: {text: metric, font: {size: 14}},
+      title: {text: plotText(metric), font: {size: 14}},
       xaxis: {title: {text: xKind === "time" ? "seconds since the run started" : "step"}},
       legend: {orientation: "v"},
     };
@@ -179,8 +179,7 @@ function startSweepDashboard({liveUrl, forecastUrl = null, sweepId, intervalMs, 
     const periodic = key.startsWith("eval/") || key.startsWith("system/");
     if (!logged.length || logged.includes(key) || periodic) return "no data yet";
     chart.dataset.unknownMetric = key;
-    const plain = (text) => text.replace(/[<>&]/g, "");  // a typed key is shown as text: no markup reaches Plotly
-    return "no such metric: " + plain(key) + " (logged: " + logged.slice(0, 8).map(plain).join(", ") +
+    return "no such metric: " + plotText(key) + " (logged: " + logged.slice(0, 8).map(plotText).join(", ") +
       (logged.length > 8 ? ", …" : "") + ")";
   }
 
