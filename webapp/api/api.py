@@ -9,6 +9,7 @@ the forms cannot disagree and the same checks apply (DESIGN §9). Errors:
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from typing import Any, Optional, Union
@@ -16,6 +17,7 @@ from typing import Any, Optional, Union
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from ninja import File, Form, NinjaAPI, Query, Schema, Status, UploadedFile
+from ninja.decorators import decorate_view
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer
@@ -25,6 +27,7 @@ from training.fields import FieldErrors
 from webapp.datasets import selectors as dataset_selectors
 from webapp.datasets import services as dataset_services
 from webapp.datasets.models import DatasetEntry
+from webapp.datasets.uploads import DatasetUpload
 from webapp.evals import selectors as eval_selectors
 from webapp.evals import services as eval_services
 from webapp.evals.models import EvalJob
@@ -508,7 +511,22 @@ def datasets_get(request, dataset_id: int):
     return selectors.dataset_detail(_dataset(request, dataset_id))
 
 
+def _streamed_dataset(run):
+    """Before ninja reads the form: the file streams into $SEEDBED_HOME/uploads and stops at the size limit
+    (webapp.datasets.uploads); a file stopped there is answered as the field error it is."""
+    @functools.wraps(run)
+    def with_handler(request, *args, **kwargs):
+        handler = DatasetUpload(request)
+        request.upload_handlers = [handler]
+        response = run(request, *args, **kwargs)
+        if handler.too_large:
+            return api.create_response(request, {"errors": {"file": handler.message}}, status=400)
+        return response
+    return with_handler
+
+
 @api.post("/datasets", response={201: dict}, tags=["datasets"])
+@decorate_view(_streamed_dataset)
 def datasets_upload(request, file: UploadedFile = File(...), name: str = Form(..., max_length=100),
                     project: Optional[str] = Form(None, max_length=150),
                     prompt_field: Optional[str] = Form(None, max_length=200),

@@ -3,7 +3,6 @@ sources, and one dataset's preview, field mapping and split."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.core.files.uploadhandler import StopUpload, TemporaryFileUploadHandler
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
@@ -15,23 +14,7 @@ from webapp.projects.selectors import get_visible, has_role, launch_project_name
 
 from . import selectors, services
 from .models import DatasetEntry
-
-
-class SizeLimitedUpload(TemporaryFileUploadHandler):
-    """Streams an upload to a temporary file and stops reading once it passes the dataset size limit (the
-    view then says so), so a huge upload costs neither memory nor disk."""
-
-    def __init__(self, request=None, limit: int | None = None):
-        super().__init__(request)
-        self.limit = limit if limit is not None else MAX_DATASET_BYTES
-        self.received, self.too_large = 0, False
-
-    def receive_data_chunk(self, raw_data, start):
-        self.received += len(raw_data)
-        if self.received > self.limit:
-            self.too_large = True
-            raise StopUpload(connection_reset=False)
-        return super().receive_data_chunk(raw_data, start)
+from .uploads import DatasetUpload
 
 
 def _fields(post) -> dict:
@@ -40,18 +23,20 @@ def _fields(post) -> dict:
 
 @csrf_exempt  # the upload handler must be set before the CSRF check reads the body; csrf_protect follows
 def dataset_list(request: HttpRequest) -> HttpResponse:
-    handler = SizeLimitedUpload(request)
+    handler = DatasetUpload(request, limit=MAX_DATASET_BYTES)
     if request.method == "POST":
         request.upload_handlers = [handler]
     return _dataset_list(request, handler)
 
 
 @csrf_protect
-def _dataset_list(request: HttpRequest, handler: SizeLimitedUpload) -> HttpResponse:
+def _dataset_list(request: HttpRequest, handler: DatasetUpload) -> HttpResponse:
     errors, form = {}, ""
     if request.method == "POST":
         form = request.POST.get("form", "")
         try:
+            if handler.too_large:  # first: the fields after the file were not read
+                raise FieldErrors({"file": handler.message})
             project = launch_project_named(request.user, request.POST.get("project"))
             common = dict(user=request.user, project=project, name=request.POST.get("name"),
                           prompt_field=request.POST.get("prompt_field") or None,
@@ -61,9 +46,6 @@ def _dataset_list(request: HttpRequest, handler: SizeLimitedUpload) -> HttpRespo
                           split_seed=request.POST.get("split_seed", "0"))
             if form == "register":
                 entry = services.dataset_register(path=request.POST.get("path"), **common)
-            elif handler.too_large:
-                raise FieldErrors({"file": f"larger than the limit of {MAX_DATASET_BYTES:,} bytes "
-                                           "(SEEDBED_MAX_DATASET_MB)"})
             else:
                 entry = services.dataset_upload(upload=request.FILES.get("file"), **common)
             messages.success(request, f"Dataset {entry.name}: {entry.rows:,} rows. Check the mapping below.")
