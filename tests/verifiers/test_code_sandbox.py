@@ -104,7 +104,7 @@ def test_correct_programs_pass(code_v):
     """)
     result = code_v(prog, {"tests": tests})
     assert result.score == 1.0, result.details
-    assert result.details["passed"] == result.details["total"] == 9
+    assert result.details["passed"] == result.details["total"] == 7  # `import math`, `x = pair(1)`: set-up
 
 
 def test_wrong_programs_fail_with_reason(code_v):
@@ -113,7 +113,9 @@ def test_wrong_programs_fail_with_reason(code_v):
     assert r.score == 0.0 and r.details["passed"] == 1 and "got 6" in r.details["first_failure"]
     r = code_v(wrong, {"entry_point": "square", "inputs": [[3]], "outputs": [9]})
     assert r.score == 0.0
-    assert code_v("no code at all", {"tests": "assert True"}).details["reason"] == "no ```python block"
+    assert code_v("no code at all", {"tests": "assert f()"}).details["reason"] == "no ```python block"
+    with pytest.raises(VerifierError, match="check nothing of the program's"):
+        code_v(GOOD_SQUARE, {"tests": "import math\nassert True"})
     tup = fenced("def f():\n    return (1, 2)")
     assert code_v(tup, {"tests": "assert f() == [1, 2]"}).score == 0.0  # Python: (1, 2) != [1, 2]
     assert code_v(tup, {"entry_point": "f", "inputs": [[]], "outputs": [[1, 2]]}).score == 1.0  # JSON: no tuples
@@ -152,9 +154,9 @@ def test_bad_examples_are_verifier_errors(code_v):
 def test_extract_and_plan():
     assert extract_program("```\nx = 1\n```") == "x = 1\n"
     assert extract_program("```python\na\n```\n```\nb\n```") == "a\n"  # a tagged block wins
-    steps, checks = plan_tests("assert f(1) == g(1)\nassert f(2) != 3\ny = 2")
-    assert [s["src"] for s in steps] == ["f(1)", "g(1)", "f(2)", "y = 2"]
-    assert [c.kind for _, c in checks] == ["equal_steps", "equal", "ok"] and checks[1][1].negate
+    steps, checks = plan_tests("assert f(1) == g(1)\nassert f(2) != 3\ny = 2\nf(y)\nassert True")
+    assert [s["src"] for s in steps] == ["f(1)", "g(1)", "f(2)", "y = 2", "f(y)", "assert True"]
+    assert [c.kind for _, c in checks] == ["equal_steps", "equal", "setup", "ok", "setup"] and checks[1][1].negate
     assert 3 not in [s.get("src") for s in steps]  # the expected value stays on the trusted side
 
 

@@ -2,27 +2,50 @@
 
 Two kinds of example:
 
-* tests mode, ``{"tests": "assert f(1) == 2\\nassert f(2) == 4"}``;
+* tests mode, ``{"tests": "assert f(1) == 2\\nassert f(2) == 4"}`` (with ``entry_point`` optional);
 * call/IO mode, ``{"entry_point": "f", "inputs": [[1], [2]], "outputs": [2, 4]}``.
 
-The verdict is decided here, on the trusted side, never from the program's exit code or output. The tests
-are split in the parent (``ast``): every top-level ``assert A == <literal>`` becomes "evaluate A and report
-its value" with the literal kept here; ``assert A == B`` reports both sides; other asserts report their
-truth value; other statements just run. In IO mode only the inputs go in. So expected values never enter
-the sandbox: a program cannot print a pass marker, exit early, patch builtins or return an object whose
-``__eq__`` is always true and pass: values come back as plain JSON data (exact builtin types only) and
-are compared here with Python's ``==``. A report stream that is out of order, duplicated or truncated fails.
+Either kind may carry ``setup_code`` (a string): the dataset's imports and helpers (e.g. a HumanEval prompt).
 
-Either kind may carry ``setup_code`` (a string): trusted set-up such as imports and helper functions (e.g. a
-HumanEval prompt), run before the completion's program in the same execution and namespace. The program is
-compiled on its own, so its line numbers and a leading ``from __future__`` import stay valid.
+Where things run, and why. The program runs in one sandboxed process, the tests in a second one it cannot
+reach (a separate address space, not dumpable, behind the seccomp filter: no ptrace, no /proc/<pid>/mem); the
+verdict is decided here, outside both. The program process runs ``setup_code`` then the program, then answers
+the test process's requests over a pair of pipes, one JSON line each way: "what is ``name``" (a function, or
+plain data) and "call ``name`` with these JSON arguments" (a JSON value back, or the exception it raised).
+Only the test process writes the report stream this verifier reads; nothing the program does (its stack,
+its fds, files, exit code, signals, printed text) reaches that stream or the test process's memory. An
+answer that is not plain data (an object whose ``__eq__``, ``<`` or ``abs`` always say yes) cannot cross: it
+fails that check with its reason. Test code is member-controlled (a dataset's), so it is sandboxed too.
 
-All of a completion's tests run in one execution; results are cached by the hash of (the code run, tests,
-limits).
+In the test process the tests run in their own namespace: ``setup_code`` first (its helpers are the
+dataset's, not the program's: HumanEval/38's ``encode_cyclic`` stays the prompt's), then the names the
+tests use that neither they, the set-up nor the builtins define are looked up in the program process.
+Builtins come first, so a program's ``abs = ...`` never reaches the tests; ``entry_point`` and the set-up's
+stub functions (a body of only a docstring, ``pass`` or ``...``, which the program is to write) are always
+the program's. Values cross in a tagged JSON (``sandbox_server._to_wire``): tuples, sets, frozensets,
+non-string keys, big ints and non-finite floats come back as they left, so ``assert f() == (1, 2)`` and
+``isinstance(f(), tuple)`` mean what they say; exact builtin types only. Arguments are copies: a test that
+checks how the program mutated its argument in place cannot pass. The program's exceptions are re-raised in
+the test process under their builtin class (``except ValueError`` in a test works); a broken channel is a
+``ProgramFault``, which ``except Exception`` never catches.
+
+Which statements are checks: an assert, or any other statement that is not an assignment, import or
+definition, that uses a name the program provides (or a name the tests computed from one). Other
+statements (``import math``, ``x = [1, 2]``, ``assert True``) are set-up: they run, they are not counted,
+and one that fails fails the completion. So a program that defines nothing passes no check. Every top-level
+``assert A == <literal>`` reports A's value and is compared here with the literal kept here; ``assert A ==
+B`` reports both sides; other asserts report their truth value (evaluated in the test process on plain
+data). In IO mode only the inputs go in.
+
+Memory: each process has ``memory_mb`` of address space, and the files a run writes live in the sandbox's
+private /tmp, a tmpfs of ``memory_mb // 4`` MB (bubblewrap's ``--size``): a run that fills it fails with
+"/tmp full". All of a completion's tests run in one execution; results are cached by the hash of (the code
+run, tests, limits).
 """
 from __future__ import annotations
 
 import ast
+import builtins
 import hashlib
 import json
 import re
@@ -33,7 +56,7 @@ from dataclasses import dataclass
 
 from training.verifiers.base import Param, VerifierError, VerifierResult, register_verifier
 from training.verifiers.sandbox import SANDBOX_USER, shared_sandbox
-from training.verifiers.sandbox_server import _to_wire
+from training.verifiers.sandbox_server import _to_wire, from_wire
 from training.verifiers.workers import TaskFailed, TaskTimeout
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -52,25 +75,6 @@ def extract_program(completion: str) -> str | None:
     return blocks[-1] if blocks else None
 
 
-def from_wire(value):
-    """Inverse of the sandbox's ``_to_wire``: plain JSON back to Python values (tuples, sets, dicts, big ints)."""
-    if isinstance(value, list):
-        return [from_wire(v) for v in value]
-    if isinstance(value, dict):
-        if set(value) == {"$tuple"}:
-            return tuple(from_wire(v) for v in value["$tuple"])
-        if set(value) == {"$set"}:
-            return frozenset(from_wire(v) for v in value["$set"])
-        if set(value) == {"$dict"}:
-            return {from_wire(k): from_wire(v) for k, v in value["$dict"]}
-        if set(value) == {"$bigint"}:
-            return int(value["$bigint"])
-        if set(value) == {"$float"}:
-            return float(value["$float"])
-        raise ValueError(f"unknown wire object with keys {sorted(value)}")
-    return value
-
-
 def _as_lists(value):
     """JSON has no tuples: in IO mode a returned tuple is compared as a list."""
     if isinstance(value, (list, tuple)):
@@ -82,7 +86,8 @@ def _as_lists(value):
 
 @dataclass
 class Check:
-    """How the trusted side judges the report(s) of a test: ``kind`` is ok | true | equal | equal_steps."""
+    """How the trusted side judges the report(s) of a test: ``kind`` is ok | true | equal | equal_steps, or
+    setup (a statement that runs but is no check: it uses nothing of the program's)."""
 
     kind: str
     source: str
@@ -102,23 +107,100 @@ def _literal(node: ast.AST):
     return True, value
 
 
-def plan_tests(tests: str) -> tuple[list[dict], list[tuple[int, Check]]]:
-    """Split test source into sandbox steps and trusted checks.
+_DEFINITIONS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Import, ast.ImportFrom, ast.FunctionDef,
+                ast.AsyncFunctionDef, ast.ClassDef, ast.Delete, ast.Pass, ast.Global, ast.Nonlocal)
 
-    >>> steps, checks = plan_tests("assert f(2) == 4\\nassert g()")
+
+def _bound_names(node: ast.AST) -> set[str]:
+    """Every name ``node`` binds anywhere: assignment targets, imports, definitions, parameters, handlers."""
+    names = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            names.add(n.id)
+        elif isinstance(n, ast.alias):
+            names.add(n.asname or n.name.split(".")[0])
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+        elif isinstance(n, ast.arg):
+            names.add(n.arg)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            names.add(n.name)
+        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+            names.add(n.name)
+    return names
+
+
+def _loaded_names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def setup_stubs(setup_code: str | None) -> list[str]:
+    """The set-up's top-level functions whose body is only a docstring, ``pass`` or ``...``: signatures the
+    program is to implement (a HumanEval prompt), so the tests reach the program's, never the stub.
+
+    >>> setup_stubs('def f(x):\\n    "Doc."\\ndef g(x):\\n    return x\\n')
+    ['f']
+    """
+    if not setup_code:
+        return []
+    try:
+        tree = ast.parse(setup_code)
+    except SyntaxError as exc:
+        raise VerifierError(f"code: the example's setup_code does not parse: {exc}") from None
+    return [stmt.name for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and all(isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
+                                                and (isinstance(s.value.value, str) or s.value.value is ...))
+                    for s in stmt.body)]
+
+
+def plan_tests(tests: str, setup_code: str | None = None,
+               entry_point: str | None = None) -> tuple[list[dict], list[tuple[int, Check]]]:
+    """Split test source into test-process steps and trusted checks.
+
+    A statement is a check when it is no assignment, import or definition and uses a name the program
+    provides: ``entry_point``, a set-up stub, a name nothing else defines (not the tests, the set-up, the
+    builtins), or a name the tests bound from one of those. The rest is set-up (kind ``setup``).
+
+    >>> steps, checks = plan_tests("assert f(2) == 4\\nassert g()\\nassert True")
     >>> steps
-    [{'kind': 'eval', 'src': 'f(2)'}, {'kind': 'eval', 'src': 'True if (g()) else False'}]
+    [{'kind': 'eval', 'src': 'f(2)'}, {'kind': 'eval', 'src': 'True if (g()) else False'}, {'kind': 'exec', 'src': 'assert True'}]
     >>> [(i, c.kind, c.expected) for i, c in checks]
-    [(0, 'equal', 4), (1, 'true', None)]
+    [(0, 'equal', 4), (1, 'true', None), (2, 'setup', None)]
     """
     try:
         tree = ast.parse(tests)
     except SyntaxError as exc:
         raise VerifierError(f"code: the example's tests do not parse: {exc}") from None
+    stubs = set(setup_stubs(setup_code))
+    setup_bound = _bound_names(ast.parse(setup_code)) - stubs if setup_code else set()
+    tests_bound = _bound_names(tree)
+    forced = stubs | ({entry_point} if entry_point else set())
+
+    def from_program(name: str) -> bool:
+        return name in forced or not (name in tests_bound or name in setup_bound or hasattr(builtins, name))
+
+    # Names the tests compute from the program's (``x = f(1)``, a helper calling ``f``): a fixpoint over
+    # the statements, since a helper may be defined before what it uses.
+    dependent: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for stmt in tree.body:
+            if any(from_program(n) or n in dependent for n in _loaded_names(stmt)):
+                new = _bound_names(stmt) - dependent
+                if new:
+                    dependent |= new
+                    changed = True
+
     steps: list[dict] = []
     checks: list[tuple[int, Check]] = []
     for stmt in tree.body:
         source = ast.unparse(stmt)
+        uses_program = any(from_program(n) or n in dependent for n in _loaded_names(stmt))
+        if isinstance(stmt, _DEFINITIONS) or not uses_program:
+            steps.append({"kind": "exec", "src": source})
+            checks.append((len(steps) - 1, Check("setup", source)))
+            continue
         test = stmt.test if isinstance(stmt, ast.Assert) else None
         if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
             negate = isinstance(test.ops[0], ast.NotEq)
@@ -140,8 +222,9 @@ def plan_tests(tests: str) -> tuple[list[dict], list[tuple[int, Check]]]:
         else:
             steps.append({"kind": "exec", "src": source})
             checks.append((len(steps) - 1, Check("ok", source)))
-    if not checks:
-        raise VerifierError("code: the example's tests are empty")
+    if not any(check.kind != "setup" for _, check in checks):
+        raise VerifierError("code: the example's tests check nothing of the program's (no statement uses a "
+                            "name the program defines)")
     return steps, checks
 
 
@@ -162,24 +245,6 @@ def plan_io(example: dict) -> tuple[list[dict], list[tuple[int, Check]]]:
     return steps, checks
 
 
-def with_setup(program: str, example: dict) -> str:
-    """The code the sandbox runs: the example's ``setup_code``, then the program (compiled on its own).
-
-    >>> with_setup("x = 1\\n", {})
-    'x = 1\\n'
-    >>> print(with_setup("x = y\\n", {"setup_code": "y = 2"}))
-    y = 2
-    exec(compile('x = y\\n', '<program>', 'exec', dont_inherit=True))
-    <BLANKLINE>
-    """
-    setup = example.get("setup_code")
-    if setup is None:
-        return program
-    if not isinstance(setup, str):
-        raise VerifierError(f"code: example field 'setup_code' must be a string; got {type(setup).__name__}")
-    return f"{setup}\nexec(compile({program!r}, '<program>', 'exec', dont_inherit=True))\n"
-
-
 def parse_reports(text: str, n_steps: int) -> tuple[str, list[dict]]:
     """Validate the report stream strictly. Returns (problem or "", per-step reports)."""
     lines = text.splitlines()
@@ -191,16 +256,18 @@ def parse_reports(text: str, n_steps: int) -> tuple[str, list[dict]]:
         return "no setup report", []
     if len(records) < 2:
         return "the program never finished running", []
-    if "program_error" in records[1]:
-        return f"program raised {str(records[1]['program_error'])[:300]}", []
+    if isinstance(records[1], dict) and set(records[1]) == {"program_error"}:
+        return str(records[1]["program_error"])[:400], []
+    if isinstance(records[1], dict) and set(records[1]) == {"setup_error"}:
+        return f"the example's setup_code raised {str(records[1]['setup_error'])[:300]} in the test process", []
     if records[1] != {"program_ok": True}:
-        return "report stream tampered with (program line)", []
+        return "report stream malformed (program line)", []
     steps = records[2:]
     for i, rec in enumerate(steps):
         if not isinstance(rec, dict) or rec.get("i") != i or not (set(rec) in ({"i", "value"}, {"i", "error"})):
-            return f"report stream tampered with (entry {i})", []
+            return f"report stream malformed (entry {i})", []
     if len(steps) > n_steps:
-        return "report stream tampered with (extra entries)", []
+        return "report stream malformed (extra entries)", []
     return "", steps
 
 
@@ -234,7 +301,9 @@ class CodeVerifier:
                        "max_output_kb": int(max_output_kb), "max_processes": int(max_processes),
                        "max_report_kb": 4096}
         self.partial_credit = partial_credit
-        self.sandbox = shared_sandbox(processes, user, use_bwrap, max_wall_s=timeout_s + 30.0)
+        # The files a run writes count too: the sandbox's private /tmp is a tmpfs of a quarter of memory_mb.
+        self.tmp_mb = int(memory_mb) // 4
+        self.sandbox = shared_sandbox(processes, user, use_bwrap, max_wall_s=timeout_s + 30.0, tmp_mb=self.tmp_mb)
         self.cache_size = cache_size
         self._cache: OrderedDict[str, VerifierResult] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -245,13 +314,25 @@ class CodeVerifier:
             raise result
         return result
 
-    def _plan(self, example: dict):
+    def _plan(self, example: dict) -> tuple[list, list, dict]:
+        """(steps, checks, what the test process needs besides the steps: set-up, the program's names)."""
+        setup = example.get("setup_code")
+        if setup is not None and not isinstance(setup, str):
+            raise VerifierError(f"code: example field 'setup_code' must be a string; got {type(setup).__name__}")
         if "tests" in example:
             if not isinstance(example["tests"], str):
                 raise VerifierError("code: example field 'tests' must be a string of Python asserts")
-            return plan_tests(example["tests"])
+            entry = example.get("entry_point")
+            if entry is not None and not (isinstance(entry, str) and entry.isidentifier()):
+                raise VerifierError(f"code: example field 'entry_point' must be a function name; got {entry!r}")
+            steps, checks = plan_tests(example["tests"], setup, entry)
+            return steps, checks, {"setup": setup or "", "entry_point": entry,
+                                   "program_names": setup_stubs(setup) + ([entry] if entry else [])}
         if "entry_point" in example:
-            return plan_io(example)
+            steps, checks = plan_io(example)
+            entry = example["entry_point"]
+            return steps, checks, {"setup": setup or "", "entry_point": None,
+                                   "program_names": setup_stubs(setup) + [entry]}
         raise VerifierError("code: example needs 'tests' or 'entry_point'/'inputs'/'outputs'")
 
     def batch(self, completions: list[str], examples: list[dict]) -> list:
@@ -260,16 +341,18 @@ class CodeVerifier:
         plans: dict[str, tuple] = {}
         for i, (completion, example) in enumerate(zip(completions, examples)):
             try:
-                steps, checks = self._plan(example)
+                steps, checks, tests_side = self._plan(example)
                 program = extract_program(completion)
-                code = with_setup(program or "", example)
+                code = program or ""
             except VerifierError as exc:
                 out[i] = exc
                 continue
             if program is None:
-                out[i] = VerifierResult(0.0, {"reason": "no ```python block", "passed": 0, "total": len(checks)})
+                total = sum(check.kind != "setup" for _, check in checks)
+                out[i] = VerifierResult(0.0, {"reason": "no ```python block", "passed": 0, "total": total})
                 continue
-            key = hashlib.sha256(json.dumps([code, steps, repr(checks), self.limits, self.partial_credit],
+            key = hashlib.sha256(json.dumps([code, steps, tests_side, repr(checks), self.limits,
+                                             self.partial_credit, self.tmp_mb],
                                             sort_keys=True, default=str).encode()).hexdigest()
             with self._cache_lock:
                 hit = self._cache.get(key)
@@ -277,10 +360,10 @@ class CodeVerifier:
                 out[i] = VerifierResult(hit.score, dict(hit.details, cached=True))
                 continue
             jobs.setdefault(key, []).append(i)
-            plans[key] = (code, steps, checks)
+            plans[key] = (code, steps, checks, tests_side)
         if jobs:
             keys = list(jobs)
-            requests = [{"code": plans[k][0], "steps": plans[k][1], **self.limits} for k in keys]
+            requests = [{"code": plans[k][0], "steps": plans[k][1], **plans[k][3], **self.limits} for k in keys]
             replies = self.sandbox.run_many(requests)
             layers = self.sandbox.layers
             for key, reply in zip(keys, replies):
@@ -297,33 +380,42 @@ class CodeVerifier:
     def _judge(self, reply, steps: list, checks: list, layers: dict):
         if isinstance(reply, (TaskTimeout, TaskFailed)):
             return VerifierError(f"code: sandbox failed: {reply}")
+        counted = [(i, check) for i, check in checks if check.kind != "setup"]
+        tests_exit = reply.get("tests_exit") or {}
         details = {"layers": layers, "status": reply["status"], "exit_code": reply.get("exit_code"),
-                   "signal": reply.get("signal"), "wall_s": reply["wall_s"], "total": len(checks), "passed": 0,
+                   "signal": reply.get("signal"), "wall_s": reply["wall_s"], "total": len(counted), "passed": 0,
                    "output_tail": reply.get("output_tail", "")[-500:], "cached": False,
                    "killed_processes": reply.get("killed_processes", 0)}
         problem, reports = parse_reports(reply["reports"], len(steps))
-        if problem == "no setup report" and reply["status"] == "exited":
-            return VerifierError(f"code: sandbox set-up failed (exit code {reply.get('exit_code')}, "
-                                 f"signal {reply.get('signal')})")
+        if problem == "no setup report" and tests_exit.get("exit_code") == 120:
+            return VerifierError("code: sandbox set-up failed (the test process could not drop its privileges)")
+        if problem == "no setup report":
+            problem = f"the test process ended before it reported (signal {tests_exit.get('signal')})"
         failures = [] if not problem else [problem]
         passed = 0
         if not problem:
             for step_index, check in checks:
                 why = self._check(check, step_index, reports)
-                if why:
+                if check.kind == "setup":
+                    if why and not why.startswith("not reached"):
+                        failures.append(f"set-up statement {check.source[:200]}: {why}")
+                elif why:
                     failures.append(f"{check.source[:200]}: {why}")
                 else:
                     passed += 1
-        if reply["status"] == "timeout":
+        if reply.get("tmp_full"):
+            failures.insert(0, f"/tmp full: the sandbox's tmpfs is limited to {reply.get('tmp_mb')} MB")
+            passed = 0
+        elif reply["status"] == "timeout":
             failures.insert(0, f"timed out after {self.limits['timeout_s']:g}s")
         elif reply["status"] == "report_overflow":
             failures.insert(0, "report stream too large")
         details["passed"] = passed
         details["first_failure"] = failures[0] if failures else None
         if self.partial_credit:
-            score = passed / len(checks)
+            score = passed / len(counted)
         else:
-            score = 1.0 if passed == len(checks) and not failures else 0.0
+            score = 1.0 if passed == len(counted) and not failures else 0.0
         return VerifierResult(score, details)
 
     @staticmethod
@@ -332,15 +424,15 @@ class CodeVerifier:
         needed = [step_index] + ([check.other_step] if check.kind == "equal_steps" else [])
         for j in needed:
             if j >= len(reports):
-                return "not reached (the program stopped before this test)"
+                return "not reached (the run stopped before this test)"
             if "error" in reports[j]:
                 return f"raised {reports[j]['error'][:200]}"
         try:
             value = from_wire(reports[step_index]["value"])
             other = from_wire(reports[check.other_step]["value"]) if check.kind == "equal_steps" else None
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, RecursionError):
             return "malformed value in report"
-        if check.kind == "ok":
+        if check.kind in ("ok", "setup"):
             return ""
         if check.kind == "true":
             return "" if value is True else "assertion false"

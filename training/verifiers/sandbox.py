@@ -51,8 +51,10 @@ def _python_paths() -> tuple[str, str]:
     return exe, prefix
 
 
-def bwrap_command(python: str, prefix: str) -> list[str] | None:
-    """The bubblewrap prefix for a fork server, or None when bwrap is not installed."""
+def bwrap_command(python: str, prefix: str, tmp_mb: int = 0) -> list[str] | None:
+    """The bubblewrap prefix for a fork server, or None when bwrap is not installed. ``tmp_mb``: the size of
+    its private /tmp, where its runs' files live (bubblewrap's ``--size``; 0: the kernel's default, half the
+    host's RAM). /dev/shm is root-owned and read-only to the sandbox user: a token 1 MB."""
     bwrap = shutil.which("bwrap")
     if not bwrap:
         return None
@@ -76,7 +78,10 @@ def bwrap_command(python: str, prefix: str) -> list[str] | None:
     if not python.startswith((prefix + "/", "/usr/")):
         cmd += ["--ro-bind", python, python]
     cmd += ["--ro-bind", _SERVER_FILE, _SERVER_IN_SANDBOX, "--proc", "/proc", "--dev", "/dev",
-            "--perms", "0755", "--tmpfs", "/tmp", "--perms", "0755", "--tmpfs", "/dev/shm", "--chdir", "/"]
+            "--perms", "0755"]
+    if tmp_mb:
+        cmd += ["--size", str(tmp_mb * 1024 * 1024)]
+    cmd += ["--tmpfs", "/tmp", "--perms", "0755", "--size", str(1024 * 1024), "--tmpfs", "/dev/shm", "--chdir", "/"]
     for cap in _BWRAP_CAPS:
         cmd += ["--cap-add", cap]
     return cmd
@@ -153,10 +158,11 @@ class SandboxServerProcess(_Worker):
     """One fork server (inside bwrap when it works), with the surface WorkerPool drives (``kill``/``stop``
     come from the pool's own worker: killing bwrap ends its PID namespace, taking every sandboxed process)."""
 
-    def __init__(self, uid: int, gid: int, use_bwrap: bool):
+    def __init__(self, uid: int, gid: int, use_bwrap: bool, tmp_mb: int = 0):
         python, prefix = _python_paths()
         if use_bwrap:
-            cmd = bwrap_command(python, prefix) + [python, "-I", _SERVER_IN_SANDBOX, str(uid), str(gid), "bwrap"]
+            cmd = bwrap_command(python, prefix, tmp_mb) + [python, "-I", _SERVER_IN_SANDBOX, str(uid), str(gid),
+                                                           "bwrap", str(tmp_mb)]
         else:
             cmd = [python, "-I", _SERVER_FILE, str(uid), str(gid), "host"]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_clean_env(),
@@ -188,7 +194,7 @@ class Sandbox:
     """``processes`` fork servers. :meth:`run_many` executes requests and returns raw server replies."""
 
     def __init__(self, *, processes: int | None = None, user: str = SANDBOX_USER, use_bwrap: str = "auto",
-                 max_wall_s: float = 60.0):
+                 max_wall_s: float = 60.0, tmp_mb: int = 0):
         if use_bwrap not in ("auto", "always", "never"):
             raise ValueError(f"code: use_bwrap must be auto, always or never; got {use_bwrap!r}")
         self.uid, self.gid = sandbox_ids(user)
@@ -203,8 +209,10 @@ class Sandbox:
             # servers' runs: one server only.
             processes = 1
         self.processes = processes
+        self.tmp_mb = tmp_mb
         self.pool = WorkerPool("sandbox", processes=processes, deadline_s=max_wall_s,
-                               worker_factory=lambda: SandboxServerProcess(self.uid, self.gid, self.use_bwrap))
+                               worker_factory=lambda: SandboxServerProcess(self.uid, self.gid, self.use_bwrap,
+                                                                           tmp_mb))
 
     @property
     def layers(self) -> dict:
@@ -225,10 +233,12 @@ _SANDBOXES: dict[tuple, Sandbox] = {}
 _SANDBOXES_LOCK = threading.Lock()
 
 
-def shared_sandbox(processes: int | None, user: str, use_bwrap: str, max_wall_s: float) -> Sandbox:
+def shared_sandbox(processes: int | None, user: str, use_bwrap: str, max_wall_s: float,
+                   tmp_mb: int = 0) -> Sandbox:
     """One Sandbox per configuration in this process, shared by every code verifier built with it."""
-    key = (processes, user, use_bwrap, max_wall_s)
+    key = (processes, user, use_bwrap, max_wall_s, tmp_mb)
     with _SANDBOXES_LOCK:
         if key not in _SANDBOXES:
-            _SANDBOXES[key] = Sandbox(processes=processes, user=user, use_bwrap=use_bwrap, max_wall_s=max_wall_s)
+            _SANDBOXES[key] = Sandbox(processes=processes, user=user, use_bwrap=use_bwrap, max_wall_s=max_wall_s,
+                                      tmp_mb=tmp_mb)
         return _SANDBOXES[key]

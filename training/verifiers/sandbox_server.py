@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import json
 import os
 import resource
@@ -133,10 +134,11 @@ def install_seccomp(program: bytes) -> None:
     _prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
 
 
-# ---- the untrusted side: runs in the forked child, after the drop ------------------------------------
+# ---- values that cross between the sandboxed processes -----------------------------------------------
 
 def _to_wire(value, depth=0):
-    """Plain data only, exact types (a subclass could lie in __eq__ or __repr__); tuples, sets and dicts tagged."""
+    """Plain data only, exact types (a subclass could lie in __eq__ or __repr__); tuples, sets, frozensets,
+    dicts, big ints and non-finite floats tagged, so that they come back as they left (a set's items sorted)."""
     if depth > 100:
         raise ValueError("value nested too deeply")
     t = type(value)
@@ -151,66 +153,324 @@ def _to_wire(value, depth=0):
     if t is tuple:
         return {"$tuple": [_to_wire(v, depth + 1) for v in value]}
     if t is set or t is frozenset:
-        return {"$set": sorted((_to_wire(v, depth + 1) for v in value), key=lambda w: json.dumps(w, sort_keys=True))}
-    if t is dict:
-        return {"$dict": sorted(([_to_wire(k, depth + 1), _to_wire(v, depth + 1)] for k, v in value.items()),
-                                key=lambda kv: json.dumps(kv[0], sort_keys=True))}
-    raise TypeError(f"cannot report a value of type {t.__name__}; only plain data is compared")
+        items = sorted((_to_wire(v, depth + 1) for v in value), key=lambda w: json.dumps(w, sort_keys=True))
+        return {"$set" if t is set else "$frozenset": items}
+    if t is dict:  # in insertion order: a program may depend on it (HumanEval/95 does)
+        return {"$dict": [[_to_wire(k, depth + 1), _to_wire(v, depth + 1)] for k, v in value.items()]}
+    raise TypeError(f"cannot send a value of type {t.__name__}: only plain JSON data crosses")
 
 
-def _harness(code: str, steps: list, report_fd: int) -> None:
-    """Execute the program, then each step; one JSON line per step on ``report_fd``. Never returns."""
-    import builtins
-    write, dumps, exit_now = os.write, json.dumps, os._exit  # bound before the program can patch modules
-    streams = (sys.stdout, sys.stderr)
+def from_wire(value, depth=0, hashable=False):
+    """Inverse of :func:`_to_wire` for data read from an untrusted writer: exact builtin types only; anything
+    else (an unknown tag, an unhashable key) raises ValueError or TypeError. A set inside a set or as a key
+    comes back as a frozenset, as it must have been."""
+    if depth > 100:
+        raise ValueError("value nested too deeply")
+    t = type(value)
+    if value is None or t in (bool, str, int, float):
+        return value
+    if t is list and not hashable:
+        return [from_wire(v, depth + 1) for v in value]
+    if t is dict and len(value) == 1:
+        (tag, body), = value.items()
+        if tag == "$tuple" and type(body) is list:
+            return tuple(from_wire(v, depth + 1, hashable) for v in body)
+        if tag in ("$set", "$frozenset") and type(body) is list:
+            items = [from_wire(v, depth + 1, True) for v in body]
+            return frozenset(items) if tag == "$frozenset" or hashable else set(items)
+        if tag == "$dict" and type(body) is list and not hashable:
+            out = {}
+            for pair in body:
+                if type(pair) is not list or len(pair) != 2:
+                    raise ValueError("malformed dict entry")
+                out[from_wire(pair[0], depth + 1, True)] = from_wire(pair[1], depth + 1)
+            return out
+        if tag == "$bigint" and type(body) is str:
+            return int(body)
+        if tag == "$float" and body in ("nan", "inf", "-inf"):
+            return float(body)
+    raise ValueError(f"not a plain JSON value: {str(value)[:80]}")
 
-    def finish() -> None:
-        for stream in streams:  # the output tail is for people reading details; best effort
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-        exit_now(0)
 
-    def emit(obj) -> None:
-        data = (dumps(obj) + "\n").encode()
-        while data:
-            data = data[write(report_fd, data):]
+def _describe(exc: BaseException) -> str:
+    try:  # the program controls the exception's class and __str__
+        return f"{type(exc).__name__}: {str(exc)[:300]}"
+    except BaseException:
+        return "<unprintable exception>"
 
-    def describe(exc: BaseException) -> str:
-        try:  # the program controls the exception's class and __str__
-            return f"{type(exc).__name__}: {str(exc)[:300]}"
+
+def _finish(exit_now=os._exit, streams=None) -> None:
+    for stream in streams or (sys.stdout, sys.stderr):  # the output tail is for people reading details
+        try:
+            stream.flush()
         except BaseException:
-            return "<unprintable exception>"
+            pass
+    exit_now(0)
+
+
+def _read_line(fd: int, buf: bytearray, cap: int) -> bytes | None:
+    """One line from ``fd`` (buffered in ``buf``), None at end of stream; ValueError past ``cap`` bytes."""
+    while True:
+        end = buf.find(b"\n")
+        if end >= 0:
+            line = bytes(buf[:end])
+            del buf[:end + 1]
+            return line
+        if len(buf) > cap:
+            raise ValueError(f"a message longer than {cap // 1024} KB")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return None
+        buf += chunk
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data):]
+
+
+# ---- the program process: runs the model's program, then answers the test process --------------------
+
+def _program_harness(req: dict, request_fd: int, reply_fd: int) -> None:
+    """Run the set-up code and the program (compiled on its own), then serve ``get``/``call`` requests, one
+    JSON line each way. A set-up stub the program did not redefine is no name of the program's.
+
+    Everything here is the program's to tamper with (it shares the process): nothing it sends is trusted.
+    """
+    import builtins
+    dumps, loads = json.dumps, json.loads
+
+    def send(obj) -> None:
+        _write_all(reply_fd, (dumps(obj) + "\n").encode())
 
     namespace = {"__name__": "__main__", "__builtins__": builtins}
-    emit({"setup_ok": True})  # from here on, whatever happens is the program's doing
     try:
-        exec(compile(code, "<program>", "exec"), namespace)
+        if req.get("setup"):
+            exec(compile(req["setup"], "<setup_code>", "exec", dont_inherit=True), namespace)
+        stubs = {name: namespace.get(name) for name in req.get("program_names", ())}
+        exec(compile(req["code"], "<program>", "exec", dont_inherit=True), namespace)
     except BaseException as exc:  # SystemExit too: a program that exits before the tests fails them
-        emit({"program_error": describe(exc)})
-        finish()
-    emit({"program_ok": True})
-    for i, step in enumerate(steps):
+        send({"program_error": _describe(exc)})
+        _finish()
+    for name, stub in stubs.items():
+        if stub is not None and namespace.get(name) is stub:
+            del namespace[name]
+    send({"program_ok": True})
+    buf = bytearray()
+    while True:
+        line = _read_line(request_fd, buf, 1 << 30)
+        if line is None:  # the test process is done
+            _finish()
+        req = loads(line)
+        n, name = req["n"], req["name"]
+        if name not in namespace:
+            send({"n": n, "missing": True})
+            continue
+        target = namespace[name]
+        if req["op"] == "get" and not callable(target):
+            try:
+                send({"n": n, "value": _to_wire(target)})
+            except BaseException as exc:
+                send({"n": n, "unsendable": _describe(exc)})
+            continue
+        if req["op"] == "get":
+            send({"n": n, "callable": True})
+            continue
+        try:
+            value = target(*[from_wire(a) for a in req["args"]],
+                           **{k: from_wire(v) for k, v in req["kwargs"].items()})
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt too: reported, not obeyed
+            send({"n": n, "error": _describe(exc), "type": type(exc).__name__})
+            continue
+        try:
+            send({"n": n, "value": _to_wire(value)})
+        except BaseException as exc:
+            send({"n": n, "unsendable": _describe(exc)})
+
+
+# ---- the test process: runs the example's tests, reaching the program only through JSON ------------
+
+class ProgramFault(BaseException):
+    """The program process could not give a plain-data answer (it ended, sent something malformed or a value
+    that is not plain data). A BaseException, so that a test's ``except Exception`` never takes it for an
+    error the test expected."""
+
+
+class ProgramError(Exception):
+    """The program raised an exception of a class the tests cannot name (its own, or a non-builtin one)."""
+
+
+def _exception_for(type_name: str, message: str) -> BaseException:
+    """The program's exception re-raised in the test process: the builtin class of that name when it is an
+    ``Exception`` (so ``except ValueError`` in a test works), never StopIteration (which would silently end
+    an iteration in the tests), SystemExit or KeyboardInterrupt (those become a ProgramFault)."""
+    import builtins
+    cls = getattr(builtins, type_name, None) if type(type_name) is str else None
+    if isinstance(cls, type) and issubclass(cls, BaseException) and not issubclass(cls, Exception):
+        return ProgramFault(f"the program raised {message}")
+    if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(
+            cls, (StopIteration, StopAsyncIteration)):
+        try:
+            return cls(message)
+        except BaseException:
+            pass
+    return ProgramError(message)
+
+
+class _ProgramLink:
+    """The test process's end of the two pipes to the program process."""
+
+    def __init__(self, request_fd: int, reply_fd: int, cap: int):
+        self.request_fd, self.reply_fd, self.cap = request_fd, reply_fd, cap
+        self.buf = bytearray()
+        self.count = 0
+        self.broken = ""
+
+    def _receive(self) -> dict:
+        try:
+            line = _read_line(self.reply_fd, self.buf, self.cap)
+            if line is None:
+                raise ProgramFault("the program process ended (it exited or was killed)")
+            reply = json.loads(line)
+            if type(reply) is not dict:
+                raise ValueError("not an object")
+            return reply
+        except ProgramFault as exc:
+            self.broken = str(exc)
+            raise
+        except BaseException as exc:  # ValueError, RecursionError, MemoryError: the program's doing
+            self.broken = f"the program process sent a malformed message ({_describe(exc)[:120]})"
+            raise ProgramFault(self.broken) from None
+
+    def greeting(self) -> str:
+        """"" once the program ran to its end, else why not."""
+        try:
+            hello = self._receive()
+        except ProgramFault as exc:
+            return str(exc)
+        if hello == {"program_ok": True}:
+            return ""
+        if set(hello) == {"program_error"} and type(hello["program_error"]) is str:
+            return f"program raised {hello['program_error'][:300]}"
+        self.broken = "the program process sent a malformed greeting"
+        return self.broken
+
+    def ask(self, request: dict) -> dict:
+        if self.broken:
+            raise ProgramFault(self.broken)
+        self.count += 1
+        request["n"] = self.count
+        try:
+            _write_all(self.request_fd, (json.dumps(request) + "\n").encode())
+        except OSError:
+            self.broken = "the program process ended (it exited or was killed)"
+            raise ProgramFault(self.broken) from None
+        reply = self._receive()
+        if reply.get("n") != self.count:
+            self.broken = "the program process answered out of turn"
+            raise ProgramFault(self.broken)
+        return reply
+
+    def value(self, reply: dict):
+        if set(reply) == {"n", "unsendable"} and type(reply["unsendable"]) is str:
+            raise ProgramFault(f"the program's answer is not plain JSON data ({reply['unsendable'][:200]})")
+        if set(reply) != {"n", "value"}:
+            raise ProgramFault("the program process sent a malformed answer")
+        try:
+            return from_wire(reply["value"])
+        except BaseException as exc:
+            raise ProgramFault(f"the program's answer is not plain JSON data ({_describe(exc)[:200]})") from None
+
+    def call(self, name: str, args: tuple, kwargs: dict):
+        try:
+            request = {"op": "call", "name": name, "args": [_to_wire(a) for a in args],
+                       "kwargs": {k: _to_wire(v) for k, v in kwargs.items()}}
+        except (TypeError, ValueError) as exc:
+            raise ProgramFault(f"the tests passed {name}() an argument that is not plain data ({exc})") from None
+        reply = self.ask(request)
+        if set(reply) == {"n", "missing"}:
+            raise NameError(f"name {name!r} is not defined by the program")
+        if set(reply) == {"n", "error", "type"} and type(reply["error"]) is str:
+            raise _exception_for(reply["type"], reply["error"][:400])
+        return self.value(reply)
+
+
+def _proxy(link: _ProgramLink, name: str):
+    """A function of the test process standing for the program's ``name``: JSON arguments out, a JSON value back."""
+    def call(*args, **kwargs):
+        return link.call(name, args, kwargs)
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+class _TestGlobals(dict):
+    """The tests' namespace. A name neither the tests nor the set-up code defines, and no builtin, is looked up
+    in the program process: a function there becomes a proxy, plain data comes back as a copy. Builtins come
+    first, so a program's ``abs = ...`` or ``isinstance = ...`` never reaches the tests."""
+
+    def __init__(self, link: _ProgramLink, builtins_module):
+        super().__init__(__name__="__main__", __builtins__=builtins_module)
+        self._link, self._builtins = link, builtins_module
+
+    def __missing__(self, name):
+        if hasattr(self._builtins, name):
+            raise KeyError(name)
+        reply = self._link.ask({"op": "get", "name": name})
+        if set(reply) == {"n", "missing"}:
+            raise KeyError(name)  # the interpreter turns it into NameError
+        if set(reply) == {"n", "callable"} and reply["callable"] is True:
+            proxy = _proxy(self._link, name)
+            self[name] = proxy
+            return proxy
+        return self._link.value(reply)
+
+
+def _tests_harness(req: dict, report_fd: int, request_fd: int, reply_fd: int) -> None:
+    """Run the set-up code, then each step against the program process; one JSON line per step on
+    ``report_fd``, which the program process has no way to reach. Never returns."""
+    import builtins
+
+    def emit(obj) -> None:
+        _write_all(report_fd, (json.dumps(obj) + "\n").encode())
+
+    link = _ProgramLink(request_fd, reply_fd, int(req["max_report_kb"]) * 1024)
+    namespace = _TestGlobals(link, builtins)
+    emit({"setup_ok": True})
+    if req.get("setup"):
+        try:
+            exec(compile(req["setup"], "<setup_code>", "exec", dont_inherit=True), namespace)
+        except BaseException as exc:
+            emit({"setup_error": _describe(exc)})
+            _finish()
+    for name in req.get("program_names", ()):  # the set-up's stubs (and the entry point) are the program's
+        namespace.pop(name, None)
+    if req.get("entry_point"):
+        namespace[req["entry_point"]] = _proxy(link, req["entry_point"])
+    problem = link.greeting()
+    emit({"program_error": problem} if problem else {"program_ok": True})
+    if problem:
+        _finish()
+    for i, step in enumerate(req["steps"]):
         try:
             if step["kind"] == "exec":
-                exec(compile(step["src"], f"<test {i}>", "exec"), namespace)
+                exec(compile(step["src"], f"<test {i}>", "exec", dont_inherit=True), namespace)
                 value = None
             elif step["kind"] == "eval":
-                value = eval(compile(step["src"], f"<test {i}>", "eval"), namespace)
+                value = eval(compile(step["src"], f"<test {i}>", "eval", dont_inherit=True), namespace)
             else:  # call
-                value = namespace[step["entry"]](*step["args"])
+                value = link.call(step["entry"], tuple(step["args"]), {})
             emit({"i": i, "value": _to_wire(value)})
         except BaseException as exc:
-            emit({"i": i, "error": describe(exc)})
-    finish()
+            emit({"i": i, "error": _describe(exc)})
+    _finish()
 
 
 # ---- the trusted side ----------------------------------------------------------------------------
 
 class Server:
-    def __init__(self, uid: int, gid: int, mode: str):
+    def __init__(self, uid: int, gid: int, mode: str, tmp_mb: int = 0):
         self.uid, self.gid, self.mode = uid, gid, mode
+        self.tmp_mb = tmp_mb if mode == "bwrap" else 0  # the size of the private /tmp bubblewrap mounted
         self.switch_uid = os.geteuid() == 0 and uid != os.geteuid()
         self.base = "/tmp/seedbed-runs" if mode == "bwrap" else None
         self.counter = 0
@@ -260,16 +520,16 @@ class Server:
             os.chown(path, self.uid, self.gid)
         return path
 
-    def _child(self, req: dict, run_dir: str, report_w: int, out_fd: int) -> None:
+    def _child(self, req: dict, run_dir: str, fds: dict[int, int], role: str) -> None:
+        """In a forked child: ``fds`` (target number -> open fd) become its only descriptors, then the drop
+        (rlimits, uid, no_new_privs, seccomp), then the harness of ``role`` (``program`` or ``tests``)."""
         try:
             os.setsid()
             os.chdir(run_dir)
-            os.dup2(out_fd, 1)
-            os.dup2(out_fd, 2)
-            null = os.open("/dev/null", os.O_RDONLY)
-            os.dup2(null, 0)
-            os.dup2(report_w, 3)
-            os.closerange(4, 65536)
+            moved = {target: fcntl.fcntl(fd, fcntl.F_DUPFD, 256) for target, fd in fds.items()}
+            for target, fd in moved.items():  # via numbers >= 256, so no placement overwrites another's source
+                os.dup2(fd, target)
+            os.closerange(max(fds) + 1, 65536)
             cpu = int(req["timeout_s"]) + 1
             mem = int(req["memory_mb"]) * 1024 * 1024
             for limit, value in ((resource.RLIMIT_CPU, (cpu, cpu + 1)), (resource.RLIMIT_AS, (mem, mem)),
@@ -278,16 +538,19 @@ class Server:
                                  (resource.RLIMIT_NOFILE, (64, 64)), (resource.RLIMIT_CORE, (0, 0))):
                 resource.setrlimit(limit, value)
             signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+            signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed pipe is an EPIPE error, not a death
             if self.switch_uid:
                 os.setgroups([])
                 os.setresgid(self.gid, self.gid, self.gid)
                 os.setresuid(self.uid, self.uid, self.uid)
+            # Not dumpable: no process of the same uid (the other one of this run) may open its /proc/<pid>/mem,
+            # fd or environ entries; ptrace and process_vm_* are refused by the seccomp filter besides.
             _prctl(_PR_SET_DUMPABLE, 0)
             if self.layers["seccomp"]:
                 install_seccomp(self.seccomp)
             os.environ.clear()
             os.environ.update({"PATH": "/usr/bin:/bin", "HOME": run_dir, "LANG": "C.UTF-8", "TMPDIR": run_dir})
-            sys.stdin = sys.stdout = sys.stderr = None  # the program gets fresh streams on fds 0-2
+            sys.stdin = sys.stdout = sys.stderr = None  # fresh streams on fds 0-2
             sys.stdout = open(1, "w", closefd=False)
             sys.stderr = open(2, "w", closefd=False)
             sys.stdin = open(0, "r", closefd=False)
@@ -296,31 +559,72 @@ class Server:
         except BaseException:
             os._exit(120)  # set-up failed: no report, the host sees an infrastructure failure
         try:
-            _harness(req["code"], req["steps"], 3)
+            if role == "program":
+                _program_harness(req, 3, 4)
+            else:
+                _tests_harness(req, 3, 4, 5)
         finally:  # never fall back into the server's own code in this forked copy
             os._exit(0)
 
     def run(self, req: dict) -> dict:
+        """Two sandboxed processes: the program's and the tests'. Only the tests' process has the report pipe;
+        the two talk through a pair of pipes carrying JSON lines."""
         start = time.monotonic()
         run_dir = self._make_run_dir()
         # Output goes to an unnamed file in a root-owned directory: nothing to leave behind, no path to swap.
         out_fd = os.open(os.path.dirname(run_dir), os.O_TMPFILE | os.O_RDWR, 0o600)
+        null = os.open("/dev/null", os.O_RDONLY)
         report_r, report_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(report_r)
-            self._child(req, run_dir, report_w, out_fd)
-        os.close(report_w)
-        reports, status, exit_info = self._collect(pid, report_r, float(req["timeout_s"]), start,
+        request_r, request_w = os.pipe()  # tests -> program
+        reply_r, reply_w = os.pipe()      # program -> tests
+        tests_pid = os.fork()
+        if tests_pid == 0:
+            self._child(req, run_dir, {0: null, 1: out_fd, 2: out_fd, 3: report_w, 4: request_w, 5: reply_r},
+                        "tests")
+        program_pid = os.fork()
+        if program_pid == 0:
+            self._child(req, run_dir, {0: null, 1: out_fd, 2: out_fd, 3: request_r, 4: reply_w}, "program")
+        for fd in (null, report_w, request_r, request_w, reply_r, reply_w):
+            os.close(fd)
+        reports, status, tests_exit = self._collect(tests_pid, report_r, float(req["timeout_s"]), start,
                                                    int(req["max_report_kb"]) * 1024)
         os.close(report_r)
-        killed = self._kill_all(pid)
+        grace = min(0.05, start + float(req["timeout_s"]) - time.monotonic()) if status == "exited" else 0.0
+        program_exit = self._exit_if_done(program_pid, grace)
+        tmp_full = self._tmp_full()
+        killed = self._kill_all((tests_pid, program_pid))
         output_tail = self._tail(out_fd, 2000)
         os.close(out_fd)
         leftover = self._clean_files(run_dir)
-        return {"id": req["id"], "status": status, **exit_info, "reports": reports, "output_tail": output_tail,
-                "wall_s": round(time.monotonic() - start, 4), "killed_processes": killed,
-                "leftover_files_removed": leftover}
+        return {"id": req["id"], "status": status, **program_exit, "tests_exit": tests_exit, "reports": reports,
+                "output_tail": output_tail, "wall_s": round(time.monotonic() - start, 4), "killed_processes": killed,
+                "leftover_files_removed": leftover, "tmp_full": tmp_full, "tmp_mb": self.tmp_mb}
+
+    def _exit_if_done(self, pid: int, grace_s: float) -> dict:
+        """The program process's exit, if it ends within ``grace_s`` (it does at once when the tests are done:
+        its request pipe closes); else it is killed with the rest."""
+        if grace_s > 0:
+            try:
+                pidfd = os.pidfd_open(pid)
+            except OSError:
+                pidfd = None
+            if pidfd is not None:
+                select.select([pidfd], [], [], grace_s)
+                os.close(pidfd)
+        try:
+            done, wstatus = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = 0
+        if not done:
+            return {"signal": None, "exit_code": None, "program_running": True}
+        return {**self._exit_info(wstatus), "program_running": False}
+
+    def _tmp_full(self) -> bool:
+        """Whether the run filled the server's private /tmp (a tmpfs of ``tmp_mb``; bubblewrap mode only)."""
+        if not self.tmp_mb:
+            return False
+        st = os.statvfs("/tmp")
+        return st.f_bavail * st.f_frsize < 256 * 1024
 
     def _collect(self, pid: int, report_r: int, timeout_s: float, start: float, cap: int):
         pidfd = os.pidfd_open(pid)
@@ -393,14 +697,15 @@ class Server:
                 (zombies if state in ("Z", "X") else live).append(int(name))
         return live, zombies
 
-    def _kill_all(self, pid: int) -> int:
-        """SIGKILL the child's group, then every process of the sandbox uid until none is left; reap all."""
+    def _kill_all(self, pids: tuple[int, ...]) -> int:
+        """SIGKILL the children's groups, then every process of the sandbox uid until none is left; reap all."""
         killed: set[int] = set()
-        for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-            try:
-                kill()
-            except (ProcessLookupError, PermissionError):
-                pass
+        for pid in pids:
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
         if self.switch_uid:
             deadline = time.monotonic() + 10.0
             while time.monotonic() < deadline:
@@ -416,7 +721,8 @@ class Server:
                     break
                 if not live:  # only zombies left: they are (or are about to be) our children; let them settle
                     select.select([], [], [], 0.001)
-        self._reap(block_for=pid)
+        for pid in pids:
+            self._reap(block_for=pid)
         return len(killed)
 
     @staticmethod
@@ -479,6 +785,7 @@ class Server:
 
 def main(argv: list[str]) -> None:
     uid, gid, mode = int(argv[1]), int(argv[2]), argv[3]
+    tmp_mb = int(argv[4]) if len(argv) > 4 else 0
     try:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:
@@ -489,7 +796,7 @@ def main(argv: list[str]) -> None:
     null = os.open("/dev/null", os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
-    Server(uid, gid, mode).serve(stdin, stdout)
+    Server(uid, gid, mode, tmp_mb).serve(stdin, stdout)
 
 
 if __name__ == "__main__":
