@@ -209,7 +209,7 @@ PROJECT_FORM = [
     ("151-chars", "p" * 151, "name", "at most 150 characters; got 151"),
     ("empty", "", "name", "give the project a name"),
     ("dotdot", "../etc", "name", "a project name starts with a letter or digit"),
-    ("exists", "default", "name", "a project named 'default' exists already"),
+    ("reserved", "default", "name", "'default' is taken or reserved; choose another name"),
 ]
 
 MEMBER_FORM = [

@@ -141,7 +141,7 @@ def test_a_resume_of_a_running_run_is_409_and_changes_nothing(alice, config):
 
 def test_projects_are_made_and_named_once(alice, bob):
     assert bob.post("/projects", {"name": "nlp"}).json() == {"name": "nlp", "role": "admin"}
-    assert bob.post("/projects", {"name": "nlp"}).json() == {"errors": {"name": "a project named 'nlp' exists already"}}
+    assert bob.post("/projects", {"name": "nlp"}).json() == {"errors": {"name": "you have a project named 'nlp' already"}}
     assert "name" in bob.post("/projects", {"name": "../etc"}).json()["errors"]
     assert "name" in bob.post("/projects", {"name": "x" * 151}).json()["errors"]
     assert [p["name"] for p in bob.get("/projects").json()["projects"]] == ["bob", "nlp"]

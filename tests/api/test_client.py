@@ -186,7 +186,7 @@ def test_an_unreachable_server_is_exit_5_naming_the_url(cli):
 def test_projects_create_add_member_and_list(cli, bob):
     created = cli("projects", "create", "nlp")
     assert created.returncode == 0 and "nlp" in created.stdout and "admin" in created.stdout, created.stderr
-    assert_failed(cli("projects", "create", "nlp"), 2, "error: name: a project named 'nlp' exists already")
+    assert_failed(cli("projects", "create", "nlp"), 2, "error: name: you have a project named 'nlp' already")
     added = cli("projects", "add-member", "nlp", "bob", "member")
     assert added.returncode == 0 and added.stdout.strip() == "bob is member in project nlp", added.stderr
     assert Membership.objects.get(project__name="nlp", user=bob[0]).role == "member"

@@ -39,11 +39,11 @@ def datasets_dir(project) -> str:
 
 def _check_name(name, project) -> str:
     name = name.strip() if isinstance(name, str) else ""
+    if not NAME.match(name):
+        raise FieldErrors({"name": "1-100 letters, digits, '.', '_' or '-', the first a letter or digit"})
     problem = path_component_error(name)  # an uploaded file's name starts with it
     if problem:
         raise FieldErrors({"name": problem})
-    if not NAME.match(name):
-        raise FieldErrors({"name": "1-100 letters, digits, '.', '_' or '-', the first a letter or digit"})
     if DatasetEntry.objects.filter(project=project, name=name).exists():
         raise FieldErrors({"name": f"project {project.name} has a dataset named {name!r} already"})
     return name

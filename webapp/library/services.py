@@ -29,11 +29,11 @@ RESERVED_NAMES = frozenset({"datasets"})
 
 def _check_name(name, project) -> str:
     name = (name or "").strip() if isinstance(name, str) else ""
-    problem = path_component_error(name)
-    if problem:
-        raise FieldErrors({"name": problem})
     if not NAME.match(name):
         raise FieldErrors({"name": "1-100 letters, digits, '.', '_' or '-', the first a letter or digit"})
+    problem = path_component_error(name)  # the name is the imported model's folder
+    if problem:
+        raise FieldErrors({"name": problem})
     if name.casefold() in RESERVED_NAMES:
         raise FieldErrors({"name": f"{name!r} is the project's datasets folder; choose another name"})
     if ModelEntry.objects.filter(project=project, name=name).exists():

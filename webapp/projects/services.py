@@ -111,13 +111,13 @@ def _check_name(name) -> str:
     name = name.strip()
     if len(name) > 150:
         raise FieldErrors({"name": f"at most 150 characters; got {len(name)}"})
-    problem = path_component_error(name)  # the name is also the project's library folder
-    if problem:
-        raise FieldErrors({"name": problem})
     try:
         project_name_validator(name)
     except ValidationError as exc:
         raise FieldErrors({"name": exc.messages[0]}) from None
+    problem = path_component_error(name)  # the name is also the project's library folder
+    if problem:
+        raise FieldErrors({"name": problem})
     return name
 
 
