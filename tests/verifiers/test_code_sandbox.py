@@ -405,3 +405,75 @@ def test_server_killed_mid_run_is_verifier_error():
         killer.join()
     assert wait_until(lambda: not processes_of_uid(uid), timeout=10)
     assert v(GOOD_SQUARE, {"tests": "assert square(2) == 4"}).score == 1.0  # a fresh server took over
+
+
+# ---- memory: the files a run writes count -------------------------------------------------------------
+
+def shmem_mb() -> float:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("Shmem:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no Shmem in /proc/meminfo")
+
+
+@pytest.mark.skipif(not probe_bwrap()["works"], reason="the private /tmp is bubblewrap's")
+def test_tmpfs_is_bounded_by_memory_mb():
+    """memory_mb 64: the sandbox's /tmp is a tmpfs of 16 MB. A program writing 400 MB there (1 MB files, as
+    RLIMIT_FSIZE allows) and holding on until the timeout fails with the reason, and the host's shared memory
+    (tmpfs pages are Shmem) never grows by anything like 400 MB while it runs."""
+    v = get_verifier("code", timeout_s=3, memory_mb=64, cache_size=0, processes=1)
+    program = fenced("""
+        import os, time
+        block = b"x" * (1 << 20)
+        try:
+            for i in range(400):
+                with open(os.path.join(os.environ["TMPDIR"], f"fill-{i}"), "wb") as f:
+                    f.write(block)
+        except OSError:
+            pass
+        time.sleep(60)
+        def f(x):
+            return x * x
+    """)
+    v(GOOD_SQUARE, {"tests": "assert square(2) == 4"})  # servers started outside the measurement
+    baseline, peak, done = shmem_mb(), [0.0], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], shmem_mb())
+            time.sleep(0.02)  # sampling a meter while the run goes
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        result = v(program, {"tests": "assert f(2) == 4"})
+    finally:
+        done.set()
+        sampler.join()
+    assert result.score == 0.0
+    assert result.details["first_failure"] == "/tmp full: the sandbox's tmpfs is limited to 16 MB", result.details
+    assert peak[0] - baseline < 64, (baseline, peak[0])
+    # and the space is free again for the next run
+    assert v(GOOD_SQUARE, {"tests": "assert square(3) == 9"}).score == 1.0
+
+
+def test_program_can_use_its_tmpdir_under_a_strict_umask():
+    """Workers run with umask 077; the runs' folder must still be traversable by the sandbox user, so that
+    ``tempfile`` (which uses the absolute $TMPDIR) works in a program."""
+    old = os.umask(0o077)
+    try:
+        v = get_verifier("code", timeout_s=2.5, memory_mb=128, cache_size=0, processes=1)  # a fresh sandbox
+        program = fenced("""
+            import tempfile
+            with tempfile.NamedTemporaryFile("w+") as f:
+                f.write("kept")
+                f.seek(0)
+                kept = f.read()
+            def f(x):
+                return kept
+        """)
+        result = v(program, {"tests": "assert f(0) == 'kept'"})
+    finally:
+        os.umask(old)
+    assert result.score == 1.0, result.details

@@ -484,7 +484,8 @@ class Server:
         except OSError:
             pass
         if self.base:
-            os.makedirs(self.base, mode=0o711, exist_ok=True)
+            os.makedirs(self.base, exist_ok=True)
+            os.chmod(self.base, 0o711)  # whatever the umask (workers run with 077): runs' paths must be traversable
         self.layers["seccomp"] = self._probe_seccomp()
 
     def _probe_seccomp(self) -> bool:
