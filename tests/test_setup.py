@@ -77,8 +77,8 @@ def test_doctor_on_this_machine_says_ok_to_every_check():
     done = seedbed("doctor", timeout=120)
     lines = doctor_lines(done.stdout)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert set(lines) == {"python", "packages", "assets", "disk", "database", "redis", "postgresql", "chromium",
-                          "bubblewrap", "sandbox-user", "code", "math", "engines", "tiny-model"}
+    assert set(lines) == {"python", "packages", "assets", "disk", "permissions", "database", "redis", "postgresql",
+                          "chromium", "bubblewrap", "sandbox-user", "code", "math", "engines", "tiny-model"}
     assert all(line.startswith("  ok") for line in lines.values()), done.stdout
     assert "seedbed, trl" in lines["engines"]  # TRL comes with the set-up; verl needs a GPU
 

@@ -195,6 +195,7 @@ def cmd_import_model(args) -> int:
 
 
 def main(argv=None) -> int:
+    os.umask(0o077)  # run folders, checkpoints and models it writes are this account's alone, as the app's are
     ap = argparse.ArgumentParser(prog="python -m training", description="Seedbed's training core")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="train one run from a YAML/JSON config")

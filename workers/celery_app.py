@@ -12,6 +12,8 @@ from celery import Celery
 from kombu import Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+# what workers and their training children write (run folders, checkpoints, logs) is this account's alone
+os.umask(0o077)
 
 from workers.broker import FILESYSTEM_URL, filesystem_options, redis_url, seedbed_home  # noqa: E402
 

@@ -18,6 +18,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -118,6 +119,31 @@ def check_disk() -> Finding:
     if free_gib < WARN_FREE_GIB:
         return Finding(True, found + f" (less than {WARN_FREE_GIB:.0f} GiB: checkpoints may fill it)")
     return Finding(True, found)
+
+
+PRIVATE = {"seedbed.sqlite3": 0o600, "seedbed.sqlite3-wal": 0o600, "seedbed.sqlite3-shm": 0o600,
+           "secret_key": 0o600, "admin_password": 0o600}
+
+
+def check_permissions() -> Finding:
+    """$SEEDBED_HOME and its secrets readable by this account only: another local account that reads the SQLite
+    database (its live session keys) or the secret key logs in as anyone, admin included. Looked at as found,
+    before the database check starts the app (which tightens these itself)."""
+    home = Path(os.environ.get("SEEDBED_HOME", ROOT / "var"))
+    if not home.is_dir():
+        return Finding(True, f"{home} not made yet (the app makes it 0700)")
+    wrong = []
+    for path, want in [(home, 0o700)] + [(home / name, mode) for name, mode in PRIVATE.items()]:
+        try:
+            mode = path.stat().st_mode & 0o777
+        except OSError:
+            continue
+        if mode & 0o077:
+            wrong.append((path, mode, want))
+    if not wrong:
+        return Finding(True, f"{home} 0700, its database and secret key 0600")
+    return Finding(False, "readable by other accounts: " + ", ".join(f"{p} ({m:04o})" for p, m, _ in wrong),
+                   " && ".join(f"chmod {w:o} {shlex.quote(str(p))}" for p, _, w in wrong))
 
 
 def check_database() -> Finding:
@@ -293,6 +319,7 @@ def checks(mode: str) -> list[Check]:
         Check("packages", lambda: check_packages(extras=("dev", "peer") if mode in (test, "all") else ()), every),
         Check("assets", check_assets, frozenset({up, test}), shown_for=frozenset({up, test})),
         Check("disk", check_disk, every),
+        Check("permissions", check_permissions, frozenset()),  # a warning: the app tightens them when it starts
         Check("database", check_database, every),
         Check("redis", check_redis, frozenset({test, worker})),  # up falls back to a local broker
         Check("postgresql", check_postgres, frozenset({test}), shown_for=frozenset({test})),
