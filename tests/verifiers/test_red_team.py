@@ -122,11 +122,51 @@ CODE_TRICKS = {
         def f(x):
             return None
     """,
+    "shadows_builtins_in_its_globals": """
+        import math
+        abs = lambda x: 0
+        isinstance = lambda *a: True
+        all = lambda *a: True
+        def f(x):
+            return None
+    """,
     "raises_systemexit_in_the_function": "def f(x):\n    raise SystemExit(0)\n",
     "os_exit_in_the_function": "import os\ndef f(x):\n    os._exit(0)\n",
     "returns_a_huge_value": "def f(x):\n    return [[x] * 1000] * 20000\n",
     "returns_a_huge_int": "def f(x):\n    return 10 ** 200000\n",
     "sleeps_past_the_timeout": "import time\ndef f(x):\n    time.sleep(60)\n",
+    # the test process runs as the same uid: its memory, fds and environment must be out of reach
+    "reaches_into_other_processes_via_proc": """
+        import os
+        fake = b'{"program_ok": true}\\n' + b'{"i": 0, "value": 4}\\n' * 8
+        for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+            try:
+                for fd in os.listdir(f"/proc/{pid}/fd"):
+                    try:
+                        os.write(os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY), fake)
+                    except OSError:
+                        pass
+            except OSError:
+                pass
+            try:
+                with open(f"/proc/{pid}/mem", "r+b") as mem:
+                    mem.write(b"\\x00")
+            except OSError:
+                pass
+        def f(x):
+            return None
+    """,
+    "stops_or_kills_every_process_it_can": """
+        import os, signal
+        for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+            for sig in (signal.SIGSTOP, signal.SIGKILL):
+                try:
+                    os.kill(int(pid), sig)
+                except OSError:
+                    pass
+        def f(x):
+            return None
+    """,
 }
 
 

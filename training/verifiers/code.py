@@ -391,6 +391,9 @@ class CodeVerifier:
             return VerifierError("code: sandbox set-up failed (the test process could not drop its privileges)")
         if problem == "no setup report":
             problem = f"the test process ended before it reported (signal {tests_exit.get('signal')})"
+        elif problem == "the program never finished running" and tests_exit.get("signal"):
+            problem = (f"the test process was killed (signal {tests_exit['signal']}) before the program finished "
+                       f"running")
         failures = [] if not problem else [problem]
         passed = 0
         if not problem:
