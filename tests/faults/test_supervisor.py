@@ -35,10 +35,14 @@ def test_a_killed_service_is_restarted_and_ctrl_c_stops_everything(tmp_path, tin
                 "SEEDBED_DEMO": "0", "SEEDBED_TINY_MODEL": tiny_model_dir, "SEEDBED_CPU_SLOTS": "1"})
     log = open(tmp_path / "up.log", "w")
     up = subprocess.Popen(["./seedbed", "up"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                          start_new_session=True, preexec_fn=as_from_a_terminal)
+                          start_new_session=True, preexec_fn=as_from_a_terminal, umask=0o022)
     try:
         wait_for(lambda: (s := services_state(home)) and len(s["services"]) == 3 and serves(port),
                  timeout=300, what="./seedbed up to serve", every=1)
+        # what up and its services write is this account's alone, whatever the shell's umask (022 here)
+        modes = {str(p.relative_to(tmp_path)): f"{p.stat().st_mode & 0o777:04o}" for p in
+                 [home, home / "logs", home / "services.json", *(home / "logs").glob("*.log")]}
+        assert len(modes) >= 6 and all(int(m, 8) & 0o077 == 0 for m in modes.values()), modes
         before = {s["name"]: s for s in services_state(home)["services"]}
         worker = next(s for name, s in before.items() if name.startswith("worker"))
         killed_at = time.monotonic()
