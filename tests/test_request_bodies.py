@@ -263,3 +263,38 @@ def test_a_dataset_within_the_limits_is_uploaded_through_the_real_server(server)
                                  {"Authorization": f"Bearer {server.token}", "Content-Type": "application/json"},
                                  body=iter([b'{"name": "chunky"}']))
     assert status == 201, content
+
+
+def _through_the_edge(headers: dict, body: bytes = b"") -> tuple[str, bytes]:
+    """One request through BodyLimit (1,000-byte anonymous limit, 5,000 otherwise) around an application that
+    reads its whole body: (status, what the application read or the refusal said)."""
+    import io
+
+    from webapp.bodylimit import BodyLimit
+
+    def app(environ, start_response):
+        read = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [read]
+
+    answer = {}
+    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/x/", "wsgi.input": io.BytesIO(body), **headers}
+    content = b"".join(BodyLimit(app, anonymous=1000, authenticated=5000)(
+        environ, lambda status, _headers: answer.setdefault("status", status)))
+    return answer["status"].split()[0], content
+
+
+def test_who_gets_which_limit_is_decided_from_the_headers_alone():
+    big = b"x" * 3000
+    length = {"CONTENT_LENGTH": "3000"}
+    assert _through_the_edge(length, big)[0] == "413"  # anonymous
+    assert _through_the_edge({**length, "HTTP_COOKIE": "csrftoken=abc; sessionid="}, big)[0] == "413"  # empty
+    # a session cookie or a token, even forged (Django refuses it later), buys the upload limit, never more
+    for signed in ({"HTTP_COOKIE": "csrftoken=abc; sessionid=forged"}, {"HTTP_AUTHORIZATION": "Bearer forged"}):
+        assert _through_the_edge({**length, **signed}, big) == ("200", big)
+        assert _through_the_edge({**signed, "CONTENT_LENGTH": "6000"}, b"x" * 6000)[0] == "413"
+    assert _through_the_edge({"CONTENT_LENGTH": "lots"}, big)[0] == "400"
+    # chunked (no length): read and counted up to the anonymous limit whoever sends it, then handed on with a length
+    assert _through_the_edge({"HTTP_TRANSFER_ENCODING": "chunked"}, b"x" * 999) == ("200", b"x" * 999)
+    status, said = _through_the_edge({"HTTP_TRANSFER_ENCODING": "chunked", "HTTP_AUTHORIZATION": "Bearer t"}, big)
+    assert status == "413" and b"without a Content-Length may have at most 1,000 bytes" in said
