@@ -93,8 +93,8 @@ def model_import_run(*, entry_id: int, log=print) -> ModelEntry:
     if entry.status != ModelStatus.IMPORTING:
         return entry
     try:
-        if entry.path != imported_folder(entry.project, entry.name):  # an entry from before names were checked
-            raise FieldErrors({"name": f"{entry.name!r} does not name a folder of its project's library"})
+        # an entry queued before names were checked: refused here, before a minute of work (atomic_folder would too)
+        child_path(os.path.dirname(entry.path), os.path.basename(entry.path), "name")
         import_gguf(entry.source, entry.path, log=log)
         entry.description, entry.status, entry.error = describe_model(entry.path), ModelStatus.READY, ""
     except Exception as exc:  # the entry says why; nothing half-written stays (atomic_folder)
