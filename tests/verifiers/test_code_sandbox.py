@@ -123,6 +123,50 @@ def test_wrong_programs_fail_with_reason(code_v):
     assert code_v(loop_fail, {"tests": "for i in range(3):\n    assert f(i) == 1"}).score == 0.0
 
 
+def test_values_cross_as_they_left(code_v):
+    """The test process sees the program's values as plain data of their own types: tuples stay tuples, sets
+    sets, dicts keep their order, big ints and non-finite floats survive; keyword arguments go across too."""
+    prog = fenced("""
+        def values(n, *, scale=1):
+            return {"t": (n, n + 1), "s": {n, -n}, "fs": frozenset([n]), "d": {"b": 1, "a": 2, 3: [n]},
+                    "big": 10 ** 30 * scale, "inf": float("inf"), "nan": float("nan"), "neg0": -0.0, "none": None}
+    """)
+    tests = textwrap.dedent("""
+        import math
+        v = values(2, scale=3)
+        assert v["t"] == (2, 3) and isinstance(v["t"], tuple)
+        assert v["s"] == {2, -2} and isinstance(v["s"], set)
+        assert isinstance(v["fs"], frozenset) and 2 in v["fs"]
+        assert list(v["d"]) == ["b", "a", 3] and v["d"][3] == [2]
+        assert v["big"] == 3 * 10 ** 30
+        assert math.isinf(v["inf"]) and math.isnan(v["nan"]) and math.copysign(1, v["neg0"]) == -1
+        assert v["none"] is None
+    """)
+    result = code_v(prog, {"tests": tests})
+    assert result.score == 1.0, result.details
+
+
+def test_the_programs_exceptions_reach_the_tests_but_a_broken_channel_is_no_exception_a_test_expects(code_v):
+    prog = fenced("""
+        def f(x):
+            if x < 0:
+                raise ValueError("negative")
+            return x
+        class Custom(Exception):
+            pass
+        def g(x):
+            raise Custom("mine")
+        def h(x):
+            return object()
+    """)
+    expects_value_error = "try:\n    f(-1)\n    raise AssertionError('no error')\nexcept ValueError:\n    pass"
+    assert code_v(prog, {"tests": expects_value_error}).score == 1.0
+    assert code_v(prog, {"tests": "try:\n    g(1)\nexcept Exception as e:\n    assert str(e) == 'mine'"}).score == 1.0
+    # a value that cannot cross is no exception the tests could have expected
+    swallowed = code_v(prog, {"tests": "try:\n    h(1)\nexcept Exception:\n    pass"})
+    assert swallowed.score == 0.0 and "not plain JSON data" in swallowed.details["first_failure"]
+
+
 def test_partial_credit_and_details_layers():
     v = get_verifier("code", timeout_s=2, partial_credit=True)
     r = v(fenced("def f(x):\n    return 1"), {"tests": "assert f(0) == 1\nassert f(1) == 2\nassert f(2) == 1"})

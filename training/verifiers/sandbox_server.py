@@ -280,7 +280,11 @@ def _program_harness(req: dict, request_fd: int, reply_fd: int) -> None:
             value = target(*[from_wire(a) for a in req["args"]],
                            **{k: from_wire(v) for k, v in req["kwargs"].items()})
         except BaseException as exc:  # SystemExit and KeyboardInterrupt too: reported, not obeyed
-            send({"n": n, "error": _describe(exc), "type": type(exc).__name__})
+            try:
+                message = str(exc)[:400]
+            except BaseException:
+                message = "<unprintable exception>"
+            send({"n": n, "error": message, "type": type(exc).__name__})
             continue
         try:
             send({"n": n, "value": _to_wire(value)})
@@ -307,13 +311,15 @@ def _exception_for(type_name: str, message: str) -> BaseException:
     import builtins
     cls = getattr(builtins, type_name, None) if type(type_name) is str else None
     if isinstance(cls, type) and issubclass(cls, BaseException) and not issubclass(cls, Exception):
-        return ProgramFault(f"the program raised {message}")
+        return ProgramFault(f"the program raised {type_name}: {message}")
     if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(
             cls, (StopIteration, StopAsyncIteration)):
         try:
             return cls(message)
         except BaseException:
             pass
+    if type(type_name) is str and type_name.isidentifier() and len(type_name) <= 100:
+        return type(type_name, (ProgramError,), {})(message)  # its name as the program called it, for reasons
     return ProgramError(message)
 
 
