@@ -2,9 +2,10 @@
 
 One fork server per core (:mod:`training.verifiers.sandbox_server`), each inside bubblewrap when it works
 here (network, PID, IPC and UTS namespaces; a mount namespace with a read-only view of only /usr, /lib*,
-/bin, /sbin and the Python installation, and private root-owned /tmp and /dev/shm), else directly on the
-host. The servers are driven through :class:`WorkerPool` with an outer deadline: a server that stops
-answering is killed (its PID namespace dies with it) and the request fails with VerifierError.
+/bin, /sbin and the Python installation, and private root-owned /tmp (a tmpfs of ``tmp_mb``) and /dev/shm),
+else directly on the host. The servers are driven through :class:`WorkerPool` with an outer deadline: a
+server that stops answering is killed (its PID namespace dies with it) and the request fails with
+VerifierError.
 
 Which layers are active is probed once at start-up (bubblewrap by running it, seccomp by the server's own
 test fork) and copied into every result's details.

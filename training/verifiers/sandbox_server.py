@@ -1,22 +1,32 @@
-"""The sandbox fork server: runs untrusted Python programs, one at a time, and reports raw outcomes.
+"""The sandbox fork server: runs untrusted Python programs against tests, one run at a time, and reports
+raw outcomes.
 
-Standard library only: it runs as ``python -I sandbox_server.py UID GID MODE`` with a clean environment,
-inside bubblewrap's namespaces when available (MODE ``bwrap``) or directly on the host (MODE ``host``). It
-is trusted (root, or the caller's uid); everything it forks to run a program is not.
+Standard library only: it runs as ``python -I sandbox_server.py UID GID MODE [TMP_MB]`` with a clean
+environment, inside bubblewrap's namespaces when available (MODE ``bwrap``, with a private /tmp of TMP_MB) or
+directly on the host (MODE ``host``). It is trusted (root, or the caller's uid); everything it forks is not.
 
 Protocol: JSON lines. Start-up: the server prints ``{"ready": true, "layers": {...}}``. Then for each line
-read on stdin, ``{"id", "code", "steps", "timeout_s", "memory_mb", "max_output_kb"}``, it prints one line
-``{"id", "status", "reports", "output_tail", "wall_s", ...}``. ``steps`` carry only what the sandbox must
-*compute* (an expression to evaluate, a function to call with arguments): expected values never enter the
-sandbox, so the program cannot learn them, and the trusted host compares.
+read on stdin, ``{"id", "code", "setup", "program_names", "entry_point", "steps", "timeout_s", "memory_mb",
+"max_output_kb", "max_processes", "max_report_kb"}``, it prints one line ``{"id", "status", "reports",
+"output_tail", "wall_s", "tmp_full", ...}``. ``steps`` carry only what the test process must *compute* (a
+statement to run, an expression to evaluate, a function to call with arguments): expected values of
+``assert x == <literal>`` never enter a sandbox, and the trusted host compares.
 
-Per run: a fresh directory owned by the sandbox uid; ``fork``; in the child: own session and process group,
-rlimits (CPU, address space, processes, file size, open files, core 0), every inherited fd closed, groups
-dropped, uid/gid switched, no_new_privs, a seccomp filter (no network sockets, ptrace, namespaces, mount,
-exec, io_uring, bpf, ...), a clean environment; then the harness executes the program and each step,
-writing one JSON report per step to a pipe. The server waits up to the wall-clock timeout, then kills the
-child's group and every process of the sandbox uid, reaps orphans (it is a child subreaper), and deletes
-the run directory (and, in host mode, anything the uid left in /tmp and /dev/shm).
+Per run: a fresh directory owned by the sandbox uid and two forked children, each in its own session and
+process group, with rlimits (CPU, address space, processes, file size, open files, core 0), only its own fds,
+groups dropped, uid/gid switched, not dumpable, no_new_privs, a seccomp filter (no network sockets, ptrace,
+process_vm_*, namespaces, mount, exec, io_uring, bpf, ...) and a clean environment:
+
+* the program process runs the set-up code and the program, then answers ``get``/``call`` requests from the
+  test process, one JSON line each way on a pipe pair (fds 3 and 4): all it ever gives is JSON;
+* the test process runs the set-up code and the steps, reaching the program only through that pipe pair and
+  decoding its answers as plain data (:func:`from_wire`), and writes one JSON report per step on the only
+  pipe to the server (fd 3), which the program process has no way to reach.
+
+The server reads the reports until the test process exits or the wall-clock timeout, then kills both
+groups and every process of the sandbox uid, reaps orphans (it is a child subreaper), notes whether the
+run filled /tmp, and deletes the run directory (and, in host mode, anything the uid left in /tmp and
+/dev/shm).
 """
 from __future__ import annotations
 
