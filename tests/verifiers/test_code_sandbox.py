@@ -175,7 +175,8 @@ def test_partial_credit_and_details_layers():
     expect_ns = probe_bwrap()["works"]
     assert layers["uid_switch"] is (os.geteuid() == 0)
     assert layers["net_namespace"] is expect_ns and layers["pid_namespace"] is expect_ns
-    assert layers["seccomp"] is True and layers["rlimits"] is True
+    assert layers["seccomp"] is True and layers["rlimits"] is True and layers["tests_apart"] is True
+    assert layers["tmp_mb"] == (1024 // 4 if expect_ns else 0)  # memory_mb's default, 1024
 
 
 def test_cache_by_code_and_tests():

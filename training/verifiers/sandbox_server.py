@@ -494,7 +494,8 @@ class Server:
         self.seccomp = build_seccomp_filter(machine) if machine in _ARCHES else None
         self.layers = {"mode": mode, "uid_switch": self.switch_uid, "seccomp": False,
                        "net_namespace": mode == "bwrap", "mount_namespace": mode == "bwrap",
-                       "pid_namespace": mode == "bwrap", "rlimits": True, "session": True}
+                       "pid_namespace": mode == "bwrap", "rlimits": True, "session": True,
+                       "tests_apart": True, "tmp_mb": self.tmp_mb}
         try:
             _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # orphans (double-forked daemons) come back to us to be reaped
         except OSError:
