@@ -102,3 +102,28 @@ def test_a_redirect_within_the_server_is_followed_with_the_token(servers):
     assert done.returncode == 0, done.stderr
     assert "vision" in done.stdout
     assert server.seen == [("/api/v1/projects", f"Bearer {TOKEN}"), ("/api/v1/projects/", f"Bearer {TOKEN}")]
+
+
+@pytest.mark.parametrize(("start", "target", "refused"), [
+    ("https://seedbed.lab/api/v1/runs", "http://seedbed.lab/api/v1/runs", True),        # https to http
+    ("https://seedbed.lab/api/v1/runs", "https://seedbed.lab:8443/api/v1/runs", True),  # another port
+    ("https://seedbed.lab/api/v1/runs", "https://evil.example/api/v1/runs", True),     # another host
+    ("https://seedbed.lab/api/v1/runs", "https://SEEDBED.lab:443/api/v1/runs/", False),  # the same origin
+    ("http://seedbed.lab/api/v1/runs", "http://seedbed.lab:80/api/v1/runs/", False),
+])
+def test_which_redirects_are_refused(start, target, refused):
+    """The origin rule itself, for what the local servers cannot show (TLS, default ports, host case)."""
+    import io
+    import urllib.request
+    from email.message import Message
+
+    from seedbed_client.client import RedirectRefused, _SameOriginRedirects
+
+    request = urllib.request.Request(start, headers={"Authorization": f"Bearer {TOKEN}"})
+    handler = _SameOriginRedirects()
+    if refused:
+        with pytest.raises(RedirectRefused):
+            handler.redirect_request(request, io.BytesIO(), 302, "Found", Message(), target)
+    else:
+        followed = handler.redirect_request(request, io.BytesIO(), 302, "Found", Message(), target)
+        assert followed.full_url == target
