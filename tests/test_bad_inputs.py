@@ -356,6 +356,7 @@ API_POST = [
     ("evals-data-path-etc-shadow", "/evals", eval_body(task="file", data_path="/etc/shadow"), "data_path",
      "must lie inside the allowed folders"),
     ("evals-data-path-nul", "/evals", eval_body(task="file", data_path="{tmp}/\x00.jsonl"), "data_path", NUL),
+    ("datasets-register-path-nul", "/datasets/register", {"name": "d", "path": "{tmp}/\x00.jsonl"}, "path", NUL),
     # projects and members
     ("projects-slash", "/projects", {"name": "a/b"}, "name", "a project name starts with"),
     ("projects-151-chars", "/projects", {"name": "p" * 151}, "name", "at most 150 characters"),
