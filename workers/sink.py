@@ -77,10 +77,9 @@ class DatabaseSink:
     def _kill(self, warning: dict) -> None:
         """A guard that stops the run kills it as a person or a policy does (``run_kill``, ``killed_by``
         guard:<kind>): the loop's should_stop() reads the flag and stops after the step, with a checkpoint."""
-        self.flush()  # what the run logged up to the guard's step is stored before the run ends
         try:
             services.run_kill(run_id=self.run_id, killed_by=f"guard:{warning['kind']}",
-                              reason=warning.get("message", "")[:1000])
+                              reason=(warning.get("reason") or warning.get("message") or "")[:1000])
         except TransitionError:
             pass  # already being killed or ended: that kill stands
 
