@@ -1,5 +1,6 @@
 """Verifier throughput: math verifications/s (1 and 2 worker processes) and sandboxed code executions/s
-(a trivial passing program and a 10-assert test; sequential and with 2 fork servers).
+(a trivial passing program and a 10-assert test; sequential and with 2 fork servers; each execution is a
+program process and a test process, and the CPU time they, their server and the caller use is given too).
 
     python bench/verifiers_bench.py [--math-n 4000] [--complex-n 400] [--lenient-n 400] [--code-n 300]
                                     [--ifeval-n 2000] [--only math|code|ifeval]
@@ -150,6 +151,27 @@ def bench_math(n: int, processes: int, mix: tuple[float, float, float],
     return len(items) / elapsed, fast_share, cpu / len(items)
 
 
+def _tree_cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of these processes, their live descendants and every child they reaped
+    (a sandbox server's program and test processes are reaped children: cutime, cstime)."""
+    total, seen, todo = 0.0, set(), list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
 TEN_ASSERTS = "\n".join(f"assert add({i}, {i + 1}) == {2 * i + 1}" for i in range(10))
 
 
@@ -169,15 +191,18 @@ def bench_code(n: int, processes: int, ten_asserts: bool, sequential: bool) -> f
     v("```python\nx = 1\n```", {"tests": "assert x == 1"})
     score_batch(v, ["```python\nx = 1\n```"] * 2 * processes, [{"tests": "assert x == 1"}] * 2 * processes)
     items = code_items(n, ten_asserts)
+    servers = [w.proc.pid for w in v.sandbox.pool._workers]
+    cpu_before = time.process_time() + _tree_cpu_seconds(servers)
     start = time.perf_counter()
     if sequential:  # one call after the other, as a simple caller would
         out = [v(c, e) for c, e in items]
     else:
         out = score_batch(v, [c for c, _ in items], [e for _, e in items])
     elapsed = time.perf_counter() - start
+    cpu = time.process_time() + _tree_cpu_seconds(servers) - cpu_before
     bad = [o for o in out if isinstance(o, VerifierError) or o.score != 1.0]
     assert not bad, bad[:2]
-    return n / elapsed, out[0].details["layers"]
+    return n / elapsed, out[0].details["layers"], cpu / n
 
 
 _IFEVAL_TEXTS = {
@@ -273,8 +298,9 @@ def main() -> None:
     layers = None
     for ten, label in ((False, "trivial program"), (True, "10-assert test")):
         for sequential, processes, mode in ((True, 1, "sequential, 1 server"), (False, 2, "batch, 2 servers")):
-            rate, layers = bench_code(args.code_n, processes, ten, sequential)
-            print(f"code  {label:16s} {mode:22s}: {rate:8.1f} executions/s  (n={args.code_n})")
+            rate, layers, cpu = bench_code(args.code_n, processes, ten, sequential)
+            print(f"code  {label:16s} {mode:22s}: {rate:8.1f} executions/s  (n={args.code_n}, {cpu * 1e3:.2f} "
+                  f"CPU-ms each, the caller's and the sandbox's: <= {2 / cpu:.0f}/s on 2 idle cores)")
     print(f"sandbox layers: {layers}")
 
 
