@@ -125,6 +125,8 @@ def worker_env(django_db_setup, django_db_blocker, tiny_model_dir, tmp_path_fact
            "SEEDBED_HOME": str(home),
            "SEEDBED_TINY_MODEL": tiny_model_dir,
            "SEEDBED_KILL_GRACE_S": "8",
+           # the tests' deliberately exploitable verifier, allowed as an operator allows their own
+           "SEEDBED_VERIFIER_MODULES": "tests.training.hackable",
            "PYTHONPATH": str(REPO)}
     return env, home
 
