@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 QUEUE = "nodes"
 GANG_TIMEOUT_S = 6
+LONG_GANG_TIMEOUT_S = 15  # as long as the older run's half-formed gang would keep the other worker
 
 
 @pytest.fixture
@@ -106,3 +107,69 @@ def test_two_half_started_runs_never_deadlock(two_workers):
         run = wait_status(run.pk, RunStatus.SUCCEEDED, RunStatus.FAILED, timeout=RUN_TIMEOUT)
         assert run.status == RunStatus.SUCCEEDED, run.error
         assert_every_step_complete(run.pk, 3)
+
+
+def test_the_oldest_waiting_run_forms_first_and_neither_gang_waits_while_others_train(worker_env, celery_worker):
+    """The half-formed state that once took minutes to clear: one worker busy, the other holding a node of the
+    older run (taken again after its gang timeout); when the busy worker frees, whatever node task it takes gives
+    its slot to the oldest waiting run, which forms at once, then the younger as soon as the older has trained,
+    while two other runs train on the cpu worker. Measured: how long each gang waited with both slots free (the
+    runs' own training, slow on a loaded machine, is not the scheduler's)."""
+    env, home = worker_env
+    env = {**env, "SEEDBED_NODE_ADDR": "127.0.0.1", "SEEDBED_GANG_TIMEOUT_S": str(LONG_GANG_TIMEOUT_S)}
+    workers = [WorkerProcess(env, home, concurrency=1, queues=QUEUE, name=name) for name in ("gang-a", "gang-b")]
+    load = []
+    try:
+        load = [services.run_create(config=tiny_config(total_steps=5000, device="cpu", seed=60 + i)) for i in range(2)]
+        with override_settings(SEEDBED_AUTO_QUEUE=QUEUE):
+            blocker = services.run_create(config=tiny_config(total_steps=5000, device="auto", seed=62))
+            wait_for(lambda: Run.objects.filter(pk__in=[blocker.pk, *(r.pk for r in load)], last_step__gte=1).count()
+                     == 3, timeout=RUN_TIMEOUT, what="the blocker and the two other runs to train")
+            older, younger = [services.run_create(config=tiny_config(total_steps=3, device="auto", seed=63 + i,
+                                                                     nnodes=2, strategy="ddp", prompts_per_step=4))
+                              for i in range(2)]
+        # the free worker holds a node of the older run, gives its slot back after the gang timeout and takes a
+        # node again (the message next in the queue)
+        wait_for(lambda: "slot given back" in "".join(w.log() for w in workers)
+                 and RunNode.objects.filter(run=older).exists(), timeout=LONG_GANG_TIMEOUT_S + 60,
+                 what="a node of the older run given back and taken again")
+        services.run_kill(run_id=blocker.pk, killed_by="user:test", reason="make room")
+        started = time.monotonic()
+        for run in (older, younger):
+            run = wait_status(run.pk, RunStatus.SUCCEEDED, RunStatus.FAILED, timeout=RUN_TIMEOUT)
+            assert run.status == RunStatus.SUCCEEDED, run.error
+            assert_every_step_complete(run.pk, 3)
+        took = time.monotonic() - started
+        blocker, older, younger = (Run.objects.get(pk=r.pk) for r in (blocker, older, younger))
+        assert older.started_at < younger.started_at, "the younger run formed first"
+        waits = [(older.started_at - blocker.ended_at).total_seconds(),
+                 (younger.started_at - older.ended_at).total_seconds()]
+        print(f"gangs formed {waits[0]:.1f} s and {waits[1]:.1f} s after their slots were free; both runs trained "
+              f"{took:.0f} s after the blocker was killed")
+        # (a half-formed gang used to hold a slot for a gang timeout or more, and its younger rival formed first)
+        assert max(waits) < 10, waits
+        assert all(s == RunStatus.RUNNING for s in Run.objects.filter(pk__in=[r.pk for r in load])
+                   .values_list("status", flat=True)), "the other runs trained meanwhile"
+    finally:
+        for run in load:
+            try:
+                services.run_kill(run_id=run.pk, killed_by="user:test", reason="test over")
+            except services.TransitionError:
+                pass  # ended already
+        for run in load:
+            wait_status(run.pk, RunStatus.KILLED, RunStatus.FAILED, RunStatus.SUCCEEDED, timeout=90)
+        for w in workers:
+            w.stop()
+
+
+def test_a_node_given_back_waits_longer_each_time_jittered_and_capped(settings):
+    from workers.tasks import GANG_BACKOFF_CAP_S, gang_backoff_s
+
+    settings.SEEDBED_GANG_TIMEOUT_S = 60
+    for attempt in range(1, 12):
+        top = min(GANG_BACKOFF_CAP_S, 2.0 ** (attempt - 1))
+        draws = [gang_backoff_s(attempt) for _ in range(200)]
+        assert all(top / 2 <= d <= top for d in draws), (attempt, min(draws), max(draws))
+        assert len(set(draws)) > 150  # jittered: nodes given back together come back apart
+    settings.SEEDBED_GANG_TIMEOUT_S = 6  # never longer than the gang timeout itself
+    assert max(gang_backoff_s(20) for _ in range(200)) <= 6

@@ -364,28 +364,57 @@ def run_nnodes(run: Run) -> int:
     return int(run.config.get("nnodes") or 1)
 
 
-@transaction.atomic
-def run_node_claim(*, run_id: int, node_rank: int, dispatch: str, worker: str, machine: str, host: str,
-                   port: int | None = None) -> str:
-    """A node task of a multi-node run claims its node for its worker slot; returns "claimed" or why not: "stale"
-    (an older dispatch's message), "ended" (the run is not waiting to start: killed, ended, already running),
-    "held" (another live slot holds that node), "same machine" (this worker already holds another node of the
-    run: two nodes never share a machine). Claims of an earlier dispatch, or whose heartbeat is stale, go."""
-    run = _locked(run_id)
-    if run.dispatch_id != dispatch:
-        return "stale"
-    if run.status != RunStatus.QUEUED or run.kill_requested_at is not None:
-        return "ended"
+def _gangs_forming(queue: str, *, before: Run | None = None):
+    """Multi-node runs of ``queue`` waiting for their gang to form, oldest first: queued, sent (a sweep's run
+    waiting for its sweep's slot, or a restart waiting out its backoff, is not), not being killed."""
     now = timezone.now()
-    RunNode.objects.filter(run=run).exclude(dispatch=dispatch).delete()
-    RunNode.objects.filter(run=run, heartbeat_at__lt=now - timedelta(seconds=settings.SEEDBED_LOST_AFTER_S)).delete()
-    if RunNode.objects.filter(run=run, node_rank=node_rank).exists():
-        return "held"
-    if RunNode.objects.filter(run=run, machine=machine).exists():
-        return "same machine"
-    RunNode.objects.create(run=run, node_rank=node_rank, dispatch=dispatch, worker=worker, machine=machine, host=host,
-                           port=port, heartbeat_at=now)
-    return "claimed"
+    runs = (Run.objects.filter(status=RunStatus.QUEUED, queue=queue, kill_requested_at__isnull=True,
+                               enqueued_at__isnull=False, config__nnodes__gt=1)
+            .filter(Q(retry_at__isnull=True) | Q(retry_at__lte=now)).exclude(dispatch_id="")
+            .order_by("created_at", "pk"))
+    if before is not None:
+        runs = runs.filter(Q(created_at__lt=before.created_at) | Q(created_at=before.created_at, pk__lt=before.pk))
+    return list(runs.values_list("pk", flat=True))
+
+
+@transaction.atomic
+def run_node_take(*, queue: str, machine: str, worker: str, host: str, port: int | None = None,
+                  prefer: tuple[int, int] | None = None, instead_of: tuple[int, int] | None = None):
+    """A node task, holding a free worker slot on ``queue``, claims a node of the OLDEST run there whose gang is
+    forming and still lacks a node this worker (``machine``) may take (two nodes of a run never share a worker):
+    whichever run's message it carried, so a slot always goes to the oldest waiting gang and two half-formed
+    gangs cannot hold each other's slots (the messages of a run's nodes are interchangeable: each run sends one
+    per node, and a run's message that served another is made up for by that one's). ``prefer``: (run, node
+    rank) to take when that run is the one (its own). ``instead_of``: (run, node rank) this slot holds now, given
+    up in the same transaction when a run older than it lacks a node (only older ones are looked at then).
+
+    Returns (run id, dispatch, node rank) claimed, or why nothing was: "blocked" (a run lacks a node, but this
+    worker holds one of it already: another worker must take it) or "idle" (no run lacks one)."""
+    held = Run.objects.filter(pk=instead_of[0]).first() if instead_of else None
+    if instead_of and held is None:
+        return "idle"
+    blocked = False
+    stale = timezone.now() - timedelta(seconds=settings.SEEDBED_LOST_AFTER_S)
+    for run_id in _gangs_forming(queue, before=held):
+        run = _locked(run_id)
+        if run.status != RunStatus.QUEUED or run.kill_requested_at is not None or not run.dispatch_id:
+            continue
+        RunNode.objects.filter(run=run).exclude(dispatch=run.dispatch_id).delete()
+        RunNode.objects.filter(run=run, heartbeat_at__lt=stale).delete()
+        claims = list(RunNode.objects.filter(run=run).values_list("node_rank", "machine"))
+        free = sorted(set(range(run_nnodes(run))) - {rank for rank, _ in claims})
+        if not free:
+            continue
+        if any(other == machine for _, other in claims):
+            blocked = True
+            continue
+        rank = prefer[1] if prefer and prefer[0] == run.pk and prefer[1] in free else free[0]
+        if instead_of:
+            RunNode.objects.filter(run_id=instead_of[0], node_rank=instead_of[1], worker=worker).delete()
+        RunNode.objects.create(run=run, node_rank=rank, dispatch=run.dispatch_id, worker=worker, machine=machine,
+                               host=host, port=port if rank == 0 else None, heartbeat_at=timezone.now())
+        return run.pk, run.dispatch_id, rank
+    return "blocked" if blocked else "idle"
 
 
 def run_node_gang(*, run_id: int, dispatch: str, node_rank: int, worker: str) -> str:
