@@ -146,6 +146,20 @@ def test_values_cross_as_they_left(code_v):
     assert result.score == 1.0, result.details
 
 
+def test_tests_may_lean_on_the_programs_imports(code_v):
+    """Tests written for one shared namespace use the program's ``import math``: the test process imports its
+    own copy of the module (never the program's object, which could have been patched)."""
+    prog = fenced("""
+        import math
+        import os.path as osp
+        math.pi = 3.0  # patched in the program's process only
+        def area(r):
+            return 3.141592653589793 * r * r
+    """)
+    result = code_v(prog, {"tests": "assert abs(area(1) - math.pi) < 1e-9\nassert osp.join('a', 'b') == 'a/b' and area(0) == 0"})
+    assert result.score == 1.0, result.details
+
+
 def test_the_programs_exceptions_reach_the_tests_but_a_broken_channel_is_no_exception_a_test_expects(code_v):
     prog = fenced("""
         def f(x):
