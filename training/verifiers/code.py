@@ -19,7 +19,8 @@ fails that check with its reason. Test code is member-controlled (a dataset's), 
 
 In the test process the tests run in their own namespace: ``setup_code`` first (its helpers are the
 dataset's, not the program's: HumanEval/38's ``encode_cyclic`` stays the prompt's), then the names the
-tests use that neither they, the set-up nor the builtins define are looked up in the program process.
+tests use that neither they, the set-up nor the builtins define are looked up in the program process (a
+module it imported is the test process's own import of that module).
 Builtins come first, so a program's ``abs = ...`` never reaches the tests; ``entry_point`` and the set-up's
 stub functions (a body of only a docstring, ``pass`` or ``...``, which the program is to write) are always
 the program's. Values cross in a tagged JSON (``sandbox_server._to_wire``): tuples, sets, frozensets,

@@ -424,8 +424,9 @@ def _proxy(link: _ProgramLink, name: str):
 
 class _TestGlobals(dict):
     """The tests' namespace. A name neither the tests nor the set-up code defines, and no builtin, is looked up
-    in the program process: a function there becomes a proxy, plain data comes back as a copy. Builtins come
-    first, so a program's ``abs = ...`` or ``isinstance = ...`` never reaches the tests."""
+    in the program process: a function there becomes a proxy, plain data comes back as a copy, a module is
+    the test process's own import of it. Builtins come first, so a program's ``abs = ...`` or ``isinstance =
+    ...`` never reaches the tests."""
 
     def __init__(self, link: _ProgramLink, builtins_module):
         super().__init__(__name__="__main__", __builtins__=builtins_module)
