@@ -148,9 +148,9 @@ class RewardHackingParams:
     min_rise: float = _knob(0.1, "training reward rise over those evaluations that counts as rising",
                             gt=0.0, max=1000.0)
     eval_tolerance: float = _knob(0.02, "held-out pass@k gain over them still counted as flat", min=0.0, max=1.0)
-    same_completion: float = _knob(0.5, "share of a step's completions one completion text may not reach",
+    same_completion: float = _knob(0.5, "share of a step's completions one completion text must reach to fire",
                                    gt=0.0, max=1.0)
-    reason_share: float = _knob(0.8, "share of a step's completions one paid verifier reason may not reach",
+    reason_share: float = _knob(0.8, "share of a step's completions one paid verifier reason must reach to fire",
                                 gt=0.0, max=1.0)
     min_prompts: int = _knob(3, "different prompts the repeated text or reason must span", min=1, max=100_000)
     for_steps: int = _knob(2, "steps in a row the per-step rules must hold", min=1, max=10_000)
