@@ -536,3 +536,15 @@ def test_program_can_use_its_tmpdir_under_a_strict_umask():
     finally:
         os.umask(old)
     assert result.score == 1.0, result.details
+
+
+@pytest.mark.skipif(not probe_bwrap()["works"], reason="the private /tmp is bubblewrap's")
+def test_memory_mb_is_shared_by_the_programs_address_space_and_files():
+    v = get_verifier("code", timeout_s=2, memory_mb=64, cache_size=0, processes=1)
+    program = fenced("""
+        import resource
+        def limit():
+            return resource.getrlimit(resource.RLIMIT_AS)[0] // 2 ** 20
+    """)
+    result = v(program, {"tests": "assert limit() == 48"})  # 64 MB = 48 MB of address space + a 16 MB /tmp
+    assert result.score == 1.0, result.details

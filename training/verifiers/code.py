@@ -38,9 +38,11 @@ and one that fails fails the completion. So a program that defines nothing passe
 B`` reports both sides; other asserts report their truth value (evaluated in the test process on plain
 data). In IO mode only the inputs go in.
 
-Memory: each process has ``memory_mb`` of address space, and the files a run writes live in the sandbox's
-private /tmp, a tmpfs of ``memory_mb // 4`` MB (bubblewrap's ``--size``): a run that fills it fails with
-"/tmp full". All of a completion's tests run in one execution; results are cached by the hash of (the code
+Memory: all of the program's counts towards ``memory_mb``: the files a run writes live in the sandbox's
+private /tmp, a tmpfs of ``memory_mb // 4`` MB (bubblewrap's ``--size``; a run that fills it fails with
+"/tmp full"), and the program process's address space gets the rest (RLIMIT_AS). The test process has an
+address space of ``memory_mb`` of its own. Without bubblewrap there is no private /tmp: files are bounded
+only one by one (RLIMIT_FSIZE, ``max_output_kb``) and the address space is the whole ``memory_mb``. All of a completion's tests run in one execution; results are cached by the hash of (the code
 run, tests, limits).
 """
 from __future__ import annotations

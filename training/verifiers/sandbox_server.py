@@ -566,7 +566,10 @@ class Server:
                 os.dup2(fd, target)
             os.closerange(max(fds) + 1, 65536)
             cpu = int(req["timeout_s"]) + 1
-            mem = int(req["memory_mb"]) * 1024 * 1024
+            # The program's memory_mb is shared between its address space and the files it may write in the
+            # private /tmp (a tmpfs of tmp_mb): together they stay within memory_mb.
+            mem_mb = int(req["memory_mb"]) - (self.tmp_mb if role == "program" else 0)
+            mem = mem_mb * 1024 * 1024
             for limit, value in ((resource.RLIMIT_CPU, (cpu, cpu + 1)), (resource.RLIMIT_AS, (mem, mem)),
                                  (resource.RLIMIT_NPROC, (req["max_processes"],) * 2),
                                  (resource.RLIMIT_FSIZE, (req["max_output_kb"] * 1024,) * 2),
