@@ -44,3 +44,16 @@ def test_a_worker_reports_its_capacity_and_launches_are_capped_by_it(worker_env)
     finally:
         worker.stop()
     assert not WorkerCapacity.objects.filter(worker=row.worker).exists()  # gone with its worker
+
+
+def test_the_session_workers_report_and_the_cpu_queue_is_capped_by_them(celery_worker):
+    prefix = celery_worker.name.split("@")[0] + "@"
+    row = wait_for(lambda: WorkerCapacity.objects.filter(worker__startswith=prefix).first(), timeout=60,
+                   what="the cpu worker's capacity report")
+    assert (row.queues, row.slots, row.cores) == (["cpu"], 2, len(os.sched_getaffinity(0)))
+    maintenance = celery_worker.maintenance.name.split("@")[0] + "@"
+    assert not WorkerCapacity.objects.filter(worker__startswith=maintenance).exists()  # it trains nothing
+    with pytest.raises(FieldErrors) as exc:
+        services.run_create(config=tiny_config(nnodes=2, strategy="ddp"))
+    assert exc.value.errors == {"nnodes": "at most 1 on queue cpu (1 worker reports for it, and two nodes never "
+                                          "share a worker); got 2"}
