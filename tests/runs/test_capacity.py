@@ -117,6 +117,23 @@ def test_with_no_worker_reporting_this_host_stands_in_and_nothing_is_refused_for
                                                           "of queue cpu has reported")
 
 
+def test_with_no_worker_reporting_the_operators_settings_alone_decide(api, config, settings):
+    """This host may be a small web server in front of large workers: the operator's caps, where set, are the
+    caps until a worker reports."""
+    here = len(os.sched_getaffinity(0))
+    settings.SEEDBED_MAX_RANKS_PER_NODE, settings.SEEDBED_MAX_NODES = here + 1, 12
+    response = api.post("/runs", {"config": {**config, **ranks(here + 1, prompts_per_step=4 * (here + 1))}})
+    assert response.status_code == 201, response.content
+    errors = api.post("/runs", {"config": {**config, **ranks(here + 2, prompts_per_step=4 * (here + 2)),
+                                           "nnodes": 13, "prompts_per_step": 4 * 13 * (here + 2)}}).json()["errors"]
+    assert errors == {"nproc_per_node": f"at most {here + 1} on queue cpu (the operator's SEEDBED_MAX_RANKS_PER_NODE); "
+                                        f"got {here + 2}",
+                      "nnodes": "at most 12 on queue cpu (the operator's SEEDBED_MAX_NODES); got 13"}
+    report("small", cores=1)  # once a worker reports, what it has bounds the setting
+    errors = api.post("/runs", {"config": {**config, **ranks(2)}}).json()["errors"]
+    assert errors == {"nproc_per_node": "at most 1 on queue cpu (its largest worker has 1 core); got 2"}
+
+
 def test_the_operators_settings_lower_the_caps(api, config, settings):
     report("big", cores=64, memory_mb=512 * GB, slots=8)
     report("big2", cores=64, memory_mb=512 * GB, slots=8)

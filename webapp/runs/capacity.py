@@ -6,9 +6,9 @@ For the run's queue, the largest worker reporting lately bounds ``nproc_per_node
 GPU run), the code sandbox (``processes`` at most its cores; ranks × processes × (``memory_mb`` and the
 program's /tmp, a quarter of it) at most its memory) and ``nnodes`` (how many workers report for the queue: two nodes never share a worker). The operator
 lowers them with SEEDBED_MAX_RANKS_PER_NODE, SEEDBED_MAX_SANDBOX_PROCS, SEEDBED_MAX_SANDBOX_MB and
-SEEDBED_MAX_NODES. With no worker reporting for the queue (workers down, or not started yet), this host's cores
-and memory stand in and ``nnodes`` is at most ``NODES_WITHOUT_REPORTS``: a launch is never refused only because
-no worker has reported.
+SEEDBED_MAX_NODES. With no worker reporting for the queue (workers down, or not started yet), those settings
+alone decide where set, else this host's cores and memory stand in and ``nnodes`` is at most
+``NODES_WITHOUT_REPORTS``: a launch is never refused only because no worker has reported.
 """
 from __future__ import annotations
 
@@ -71,9 +71,11 @@ def queue_capacity(queue: str) -> QueueCapacity:
                          max(r.gpus for r in rows))
 
 
-def _lowest(measured: int, operator: int | None, name: str) -> tuple[int, str | None]:
-    """The cap and, when the operator's setting is the lower, its name."""
-    if operator is not None and operator < measured:
+def _lowest(measured: int, operator: int | None, name: str, *, reported: bool = True) -> tuple[int, str | None]:
+    """The cap and, when the operator's setting decides it, its name: the lower of the two; with no worker
+    reporting (``reported`` False), the operator's setting alone when there is one (it knows its workers; this
+    host may be a small web server)."""
+    if operator is not None and (operator < measured or not reported):
         return max(operator, 1 if name != "SEEDBED_MAX_SANDBOX_MB" else 0), name
     return measured, None
 
@@ -97,13 +99,14 @@ def cap_errors(cfg: TrainConfig, *, queue: str) -> dict[str, str]:
     # ranks per node: one per GPU for a GPU run on a worker that has GPUs, else one per core
     on_gpus = cfg.device == "cuda" or cfg.rollout_engine == "vllm" or (cfg.device == "auto" and cap.gpus > 0)
     slots, unit = (cap.gpus, "GPU") if on_gpus and cap.gpus else (cap.cores, "core")
-    limit, setting = _lowest(slots, settings.SEEDBED_MAX_RANKS_PER_NODE, "SEEDBED_MAX_RANKS_PER_NODE")
+    limit, setting = _lowest(slots, settings.SEEDBED_MAX_RANKS_PER_NODE, "SEEDBED_MAX_RANKS_PER_NODE",
+                             reported=bool(cap.workers))
     if cfg.nproc_per_node > limit:
         why = f"the operator's {setting}" if setting else cap.has(f"{slots} {unit}{'s' if slots != 1 else ''}")
         errors["nproc_per_node"] = f"at most {limit} on queue {queue} ({why}); got {cfg.nproc_per_node}"
     # nodes: one worker each
     workers = cap.workers or NODES_WITHOUT_REPORTS
-    limit, setting = _lowest(workers, settings.SEEDBED_MAX_NODES, "SEEDBED_MAX_NODES")
+    limit, setting = _lowest(workers, settings.SEEDBED_MAX_NODES, "SEEDBED_MAX_NODES", reported=bool(cap.workers))
     if cfg.nnodes > limit:
         if setting:
             why = f"the operator's {setting}"
@@ -115,8 +118,10 @@ def cap_errors(cfg: TrainConfig, *, queue: str) -> dict[str, str]:
         errors["nnodes"] = f"at most {limit} on queue {queue} ({why}); got {cfg.nnodes}"
     # the code sandbox: each rank starts its own servers (one per core of its worker unless ``processes`` says)
     defaults = CodeVerifier.__init__.__kwdefaults__
-    procs_limit, procs_setting = _lowest(cap.cores, settings.SEEDBED_MAX_SANDBOX_PROCS, "SEEDBED_MAX_SANDBOX_PROCS")
-    mb_limit, mb_setting = _lowest(cap.memory_mb, settings.SEEDBED_MAX_SANDBOX_MB, "SEEDBED_MAX_SANDBOX_MB")
+    procs_limit, procs_setting = _lowest(cap.cores, settings.SEEDBED_MAX_SANDBOX_PROCS, "SEEDBED_MAX_SANDBOX_PROCS",
+                                         reported=bool(cap.workers))
+    mb_limit, mb_setting = _lowest(cap.memory_mb, settings.SEEDBED_MAX_SANDBOX_MB, "SEEDBED_MAX_SANDBOX_MB",
+                                   reported=bool(cap.workers))
     total, parts = 0, []
     for index, params in _code_rewards(cfg):
         processes = params.get("processes") or defaults["processes"]
