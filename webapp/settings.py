@@ -278,7 +278,7 @@ SEEDBED_GANG_TIMEOUT_S = float(os.environ.get("SEEDBED_GANG_TIMEOUT_S", "60"))
 SEEDBED_QUEUES = ("cpu", "gpu")
 # Caps on what one config may ask of a worker (webapp.runs.capacity): at most what the largest worker reporting
 # for the run's queue has (cores or GPUs, memory, how many workers), lowered by these when set (unset: no cap of
-# the operator's; with no worker reporting, this host's cores and memory, and at most 8 nodes)
+# the operator's; while no worker reports, these alone where set, else this host's cores and memory, and 8 nodes)
 SEEDBED_MAX_RANKS_PER_NODE = int(os.environ["SEEDBED_MAX_RANKS_PER_NODE"]) if os.environ.get("SEEDBED_MAX_RANKS_PER_NODE") else None
 SEEDBED_MAX_NODES = int(os.environ["SEEDBED_MAX_NODES"]) if os.environ.get("SEEDBED_MAX_NODES") else None
 SEEDBED_MAX_SANDBOX_PROCS = int(os.environ["SEEDBED_MAX_SANDBOX_PROCS"]) if os.environ.get("SEEDBED_MAX_SANDBOX_PROCS") else None
