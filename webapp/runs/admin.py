@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Checkpoint, MetricPoint, MetricRollup, Run, RunNode, Sample
+from .models import Checkpoint, MetricPoint, MetricRollup, Run, RunNode, Sample, WorkerCapacity
 
 
 @admin.register(Run)
@@ -20,6 +20,18 @@ class RunNodeAdmin(admin.ModelAdmin):
     """Read-only: a multi-node run's gang, as its node tasks claim and report (workers.tasks.train_node)."""
     list_display = ("run", "node_rank", "machine", "host", "port", "pid", "started_at", "heartbeat_at", "outcome")
     raw_id_fields = ("run",)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(WorkerCapacity)
+class WorkerCapacityAdmin(admin.ModelAdmin):
+    """Read-only: what each training worker reports it has (workers.capacity), which caps launched configs."""
+    list_display = ("worker", "queues", "slots", "cores", "memory_mb", "gpus", "updated_at")
 
     def has_add_permission(self, request):
         return False
