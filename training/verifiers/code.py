@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import hashlib
 import json
 import re
@@ -231,6 +232,13 @@ def plan_tests(tests: str, setup_code: str | None = None,
     return steps, checks
 
 
+@functools.lru_cache(maxsize=4096)
+def _planned_tests(tests: str, setup_code: str | None, entry_point: str | None) -> tuple[list, list, list]:
+    """:func:`plan_tests` and :func:`setup_stubs`, once per example: a group's completions share it (read only)."""
+    steps, checks = plan_tests(tests, setup_code, entry_point)
+    return steps, checks, setup_stubs(setup_code)
+
+
 def plan_io(example: dict) -> tuple[list[dict], list[tuple[int, Check]]]:
     """Call mode: one call per input; the outputs stay here."""
     entry, inputs, outputs = example.get("entry_point"), example.get("inputs"), example.get("outputs")
@@ -328,9 +336,9 @@ class CodeVerifier:
             entry = example.get("entry_point")
             if entry is not None and not (isinstance(entry, str) and entry.isidentifier()):
                 raise VerifierError(f"code: example field 'entry_point' must be a function name; got {entry!r}")
-            steps, checks = plan_tests(example["tests"], setup, entry)
+            steps, checks, stubs = _planned_tests(example["tests"], setup, entry)
             return steps, checks, {"setup": setup or "", "entry_point": entry,
-                                   "program_names": setup_stubs(setup) + ([entry] if entry else [])}
+                                   "program_names": stubs + ([entry] if entry else [])}
         if "entry_point" in example:
             steps, checks = plan_io(example)
             entry = example["entry_point"]

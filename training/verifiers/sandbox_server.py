@@ -136,12 +136,23 @@ def _prctl(option: int, arg: int = 0, arg3: int = 0) -> None:
         raise OSError(err, f"prctl({option}) failed: {os.strerror(err)}")
 
 
+class SeccompFilter:
+    """A filter program made ready once (the server forks two children a run: each only attaches it)."""
+
+    def __init__(self, program: bytes):
+        self._buf = ctypes.create_string_buffer(program, len(program))
+        self._fprog = _SockFprog(len(program) // 8, ctypes.addressof(self._buf))
+        self.address = ctypes.addressof(self._fprog)
+
+    def install(self) -> None:
+        """no_new_privs, then the filter. Irreversible for this process and its descendants."""
+        _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+        _prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, self.address)
+
+
 def install_seccomp(program: bytes) -> None:
     """no_new_privs, then the filter. Irreversible for this process and its descendants."""
-    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
-    buf = ctypes.create_string_buffer(program, len(program))
-    fprog = _SockFprog(len(program) // 8, ctypes.addressof(buf))
-    _prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+    SeccompFilter(program).install()
 
 
 # ---- values that cross between the sandboxed processes -----------------------------------------------
@@ -521,6 +532,10 @@ class Server:
             os.makedirs(self.base, exist_ok=True)
             os.chmod(self.base, 0o711)  # whatever the umask (workers run with 077): runs' paths must be traversable
         self.layers["seccomp"] = self._probe_seccomp()
+        self._filter = SeccompFilter(self.seccomp) if self.layers["seccomp"] else None
+        # The children's fresh streams on fds 0-2, made once here: each forked child gets its own copy (the
+        # server never uses them, so their buffers are empty when a child starts).
+        self._streams = (open(0, "r", closefd=False), open(1, "w", closefd=False), open(2, "w", closefd=False))
 
     def _probe_seccomp(self) -> bool:
         """Fork, install the filter, check that an AF_INET socket and ptrace are refused."""
@@ -584,14 +599,11 @@ class Server:
             # Not dumpable: no process of the same uid (the other one of this run) may open its /proc/<pid>/mem,
             # fd or environ entries; ptrace and process_vm_* are refused by the seccomp filter besides.
             _prctl(_PR_SET_DUMPABLE, 0)
-            if self.layers["seccomp"]:
-                install_seccomp(self.seccomp)
+            if self._filter is not None:
+                self._filter.install()
             os.environ.clear()
             os.environ.update({"PATH": "/usr/bin:/bin", "HOME": run_dir, "LANG": "C.UTF-8", "TMPDIR": run_dir})
-            sys.stdin = sys.stdout = sys.stderr = None  # fresh streams on fds 0-2
-            sys.stdout = open(1, "w", closefd=False)
-            sys.stderr = open(2, "w", closefd=False)
-            sys.stdin = open(0, "r", closefd=False)
+            sys.stdin, sys.stdout, sys.stderr = self._streams  # fresh streams on fds 0-2
             sys.argv = ["<program>"]
             sys.setrecursionlimit(10000)
         except BaseException:
