@@ -183,6 +183,16 @@ def test_code_trick_scores_zero_with_its_reason(code_judge, name):
     assert result.details["first_failure"], result.details
 
 
+def test_code_a_program_that_defines_nothing_meets_no_expected_exception(code_judge):
+    """Tests that expect the program to raise (``except Exception``) are not met by a name it never defined,
+    by a value that cannot cross, or by a process that ended."""
+    tests = {"tests": "try:\n    f(-1)\n    raise AssertionError('no error')\nexcept Exception:\n    pass"}
+    for program in ("x = 1", "def f(x):\n    return object()", "import os\ndef f(x):\n    os._exit(1)"):
+        result = code_judge(f"```python\n{program}\n```", tests)
+        assert result.score == 0.0 and result.details["first_failure"], (program, result.details)
+    assert code_judge("```python\ndef f(x):\n    raise ValueError(x)\n```", tests).score == 1.0
+
+
 def test_code_tests_accept_the_real_solution(code_judge):
     """The same tests pass a correct program: the tricks above score 0 for what they are, not for the form."""
     result = code_judge("```python\ndef f(x):\n    return x * x\n```", CODE_TESTS)

@@ -320,7 +320,7 @@ def _program_harness(req: dict, request_fd: int, reply_fd: int) -> None:
 
 class ProgramFault(BaseException):
     """The program process could not give a plain-data answer (it ended, sent something malformed or a value
-    that is not plain data). A BaseException, so that a test's ``except Exception`` never takes it for an
+    that is not plain data, or has no such name). A BaseException, so that a test's ``except Exception`` never takes it for an
     error the test expected."""
 
 
@@ -419,7 +419,7 @@ class _ProgramLink:
             raise ProgramFault(f"the tests passed {name}() an argument that is not plain data ({exc})") from None
         reply = self.ask(request)
         if set(reply) == {"n", "missing"}:
-            raise NameError(f"name {name!r} is not defined by the program")
+            raise ProgramFault(f"name {name!r} is not defined by the program")
         if set(reply) == {"n", "error", "type"} and type(reply["error"]) is str:
             raise _exception_for(reply["type"], reply["error"][:400])
         return self.value(reply)
@@ -448,7 +448,8 @@ class _TestGlobals(dict):
             raise KeyError(name)
         reply = self._link.ask({"op": "get", "name": name})
         if set(reply) == {"n", "missing"}:
-            raise KeyError(name)  # the interpreter turns it into NameError
+            # not NameError: a test's ``except Exception`` (expecting the program to raise) must not take it
+            raise ProgramFault(f"name {name!r} is not defined by the program")
         if set(reply) == {"n", "callable"} and reply["callable"] is True:
             proxy = _proxy(self._link, name)
             self[name] = proxy
