@@ -97,7 +97,7 @@ def probe_bwrap() -> dict:
     with _PROBE_LOCK:
         if not _PROBE:
             python, prefix = _python_paths()
-            cmd = bwrap_command(python, prefix)
+            cmd = bwrap_command(python, prefix, tmp_mb=16)  # --size too: bubblewrap < 0.5 lacks it
             if cmd is None:
                 _PROBE.update(works=False, why="bwrap is not installed")
             else:
