@@ -355,6 +355,7 @@ class _ProgramLink:
         self.buf = bytearray()
         self.count = 0
         self.broken = ""
+        self.greeted: str | None = None  # "" once the program ran to its end, else why not; None: not read yet
 
     def _receive(self) -> dict:
         try:
@@ -373,7 +374,12 @@ class _ProgramLink:
             raise ProgramFault(self.broken) from None
 
     def greeting(self) -> str:
-        """"" once the program ran to its end, else why not."""
+        """"" once the program ran to its end, else why not (read once: the program's first line)."""
+        if self.greeted is None:
+            self.greeted = self._greeting()
+        return self.greeted
+
+    def _greeting(self) -> str:
         try:
             hello = self._receive()
         except ProgramFault as exc:
@@ -381,13 +387,14 @@ class _ProgramLink:
         if hello == {"program_ok": True}:
             return ""
         if set(hello) == {"program_error"} and type(hello["program_error"]) is str:
-            return f"program raised {hello['program_error'][:300]}"
+            self.broken = f"program raised {hello['program_error'][:300]}"
+            return self.broken
         self.broken = "the program process sent a malformed greeting"
         return self.broken
 
     def ask(self, request: dict) -> dict:
-        if self.broken:
-            raise ProgramFault(self.broken)
+        if self.greeting() or self.broken:  # (set-up code may ask before the steps do)
+            raise ProgramFault(self.broken or self.greeting())
         self.count += 1
         request["n"] = self.count
         try:
