@@ -3,8 +3,8 @@ workers.capacity), checked where the web app validates a config before launch (s
 other ranks, a sweep's grid) beside the schema's own checks (training/ knows nothing of workers).
 
 For the run's queue, the largest worker reporting lately bounds ``nproc_per_node`` (its cores, or its GPUs for a
-GPU run), the code sandbox (``processes`` at most its cores; ranks × processes × (``memory_mb`` and the
-program's /tmp, a quarter of it) at most its memory) and ``nnodes`` (how many workers report for the queue: two nodes never share a worker). The operator
+GPU run), the code sandbox (``processes`` at most its cores; ranks × processes × ``memory_mb``, which bounds
+all of a program's memory, its /tmp included, at most its memory) and ``nnodes`` (how many workers report for the queue: two nodes never share a worker). The operator
 lowers them with SEEDBED_MAX_RANKS_PER_NODE, SEEDBED_MAX_SANDBOX_PROCS, SEEDBED_MAX_SANDBOX_MB and
 SEEDBED_MAX_NODES. With no worker reporting for the queue (workers down, or not started yet), those settings
 alone decide where set, else this host's cores and memory stand in and ``nnodes`` is at most
@@ -132,14 +132,13 @@ def cap_errors(cfg: TrainConfig, *, queue: str) -> dict[str, str]:
                                  f"got {processes}")
             return errors
         processes = int(processes) if processes is not None else cap.cores
-        each = memory + memory // 4  # a program's memory, and its private /tmp (memory-backed: a quarter of it)
-        total += cfg.nproc_per_node * processes * each
+        total += cfg.nproc_per_node * processes * memory  # (memory_mb bounds all of a program's: its /tmp too)
         parts.append(f"{cfg.nproc_per_node} rank{'s' if cfg.nproc_per_node != 1 else ''} × {processes} "
-                     f"process{'es' if processes != 1 else ''} × {each:,} MB")
+                     f"process{'es' if processes != 1 else ''} × {memory:,} MB")
     if total > mb_limit:
         why = f"the operator's {mb_setting}" if mb_setting else cap.has(f"{cap.memory_mb:,} MB of memory")
-        errors["rewards"] = (f"the code sandbox may take {' + '.join(parts)} (memory_mb and its /tmp) = {total:,} MB; "
-                             f"at most {mb_limit:,} MB on queue {queue} ({why}): lower processes or memory_mb")
+        errors["rewards"] = (f"the code sandbox may take {' + '.join(parts)} (memory_mb) = {total:,} MB; at most "
+                             f"{mb_limit:,} MB on queue {queue} ({why}): lower processes or memory_mb")
     return errors
 
 
