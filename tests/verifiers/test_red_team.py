@@ -193,6 +193,25 @@ def test_code_a_program_that_defines_nothing_meets_no_expected_exception(code_ju
     assert code_judge("```python\ndef f(x):\n    raise ValueError(x)\n```", tests).score == 1.0
 
 
+def test_code_a_check_that_never_reaches_the_program_is_no_pass(code_judge):
+    """A statement that names the program but never asks it anything (a short-circuit, a helper never called)
+    passes for no program: it cannot tell one from another."""
+    tests = {"entry_point": "f", "tests": textwrap.dedent("""
+        assert f(1) == 2
+        assert callable(f)
+        assert True or f(1)
+        def helper():
+            return f(1)
+        assert helper is not None
+        assert helper() == 2
+    """)}
+    nothing = code_judge("```python\nx = 1\n```", tests)
+    assert nothing.score == 0.0 and nothing.details["passed"] == 0, nothing.details
+    right = code_judge("```python\ndef f(x):\n    return x + 1\n```", tests)
+    assert right.details["passed"] == 3 and right.details["total"] == 5, right.details
+    assert right.details["first_failure"] == "assert True or f(1): the test never reached the program"
+
+
 def test_code_tests_accept_the_real_solution(code_judge):
     """The same tests pass a correct program: the tricks above score 0 for what they are, not for the form."""
     result = code_judge("```python\ndef f(x):\n    return x * x\n```", CODE_TESTS)

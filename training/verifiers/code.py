@@ -33,7 +33,9 @@ the test process under their builtin class (``except ValueError`` in a test work
 Which statements are checks: an assert, or any other statement that is not an assignment, import or
 definition, that uses a name the program provides (or a name the tests computed from one). Other
 statements (``import math``, ``x = [1, 2]``, ``assert True``) are set-up: they run, they are not counted,
-and one that fails fails the completion. So a program that defines nothing passes no check. Every top-level
+and one that fails fails the completion. A check that names the program itself must also reach it (the test
+process reports, per step, whether the program answered anything): ``assert True or f(1)`` or ``assert
+helper is not None`` pass for no program. So a program that defines nothing passes no check. Every top-level
 ``assert A == <literal>`` reports A's value and is compared here with the literal kept here; ``assert A ==
 B`` reports both sides; other asserts report their truth value (evaluated in the test process on plain
 data). In IO mode only the inputs go in.
@@ -99,6 +101,7 @@ class Check:
     other_step: int = -1      # equal_steps: the step holding the right-hand side
     negate: bool = False      # for ``!=``
     tuples_as_lists: bool = False  # IO mode: JSON outputs have no tuples
+    needs_reach: bool = True  # it names the program (or a test helper that does): it must reach it to pass
 
 
 def _literal(node: ast.AST):
@@ -186,12 +189,15 @@ def plan_tests(tests: str, setup_code: str | None = None,
     # Names the tests compute from the program's (``x = f(1)``, a helper calling ``f``): a fixpoint over
     # the statements, since a helper may be defined before what it uses.
     dependent: set[str] = set()
+    dependent_defs: set[str] = set()  # test functions and classes that use the program: calling one reaches it
     changed = True
     while changed:
         changed = False
         for stmt in tree.body:
             if any(from_program(n) or n in dependent for n in _loaded_names(stmt)):
                 new = _bound_names(stmt) - dependent
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    dependent_defs.add(stmt.name)
                 if new:
                     dependent |= new
                     changed = True
@@ -200,11 +206,16 @@ def plan_tests(tests: str, setup_code: str | None = None,
     checks: list[tuple[int, Check]] = []
     for stmt in tree.body:
         source = ast.unparse(stmt)
-        uses_program = any(from_program(n) or n in dependent for n in _loaded_names(stmt))
+        loaded = _loaded_names(stmt)
+        uses_program = any(from_program(n) or n in dependent for n in loaded)
         if isinstance(stmt, _DEFINITIONS) or not uses_program:
             steps.append({"kind": "exec", "src": source})
             checks.append((len(steps) - 1, Check("setup", source)))
             continue
+        # A check on values the tests computed before (``x = f(1)`` then ``assert x == 2``) reached the program
+        # in that earlier statement; one that names the program itself must reach it now (``assert True or
+        # f(1)`` checks nothing of it).
+        reach = any(from_program(n) or n in dependent_defs for n in loaded)
         test = stmt.test if isinstance(stmt, ast.Assert) else None
         if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
             negate = isinstance(test.ops[0], ast.NotEq)
@@ -214,18 +225,19 @@ def plan_tests(tests: str, setup_code: str | None = None,
             if right_is_literal or left_is_literal:
                 computed, expected = (left, right_value) if right_is_literal else (right, left_value)
                 steps.append({"kind": "eval", "src": ast.unparse(computed)})
-                checks.append((len(steps) - 1, Check("equal", source, expected=expected, negate=negate)))
+                checks.append((len(steps) - 1, Check("equal", source, expected=expected, negate=negate,
+                                                     needs_reach=reach)))
             else:
                 steps.append({"kind": "eval", "src": ast.unparse(left)})
                 steps.append({"kind": "eval", "src": ast.unparse(right)})
                 checks.append((len(steps) - 2, Check("equal_steps", source, other_step=len(steps) - 1,
-                                                     negate=negate)))
+                                                     negate=negate, needs_reach=reach)))
         elif test is not None:
             steps.append({"kind": "eval", "src": f"True if ({ast.unparse(test)}) else False"})
-            checks.append((len(steps) - 1, Check("true", source)))
+            checks.append((len(steps) - 1, Check("true", source, needs_reach=reach)))
         else:
             steps.append({"kind": "exec", "src": source})
-            checks.append((len(steps) - 1, Check("ok", source)))
+            checks.append((len(steps) - 1, Check("ok", source, needs_reach=reach)))
     if not any(check.kind != "setup" for _, check in checks):
         raise VerifierError("code: the example's tests check nothing of the program's (no statement uses a "
                             "name the program defines)")
@@ -275,7 +287,8 @@ def parse_reports(text: str, n_steps: int) -> tuple[str, list[dict]]:
         return "report stream malformed (program line)", []
     steps = records[2:]
     for i, rec in enumerate(steps):
-        if not isinstance(rec, dict) or rec.get("i") != i or not (set(rec) in ({"i", "value"}, {"i", "error"})):
+        if not isinstance(rec, dict) or rec.get("i") != i or set(rec) not in (
+                {"i", "value", "used"}, {"i", "error", "used"}) or not isinstance(rec["used"], bool):
             return f"report stream malformed (entry {i})", []
     if len(steps) > n_steps:
         return "report stream malformed (extra entries)", []
@@ -446,7 +459,11 @@ class CodeVerifier:
             other = from_wire(reports[check.other_step]["value"]) if check.kind == "equal_steps" else None
         except (ValueError, TypeError, KeyError, RecursionError):
             return "malformed value in report"
-        if check.kind in ("ok", "setup"):
+        if check.kind == "setup":
+            return ""
+        if check.needs_reach and not any(reports[j]["used"] for j in needed):
+            return "the test never reached the program"
+        if check.kind == "ok":
             return ""
         if check.kind == "true":
             return "" if value is True else "assertion false"

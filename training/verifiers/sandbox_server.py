@@ -20,8 +20,9 @@ process_vm_*, namespaces, mount, exec, io_uring, bpf, ...) and a clean environme
 * the program process runs the set-up code and the program, then answers ``get``/``call`` requests from the
   test process, one JSON line each way on a pipe pair (fds 3 and 4): all it ever gives is JSON;
 * the test process runs the set-up code and the steps, reaching the program only through that pipe pair and
-  decoding its answers as plain data (:func:`from_wire`), and writes one JSON report per step on the only
-  pipe to the server (fd 3), which the program process has no way to reach.
+  decoding its answers as plain data (:func:`from_wire`), and writes one JSON report per step (its value or
+  error, and whether it reached the program) on the only pipe to the server (fd 3), which the program
+  process has no way to reach.
 
 The server reads the reports until the test process exits or the wall-clock timeout, then kills both
 groups and every process of the sandbox uid, reaps orphans (it is a child subreaper), notes whether the
@@ -356,6 +357,7 @@ class _ProgramLink:
         self.count = 0
         self.broken = ""
         self.greeted: str | None = None  # "" once the program ran to its end, else why not; None: not read yet
+        self.answers = 0  # the program's answers so far (a value, a function, a result or its exception)
 
     def _receive(self) -> dict:
         try:
@@ -414,9 +416,11 @@ class _ProgramLink:
         if set(reply) != {"n", "value"}:
             raise ProgramFault("the program process sent a malformed answer")
         try:
-            return from_wire(reply["value"])
+            value = from_wire(reply["value"])
         except BaseException as exc:
             raise ProgramFault(f"the program's answer is not plain JSON data ({_describe(exc)[:200]})") from None
+        self.answers += 1
+        return value
 
     def call(self, name: str, args: tuple, kwargs: dict):
         try:
@@ -428,6 +432,7 @@ class _ProgramLink:
         if set(reply) == {"n", "missing"}:
             raise ProgramFault(f"name {name!r} is not defined by the program")
         if set(reply) == {"n", "error", "type"} and type(reply["error"]) is str:
+            self.answers += 1
             raise _exception_for(reply["type"], reply["error"][:400])
         return self.value(reply)
 
@@ -446,20 +451,29 @@ class _TestGlobals(dict):
     the test process's own import of it. Builtins come first, so a program's ``abs = ...`` or ``isinstance =
     ...`` never reaches the tests."""
 
-    def __init__(self, link: _ProgramLink, builtins_module):
+    def __init__(self, link: _ProgramLink, builtins_module, forced: tuple = ()):
         super().__init__(__name__="__main__", __builtins__=builtins_module)
         self._link, self._builtins = link, builtins_module
+        self._forced = frozenset(forced)  # the entry point: the program's even when a builtin has its name
+        # The program's functions, once it confirmed them; kept out of the dict itself, so that every lookup
+        # comes here and counts as reaching the program (``assert callable(f)`` does, ``assert True or f``
+        # does not).
+        self._proxies: dict = {}
 
     def __missing__(self, name):
-        if hasattr(self._builtins, name):
+        proxy = self._proxies.get(name)
+        if proxy is not None:
+            self._link.answers += 1
+            return proxy
+        if name not in self._forced and hasattr(self._builtins, name):
             raise KeyError(name)
         reply = self._link.ask({"op": "get", "name": name})
         if set(reply) == {"n", "missing"}:
             # not NameError: a test's ``except Exception`` (expecting the program to raise) must not take it
             raise ProgramFault(f"name {name!r} is not defined by the program")
         if set(reply) == {"n", "callable"} and reply["callable"] is True:
-            proxy = _proxy(self._link, name)
-            self[name] = proxy
+            self._link.answers += 1
+            proxy = self._proxies[name] = _proxy(self._link, name)
             return proxy
         if set(reply) == {"n", "module"} and type(reply["module"]) is str:
             # A module the program imported (tests that lean on its ``import math``): the test process's own
@@ -486,7 +500,8 @@ def _tests_harness(req: dict, report_fd: int, request_fd: int, reply_fd: int) ->
         _write_all(report_fd, (json.dumps(obj) + "\n").encode())
 
     link = _ProgramLink(request_fd, reply_fd, int(req["max_report_kb"]) * 1024)
-    namespace = _TestGlobals(link, builtins)
+    entry = req.get("entry_point")
+    namespace = _TestGlobals(link, builtins, (entry,) if entry else ())
     emit({"setup_ok": True})
     if req.get("setup"):
         try:
@@ -496,13 +511,12 @@ def _tests_harness(req: dict, report_fd: int, request_fd: int, reply_fd: int) ->
             _finish()
     for name in req.get("program_names", ()):  # the set-up's stubs (and the entry point) are the program's
         namespace.pop(name, None)
-    if req.get("entry_point"):
-        namespace[req["entry_point"]] = _proxy(link, req["entry_point"])
     problem = link.greeting()
     emit({"program_error": problem} if problem else {"program_ok": True})
     if problem:
         _finish()
     for i, step in enumerate(req["steps"]):
+        answers = link.answers
         try:
             if step["kind"] == "exec":
                 exec(compile(step["src"], f"<test {i}>", "exec", dont_inherit=True), namespace)
@@ -511,9 +525,11 @@ def _tests_harness(req: dict, report_fd: int, request_fd: int, reply_fd: int) ->
                 value = eval(compile(step["src"], f"<test {i}>", "eval", dont_inherit=True), namespace)
             else:  # call
                 value = link.call(step["entry"], tuple(step["args"]), {})
-            emit({"i": i, "value": _to_wire(value)})
+            report = {"i": i, "value": _to_wire(value)}
         except BaseException as exc:
-            emit({"i": i, "error": _describe(exc)})
+            report = {"i": i, "error": _describe(exc)}
+        report["used"] = link.answers > answers  # whether the step reached the program at all
+        emit(report)
     _finish()
 
 
