@@ -60,7 +60,8 @@ def test_a_two_node_run_starts_as_a_gang_trains_and_is_killed_from_the_ui(two_wo
     # one worker is busy: the gang cannot form; the free worker's node waits, gives its slot back after the
     # gang timeout and queues itself again; nothing trains meanwhile
     wait_for(lambda: RunNode.objects.filter(run=run).exists(), timeout=30, what="one node claimed")
-    time.sleep(GANG_TIMEOUT_S + 3)
+    wait_for(lambda: "slot given back, node queued again" in "".join(w.log() for w in two_workers),
+             timeout=GANG_TIMEOUT_S + 60, what="the waiting node to give its slot back after the gang timeout")
     run.refresh_from_db()
     assert run.status == RunStatus.QUEUED and not MetricPoint.objects.filter(run=run).exists()
     assert RunNode.objects.filter(run=run).count() <= 1
