@@ -30,6 +30,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "loss_agg": ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"),
     "kl_estimator": ("k1", "k2", "k3"),
     "device": ("auto", "cpu", "cuda"),
+    "precision": ("fp32", "bf16"),
     "chat_template": ("auto", "on", "off"),
     "engine": ("seedbed", "trl", "verl", "command"),  # training.engines.ENGINES
     "strategy": ("none", "ddp", "fsdp"),  # training.ranks.STRATEGIES
@@ -188,6 +189,9 @@ class TrainConfig:
                                     "reason_share (0.8) of them. Per-step rules hold for_steps (2) steps in a row; "
                                     "e.g. {\"action\": \"warn\", \"rules\": [\"eval_trend\"], \"min_rise\": 0.2}.")
     device: str = _f("auto", "auto, cpu or cuda.")
+    precision: str = _f("fp32", "Compute precision: fp32, or bf16 (mixed precision: sampling and the training "
+                        "forward run under bfloat16 autocast; weights, gradients and optimizer state stay float32). "
+                        "A GPU gains speed and memory from bf16; a CPU runs it too, without gain.")
 
     # ------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict:

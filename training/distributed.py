@@ -23,8 +23,8 @@ A Seedbed run with ``nproc_per_node × nnodes`` > 1 is ``torchrun ... -m trainin
   keyed by parameter name: it loads at any world size) plus the full model as a plain Hugging Face folder
   (rank 0), so a checkpoint evaluates, seeds a new run and resumes at 1, 2 or N ranks.
 
-CPU runs use gloo, CUDA runs NCCL (one GPU per local rank). The mesh is passed explicitly: the default device
-mesh is CUDA whenever a GPU is present, which a gloo group cannot use.
+CPU runs use gloo, CUDA runs NCCL (one GPU per local rank; more ranks than GPUs share them over gloo). The mesh
+is passed explicitly: the default device mesh is CUDA whenever a GPU is present, which a gloo group cannot use.
 """
 from __future__ import annotations
 
@@ -121,16 +121,20 @@ SINGLE = World()
 
 
 def world_from_env(device: str = "auto") -> World:
-    """This process's World from torchrun's environment; joins the process group when there are several ranks
-    (NCCL with a GPU per local rank, else gloo)."""
+    """This process's World from torchrun's environment; joins the process group when there are several ranks:
+    NCCL for CUDA tensors with a GPU per local rank (gloo for the loop's CPU tensors: its gathers and agreements),
+    gloo alone on CPUs, and gloo alone when a node has more ranks than GPUs (they share the GPUs round-robin:
+    NCCL refuses two ranks on one GPU)."""
     size = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
-    dev = torch.device(f"cuda:{local}" if cuda else "cpu")
+    gpus = torch.cuda.device_count() if cuda else 0
+    shared = cuda and int(os.environ.get("LOCAL_WORLD_SIZE", "1")) > gpus
+    dev = torch.device(f"cuda:{local % max(gpus, 1)}" if cuda else "cpu")
     if cuda:
         torch.cuda.set_device(dev)
     if size > 1 and not torch.distributed.is_initialized():
-        torch.distributed.init_process_group(backend="nccl" if cuda else "gloo")
+        torch.distributed.init_process_group(backend="cpu:gloo,cuda:nccl" if cuda and not shared else "gloo")
     return World(rank=rank, size=size, local_rank=local, device=dev)
 
 

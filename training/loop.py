@@ -85,10 +85,12 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
             sink.flush()
             return TrainResult("stopped", step, out_dir)
         t0, comm0 = time.perf_counter(), world.comm_s
-        roll = collect_rollouts(cfg, policy.full_model, tokenizer, engine, source, reward_fn, gens, device, world)
+        with compute_precision(cfg, device):
+            roll = collect_rollouts(cfg, policy.full_model, tokenizer, engine, source, reward_fn, gens, device, world)
         ref_logp = None
         if ref_model is not None and roll.batch is not None:
-            with torch.no_grad(), RoutingReplay(ref_model, roll.batch.routing if cfg.keep_routing else None):
+            with torch.no_grad(), RoutingReplay(ref_model, roll.batch.routing if cfg.keep_routing else None), \
+                    compute_precision(cfg, device):
                 ref_logp = sequence_logprobs(ref_model, roll.batch, temperature=cfg.temperature,
                                              use_kept_mask=cfg.keep_sampling_mask)[0]
         upd = {}
@@ -135,10 +137,19 @@ def report_signals(sink, step: int, roll, metrics: dict) -> None:
         sink.on_completion_signals(step, roll.signals)
 
 
+def compute_precision(cfg, device):
+    """The forwards' precision: bf16 runs them under bfloat16 autocast (the weights, their gradients and the
+    optimizer state stay float32: mixed precision, no loss scaling needed); fp32 leaves them as they are."""
+    device = torch.device(device)
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16")
+
+
 def load_model(path: str, device):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token is None:  # many folders name none (a GGUF import under some transformers versions)
+        tokenizer.pad_token = tokenizer.eos_token  # pads are masked everywhere: any token will do
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
     model.train()
     return model, tokenizer
@@ -308,7 +319,8 @@ def update_policy(cfg, policy, optimizer, roll: Rollouts, ref_logp, shuffle_gen,
             mb = batch.index(idx)
             adv = roll.advantages[idx]
             mask = mb.completion_mask * roll.loss_mask[idx][:, None] * (1.0 if live else 0.0)
-            with RoutingReplay(policy.model, mb.routing if cfg.keep_routing else None):
+            with RoutingReplay(policy.model, mb.routing if cfg.keep_routing else None), \
+                    compute_precision(cfg, mb.completion_ids.device):
                 logp, entropy = policy.forward(mb)
             stats = {"entropy": masked_mean(entropy, mb.completion_mask).item()}
             if cfg.opsm_delta is not None:  # DeepSeek-V3.2 off-policy sequence masking

@@ -94,6 +94,7 @@ def trl_args(cfg, out_dir: str) -> dict:
     warmup_steps (× updates per step), constant schedule after it · weight_decay · max_grad_norm ·
     total_steps (× updates per step) → max_steps · seed · overlong_filtering → mask_truncated_completions ·
     rollout_engine vllm → use_vllm (colocated) · checkpoint_every → save_steps · device cpu → use_cpu ·
+    precision bf16 → bf16 (autocast, float32 weights, as the seedbed engine's) ·
     no activation checkpointing (TRL's default is on; Seedbed's loop keeps activations).
     Overlong shaping is Seedbed's own reward term (training.engines.trl_main), the same formula as the loop's.
     """
@@ -119,7 +120,7 @@ def trl_args(cfg, out_dir: str) -> dict:
         # TRL turns activation checkpointing on by default; Seedbed's loop keeps activations, so the same config
         # does the same compute on both engines (and a tiny model's step is 15-20 % faster without it)
         "activation_checkpointing": False,
-        "use_cpu": use_cpu, "bf16": False, "fp16": False,
+        "use_cpu": use_cpu, "bf16": cfg.precision == "bf16", "fp16": False,
         "report_to": "none", "disable_tqdm": True, "log_completions": False, "dataloader_num_workers": 0,
     }
 

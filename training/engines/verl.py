@@ -55,6 +55,7 @@ LACKS = {
     "max_verifier_error_rate": "it cannot leave an unjudged completion out: a verifier error fails the run",
     "stop": "it samples without stop strings",
     "eval_k": "its validation logs its own best@k/mean@k (k = 1, 2, 4, ... up to eval_n)",
+    "precision": "its FSDP workers choose their own mixed precision",
 }
 
 
