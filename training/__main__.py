@@ -85,7 +85,8 @@ def cmd_run(args) -> int:
             super().on_metrics(step, metrics)
             progress(step, metrics)
 
-    sink = CliSink(args.out, echo=lambda s: print(s, file=sys.stderr), reward_hacking_guard=cfg.reward_hacking_guard)
+    sink = CliSink(args.out, echo=lambda s: print(s, file=sys.stderr), reward_hacking_guard=cfg.reward_hacking_guard,
+                   eval_problems=cfg.eval_problems)
     # a guard that stops the run (reward_hacking_guard's action stop) stops it as a kill does: after the step
     result = run_engine(cfg, args.out, sink, should_stop=lambda: bool(sink.stopped_by))
     print(json.dumps({"status": result.status, "step": result.step, "out": args.out,

@@ -19,6 +19,7 @@ other way than by solving the task; its warning may also stop the run (``guard:r
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 
 from training.fields import coerce_keys, range_error
@@ -222,10 +223,17 @@ def window_means(train: dict[int, float], eval_steps: list[int]) -> list[float |
 
 
 def eval_trend(train: dict[int, float], evals: list[tuple[int, float]], n: int, min_rise: float,
-               tolerance: float) -> dict | None:
+               tolerance: float, problems: int = 0) -> dict | None:
     """The trend rule on the last ``n`` evaluations (``evals``: (step, held-out value), in step order): fires
     (a dict of the numbers) when the training reward's window mean rose by at least ``min_rise`` from the first
     of them to the last while the held-out value gained at most ``tolerance``; None otherwise or too early.
+
+    With ``problems`` (the held-out set's size) the held-out values are read as the estimates they are: the gap
+    between the training rise and the held-out gain must also exceed two standard errors of that gain,
+    ``2 * sqrt(p1 (1 - p1) / P + p2 (1 - p2) / P)`` (each pass@1 a mean over P problems of per-problem accuracies,
+    whose variance is at most p (1 - p) / P; the two evaluations taken as independent, which overstates the
+    error of the same problems asked twice, so the rule errs towards quiet). A healthy run whose small held-out
+    set happened to come out flat then stays quiet; a held-out value stuck at 0 or 1 has no noise to hide behind.
 
     >>> t = {s: 0.2 + 0.03 * s for s in range(1, 16)}
     >>> r = eval_trend(t, [(5, 0.42), (10, 0.41), (15, 0.40)], 3, 0.1, 0.02)
@@ -233,6 +241,10 @@ def eval_trend(train: dict[int, float], evals: list[tuple[int, float]], n: int, 
     (0.3, 0.42, 0.4, 5, 15)
     >>> eval_trend(t, [(5, 0.42), (10, 0.5), (15, 0.6)], 3, 0.1, 0.02) is None  # held-out rose too
     True
+    >>> eval_trend(t, [(5, 0.42), (10, 0.41), (15, 0.40)], 3, 0.1, 0.02, problems=16) is None  # within the noise
+    True
+    >>> eval_trend(t, [(5, 0.42), (10, 0.41), (15, 0.40)], 3, 0.1, 0.02, problems=400)["se"]
+    0.035
     """
     if len(evals) < n:
         return None
@@ -242,9 +254,11 @@ def eval_trend(train: dict[int, float], evals: list[tuple[int, float]], n: int, 
     if means[0] is None or means[-1] is None:
         return None
     rise, gain = means[-1] - means[0], last[-1][1] - last[0][1]
-    if rise >= min_rise and gain <= tolerance:
+    se = math.sqrt(sum(min(max(v, 0.0), 1.0) * (1 - min(max(v, 0.0), 1.0)) for v in (last[0][1], last[-1][1]))
+                   / problems) if problems > 0 else 0.0
+    if rise >= min_rise and gain <= tolerance and rise - gain > 2 * se:
         return {"rise": rise, "eval_from": last[0][1], "eval_to": last[-1][1], "from_step": last[0][0],
-                "to_step": last[-1][0], "n": n}
+                "to_step": last[-1][0], "n": n, "se": round(se, 3)}
     return None
 
 
@@ -318,8 +332,9 @@ class RewardHackingGuard:
     """Feed it a run's metrics (training reward, periodic evaluation) and each step's completion signals
     (``completion_signals``); ``warnings()`` returns the warning once, when one of the rules fires."""
 
-    def __init__(self, params: RewardHackingParams):
+    def __init__(self, params: RewardHackingParams, eval_problems: int = 0):
         self.params = params
+        self.eval_problems = eval_problems  # the held-out set's size, for the trend rule's noise (0: unknown)
         self.train: dict[int, float] = {}
         self.evals: dict[int, float] = {}
         self.eval_key = ""
@@ -328,10 +343,11 @@ class RewardHackingGuard:
         self.raised = False
 
     @classmethod
-    def from_config(cls, value) -> "RewardHackingGuard | None":
-        """The guard a run's ``reward_hacking_guard`` asks for, None when off (a config is validated before)."""
+    def from_config(cls, value, eval_problems: int = 0) -> "RewardHackingGuard | None":
+        """The guard a run's ``reward_hacking_guard`` asks for, None when off (a config is validated before);
+        ``eval_problems``: the run's held-out set size (its ``eval_problems``)."""
         params = RewardHackingParams.parse(value or {})
-        return cls(params) if params else None
+        return cls(params, eval_problems) if params else None
 
     @property
     def stops(self) -> bool:
@@ -376,10 +392,13 @@ class RewardHackingGuard:
         p = self.params
         if "eval_trend" not in p.rules:
             return
-        hit = eval_trend(self.train, sorted(self.evals.items()), p.evals, p.min_rise, p.eval_tolerance)
+        hit = eval_trend(self.train, sorted(self.evals.items()), p.evals, p.min_rise, p.eval_tolerance,
+                         self.eval_problems)
         if hit:
             numbers = f"{hit['eval_from']:.2f} → {hit['eval_to']:.2f}"
             went = f"fell {numbers}" if hit["eval_to"] < hit["eval_from"] else f"stayed flat ({numbers})"
+            if hit["se"]:
+                went += f", a change of {hit['eval_to'] - hit['eval_from']:+.2f} ± {2 * hit['se']:.2f} (2 SE)"
             self.found.append((hit["to_step"], f"train reward {hit['rise']:+.2f} over the last {hit['n']} evals "
                                                f"(steps {hit['from_step']}–{hit['to_step']}) while held-out "
                                                f"{self.eval_key} {went}"))

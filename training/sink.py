@@ -38,11 +38,11 @@ class JsonlSink:
     has exactly the lines of an uninterrupted one.
     """
 
-    def __init__(self, out_dir: str, echo=None, reward_hacking_guard: dict | None = None):
+    def __init__(self, out_dir: str, echo=None, reward_hacking_guard: dict | None = None, eval_problems: int = 0):
         from training.guards import RewardHackingGuard, SilentRunGuard
 
         self.guard = SilentRunGuard()  # its warnings go to echo (the CLI prints them) and warnings.jsonl
-        self.hacking = RewardHackingGuard.from_config(reward_hacking_guard)  # the run's, when it asks for one
+        self.hacking = RewardHackingGuard.from_config(reward_hacking_guard, eval_problems)  # the run's, if asked
         self.stopped_by = ""  # "guard:reward_hacking" once that guard stops the run (the CLI's should_stop reads it)
         self.out_dir = out_dir
         os.makedirs(out_dir, exist_ok=True)

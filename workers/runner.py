@@ -191,13 +191,15 @@ def main(argv: list[str]) -> int:
     print(f"run {run_id}: training in {out_dir}" + ("" if node_rank is None else f" as node {node_rank}"), flush=True)
     try:
         if node_rank is None:
-            sink = DatabaseSink(run_id, claim=claim, reward_hacking_guard=cfg.reward_hacking_guard)
+            sink = DatabaseSink(run_id, claim=claim, reward_hacking_guard=cfg.reward_hacking_guard,
+                                 eval_problems=cfg.eval_problems)
             result = run_engine(cfg, out_dir, sink, should_stop=stop)
         else:
             from training.distributed import run_distributed
             from training.loop import TrainResult
 
-            sink = DatabaseSink(run_id, claim=claim, reward_hacking_guard=cfg.reward_hacking_guard) \
+            sink = DatabaseSink(run_id, claim=claim, reward_hacking_guard=cfg.reward_hacking_guard,
+                                 eval_problems=cfg.eval_problems) \
                 if node_rank == 0 else NodeSink()
             status, step = run_distributed(cfg, out_dir, sink, stop, node_rank=node_rank, master=master)
             result = TrainResult(status, step, out_dir)

@@ -19,7 +19,7 @@ class DatabaseSink:
     # flushes write more points per second (PostgreSQL: ~32 k points/s in flushes of 500, ~57 k in 5,000)
     def __init__(self, run_id: int, *, flush_every_s: float = 0.5, max_points: int = 5000,
                  clock=time.monotonic, echo=print, claim: tuple | None = None,
-                 reward_hacking_guard: dict | None = None):
+                 reward_hacking_guard: dict | None = None, eval_problems: int = 0):
         self.run_id = run_id
         self.claim = claim  # (worker, attempt) that started this process: writes only while it holds the run
         self.flush_every_s = flush_every_s
@@ -30,7 +30,7 @@ class DatabaseSink:
         self._samples: dict[int, list[dict]] = {}
         self._last_flush = float("-inf")
         self.guard = SilentRunGuard()
-        self.hacking = RewardHackingGuard.from_config(reward_hacking_guard)  # the run's, when it asks for one
+        self.hacking = RewardHackingGuard.from_config(reward_hacking_guard, eval_problems)  # the run's, if asked
         self.ranks_every_s = 2.0
         self._ranks_at = float("-inf")
         self._pending_ranks = None

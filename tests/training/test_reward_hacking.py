@@ -46,7 +46,7 @@ def test_the_trend_rule_fires_when_train_reward_rises_and_held_out_does_not():
     train = {s: 0.1 * s for s in range(1, 16)}  # windows 1-5, 6-10, 11-15: means 0.3, 0.8, 1.3
     fell = eval_trend(train, [(5, 0.42), (10, 0.41), (15, 0.40)], 3, 0.1, 0.02)
     assert fell == pytest.approx({"rise": 1.0, "eval_from": 0.42, "eval_to": 0.40, "from_step": 5, "to_step": 15,
-                                  "n": 3})
+                                  "n": 3, "se": 0.0})
     assert eval_trend(train, [(5, 0.40), (10, 0.40), (15, 0.41)], 3, 0.1, 0.02)  # flat: within the tolerance
     assert eval_trend(train, [(5, 0.40), (10, 0.45), (15, 0.50)], 3, 0.1, 0.02) is None  # held-out rose along
     assert eval_trend(train, [(10, 0.40), (15, 0.30)], 3, 0.1, 0.02) is None  # too few evals
@@ -54,6 +54,23 @@ def test_the_trend_rule_fires_when_train_reward_rises_and_held_out_does_not():
     assert eval_trend(level, [(5, 0.42), (10, 0.41), (15, 0.40)], 3, 0.1, 0.02) is None  # reward did not rise
     # only the last n evals count: an early dip that recovered says nothing
     assert eval_trend(train, [(5, 0.9), (10, 0.1), (15, 0.5)], 2, 0.1, 0.02) is None
+
+
+def test_the_trend_rule_reads_a_small_held_out_set_as_the_noisy_estimate_it_is():
+    """A healthy run that learns a little (+0.15) while 32 held-out problems happen to come out flat is within the
+    noise (2 SE of the change is 0.25 there); the same numbers over 2,000 problems, or a held-out value stuck at 0
+    (nothing learnt), are not."""
+    train = {s: 0.3 + 0.015 * s for s in range(1, 16)}  # window means 0.345, 0.42, 0.495: +0.15
+    flat = [(5, 0.40), (10, 0.41), (15, 0.40)]
+    assert eval_trend(train, flat, 3, 0.1, 0.02) is not None  # without the set's size: fires, as before
+    assert eval_trend(train, flat, 3, 0.1, 0.02, problems=32) is None
+    assert eval_trend(train, flat, 3, 0.1, 0.02, problems=2000)["se"] == pytest.approx(0.0155, abs=1e-3)
+    assert eval_trend(train, [(5, 0.0), (10, 0.0), (15, 0.0)], 3, 0.1, 0.02, problems=32) is not None
+    g = RewardHackingGuard(RewardHackingParams(rules=["eval_trend"]), eval_problems=2000)
+    for step, value in train.items():
+        g.on_metrics(step, {"reward/mean": value, **({"eval/pass@1": dict(flat)[step]} if step % 5 == 0 else {})})
+    (w,) = g.warnings()
+    assert "a change of +0.00 ± 0.03 (2 SE)" in w["message"], w["message"]
 
 
 def test_the_guard_reads_the_smallest_logged_pass_at_k_and_says_the_numbers():
@@ -274,7 +291,7 @@ def test_a_healthy_run_on_the_arithmetic_task_stays_quiet(tmp_path, tiny_model_d
     cfg = TrainConfig.from_dict(tiny_config(total_steps=20, prompts_per_step=8, group_size=8, lr=1e-4, seed=0,
                                             eval_every=4, eval_problems=32, eval_n=4, eval_k=[1],
                                             reward_hacking_guard={"action": "stop"}))
-    sink = JsonlSink(str(tmp_path), reward_hacking_guard=cfg.reward_hacking_guard)
+    sink = JsonlSink(str(tmp_path), reward_hacking_guard=cfg.reward_hacking_guard, eval_problems=cfg.eval_problems)
     assert train(cfg, str(tmp_path), sink).status == "succeeded"  # never stopped
     assert not (tmp_path / "warnings.jsonl").exists()
     # the guard was watching: every step's completions and five evaluations reached it
