@@ -18,6 +18,7 @@ that form (an empty ``<answer></answer>`` is none).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 FORMS = ("answer_tag", "boxed", "hash", "answer_line", "last_number", "last_line", "whole")
 
@@ -28,6 +29,13 @@ _MATH_OPENERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
 # Where a prose answer ends: a full stop, semicolon or "!" followed by a space (not "3.5", not "\$3."), or a line end.
 _SENTENCE_END = re.compile(r"(?<!\\)[.;!](?=\s|$)|\n")
 MAX_ANSWER_REGION = 2000  # characters read after a marker: a display block longer than this is not an answer
+MAX_TAIL = 300  # characters of a sentence read after its answer, for a hedge
+# Math spans Math-Verify reads as one answer (a set): the first and up to five more, each joined to the one before
+# by "," / "and" / "or" (an Oxford comma only glued to the word: ",and"), as its answer regexes do
+MAX_JOINED_SPANS = 6
+_SPAN_JOINER = re.compile(r"\s*(?:,?and|,?or|,)\s*")
+# where the sentence after an answer ends, for a hedge after it: a question mark too ("$3$? Or $4$")
+_SENTENCE_OR_QUESTION_END = re.compile(r"(?<!\\)[.;!?](?=\s|$)|\n")
 _BOX_SEPARATOR = re.compile(r"\b(?:and|or)\b|[,;]")
 _MARKER_TIERS = (  # Math-Verify's order of strength: "final answer ... is", then "answer:", then the rest
     # words between "final answer" and "is" ("to this problem"), never math, a number, a colon or a full stop
@@ -40,35 +48,46 @@ _READABLE_AFTER_IS = re.compile(r"\s*(?:\$|\\\(|\\\[|-?\d|\.\d)")
 _INLINE_DOLLAR_CLOSE = re.compile(r"(?<!\\)\$|\n")  # an inline $...$ closes on its line
 # A number not glued to a word, a closing bracket or a decimal point before it (so "5-3" ends in 3, not -3);
 # thousands groups only in threes ("1,2,3" is three numbers); a fraction "3/4" is one number.
-_NUMBER = re.compile(r"(?<![\w.)\]])[-−]?(?:\d{1,3}(?:,\d{3})+(?!\d|,\d)|\d+)(?:\.\d+)?(?:/\d+)?")
+_NUMBER = re.compile(r"(?<![\w.)\]])[-−]?(?:\d{1,3}(?:,\d{3})+(?!\d|,\d)|\d+)(?:\.\d+)?(?:/\d+)?", re.ASCII)
 
 
 def find_boxed_spans(text: str) -> list[tuple[int, int, str]]:
     """``(start, end, content)`` of every ``\\boxed{...}`` / ``\\fbox{...}`` (braces matched, escaped braces
-    skipped; the ``\\boxed 5`` form too), in order; ``text[start:end]`` is the whole box.
+    skipped; the ``\\boxed 5`` form too), in order; ``text[start:end]`` is the whole box. Linear in the text's
+    length: the braces are matched once, so a megabyte of unclosed boxes costs what reading it does.
 
     >>> find_boxed_spans(r"a \\boxed{1} b")
     [(2, 11, '1')]
     """
     found = []
+    closing: dict[int, int] | None = None
     for m in _BOXED_START.finditer(text):
         i = m.end()
         if i < len(text) and text[i] == "{":
-            depth, j = 0, i
-            while j < len(text):
-                if text[j] == "{" and text[j - 1] != "\\":
-                    depth += 1
-                elif text[j] == "}" and text[j - 1] != "\\":
-                    depth -= 1
-                    if depth == 0:
-                        found.append((m.start(), j + 1, text[i + 1:j].strip()))
-                        break
-                j += 1
+            if closing is None:
+                closing = _matching_braces(text)
+            j = closing.get(i)
+            if j is not None:
+                found.append((m.start(), j + 1, text[i + 1:j].strip()))
         else:  # "\boxed 5": one token up to whitespace or '$'
-            token = re.match(r"[^\s$]+", text[i:])
+            token = re.match(r"[^\s$]+", text[i:i + MAX_ANSWER_REGION])
             if token and m.group(0).endswith((" ", "\t")):
                 found.append((m.start(), i + token.end(), token.group(0)))
     return found
+
+
+_BRACE = re.compile(r"(?<!\\)[{}]")
+
+
+def _matching_braces(text: str) -> dict[int, int]:
+    """The position of the ``}`` that closes each unescaped ``{`` (those never closed are left out)."""
+    closing, opened = {}, []
+    for m in _BRACE.finditer(text):
+        if m.group() == "{":
+            opened.append(m.start())
+        elif opened:
+            closing[opened.pop()] = m.start()
+    return closing
 
 
 def find_boxed(text: str) -> list[str]:
@@ -95,6 +114,11 @@ def final_boxed_group(text: str, spans: list[tuple[int, int, str]] | None = None
     >>> final_boxed_group(r"\\boxed{4} \\boxed{4}"), final_boxed_group("none")
     (['4'], [])
     """
+    return [content for _, _, content in final_boxed_spans(text, spans)]
+
+
+def final_boxed_spans(text: str, spans: list[tuple[int, int, str]] | None = None) -> list[tuple[int, int, str]]:
+    """:func:`final_boxed_group` as ``(start, end, content)`` spans (a repeated neighbour keeps its first)."""
     spans = find_boxed_spans(text) if spans is None else spans  # (the caller's, when it has them already)
     if not spans:
         return []
@@ -107,8 +131,7 @@ def final_boxed_group(text: str, spans: list[tuple[int, int, str]] | None = None
         if not joined:
             break
         group.insert(0, box)
-    contents = [content for _, _, content in group]
-    return [c for i, c in enumerate(contents) if i == 0 or c != contents[i - 1]]
+    return [box for i, box in enumerate(group) if i == 0 or box[2] != group[i - 1][2]]
 
 
 def answer_tag(text: str) -> str | None:
@@ -136,17 +159,46 @@ def hash_answer(text: str) -> str | None:
     return next((line.strip() for line in rest.splitlines() if line.strip()), None)
 
 
+@dataclass(frozen=True)
+class MarkedAnswer:
+    """The answer after a marker. ``text``: as :func:`answer_line` gives it (the math spans with their
+    delimiters and what joins them, or the prose up to the end of its sentence); ``spans``: the contents of
+    its math spans, joined as Math-Verify joins them (up to :data:`MAX_JOINED_SPANS`, by ",", "and" or "or":
+    one answer, a set), empty for a prose answer; ``joiners``: the text between consecutive spans; ``tail``:
+    the rest of the sentence after the spans (where a hedge like ``or $4$`` or "maybe" may follow)."""
+
+    text: str
+    spans: tuple[str, ...] = ()
+    joiners: tuple[str, ...] = ()
+    tail: str = ""
+
+
 def answer_line(text: str) -> str | None:
     """The answer after the last answer marker (see :data:`FORMS`), markers tried by strength as Math-Verify
     ranks them: "final answer … is", then "answer:", then "the answer is" / a line opening "Answer". The
-    answer is the math span the marker is followed by, delimiters included (``$…$``, ``\\(…\\)``, ``$$…$$``,
-    ``\\[…\\]``, across lines), else the text up to the end of its sentence (its full stop kept), markdown
-    bold dropped; on the next non-empty line when the marker ends its line.
+    answer is the math spans the marker is followed by, delimiters included (``$…$``, ``\\(…\\)``, ``$$…$$``,
+    ``\\[…\\]``, across lines), with the spans joined to the first as Math-Verify joins them (``$-3$ and $2$``),
+    else the text up to the end of its sentence (its full stop kept), markdown bold dropped; on the next
+    non-empty line when the marker ends its line.
 
     >>> answer_line("Work...\\nAnswer: $12$.\\nFinal answer is 13"), answer_line("so the Final Answer: $x=3$ done")
     ('13', '$x=3$')
     >>> answer_line("Answer:\\n$$\\nx = 3\\n$$"), answer_line("**Answer:** **42**! Probably"), answer_line("none")
     ('$$\\nx = 3\\n$$', '42!', None)
+    >>> answer_line("Answer: $-3$ and $2$, so done")
+    '$-3$ and $2$'
+    """
+    found = marked_answer(text)
+    return found.text if found else None
+
+
+def marked_answer(text: str) -> MarkedAnswer | None:
+    """:func:`answer_line`'s answer with its parts (:class:`MarkedAnswer`), or None.
+
+    >>> marked_answer("The answer is $3$ or $4$. I hope so.")
+    MarkedAnswer(text='$3$ or $4$', spans=('3', '4'), joiners=(' or ',), tail='.')
+    >>> marked_answer("Answer: $3$/$4$ maybe").tail
+    '/$4$ maybe'
     """
     for marker in _MARKER_TIERS:
         found = list(marker.finditer(text))
@@ -165,25 +217,51 @@ def final_answer_is_after(text: str, position: int) -> bool:
     return any(_READABLE_AFTER_IS.match(text, m.end()) for m in _MARKER_TIERS[0].finditer(text, position))
 
 
-def _answer_after(text: str, start: int) -> str | None:
+def _math_span_at(rest: str, at: int) -> tuple[int, str] | None:
+    """``(end, content)`` of the math span opening at ``rest[at]`` (its closer included), or None: none opens
+    there, or it is not closed (an inline ``$…$`` closes on its own line, at a ``$`` that is not ``\\$``)."""
+    for opener, closer in _MATH_OPENERS:
+        if rest.startswith(opener, at):
+            if closer == "$":
+                close = _INLINE_DOLLAR_CLOSE.search(rest, at + 1)
+                end = close.start() if close and close.group() == "$" else -1
+            else:
+                end = rest.find(closer, at + len(opener))
+            if end < 0:
+                return None
+            return end + len(closer), rest[at + len(opener):end]
+    return None
+
+
+def _answer_after(text: str, start: int) -> MarkedAnswer | None:
     """The answer that follows a marker ending at ``start`` (bounded to :data:`MAX_ANSWER_REGION` characters)."""
     rest = text[start:start + MAX_ANSWER_REGION].lstrip(" \t*_:：")
     if rest.startswith(("\n", "\r")):
         rest = rest.lstrip()  # the marker ends its line: the answer is on the next non-empty one
-    for opener, closer in _MATH_OPENERS:
-        if rest.startswith(opener):
-            if closer == "$":  # inline math closes on its own line, at a "$" that is not "\\$"
-                close = _INLINE_DOLLAR_CLOSE.search(rest, 1)
-                end = close.start() if close and close.group() == "$" else -1
-            else:
-                end = rest.find(closer, len(opener))
-            if end > 0:  # the span with its delimiters: the caller knows it is math
-                return rest[:end + len(closer)] if rest[len(opener):end].strip() else None
-            break  # not closed: read it as prose
+    first = _math_span_at(rest, 0)
+    if first is not None:
+        end, content = first
+        if not content.strip():
+            return None
+        spans, joiners = [content], []
+        while len(spans) < MAX_JOINED_SPANS:  # the spans Math-Verify reads with it, as one answer
+            joiner = _SPAN_JOINER.match(rest, end)
+            following = _math_span_at(rest, joiner.end()) if joiner else None
+            if following is None or not following[1].strip():
+                break
+            joiners.append(joiner.group())
+            end, content = following
+            spans.append(content)
+        # the sentence goes on after the spans up to its end: where a hedge ("or $4$", "maybe") would be
+        stop = _SENTENCE_OR_QUESTION_END.search(rest, end)
+        tail = rest[end:stop.start() if stop and stop.group() == "\n" else stop.end() if stop else len(rest)]
+        return MarkedAnswer(rest[:end], tuple(s.strip() for s in spans), tuple(joiners), tail[:MAX_TAIL])
     m = _SENTENCE_END.search(rest)  # the sentence's own full stop stays: "19/7." is what a reader sees
     answer = rest[:m.end() if m and m.group() != "\n" else m.start()] if m else rest
     answer = answer.replace("**", "").strip(" \t*")  # markdown bold is not math
-    return answer if _UNESCAPED_DOLLAR.sub("", answer).rstrip(".;!").strip() else None  # a lone "$" is none
+    if not _UNESCAPED_DOLLAR.sub("", answer).rstrip(".;!").strip():  # a lone "$" is none
+        return None
+    return MarkedAnswer(answer)
 
 
 def last_number(text: str) -> str | None:

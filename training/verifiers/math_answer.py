@@ -51,14 +51,29 @@ from dataclasses import dataclass
 from itertools import product
 
 from training.verifiers.answers import extract as extract_form
-from training.verifiers.answers import final_answer_is_after, final_boxed_group, find_boxed, find_boxed_spans
+from training.verifiers.answers import (MAX_TAIL, final_answer_is_after, final_boxed_spans, find_boxed,
+                                        find_boxed_spans, marked_answer)
 from training.verifiers.base import Param, VerifierError, VerifierResult, register_verifier
 from training.verifiers.math_fastpath import decide, parse_fast
 from training.verifiers.workers import TaskFailed, TaskTimeout, WorkerPool
 
 MAX_CHUNK = 16  # pairs per pool message: one round trip per chunk instead of per pair
 
-_HEDGE = re.compile(r"\bor\b|\\lor\b|\beither\b|\bmaybe\b|\bpossibly\b|\bprobably\b|\bperhaps\b|\?")
+# Hedges. Uncertain words: always a hedge. "or" between candidates: a hedge unless Math-Verify reads the
+# candidates as one set (a box's content, boxes or math spans it joins) and the gold is that set of values.
+_UNCERTAIN = re.compile(r"\b(?:maybe|possibly|probably|perhaps)\b|\?", re.IGNORECASE)
+_OR = re.compile(r"\b(?:or|either)\b|\\(?:lor|vee)\b", re.IGNORECASE)
+# two separate math spans with "/" between them ("$3$/$4$"): candidates, not a fraction
+_SLASH_BETWEEN_SPANS = re.compile(r"(?:(?<!\\)\$|\\\)|\})\s*/\s*(?:(?<!\\)\$|\\\(|\\boxed|\\fbox)")
+# after an answer, in its sentence: another candidate ("or 4", "/ $4$", "or \boxed{4}")
+_ALTERNATIVE_AFTER = re.compile(r"(?:\b(?:or|either)\b|\\(?:lor|vee)\b|/)\s*(?:\$|\\\(|\\\[|\\boxed|\\fbox|\\[dt]?frac|"
+                                r"\\sqrt|[-−+]?\.?[0-9])", re.IGNORECASE)
+# right before a box, in its sentence: a candidate and "or" ("3 or \boxed{4}"), or an uncertain word
+_ALTERNATIVE_BEFORE = re.compile(r"(?:[0-9]|(?<!\\)\$|\\\)|\})\s*(?:\bor\b|/)$", re.IGNORECASE)
+_UNCERTAIN_BEFORE = re.compile(r"\b(?:maybe|possibly|probably|perhaps)\b[\s:,]*$", re.IGNORECASE)
+_SENTENCE_START = re.compile(r"(?<!\\)[.;!?](?=\s)|\n")
+MAX_BOXES = 6  # different boxed answers a completion may hold: Math-Verify joins at most six boxes into one answer
+MAX_ANSWER_CHARS = 2000  # an answer longer than this is none (a display block longer than it is no answer either)
 # extract -> the answer forms tried in order (the first that gives an answer wins); "boxed" and "auto" end with
 # the fallback (the "Answer:" line unless fallback is "none"), the others are exactly the form the prompt asked for
 EXTRACT = {"boxed": ("boxed",), "answer_tag": ("answer_tag",), "hash": ("hash",), "last_number": ("last_number",),
@@ -93,12 +108,24 @@ INTENTIONAL_DIFFERENCES = (
         "expression anywhere in the text. Mode lenient reads it as Math-Verify does."),
     IntentionalDifference(
         "hedged answer", ("strict",),
-        "An answer that hedges (\"3 or 4\", \"maybe 3\", \"3?\") scores 0 unless the gold is phrased that way: "
-        "Math-Verify takes the first value after an answer marker, so listing candidates would be rewarded."),
+        "An answer that hedges scores 0 wherever it is written: different candidates joined by \"or\" "
+        "(\"3 or 4\", \"$3$ or $4$\", \"\\boxed{3} or 4\"), a \"/\" between two separate math spans "
+        "(\"$3$/$4$\"), or an uncertain word (\"maybe\", \"probably\", \"3?\"), unless the candidates are "
+        "one set Math-Verify reads whole and the gold is that set (\"$x = -3$ or $x = 2$\" for the gold -3, 2): "
+        "Math-Verify takes the first value of a prose list, of a \"/\" or of \"or\" in some LaTeX forms, "
+        "so listing candidates would be rewarded."),
     IntentionalDifference(
         "several different boxed answers", ("strict",),
         "Only with multiple_boxed=reject: a completion that boxes different answers apart from its final one "
         "scores 0, where Math-Verify reads the last."),
+    IntentionalDifference(
+        "too many different boxed answers", ("strict",),
+        f"A completion holding more than {MAX_BOXES} different boxed answers scores 0 (a spray of candidates), "
+        f"where Math-Verify reads the last box or group of boxes."),
+    IntentionalDifference(
+        "answer too long", ("strict",),
+        f"An answer over {MAX_ANSWER_CHARS} characters scores 0 unread (no final answer is that long; reading "
+        f"one costs the parser seconds), where Math-Verify reads it, or times out."),
 )
 
 
@@ -155,15 +182,19 @@ def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxe
     spans = find_boxed_spans(completion)
     boxed = [content for _, _, content in spans]
     info = {"answer": None, "checked": None, "method": None, "n_boxed": len(boxed), "reason": None,
-            "read_as": "text"}
+            "read_as": "text", "parts": 1, "hedge": None}
     forms = EXTRACT[extract] + (("answer_line",) if extract in ("boxed", "auto") and fallback == "answer_line" else ())
+    if "boxed" in forms and len(set(boxed)) > MAX_BOXES:
+        info["reason"] = "too many different boxed answers"
+        return info
     for form in forms:
         if form == "boxed":
             if not boxed:
                 continue
             if "answer_line" in forms and final_answer_is_after(completion, spans[-1][1]):
                 continue  # "… the final answer is X" after the boxes: Math-Verify ranks them alike, the later wins
-            group = final_boxed_group(completion, spans)
+            group_spans = final_boxed_spans(completion, spans)
+            group = [content for _, _, content in group_spans]
             if multiple_boxed == "reject" and set(boxed) - set(group):
                 info["reason"] = "several different boxed answers"
                 return info
@@ -171,16 +202,80 @@ def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxe
             info["answer"] = info["checked"] = ", ".join(group) if all(group) else ""
             if _UNESCAPED_DOLLAR.search(info["answer"]):  # a box across math delimiters: "\\boxed{12 $ and $13}"
                 info["checked"] = "".join(f"\\boxed{{{content}}}, " for content in group)[:-2]
-            info["method"], info["read_as"] = "boxed", "latex"
+            info["method"], info["read_as"], info["parts"] = "boxed", "latex", len(group)
+            info["hedge"] = _boxes_hedge(completion, group_spans)
+            break
+        if form == "answer_line":
+            marked = marked_answer(completion)
+            if marked is None:
+                continue
+            if len(marked.spans) > 1:  # spans Math-Verify joins into one answer: it reads them together
+                info["answer"], info["checked"], info["read_as"] = ", ".join(marked.spans), marked.text, "latex"
+                info["parts"] = len(marked.spans)
+            else:
+                info["answer"], info["checked"], info["read_as"] = _tidy(marked.text)
+            info["method"], info["hedge"] = form, _marked_hedge(marked, info["read_as"])
             break
         answer = extract_form(completion, form)
         if answer is not None:
             (info["answer"], info["checked"], info["read_as"]), info["method"] = _tidy(answer), form
+            info["hedge"] = _text_hedge(info["answer"], info["read_as"])
             break
+    if info["answer"] and len(info["checked"]) > MAX_ANSWER_CHARS:
+        info["answer"], info["reason"] = None, "answer too long"
     if not info["answer"]:
         info["answer"] = None
         info["reason"] = info["reason"] or "no final answer found"
     return info
+
+
+def _text_hedge(text: str, read_as: str) -> str | None:
+    """How an answer hedges (None: it does not): ``"uncertain"`` (maybe, probably, "?"), ``"alternative"``
+    (candidates Math-Verify does not read as one set: "or" in prose, "/" between math spans) or ``"set"``
+    ("or" inside LaTeX, which Math-Verify reads as a set: ``3 \\text{ or } 4`` is {3, 4})."""
+    if _UNCERTAIN.search(text):
+        return "uncertain"
+    if _SLASH_BETWEEN_SPANS.search(text):
+        return "alternative"
+    if _OR.search(text):
+        return "set" if read_as == "latex" else "alternative"
+    return None
+
+
+def _worst(*hedges: str | None) -> str | None:
+    for kind in ("uncertain", "alternative", "set"):
+        if kind in hedges:
+            return kind
+    return None
+
+
+def _marked_hedge(marked, read_as: str) -> str | None:
+    """How the answer after a marker hedges: in its spans, what joins them, or the rest of its sentence."""
+    if not marked.spans:
+        return _text_hedge(marked.text, read_as)
+    tail = marked.tail
+    return _worst(*(_text_hedge(span, "latex") for span in marked.spans),
+                  "set" if any(_OR.search(joiner) for joiner in marked.joiners) else None,
+                  "uncertain" if _UNCERTAIN.search(tail) else None,
+                  "alternative" if _ALTERNATIVE_AFTER.search(tail) else None)
+
+
+def _boxes_hedge(completion: str, group_spans: list[tuple[int, int, str]]) -> str | None:
+    """How the final boxes hedge: in a box, between the boxes, or in their sentence right before the first
+    ("maybe \\boxed{3}", "3 or \\boxed{4}") or after the last ("\\boxed{3} or 4", "\\boxed{3}?")."""
+    hedges = [_text_hedge(content, "latex") for _, _, content in group_spans]
+    for (_, end, _), (start, _, _) in zip(group_spans, group_spans[1:]):
+        between = completion[end:start]
+        hedges.append("uncertain" if _UNCERTAIN.search(between) else "alternative" if "/" in between
+                      else "set" if _OR.search(between) else None)  # Math-Verify reads joined boxes as a set
+    first, last = group_spans[0][0], group_spans[-1][1]
+    head = completion[max(0, first - 80):first]
+    head = head[max((m.end() for m in _SENTENCE_START.finditer(head)), default=0):].rstrip(" \t$([\\")
+    stop = _SENTENCE_START.search(completion, last, last + MAX_TAIL)
+    tail = completion[last:stop.end() if stop else last + MAX_TAIL].lstrip(" \t$)]\\")
+    hedges += ["uncertain" if _UNCERTAIN_BEFORE.search(head) or _UNCERTAIN.search(tail) else None,
+               "alternative" if _ALTERNATIVE_BEFORE.search(head) or _ALTERNATIVE_AFTER.search(tail) else None]
+    return _worst(*hedges)
 
 
 # ---- runs in the worker processes -------------------------------------------------------------------
@@ -290,12 +385,13 @@ def check_in_worker(gold: str, answer: str, float_rounding: int, timeout_s: int,
         # The same text parses to the same objects, which math-verify's first test (a == b) accepts: skip
         # the second parse and the comparison. (For nan / zoo that test raises instead: no shortcut.)
         return {"status": "ok", "correct": True, "gold_parsed": str(gold_parsed[0]),
-                "answer_parsed": str(gold_parsed[0]), "why": None, "check_s": round(time.perf_counter() - start, 6)}
+                "answer_parsed": str(gold_parsed[0]), "why": None, "gold_multi": _is_several_values(gold_parsed[0]),
+                "check_s": round(time.perf_counter() - start, 6)}
     try:
         answer_parsed = parse(answer_input, [LatexExtractionConfig(), ExprExtractionConfig()],
                               parsing_timeout=timeout_s, raise_on_error=True)
-    except TimeoutException:
-        return {"status": "timeout", "where": "parsing the answer"}
+    except TimeoutException:  # the model's own answer is too slow to read: a 0, with the reason
+        return _answer_timed_out(gold_parsed, "parsing the answer", start)
     except Exception as exc:  # malformed model output: a wrong answer, not an infrastructure failure
         return {"status": "ok", "correct": False, "gold_parsed": str(gold_parsed[-1]),
                 "answer_parsed": None, "why": f"answer not parseable: {type(exc).__name__}"}
@@ -305,10 +401,24 @@ def check_in_worker(gold: str, answer: str, float_rounding: int, timeout_s: int,
     try:
         correct, why = verify_any(gold_parsed, answer_parsed, float_rounding, timeout_s)
     except TimeoutException:
-        return {"status": "timeout", "where": "comparing"}
+        return _answer_timed_out(gold_parsed, "comparing", start)
     return {"status": "ok", "correct": correct, "gold_parsed": str(gold_parsed[0]),
             "answer_parsed": str(answer_parsed[0]), "why": why, "answer_text": str(answer_parsed[-1]),
-            "check_s": round(time.perf_counter() - start, 6)}
+            "gold_multi": _is_several_values(gold_parsed[0]), "check_s": round(time.perf_counter() - start, 6)}
+
+
+def _answer_timed_out(gold_parsed: list, where: str, start: float) -> dict:
+    """The reply for an answer math-verify could not read or compare in time: wrong, reason "answer timed
+    out" (Math-Verify's own verdict on a timeout is False too). A gold that times out is the verifier's
+    problem instead (status "timeout": VerifierError)."""
+    return {"status": "ok", "correct": False, "gold_parsed": str(gold_parsed[0]), "answer_parsed": None,
+            "why": "answer timed out", "timed_out": where, "check_s": round(time.perf_counter() - start, 6)}
+
+
+def _is_several_values(obj) -> bool:
+    """Whether a parsed gold is a set of values, a tuple or an interval (what "$x = -3$ or $x = 2$" may equal)."""
+    from sympy import FiniteSet, Interval, Tuple
+    return isinstance(obj, Interval) or (isinstance(obj, (FiniteSet, Tuple)) and len(obj.args) >= 2)
 
 
 def check_chunk_in_worker(pairs: list[tuple[str, str, str]], float_rounding: int, timeout_s: int,
@@ -436,9 +546,13 @@ class MathVerifier:
                 out[i] = exc
                 continue
             info["gold"] = gold
+            hedge = info.get("hedge")
+            if hedge == "uncertain" and _UNCERTAIN.search(gold):
+                hedge = info["hedge"] = None  # the gold itself is phrased that way
             if info["answer"] is None:
                 out[i] = VerifierResult(0.0, info)
-            elif info["read_as"] != "completion" and _HEDGE.search(info["answer"]) and not _HEDGE.search(gold):
+            elif hedge in ("uncertain", "alternative") or (hedge == "set" and parse_fast(gold) is not None):
+                # (a gold the fast grammar reads is one value: candidates joined by "or" are no set of it)
                 info["reason"] = "hedged answer"
                 out[i] = VerifierResult(0.0, info)
             elif (fast := self._fast(gold, info)) is not None:
@@ -467,15 +581,16 @@ class MathVerifier:
         if self.mode == "lenient":
             return {"answer": completion if completion.strip() else None, "checked": completion,
                     "method": "lenient", "n_boxed": len(find_boxed(completion)), "read_as": "completion",
+                    "parts": 1, "hedge": None,
                     "reason": None if completion.strip() else "no final answer found"}
         return extract_answer(completion, self.fallback, self.multiple_boxed, self.extract)
 
     def _fast(self, gold: str, info: dict) -> VerifierResult | None:
         """The in-process verdict when both sides are in the fast grammar and it is certain, else None (always
         for a whole completion, mode lenient, and for an answer of several boxes: math-verify reads those)."""
-        if info["read_as"] == "completion" or (info["method"] == "boxed" and ", " in info["answer"]):
+        if info["read_as"] == "completion" or info["parts"] > 1 or (info["method"] == "boxed" and ", " in info["answer"]):
             return None
-        if info["read_as"] == "text" and not _FAST_TEXT.fullmatch(info["checked"]):
+        if info["read_as"] == "text" and not (_FAST_TEXT.fullmatch(info["checked"]) and info["checked"].isascii()):
             return None  # e.g. "3{,}000" or "\\sqrt{2}" outside $…$: Math-Verify reads those its own way
         gold_parsed = parse_fast(gold)  # lru-cached: a group's G completions share one gold
         if gold_parsed is None:
@@ -540,7 +655,13 @@ class MathVerifier:
                        reason=reply["why"], cached=cached, fast_path=False)
         if info["read_as"] == "completion":  # mode lenient: the answer is what math-verify found, not the text
             details["answer"] = reply.get("answer_text", reply["answer_parsed"])
-        return VerifierResult(1.0 if reply["correct"] else 0.0, details)
+        if reply.get("timed_out"):
+            details["timed_out"] = reply["timed_out"]
+        correct = reply["correct"]
+        if info.get("hedge") == "set" and not (correct and reply.get("gold_multi")):
+            # candidates joined by "or" count only as the complete set of values the gold is
+            correct, details["reason"] = False, "hedged answer"
+        return VerifierResult(1.0 if correct else 0.0, details)
 
 
 # the docstring carries the list itself, rendered from the one structure above

@@ -184,8 +184,8 @@ def parse_fast(text: str) -> Answer | None:
     (True, True)
     """
     text = text.strip().strip("$").strip()
-    if len(text) > 80:
-        return None
+    if len(text) > 80 or not text.isascii():
+        return None  # (Python's \\d and int() take "３" and "٣" for 3; to Math-Verify they are no number)
     m = _ASSIGNMENT_RE.fullmatch(text)
     if m:
         if "," in m["rhs"]:
