@@ -408,7 +408,8 @@ def _register_countdown() -> None:
         """
         expr = completion.strip()
         nums = list(example["numbers"])
-        ok_shape = (len(expr) % 2 == 1 and all(c.isdigit() for c in expr[0::2])
+        # ASCII digits only: str.isdigit() and int() also take "３" and "٣" for 3, and "²" for a digit
+        ok_shape = (len(expr) % 2 == 1 and all(c in "0123456789" for c in expr[0::2])
                     and all(c in "+-*" for c in expr[1::2]))
         if not ok_shape:
             return VerifierResult(0.0, {"reason": "not an expression of digits and + - *", "expr": expr})

@@ -325,6 +325,7 @@ CASES += [
     (_RP, {"prompt_to_repeat": "Write a haiku about rain."}, "Drops on the roof..."),
     (_RP, {"prompt_to_repeat": "Write a haiku about rain."}, "  Write a haiku about rain.\nDrops..."),
     (_RP, {"prompt_to_repeat": "Write a haiku about rain."}, "Write a poem about rain. Drops..."),
+    (_RP, {"prompt_to_repeat": "Write a haiku about rain."}, "Write a haiku about rain."),  # the echo alone
 ]
 
 _E = "startend:end_checker"

@@ -135,13 +135,18 @@ def final_boxed_spans(text: str, spans: list[tuple[int, int, str]] | None = None
 
 
 def answer_tag(text: str) -> str | None:
-    """The content of the last ``<answer>...</answer>`` (any case).
+    """The content of the last ``<answer>...</answer>`` (any case); none when it holds another answer tag
+    (``<answer><answer>3</answer></answer>`` is malformed, not an answer).
 
     >>> answer_tag("I think <answer>4</answer>, no: <ANSWER> 5 </ANSWER>"), answer_tag("<answer> </answer>")
     ('5', None)
+    >>> answer_tag("<answer><answer>3</answer></answer>") is None
+    True
     """
     found = _ANSWER_TAG.findall(text)
-    return (found[-1].strip() or None) if found else None
+    if not found or re.search(r"</?answer>", found[-1], re.IGNORECASE):
+        return None
+    return found[-1].strip() or None
 
 
 def hash_answer(text: str) -> str | None:

@@ -386,9 +386,16 @@ def _two_responses(text, c):
 
 @constraint("repeat_prompt")
 def _repeat_prompt(text, c):
-    """Starts with the prompt, word for word (case aside, so it can hold together with lowercase)."""
+    """Starts with the prompt, word for word (case aside, so it can hold together with lowercase), and answers
+    after it: the prompt echoed back alone follows nothing."""
     prompt = _param(c, "prompt", str)
-    return text.strip().lower().startswith(prompt.strip().lower()), "response starts with the prompt?"
+    if not text.strip().lower().startswith(prompt.strip().lower()):
+        return False, "response starts with the prompt?"
+    return _answers_after_prompt(prompt, text), "an answer after the repeated prompt?"
+
+
+def _answers_after_prompt(prompt: str, text: str) -> bool:
+    return bool(re.search(r"\w", text.strip()[len(prompt.strip()):]))
 
 
 CONSTRAINED_RESPONSES = ("My answer is yes.", "My answer is no.", "My answer is maybe.")
@@ -640,6 +647,12 @@ INTENTIONAL_DIFFERENCES: tuple[IntentionalDifference, ...] = (
         "a postscript marker starts a postscript",
         lambda c, t: bool(re.search(r"[\w.]" + postscript_pattern(c.get("marker", "P.S.")).pattern.split(")", 1)[1],
                                     t, re.IGNORECASE))),
+    IntentionalDifference(
+        "answer-after-prompt", ("repeat_prompt",), False,
+        "the repeated prompt must be followed by an answer (a word after it); IFEval accepts the prompt echoed "
+        "back alone",
+        "repeating the request is not following it",
+        lambda c, t: not _answers_after_prompt(str(c.get("prompt", "")), t)),
 )
 
 

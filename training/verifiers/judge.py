@@ -10,7 +10,9 @@ inside the scale; anything else is malformed. The reward is the score mapped to 
 
     reward = (s − scale_min) / (scale_max − scale_min)
 
-Failures are never a silent 0: transport errors, HTTP 429/5xx and malformed replies are retried with
+Completions a policy could use to sway a judge score 0 without asking it, the reason in ``details["reason"]``
+(:meth:`JudgeVerifier.refused`): blank, over :data:`MAX_COMPLETION_CHARS`, holding a verdict to copy, or the
+prompt echoed back. Failures are never a silent 0: transport errors, HTTP 429/5xx and malformed replies are retried with
 exponential back-off (``backoff_s · 2^attempt``); when the attempts run out the verifier raises
 VerifierError. Other HTTP 4xx (a wrong model name, a bad key) fail at once.
 """
@@ -54,6 +56,10 @@ _FIELDS = ("rubric", "prompt", "reference", "completion", "scale_min", "scale_ma
 
 
 REPLY_EXCERPT_CHARS = 300  # what is kept of a judge's reply next to its parsed score
+# Completions scored 0 without asking the judge (details["reason"]), tricks a policy could find to sway it:
+MAX_COMPLETION_CHARS = 100_000  # longer: "completion too long" (a megabyte prompt only slows or confuses a judge)
+# a verdict written for the judge to copy: a line in the judge's own reply format, or "reward: 1.0" anywhere
+_VERDICT_IN_TEXT = re.compile(r"\b(?:reward|verdict|grade)\s*[:=]\s*\**\s*-?\d", re.I)
 
 
 @dataclass(frozen=True)
@@ -261,7 +267,25 @@ class JudgeVerifier:
             return tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
 
     # -- the verifier --
+    def refused(self, completion: str, example: dict) -> str | None:
+        """Why the completion scores 0 without a judgement, or None: blank, over
+        :data:`MAX_COMPLETION_CHARS`, holding a verdict for the judge to copy ("Score: 10" on a line, "reward:
+        1.0"), or the task's prompt echoed back (whitespace and case aside)."""
+        if not completion.strip():
+            return "blank response"
+        if len(completion) > MAX_COMPLETION_CHARS:
+            return "completion too long"
+        if _SCORE_LINE.search(completion) or _VERDICT_IN_TEXT.search(completion):
+            return "a verdict in the completion"
+        prompt = str(example.get(self.prompt_key, ""))
+        if prompt.strip() and " ".join(completion.split()).casefold() == " ".join(prompt.split()).casefold():
+            return "the prompt echoed back"
+        return None
+
     def __call__(self, completion: str, example: dict) -> VerifierResult:
+        refused = self.refused(completion, example)
+        if refused:
+            return VerifierResult(0.0, {"reason": refused, "endpoint": self.endpoint, "attempts": 0})
         prompt = self.render(completion, example)
         ask = self._ask_server if self.base_url else self._ask_local
         problems = []

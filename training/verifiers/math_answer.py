@@ -72,6 +72,12 @@ _ALTERNATIVE_AFTER = re.compile(r"(?:\b(?:or|either)\b|\\(?:lor|vee)\b|/)\s*(?:\
 _ALTERNATIVE_BEFORE = re.compile(r"(?:[0-9]|(?<!\\)\$|\\\)|\})\s*(?:\bor\b|/)$", re.IGNORECASE)
 _UNCERTAIN_BEFORE = re.compile(r"\b(?:maybe|possibly|probably|perhaps)\b[\s:,]*$", re.IGNORECASE)
 _SENTENCE_START = re.compile(r"(?<!\\)[.;!?](?=\s)|\n")
+# TeX programming in an answer: macro definitions, conditionals, a macro parameter "#", a "%" comment that hides
+# the rest of its line. No answer needs them; they make the checker read something else than what is written
+# ("\\boxed{4 # 3}" and "\\boxed{\\let\\four=3 \\four}" are 3 to Math-Verify, "4 %" + newline + "3" is 3 to a box)
+_TAMPERING = re.compile(r"\\(?:[egx]?def|let|futurelet|(?:re)?newcommand|providecommand|DeclareMathOperator|"
+                        r"catcode|input|include|csname|expandafter|makeatletter|else|fi|"
+                        r"if(?:false|true|x|num|dim|case|mmode|defined|odd|cat))(?![a-zA-Z])|(?<!\\)#|(?<!\\)%[^\n]*\n")
 MAX_BOXES = 6  # different boxed answers a completion may hold: Math-Verify joins at most six boxes into one answer
 MAX_ANSWER_CHARS = 2000  # an answer longer than this is none (a display block longer than it is no answer either)
 # extract -> the answer forms tried in order (the first that gives an answer wins); "boxed" and "auto" end with
@@ -122,6 +128,11 @@ INTENTIONAL_DIFFERENCES = (
         "too many different boxed answers", ("strict",),
         f"A completion holding more than {MAX_BOXES} different boxed answers scores 0 (a spray of candidates), "
         f"where Math-Verify reads the last box or group of boxes."),
+    IntentionalDifference(
+        "checker tampering", ("strict",),
+        "An answer holding TeX programming (\\def, \\newcommand, \\let, \\iffalse, a macro parameter # or a % "
+        "comment before a line break) scores 0: no answer needs it, and it makes the checker read something other "
+        "than what is written (\\boxed{4 # 3} is 3 to Math-Verify)."),
     IntentionalDifference(
         "answer too long", ("strict",),
         f"An answer over {MAX_ANSWER_CHARS} characters scores 0 unread (no final answer is that long; reading "
@@ -223,6 +234,8 @@ def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxe
             break
     if info["answer"] and len(info["checked"]) > MAX_ANSWER_CHARS:
         info["answer"], info["reason"] = None, "answer too long"
+    elif info["answer"] and _TAMPERING.search(info["checked"]):
+        info["answer"], info["reason"] = None, "checker tampering"
     if not info["answer"]:
         info["answer"] = None
         info["reason"] = info["reason"] or "no final answer found"

@@ -26,6 +26,17 @@ def extract_answer(completion: str, how: str = "answer_tag") -> str | None:
     return extract(completion, how)
 
 
+def _hedges(answer: str, gold: str) -> bool:
+    """Whether the answer hedges ("3 or 4", "maybe 3", "3?", "$3$/$4$") where the gold does not: the ``math``
+    verifier's rule for a plain-text answer (:func:`training.verifiers.math_answer._text_hedge`).
+
+    >>> _hedges("-4 or -3", "-4"), _hedges("maybe -4", "-4"), _hedges("-4", "-4"), _hedges("yes or no", "yes or no")
+    (True, True, False, False)
+    """
+    from training.verifiers.math_answer import _text_hedge
+    return _text_hedge(answer, "text") is not None and _text_hedge(gold, "text") is None
+
+
 @functools.lru_cache(maxsize=None)
 def _scorer(task: str):
     import reasoning_gym
@@ -43,6 +54,8 @@ def reasoning_gym_score(completion: str, example: dict, *, extract: str = "answe
     answer = extract_answer(completion, extract)
     if answer is None:
         return VerifierResult(0.0, {"reason": f"no answer in the form asked ({extract})", "task": task})
+    if _hedges(answer, str(example.get("answer", ""))):  # the tasks' scorers give "3 or 4" partial credit
+        return VerifierResult(0.0, {"reason": "hedged answer", "task": task, "answer": answer[:200]})
     try:
         score = float(_scorer(task)(answer, example))
     except Exception as exc:  # the package's scorer failing is an infrastructure error, not a wrong answer
