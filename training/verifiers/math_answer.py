@@ -75,9 +75,11 @@ _SENTENCE_START = re.compile(r"(?<!\\)[.;!?](?=\s)|\n")
 # TeX programming in an answer: macro definitions, conditionals, a macro parameter "#", a "%" comment that hides
 # the rest of its line. No answer needs them; they make the checker read something else than what is written
 # ("\\boxed{4 # 3}" and "\\boxed{\\let\\four=3 \\four}" are 3 to Math-Verify, "4 %" + newline + "3" is 3 to a box)
-_TAMPERING = re.compile(r"\\(?:[egx]?def|let|futurelet|(?:re)?newcommand|providecommand|DeclareMathOperator|"
-                        r"catcode|input|include|csname|expandafter|makeatletter|else|fi|"
-                        r"if(?:false|true|x|num|dim|case|mmode|defined|odd|cat))(?![a-zA-Z])|(?<!\\)#|(?<!\\)%[^\n]*\n")
+_TEX_COMMANDS = (r"\\(?:[egx]?def|let|futurelet|(?:re)?newcommand|providecommand|DeclareMathOperator|"
+                 r"catcode|input|include|csname|expandafter|makeatletter|else|fi|"
+                 r"if(?:false|true|x|num|dim|case|mmode|defined|odd|cat))(?![a-zA-Z])")
+TEX_PROGRAMMING = re.compile(_TEX_COMMANDS)  # (the commands alone: reasoning_gym's answers may hold "#" and "%")
+_TAMPERING = re.compile(_TEX_COMMANDS + r"|(?<!\\)#|(?<!\\)%[^\n]*\n")
 MAX_BOXES = 6  # different boxed answers a completion may hold: Math-Verify joins at most six boxes into one answer
 MAX_ANSWER_CHARS = 2000  # an answer longer than this is none (a display block longer than it is no answer either)
 # extract -> the answer forms tried in order (the first that gives an answer wins); "boxed" and "auto" end with
@@ -601,7 +603,8 @@ class MathVerifier:
     def _fast(self, gold: str, info: dict) -> VerifierResult | None:
         """The in-process verdict when both sides are in the fast grammar and it is certain, else None (always
         for a whole completion, mode lenient, and for an answer of several boxes: math-verify reads those)."""
-        if info["read_as"] == "completion" or info["parts"] > 1 or (info["method"] == "boxed" and ", " in info["answer"]):
+        if (info["read_as"] == "completion" or info["parts"] > 1
+                or (info["method"] == "boxed" and ", " in info["answer"])):
             return None
         if info["read_as"] == "text" and not (_FAST_TEXT.fullmatch(info["checked"]) and info["checked"].isascii()):
             return None  # e.g. "3{,}000" or "\\sqrt{2}" outside $…$: Math-Verify reads those its own way

@@ -37,6 +37,14 @@ def _hedges(answer: str, gold: str) -> bool:
     return _text_hedge(answer, "text") is not None and _text_hedge(gold, "text") is None
 
 
+def _tampers(answer: str) -> bool:
+    """Whether the answer holds TeX programming (``\\def``, ``\\newcommand``, ``\\let``, ``\\iffalse``), the
+    ``math`` verifier's rule (:data:`training.verifiers.math_answer.TEX_PROGRAMMING`); "#" and "%" are left to
+    the task (a grid or a percentage may hold them)."""
+    from training.verifiers.math_answer import TEX_PROGRAMMING
+    return TEX_PROGRAMMING.search(answer) is not None
+
+
 @functools.lru_cache(maxsize=None)
 def _scorer(task: str):
     import reasoning_gym
@@ -56,6 +64,8 @@ def reasoning_gym_score(completion: str, example: dict, *, extract: str = "answe
         return VerifierResult(0.0, {"reason": f"no answer in the form asked ({extract})", "task": task})
     if _hedges(answer, str(example.get("answer", ""))):  # the tasks' scorers give "3 or 4" partial credit
         return VerifierResult(0.0, {"reason": "hedged answer", "task": task, "answer": answer[:200]})
+    if _tampers(answer):  # and "\\def\\ans{-4}\\ans" too
+        return VerifierResult(0.0, {"reason": "checker tampering", "task": task, "answer": answer[:200]})
     try:
         score = float(_scorer(task)(answer, example))
     except Exception as exc:  # the package's scorer failing is an infrastructure error, not a wrong answer
