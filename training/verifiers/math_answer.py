@@ -13,8 +13,15 @@ to it ("``\\boxed{-2}`` and ``\\boxed{1}``": one answer, the set {-2, 1}, as Mat
 answer is" marker, mid-line too, up to its sentence's end or across the display block it opens);
 ``answer_tag`` the last ``<answer>...</answer>``; ``hash`` the text after the last ``####`` (GSM8K);
 ``last_number`` the last number; ``auto`` tries boxed, then an answer tag, then ``####``, then the fallback.
-``details["method"]`` names the form that matched. A hedged answer ("3 or 4", "maybe 3") scores 0 unless the
-gold answer itself is phrased that way; no answer scores 0. A box's content, or a math span's after a marker,
+``details["method"]`` names the form that matched. After a marker the answer runs to the end of its sentence:
+math spans joined as Math-Verify joins them (``$-3$ and $2$``, up to six, by ",", "and" or "or") are one answer,
+a set, and the rest of the sentence is read for a hedge. A hedge scores 0 wherever it is written (in a box,
+between boxes or spans, after a marker, before or after a box in its sentence): candidates joined by "or", a "/"
+between two separate math spans, an uncertain word ("maybe", "probably", "?") — except a complete list that
+Math-Verify reads as one set equal to a gold of several values (``$x = -3$ or $x = 2$`` for the gold ``-3, 2``).
+No answer scores 0; so do more than :data:`MAX_BOXES` different boxes, an answer over :data:`MAX_ANSWER_CHARS`,
+TeX programming in the answer (``\\def``, ``#``, a ``%`` comment: checker tampering), and an answer whose
+parsing or comparison times out (reason "answer timed out"; a gold that times out is a :class:`VerifierError`). A box's content, or a math span's after a marker,
 is read as LaTeX (``\\$`` in it is a dollar sign); plain text after a marker as Math-Verify reads an "Answer:"
 line (``1 000`` is 1000, ``2,5`` is 2.5; :func:`parse_input`); the gold as LaTeX, or as a prose number when it
 is one with a space or comma (:func:`gold_input`).
@@ -31,8 +38,8 @@ compare (``12:00``) still equals the same text. math-verify times out with SIGAL
 process's main thread, so checks run in a :class:`WorkerPool` whose workers do exactly that, under an outer
 deadline that kills a stuck worker. Pairs travel in chunks (one message per chunk, not per pair); a worker
 stops starting new pairs once a chunk has used its time budget, and a chunk that times out is retried one pair
-per task so only the stuck pair fails. A timeout (math-verify's own or the outer one) or a dead worker raises
-:class:`VerifierError`: the verifier could not judge.
+per task so only the stuck pair fails. Math-verify's own timeout on the answer is a 0 (the answer's fault); on
+the gold, the outer deadline, or a dead worker it raises :class:`VerifierError`: the verifier could not judge.
 
 Agreement with Math-Verify 0.9.0 (``tests/verifiers/test_math_peer.py``): never a 1 where it gives 0; a 0 where
 it gives 1 only for the :data:`INTENTIONAL_DIFFERENCES` (listed in :class:`MathVerifier`'s docstring and the
