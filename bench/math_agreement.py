@@ -1,7 +1,7 @@
 """Agreement of the ``math`` verifier with Math-Verify 0.9.0, in both modes: on Seedbed's own case table
 (tests/verifiers/math_peer_cases.py) and, given its folder, on Math-Verify's own test suite (not in this repo).
 
-    python bench/math_agreement.py [--suite DIR] [-v]
+    python bench/math_agreement.py [--suite DIR] [--hedges] [-v]
 
 DIR is the ``tests/`` folder of Math-Verify's source distribution, fetched from PyPI with its ordinary client:
 ``pip download math-verify==0.9.0 --no-binary :all: --no-deps`` and unpacked. Its parametrized tests are run
@@ -9,7 +9,9 @@ as they are with ``compare_strings`` wrapped to record each (gold, prediction) i
 with the test's ``expected`` verdict is then scored by Seedbed. Printed per mode: agreement with the expected
 verdicts, agreement with Math-Verify run with its default settings on the same texts (``verify(parse(gold),
 parse(prediction))``: some of its tests set other options), and how many differences are the listed
-intentional ones (``INTENTIONAL_DIFFERENCES``). ``-v`` prints every other difference.
+intentional ones (``INTENTIONAL_DIFFERENCES``). ``--hedges`` adds the 2,400 seeded hedges and lists of
+``tests/verifiers/test_math_hedges.py`` (every answer form; the gold written as LaTeX, ``$gold$``), whose
+expected verdict is Math-Verify's own. ``-v`` prints every other difference.
 """
 from __future__ import annotations
 
@@ -36,6 +38,14 @@ def table_cases() -> list[dict]:
     from tests.verifiers.math_peer_cases import FLAT
 
     return [{"gold": g, "pred": c, "expected": e, "source": group} for group, g, c, e in FLAT]
+
+
+def hedge_cases() -> list[dict]:
+    """The property test's generated hedges and lists, Math-Verify's verdict as the expected one."""
+    from tests.verifiers.test_math_hedges import N_CASES, SEED, generated, reference
+
+    return [{"gold": f"${g}$", "pred": c, "expected": int(reference(g, c)), "source": "hedges"}
+            for g, c in generated(N_CASES, SEED)]
 
 
 def _load_suite_module(folder: str, name: str, package: str) -> types.ModuleType:
@@ -132,6 +142,7 @@ def measure(cases: list[dict], verbose: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", help="Math-Verify 0.9.0's tests/ folder (from its source distribution)")
+    parser.add_argument("--hedges", action="store_true", help="also the property test's generated hedges and lists")
     parser.add_argument("-v", action="store_true", help="print every difference that is not a listed one")
     args = parser.parse_args()
     print("Seedbed's case table (tests/verifiers/math_peer_cases.py):")
@@ -139,6 +150,9 @@ def main() -> None:
     if args.suite:
         print(f"Math-Verify's own test suite ({args.suite}):")
         measure(suite_cases(args.suite), args.v)
+    if args.hedges:
+        print("Generated hedges and lists (tests/verifiers/test_math_hedges.py):")
+        measure(hedge_cases(), args.v)
 
 
 if __name__ == "__main__":
