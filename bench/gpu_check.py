@@ -345,36 +345,11 @@ def run_seedbed_engine(model_dir, steps, seed, device, precision, out_dir, shape
 
 
 def run_trl_engine(model_dir, steps, seed, device, precision, out_dir, shape, task_size) -> dict:
-    import torch
-    from datasets import Dataset
-    from real_model import INSTRUCTION, LR, REWARDS, TASK, TASK_PARAMS, TEMPERATURE
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
-
-    from training.data import ReasoningGymExamples
-    from training.verifiers import build_reward
+    from real_model import trl_trainer
 
     prompts, group, max_new = shape
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    rows = ReasoningGymExamples(TASK.split(":", 1)[1], task_size, seed, TASK_PARAMS)
-    data = Dataset.from_list([{"prompt": [{"role": "user", "content": f"{ex['prompt']}\n\n{INSTRUCTION}"}],
-                               "entry": json.dumps({k: ex[k] for k in ("question", "answer", "metadata")})}
-                              for ex in (rows[i] for i in range(len(rows)))])
-    reward = build_reward(REWARDS)  # the same verifier as Seedbed's run
-
-    def score(completions, entry, **kw):
-        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
-        return list(reward(texts, [json.loads(e) for e in entry]).totals)
-
-    args = GRPOConfig(output_dir=out_dir, use_cpu=device.type == "cpu", gradient_checkpointing=False,
-                      bf16=precision == "bf16", fp16=False, per_device_train_batch_size=prompts * group,
-                      gradient_accumulation_steps=1, num_generations=group, max_completion_length=max_new,
-                      learning_rate=LR, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
-                      max_grad_norm=1.0, beta=0.0, num_iterations=1, loss_type="grpo", epsilon=0.2,
-                      temperature=TEMPERATURE, top_p=1.0, max_steps=steps, logging_steps=1, report_to=[],
-                      save_strategy="no", seed=seed, dataloader_num_workers=0, disable_tqdm=True)
-    trainer = GRPOTrainer(model=model, reward_funcs=score, args=args, train_dataset=data, processing_class=tok)
+    trainer, tok = trl_trainer(model_dir, out_dir, steps=steps, seed=seed, task_size=task_size, prompts=prompts,
+                               group=group, max_new=max_new, use_cpu=device.type == "cpu", bf16=precision == "bf16")
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # its per-step log dicts; the figures are printed below
@@ -384,7 +359,7 @@ def run_trl_engine(model_dir, steps, seed, device, precision, out_dir, shape, ta
     logs = [h for h in trainer.state.log_history if "completions/mean_length" in h]
     trainer.save_model(out_dir)
     tok.save_pretrained(out_dir)
-    del trainer, model
+    del trainer
     # its own timing of each step where it logs one (else the training call's wall time)
     step_s = sum(float(h["step_time"]) for h in logs) if all("step_time" in h for h in logs) else wall
     return {"wall_s": wall, "step_s": step_s, "steps": len(logs), "status": "succeeded",

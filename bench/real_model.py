@@ -95,7 +95,12 @@ def run_seedbed(model_dir: str, steps: int, seed: int, out: str) -> dict:
             "model_dir": os.path.join(out, "checkpoints", f"step_{steps:06d}")}
 
 
-def run_trl(model_dir: str, steps: int, seed: int, out: str) -> dict:
+def trl_trainer(model_dir: str, out: str, *, steps: int, seed: int, task_size: int = 4096, prompts: int = PROMPTS,
+                group: int = GROUP, max_new: int = MAX_TOKENS, use_cpu: bool = True, bf16: bool = False):
+    """TRL's GRPOTrainer on this workload, as Seedbed's run is configured: the same prompts (the task's question
+    with INSTRUCTION, through the chat template), the same verifier, GRPO's loss, no KL, constant lr, one
+    optimizer step per batch. Returns (trainer, tokenizer). bench/gpu_check.py runs it on a GPU too."""
+    import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
@@ -104,25 +109,29 @@ def run_trl(model_dir: str, steps: int, seed: int, out: str) -> dict:
     from training.verifiers import build_reward
 
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype="float32")
-    train_rows = ReasoningGymExamples(TASK.split(":", 1)[1], 4096, seed, TASK_PARAMS)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    rows = ReasoningGymExamples(TASK.split(":", 1)[1], task_size, seed, TASK_PARAMS)
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": f"{ex['prompt']}\n\n{INSTRUCTION}"}],
                                "entry": json.dumps({k: ex[k] for k in ("question", "answer", "metadata")})}
-                              for ex in (train_rows[i] for i in range(len(train_rows)))])
+                              for ex in (rows[i] for i in range(len(rows)))])
     reward = build_reward(REWARDS)  # the same verifier as Seedbed's run
 
     def score(completions, entry, **kw):
         texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
         return list(reward(texts, [json.loads(e) for e in entry]).totals)
 
-    args = GRPOConfig(output_dir=out, use_cpu=True, gradient_checkpointing=False, bf16=False, fp16=False,
-                      per_device_train_batch_size=PROMPTS * GROUP, gradient_accumulation_steps=1,
-                      num_generations=GROUP, max_completion_length=MAX_TOKENS, learning_rate=LR,
+    args = GRPOConfig(output_dir=out, use_cpu=use_cpu, gradient_checkpointing=False, bf16=bf16, fp16=False,
+                      per_device_train_batch_size=prompts * group, gradient_accumulation_steps=1,
+                      num_generations=group, max_completion_length=max_new, learning_rate=LR,
                       lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0, beta=0.0,
                       num_iterations=1, loss_type="grpo", epsilon=0.2, temperature=TEMPERATURE, top_p=1.0,
                       max_steps=steps, logging_steps=1, report_to=[], save_strategy="no", seed=seed,
                       dataloader_num_workers=0, disable_tqdm=True)
-    trainer = GRPOTrainer(model=model, reward_funcs=score, args=args, train_dataset=data, processing_class=tok)
+    return GRPOTrainer(model=model, reward_funcs=score, args=args, train_dataset=data, processing_class=tok), tok
+
+
+def run_trl(model_dir: str, steps: int, seed: int, out: str) -> dict:
+    trainer, tok = trl_trainer(model_dir, out, steps=steps, seed=seed)
     t0 = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - t0
