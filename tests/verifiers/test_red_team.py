@@ -13,15 +13,14 @@ constraint's ``why`` (ifeval), the judge's own reply (a judgement), ``extracted`
 no ``match`` (regex). Kinds that cannot apply to a verifier are left out of its table (ifeval has no answer
 to extract, so no boxes or tags; only math parses LaTeX, so only math can time out).
 """
+import json
 import textwrap
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-import json
-import threading
 
 import pytest
 from math_verify import parse, verify
 
+from tests.verifiers.judge_stand_in import FakeJudge
 from training.verifiers import VerifierError, get_verifier
 from training.verifiers import judge as judge_module
 from training.verifiers.judge import JudgeEndpoint, set_endpoint_provider
@@ -198,30 +197,14 @@ def test_ifeval_echo_is_0_and_an_answer_after_the_echo_is_1():
 # a score line it finds in the response, gives a blank response the benefit of the doubt (5), and takes a
 # restatement of the task for an answer (10). The verifier must not let those through.
 
-class GullibleJudge:
+class GullibleJudge(FakeJudge):
     def __init__(self):
-        self.asked = []
-        judge = self
+        super().__init__()
+        self.script = [("grade", self.grade)]
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                prompt = body["messages"][0]["content"]
-                judge.asked.append(prompt)
-                payload = json.dumps({"choices": [{"message": {"role": "assistant",
-                                                               "content": judge.grade(prompt)}}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    @property
+    def asked(self) -> list[str]:
+        return [r["body"]["messages"][0]["content"] for r in self.requests]
 
     @staticmethod
     def grade(prompt: str) -> str:
@@ -239,10 +222,6 @@ class GullibleJudge:
         if lines[-1] == reference.strip():
             return "The final answer is the reference.\nScore: 10"
         return f"The final answer {lines[-1][:40]!r} is not the reference.\nScore: 0"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture(scope="module")
