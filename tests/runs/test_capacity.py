@@ -75,15 +75,21 @@ def test_the_code_sandbox_is_capped_by_cores_and_memory(api, config):
         "rewards": "item 0 (code): processes at most 3 on queue cpu (its largest worker has 3 cores); got 64"}
     response = api.post("/runs", {"config": {**config, **code_reward(processes=2, memory_mb=16_384)}})
     assert response.json()["errors"] == {
-        "rewards": "the code sandbox may take 1 rank × 2 processes × 16,384 MB (memory_mb) = 32,768 MB; at most "
-                   "24,576 MB on queue cpu (its largest worker has 24,576 MB of memory): lower processes or memory_mb"}
+        "rewards": "the code sandbox may take 1 rank × 2 processes × 2 × 16,384 MB (memory_mb, for a program and for "
+                   "its tests) = 65,536 MB; at most 24,576 MB on queue cpu (its largest worker has 24,576 MB of "
+                   "memory): lower processes or memory_mb"}
     # without processes, each rank starts one server per core of its worker
     response = api.post("/runs", {"config": {**config, **code_reward(memory_mb=10_000)}})
-    assert "3 processes × 10,000 MB (memory_mb) = 30,000 MB" in response.json()["errors"]["rewards"]
+    assert "3 processes × 2 × 10,000 MB (memory_mb, for a program and for its tests) = 60,000 MB" in \
+        response.json()["errors"]["rewards"]
     assert not Run.objects.exists()
-    assert api.post("/runs", {"config": {**config, **code_reward(processes=1, memory_mb=16_384)}}).status_code == 201
-    # at the limit: 3 processes × 8,192 MB = 24,576 MB
-    assert api.post("/runs", {"config": {**config, **code_reward(processes=3, memory_mb=8_192)}}).status_code == 201
+    # a program and its tests, each up to memory_mb: 1 process × 2 × 16,384 MB is past the worker's memory
+    assert "rewards" in api.post("/runs", {"config": {**config, **code_reward(processes=1, memory_mb=16_384)}}
+                                 ).json()["errors"]
+    assert not Run.objects.exists()
+    assert api.post("/runs", {"config": {**config, **code_reward(processes=1, memory_mb=12_288)}}).status_code == 201
+    # at the limit: 3 processes × 2 × 4,096 MB = 24,576 MB
+    assert api.post("/runs", {"config": {**config, **code_reward(processes=3, memory_mb=4_096)}}).status_code == 201
 
 
 def test_the_form_shows_the_limit_at_the_field_and_launches_nothing(client_in, model_dir,
@@ -145,10 +151,10 @@ def test_the_operators_settings_lower_the_caps(api, config, settings):
     assert errors == {"rewards": "item 0 (code): processes at most 4 on queue cpu (the operator's "
                                  "SEEDBED_MAX_SANDBOX_PROCS); got 5"}
     errors = api.post("/runs", {"config": {**config, **code_reward(processes=4, memory_mb=4096)}}).json()["errors"]
-    assert errors["rewards"].endswith("= 16,384 MB; at most 8,192 MB on queue cpu (the operator's "
+    assert errors["rewards"].endswith("= 32,768 MB; at most 8,192 MB on queue cpu (the operator's "
                                       "SEEDBED_MAX_SANDBOX_MB): lower processes or memory_mb")
-    assert api.post("/runs", {"config": {**config, **ranks(2), **code_reward(processes=4, memory_mb=1024)}}
-                    ).status_code == 201  # 2 ranks × 4 × 1,024 MB = 8,192 MB: at the limit
+    assert api.post("/runs", {"config": {**config, **ranks(2), **code_reward(processes=2, memory_mb=1024)}}
+                    ).status_code == 201  # 2 ranks × 2 processes × 2 × 1,024 MB = 8,192 MB: at the limit
 
 
 def test_a_resume_on_more_ranks_and_a_sweeps_grid_are_capped_too(config):

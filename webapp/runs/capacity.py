@@ -3,8 +3,9 @@ workers.capacity), checked where the web app validates a config before launch (s
 other ranks, a sweep's grid) beside the schema's own checks (training/ knows nothing of workers).
 
 For the run's queue, the largest worker reporting lately bounds ``nproc_per_node`` (its cores, or its GPUs for a
-GPU run), the code sandbox (``processes`` at most its cores; ranks × processes × ``memory_mb``, which bounds
-all of a program's memory, its /tmp included, at most its memory) and ``nnodes`` (how many workers report for the queue: two nodes never share a worker). The operator
+GPU run), the code sandbox (``processes`` at most its cores; ranks × processes × 2 × ``memory_mb`` at most its
+memory: each execution is a program and its tests, two sandboxed processes each bounded by ``memory_mb``, the
+program's bound covering its /tmp) and ``nnodes`` (how many workers report for the queue: two nodes never share a worker). The operator
 lowers them with SEEDBED_MAX_RANKS_PER_NODE, SEEDBED_MAX_SANDBOX_PROCS, SEEDBED_MAX_SANDBOX_MB and
 SEEDBED_MAX_NODES. With no worker reporting for the queue (workers down, or not started yet), those settings
 alone decide where set, else this host's cores and memory stand in and ``nnodes`` is at most
@@ -132,12 +133,15 @@ def cap_errors(cfg: TrainConfig, *, queue: str) -> dict[str, str]:
                                  f"got {processes}")
             return errors
         processes = int(processes) if processes is not None else cap.cores
-        total += cfg.nproc_per_node * processes * memory  # (memory_mb bounds all of a program's: its /tmp too)
+        # each execution is two sandboxed processes alive together, the program and its tests, each bounded by
+        # memory_mb (the program's bound covers its /tmp too)
+        total += cfg.nproc_per_node * processes * 2 * memory
         parts.append(f"{cfg.nproc_per_node} rank{'s' if cfg.nproc_per_node != 1 else ''} × {processes} "
-                     f"process{'es' if processes != 1 else ''} × {memory:,} MB")
+                     f"process{'es' if processes != 1 else ''} × 2 × {memory:,} MB")
     if total > mb_limit:
         why = f"the operator's {mb_setting}" if mb_setting else cap.has(f"{cap.memory_mb:,} MB of memory")
-        errors["rewards"] = (f"the code sandbox may take {' + '.join(parts)} (memory_mb) = {total:,} MB; at most "
+        errors["rewards"] = (f"the code sandbox may take {' + '.join(parts)} (memory_mb, for a program and for its "
+                             f"tests) = {total:,} MB; at most "
                              f"{mb_limit:,} MB on queue {queue} ({why}): lower processes or memory_mb")
     return errors
 
