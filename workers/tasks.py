@@ -346,6 +346,12 @@ def maintenance() -> dict:
             log.exception("sweep %s: check failed", sweep_id)
     result = {"lost": lost, "redispatched": redispatched, "stopped": stopped}
     try:
+        from webapp.api.idempotency import keys_expire
+
+        result["idempotency_keys_expired"] = keys_expire()
+    except Exception:  # a failed clean-up must not stop the pass (it is done again on the next one)
+        log.exception("maintenance: could not remove expired idempotency keys")
+    try:
         from webapp.status import write_maintenance_pass
 
         write_maintenance_pass(result)

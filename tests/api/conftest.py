@@ -23,9 +23,10 @@ class Api:
         return self.client.patch(f"/api/v1{path}", json.dumps(body or {}), content_type="application/json",
                                  **self._headers())
 
-    def post(self, path: str, body=None, *, raw: str | None = None):
+    def post(self, path: str, body=None, *, raw: str | None = None, headers: dict | None = None):
         data = raw if raw is not None else json.dumps(body if body is not None else {})
-        return self.client.post(f"/api/v1{path}", data, content_type="application/json", **self._headers())
+        return self.client.post(f"/api/v1{path}", data, content_type="application/json", headers=headers,
+                                **self._headers())
 
 
 @pytest.fixture

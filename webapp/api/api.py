@@ -44,7 +44,7 @@ from webapp.sweeps import services as sweep_services
 from webapp.sweeps.forms import parse_seeds
 from webapp.sweeps.models import Sweep
 
-from . import selectors
+from . import idempotency, selectors
 from .services import user_for_token
 
 log = logging.getLogger("seedbed.api")
@@ -267,13 +267,48 @@ def _launch_inputs(request, payload):
     return project, parent, config
 
 
+def _launched_once(request, make):
+    """A launch, once per ``Idempotency-Key`` (webapp.api.idempotency): without the header ``make()`` launches;
+    with it, a retry by the same user with the same key and request gets the first answer (status and body, with
+    ``Idempotent-Replayed: true``) and launches nothing. 400 for a malformed key, 422 for the key with another
+    request, 409 while the key's first request has not finished."""
+    key = request.headers.get(idempotency.HEADER)
+    if key is None:
+        return make()
+    problem = idempotency.key_error(key)
+    if problem is not None:
+        raise FieldErrors({idempotency.HEADER: f"{problem} (a unique string you choose per launch, e.g. a UUID)"})
+
+    def launch() -> tuple[int, dict]:
+        answer = make()
+        return answer.status_code, answer.value
+
+    digest = idempotency.request_digest(request.method, request.path, request.body)
+    try:
+        status, body, replayed = idempotency.once(user=request.user, key=key, digest=digest, make=launch)
+    except idempotency.KeyReused:
+        raise HttpError(422, f"this {idempotency.HEADER} was already used for another request (another body or "
+                             "endpoint); use a new key for a new launch") from None
+    except idempotency.KeyInProgress:
+        raise HttpError(409, f"a request with this {idempotency.HEADER} is still in progress; retry in a "
+                             "moment") from None
+    response = api.create_response(request, body, status=status)
+    if replayed:
+        response["Idempotent-Replayed"] = "true"
+    return response
+
+
 @api.post("/runs", response={201: dict}, tags=["runs"])
 def runs_create(request, payload: RunIn):
-    """Launch one run. 400 with per-field errors (config knobs by name) when anything is wrong."""
-    project, parent, config = _launch_inputs(request, payload)
-    run = run_services.run_create(config=config, user=request.user, project=project, name=payload.name,
-                                  parent_run=parent.run if parent else None, parent_step=parent.step if parent else None)
-    return Status(201, {"id": run.pk, "status": run.status, "project": run.project.name})
+    """Launch one run. 400 with per-field errors (config knobs by name) when anything is wrong. Safe to retry with
+    an ``Idempotency-Key`` header."""
+    def make():
+        project, parent, config = _launch_inputs(request, payload)
+        run = run_services.run_create(config=config, user=request.user, project=project, name=payload.name,
+                                      parent_run=parent.run if parent else None,
+                                      parent_step=parent.step if parent else None)
+        return Status(201, {"id": run.pk, "status": run.status, "project": run.project.name})
+    return _launched_once(request, make)
 
 
 @api.get("/runs", tags=["runs"])
@@ -366,24 +401,27 @@ def runs_metrics(request, run_id: int, metric_keys: str = Query("", alias="keys"
 
 @api.post("/sweeps", response={201: dict}, tags=["sweeps"])
 def sweeps_create(request, payload: SweepIn):
-    """Launch a sweep: seeds x an optional grid, a concurrency limit, an early-stopping policy."""
-    project, parent, config = _launch_inputs(request, payload)
-    cfg = run_services.as_config(config, user=request.user, project=project)
-    seeds_text = payload.seeds if isinstance(payload.seeds, str) else (
-        str(payload.seeds) if isinstance(payload.seeds, int) else ",".join(map(str, payload.seeds)) + ",")
-    try:
-        seeds = parse_seeds(seeds_text, cfg.seed)
-    except ValueError as exc:
-        raise FieldErrors({"seeds": str(exc)}) from None
-    # the sweep form's defaults: the policy watches reward/mean, larger is better
-    policy = {"metric": "reward/mean", "mode": "max", **payload.policy}
-    sweep = sweep_services.sweep_create(
-        config=cfg, seeds=seeds, concurrency=payload.concurrency, grid=payload.grid, policy=policy,
-        free_slot_use=payload.free_slot_use, extend_steps=payload.extend_steps, max_new_seeds=payload.max_new_seeds,
-        alert_bounds=payload.alert_bounds, name=payload.name, user=request.user, project=project,
-        parent_run=parent.run if parent else None, parent_step=parent.step if parent else None)
-    return Status(201, {"id": sweep.pk, "project": sweep.project.name,
-                        "runs": list(sweep.runs.order_by("pk").values_list("pk", flat=True))})
+    """Launch a sweep: seeds x an optional grid, a concurrency limit, an early-stopping policy. Safe to retry with
+    an ``Idempotency-Key`` header."""
+    def make():
+        project, parent, config = _launch_inputs(request, payload)
+        cfg = run_services.as_config(config, user=request.user, project=project)
+        seeds_text = payload.seeds if isinstance(payload.seeds, str) else (
+            str(payload.seeds) if isinstance(payload.seeds, int) else ",".join(map(str, payload.seeds)) + ",")
+        try:
+            seeds = parse_seeds(seeds_text, cfg.seed)
+        except ValueError as exc:
+            raise FieldErrors({"seeds": str(exc)}) from None
+        # the sweep form's defaults: the policy watches reward/mean, larger is better
+        policy = {"metric": "reward/mean", "mode": "max", **payload.policy}
+        sweep = sweep_services.sweep_create(
+            config=cfg, seeds=seeds, concurrency=payload.concurrency, grid=payload.grid, policy=policy,
+            free_slot_use=payload.free_slot_use, extend_steps=payload.extend_steps, max_new_seeds=payload.max_new_seeds,
+            alert_bounds=payload.alert_bounds, name=payload.name, user=request.user, project=project,
+            parent_run=parent.run if parent else None, parent_step=parent.step if parent else None)
+        return Status(201, {"id": sweep.pk, "project": sweep.project.name,
+                            "runs": list(sweep.runs.order_by("pk").values_list("pk", flat=True))})
+    return _launched_once(request, make)
 
 
 @api.get("/sweeps", tags=["sweeps"])
@@ -430,24 +468,28 @@ def sweeps_replay(request, sweep_id: int, payload: ReplayIn):
 
 @api.post("/evals", response={201: dict}, tags=["evals"])
 def evals_create(request, payload: EvalIn):
-    """Evaluate a run's or a sweep's models (base and/or checkpoints) with pass@k on held-out problems."""
-    if (payload.run is None) == (payload.sweep is None):
-        raise FieldErrors({"run": "give the run or the sweep whose models to evaluate (one of them)"})
-    try:
-        run = project_selectors.get_visible(Run.objects.all(), request.user, pk=payload.run) if payload.run else None
-        sweep = (project_selectors.get_visible(Sweep.objects.all(), request.user, pk=payload.sweep)
-                 if payload.sweep else None)
-    except Http404:
-        field = "run" if payload.run else "sweep"
-        raise FieldErrors({field: f"no {field} {payload.run or payload.sweep} in your projects"}) from None
-    data = payload.dict()
-    job = eval_services.eval_create(
-        run=run, sweep=sweep, user=request.user, models=data["models"], name=data["name"], task=data["task"],
-        data_path=data["data_path"].strip(), prompt_field=data["prompt_field"].strip(),
-        answer_field=data["answer_field"].strip(), problems=data["problems"], n=data["n"], ks=data["k"] or None,
-        temperature=data["temperature"], top_p=data["top_p"], max_new_tokens=data["max_new_tokens"],
-        rewards=data["rewards"] or None, seed=data["seed"], keep_completions=data["keep_completions"])
-    return Status(201, {"id": job.pk, "status": job.status, "project": job.project.name})
+    """Evaluate a run's or a sweep's models (base and/or checkpoints) with pass@k on held-out problems. Safe to
+    retry with an ``Idempotency-Key`` header."""
+    def make():
+        if (payload.run is None) == (payload.sweep is None):
+            raise FieldErrors({"run": "give the run or the sweep whose models to evaluate (one of them)"})
+        try:
+            run = (project_selectors.get_visible(Run.objects.all(), request.user, pk=payload.run)
+                   if payload.run else None)
+            sweep = (project_selectors.get_visible(Sweep.objects.all(), request.user, pk=payload.sweep)
+                     if payload.sweep else None)
+        except Http404:
+            field = "run" if payload.run else "sweep"
+            raise FieldErrors({field: f"no {field} {payload.run or payload.sweep} in your projects"}) from None
+        data = payload.dict()
+        job = eval_services.eval_create(
+            run=run, sweep=sweep, user=request.user, models=data["models"], name=data["name"], task=data["task"],
+            data_path=data["data_path"].strip(), prompt_field=data["prompt_field"].strip(),
+            answer_field=data["answer_field"].strip(), problems=data["problems"], n=data["n"], ks=data["k"] or None,
+            temperature=data["temperature"], top_p=data["top_p"], max_new_tokens=data["max_new_tokens"],
+            rewards=data["rewards"] or None, seed=data["seed"], keep_completions=data["keep_completions"])
+        return Status(201, {"id": job.pk, "status": job.status, "project": job.project.name})
+    return _launched_once(request, make)
 
 
 @api.get("/evals", tags=["evals"])
