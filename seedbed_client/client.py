@@ -2,13 +2,17 @@
 
 ``SeedbedClient(url, token).get("/runs", status="queued")`` returns the decoded JSON answer; an HTTP error is
 an ``ApiError`` (status and decoded body), a server that cannot be reached is an ``Unreachable``, a redirect to
-another host, port or scheme (which would carry the token there) is a ``RedirectRefused``.
-Standard library only.
+another host, port or scheme (which would carry the token there) is a ``RedirectRefused``. A launch
+(``launch``) carries an ``Idempotency-Key`` and is retried with that key when the connection breaks, so a launch
+whose answer was lost is made once. Standard library only.
 """
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -17,6 +21,10 @@ from typing import Any
 
 API_PREFIX = "/api/v1"
 TIMEOUT_S = 30.0
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+LAUNCH_ATTEMPTS = 4          # a launch whose connection broke is sent again at most 3 times, with its key
+LAUNCH_RETRY_WAIT_S = 1.0    # 1 s, 2 s, 4 s between them
+RETRIED_STATUSES = (502, 503, 504)  # a proxy's answer while the server restarts
 
 
 class ApiError(Exception):
@@ -85,8 +93,8 @@ def _reason(exc: BaseException) -> str:
 class SeedbedClient:
     """One server and one token; every call is one request."""
 
-    def __init__(self, url: str, token: str, timeout: float = TIMEOUT_S):
-        self.root, self.token, self.timeout = server_root(url), token, timeout
+    def __init__(self, url: str, token: str, timeout: float = TIMEOUT_S, retry_wait_s: float = LAUNCH_RETRY_WAIT_S):
+        self.root, self.token, self.timeout, self.retry_wait_s = server_root(url), token, timeout, retry_wait_s
 
     def get(self, path: str, **params: Any) -> Any:
         query = {k: v for k, v in params.items() if v is not None}
@@ -95,6 +103,28 @@ class SeedbedClient:
 
     def post(self, path: str, body: dict | None = None) -> Any:
         return self._send("POST", path, body if body is not None else {})
+
+    def launch(self, path: str, body: dict, key: str | None = None, attempts: int = LAUNCH_ATTEMPTS) -> Any:
+        """POST a launch (a run, a sweep, an evaluation) with an ``Idempotency-Key`` (``key``, default a new
+        UUID): when no answer comes (the connection is reset or refused, it times out, a proxy answers 502-504, the
+        server says the key's first request is still in progress) it is sent again with the same key, at most
+        ``attempts`` times in all, so the server makes it once and answers the first launch."""
+        key = key or str(uuid.uuid4())
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._send("POST", path, body, headers={IDEMPOTENCY_HEADER: key})
+            except (Unreachable, ApiError) as exc:
+                in_progress = (isinstance(exc, ApiError) and exc.status == 409
+                               and "in progress" in str(exc.body.get("detail", "")))
+                retried = isinstance(exc, Unreachable) or exc.status in RETRIED_STATUSES or in_progress
+                if not retried or attempt == attempts:
+                    raise
+                why = exc.reason if isinstance(exc, Unreachable) else f"HTTP {exc.status}"
+                wait = self.retry_wait_s * 2 ** (attempt - 1)
+                print(f"launch: no answer from {self.root} ({why}); sending it again with the same "
+                      f"{IDEMPOTENCY_HEADER} in {wait:g} s ({attempt + 1}/{attempts})", file=sys.stderr)
+                time.sleep(wait)
+        raise AssertionError("unreachable")
 
     def post_file(self, path: str, fields: dict, file_field: str, filename: str, content: bytes) -> Any:
         """A multipart/form-data POST: ``fields`` as form values and one file."""
@@ -107,7 +137,8 @@ class SeedbedClient:
         body = b"".join(parts) + f"--{boundary}--\r\n".encode()
         return self._send("POST", path, None, raw=(body, f"multipart/form-data; boundary={boundary}"))
 
-    def _send(self, method: str, path: str, body: dict | None, raw: tuple[bytes, str] | None = None) -> Any:
+    def _send(self, method: str, path: str, body: dict | None, raw: tuple[bytes, str] | None = None,
+              headers: dict[str, str] | None = None) -> Any:
         url = f"{self.root}{API_PREFIX}{path}"
         data = json.dumps(body).encode("utf-8") if body is not None else None
         content_type = "application/json" if data is not None else None
@@ -115,14 +146,15 @@ class SeedbedClient:
             data, content_type = raw
         request = urllib.request.Request(url, data=data, method=method, headers={
             "Authorization": f"Bearer {self.token}", "Accept": "application/json",
-            **({"Content-Type": content_type} if content_type else {})})
+            **({"Content-Type": content_type} if content_type else {}), **(headers or {})})
         try:
             with _opener.open(request, timeout=self.timeout) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
             body = _decode(exc.read())
             raise ApiError(exc.code, body if isinstance(body, dict) else {}, url) from None
-        except (urllib.error.URLError, OSError) as exc:  # refused, unknown host, reset, time-out
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:  # refused, unknown host, reset,
+            # time-out, an answer cut short
             raise Unreachable(self.root, _reason(exc)) from None
         answer = _decode(raw)
         if answer is None:

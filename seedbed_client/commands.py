@@ -96,7 +96,7 @@ def runs_list(client: SeedbedClient, args) -> int:
 
 
 def runs_launch(client: SeedbedClient, args) -> int:
-    created = client.post("/runs", _launch_fields(args))
+    created = client.launch("/runs", _launch_fields(args))
     print(f"run {created['id']} {created['status']} in project {created['project']}")
     return 0
 
@@ -128,7 +128,7 @@ def runs_watch(client: SeedbedClient, args) -> int:
 def sweeps_launch(client: SeedbedClient, args) -> int:
     body = {**_launch_fields(args), "seeds": args.seeds, "concurrency": args.concurrency,
             "policy": {"name": args.policy}}
-    created = client.post("/sweeps", body)
+    created = client.launch("/sweeps", body)
     runs = ", ".join(map(str, created["runs"]))
     print(f"sweep {created['id']} in project {created['project']}: {len(created['runs'])} runs ({runs})")
     return 0

@@ -264,6 +264,8 @@ SEEDBED_HEARTBEAT_S = float(os.environ.get("SEEDBED_HEARTBEAT_S", "5"))
 SEEDBED_LOST_AFTER_S = float(os.environ.get("SEEDBED_LOST_AFTER_S", "60"))
 # A run whose worker was lost restarts after this many seconds, twice as long each next time (max_restarts).
 SEEDBED_RESTART_BACKOFF_S = float(os.environ.get("SEEDBED_RESTART_BACKOFF_S", "10"))
+# ... and never longer than this (10, 20, 40, 60, 60 ... s by default).
+SEEDBED_RESTART_BACKOFF_MAX_S = float(os.environ.get("SEEDBED_RESTART_BACKOFF_MAX_S", "60"))
 # A queued run the broker took this long ago is looked for in the broker; if its message is gone, it is sent again.
 SEEDBED_QUEUE_CHECK_S = float(os.environ.get("SEEDBED_QUEUE_CHECK_S", "30"))
 # After a kill request, how long the loop gets to stop by itself before its process group is terminated.

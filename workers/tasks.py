@@ -150,6 +150,10 @@ def train_run(self, run_id: int, dispatch: str = "", node_rank: int | None = Non
     multi-node run (``train_node``); ``attempt``: how many times that node was given back already."""
     close_old_connections()
     worker = f"{socket.gethostname()}:{os.getpid()}"
+    # this slot's liveness, stamped every 2 s: the maintenance pass notices its death within seconds
+    from workers.recovery import Beat
+
+    Beat.ensure()
     log.info("run %s: message %s received%s", run_id, dispatch or "(no dispatch id)",
              "" if node_rank is None else f" for node {node_rank}")
     if node_rank is not None:

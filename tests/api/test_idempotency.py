@@ -105,3 +105,54 @@ def test_keys_expire_after_a_day_and_the_maintenance_pass_removes_them(alice, co
     IdempotencyKey.objects.update(created_at=timezone.now() - timedelta(hours=25))
     assert tasks.maintenance()["idempotency_keys_expired"] == 1
     assert not IdempotencyKey.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_retries_at_once_with_one_key_make_one_run_and_get_one_answer(alice, config, monkeypatch):
+    """The first request is held inside its launch (its key and run written, not committed) while the second
+    comes in with the same key: the unique constraint makes the second wait for the first and answer its run."""
+    import threading
+
+    from django.db import connection, connections
+    from django.test import Client
+
+    from tests.conftest import wait_for
+    from webapp.runs import services as run_services
+
+    inside, release = threading.Event(), threading.Event()
+    original = run_services.run_create
+
+    def held_run_create(**kwargs):
+        run = original(**kwargs)
+        inside.set()
+        assert release.wait(60)
+        return run
+
+    monkeypatch.setattr(run_services, "run_create", held_run_create)
+    answers = {}
+
+    def post(name: str) -> None:
+        try:
+            response = Client().post("/api/v1/runs", json.dumps({"config": config}), content_type="application/json",
+                                     HTTP_AUTHORIZATION=f"Bearer {alice.token}", HTTP_IDEMPOTENCY_KEY="same")
+            answers[name] = (response.status_code, response.json())
+        finally:
+            connections.close_all()
+
+    first = threading.Thread(target=post, args=("first",))
+    first.start()
+    assert inside.wait(60)
+    second = threading.Thread(target=post, args=("second",))
+    second.start()
+    if connection.vendor == "postgresql":  # the second's insert of the key waits on the first's transaction
+        def waiting_on_a_lock() -> bool:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                               "AND datname = current_database()")
+                return cursor.fetchone()[0] >= 1
+        wait_for(waiting_on_a_lock, timeout=30, what="the second request to wait on the first's key")
+    release.set()
+    first.join(60)
+    second.join(60)
+    assert answers["first"][0] == 201 and answers["second"] == answers["first"], answers
+    assert Run.objects.count() == 1 and IdempotencyKey.objects.count() == 1

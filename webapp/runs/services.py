@@ -320,10 +320,15 @@ def runs_mark_lost(*, older_than_s: float | None = None) -> list[int]:
     """Mark running runs whose heartbeat is older than ``older_than_s`` (default: settings) as lost."""
     age = settings.SEEDBED_LOST_AFTER_S if older_than_s is None else older_than_s
     cutoff = timezone.now() - timedelta(seconds=age)
-    stale = Run.objects.select_for_update().filter(status=RunStatus.RUNNING, heartbeat_at__lt=cutoff)
+    gone = _workers_gone()
+    stale = Run.objects.select_for_update().filter(status=RunStatus.RUNNING).filter(
+        Q(heartbeat_at__lt=cutoff) | Q(worker__in=gone, heartbeat_at__lt=timezone.now() - timedelta(
+            seconds=min(age, 2 * settings.SEEDBED_HEARTBEAT_S))))
     lost = []
     for run in stale:
         why = f"no heartbeat since {run.heartbeat_at.isoformat()} (more than {age:g} s)"
+        if run.worker in gone:
+            why = f"its worker {run.worker} stopped reporting (dead: no liveness for {_gone_after_s():g} s)"
         allowed = int(run.config.get("max_restarts", 0))
         if run.restarts < allowed and run.kill_requested_at is None:
             _restart(run, why, allowed)
@@ -335,8 +340,46 @@ def runs_mark_lost(*, older_than_s: float | None = None) -> list[int]:
             _after_end(run)
         lost.append(run.pk)
     if lost:
-        log.warning("runs whose worker was lost (stale heartbeat): %s", lost)
+        log.warning("runs whose worker was lost (stale heartbeat or dead worker): %s", lost)
+        _clean_after_lost(set(lost), gone)
     return lost
+
+
+def _gone_after_s() -> float:
+    from workers.recovery import GONE_AFTER_S
+
+    return GONE_AFTER_S
+
+
+def _workers_gone() -> set[str]:
+    """The workers of running runs known dead (their own liveness stamp expired: workers.recovery), so their runs
+    are recovered within seconds rather than after SEEDBED_LOST_AFTER_S; a worker not known is not among them."""
+    workers = set(Run.objects.filter(status=RunStatus.RUNNING).exclude(worker="").values_list("worker", flat=True))
+    if not workers:
+        return set()
+    from workers.recovery import workers_gone
+
+    return workers_gone(workers)
+
+
+def _clean_after_lost(run_ids: set[int], gone: set[str]) -> None:
+    """Once the lost runs are recorded: their dead workers' unacknowledged messages leave the broker (the
+    reconciler sends each restarted run anew), and the dead workers' liveness stamps are dropped."""
+    def clean() -> None:
+        from workers.recovery import drop_unacked, forget
+
+        drop_unacked(run_ids)
+        if gone:
+            forget(gone)
+
+    transaction.on_commit(clean)
+
+
+def restart_backoff_s(restart: int) -> float:
+    """The wait before a lost run's ``restart``-th automatic restart: SEEDBED_RESTART_BACKOFF_S, twice as long
+    each next time, never more than SEEDBED_RESTART_BACKOFF_MAX_S (10, 20, 40, 60, 60 ... by default)."""
+    base = settings.SEEDBED_RESTART_BACKOFF_S * 2 ** min(max(restart - 1, 0), 30)
+    return min(base, max(settings.SEEDBED_RESTART_BACKOFF_MAX_S, settings.SEEDBED_RESTART_BACKOFF_S))
 
 
 def _restart(run: Run, why: str, allowed: int) -> None:
@@ -344,7 +387,7 @@ def _restart(run: Run, why: str, allowed: int) -> None:
     reconciler sends it then); the restart is recorded on the run's page. A sweep's run keeps its slot."""
     step = run.checkpoints.order_by("-step").values_list("step", flat=True).first() or 0
     run.restarts += 1
-    delay = settings.SEEDBED_RESTART_BACKOFF_S * 2 ** (run.restarts - 1)
+    delay = restart_backoff_s(run.restarts)
     _move(run, RunStatus.QUEUED)
     now = timezone.now()
     run.worker, run.pid = "", None
