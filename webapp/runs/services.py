@@ -137,7 +137,7 @@ def _send_run(run_id: int, queue: str) -> None:
                                                                          dispatch_note="", retry_at=None)
 
     def failed(reason: str) -> None:
-        Run.objects.filter(pk=run_id, dispatched_at__isnull=True).update(
+        Run.objects.filter(pk=run_id, status=RunStatus.QUEUED, dispatched_at__isnull=True).update(
             dispatch_note=f"{WAITING_FOR_QUEUE}: the broker did not take the run ({reason[:300]}); it is sent "
                           "again once the broker answers")
 
@@ -154,19 +154,51 @@ def _send_run(run_id: int, queue: str) -> None:
 def runs_redispatch(*, older_than_s: float = 5.0) -> list[int]:
     """The reconciler's pass (maintenance, every few seconds; safe in several processes at once): queued runs
     whose task the broker never took are sent again. A duplicate delivery is harmless: the task claims the
-    run (``run_start``) and a second copy finds it held and does nothing."""
+    run (``run_start``) and a second copy finds it held and does nothing. A launch whose message the broker
+    holds but whose dispatch was never recorded (the web process died between the send and ``sent()``) is
+    stamped, not sent twice; a run a worker started (or a kill reached) since it was listed is left alone."""
     cutoff = timezone.now() - timedelta(seconds=older_than_s)
     pending = list(Run.objects.filter(status=RunStatus.QUEUED, enqueued_at__lt=cutoff, dispatched_at__isnull=True,
                                       kill_requested_at__isnull=True)
                    .filter(Q(retry_at__isnull=True) | Q(retry_at__lte=timezone.now())).values_list("pk", "queue"))
+    pending = _unless_sent_unrecorded(pending)
     pending += _runs_whose_message_was_lost(exclude={pk for pk, _ in pending})
+    sent_again = []
     for run_id, queue in pending:
         with transaction.atomic():
+            if not Run.objects.select_for_update().filter(pk=run_id, status=RunStatus.QUEUED,
+                                                          kill_requested_at__isnull=True).exists():
+                continue  # started, killed or ended since it was listed: nothing to send
             Run.objects.filter(pk=run_id).update(dispatched_at=None)
             _send_run(run_id, queue)
+            sent_again.append((run_id, queue))
+    pending = sent_again
     if pending:
         log.info("runs sent again (the broker had not taken them, or lost them): %s", [pk for pk, _ in pending])
     return [pk for pk, _ in pending]
+
+
+def _unless_sent_unrecorded(pending: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """``pending`` (never-stamped queued runs) less the fresh launches whose message the broker holds: their
+    send succeeded but its ``sent()`` never ran (the web process died in between). Those are stamped sent, so
+    no second copy goes out. Only single-node runs never started nor restarted (a restart's old message may
+    linger unacknowledged; a gang needs every node's message), and only when the broker can be read."""
+    fresh = {pk for pk, config in Run.objects.filter(pk__in=[pk for pk, _ in pending], attempts=0, restarts=0,
+                                                     retry_at__isnull=True).values_list("pk", "config")
+             if int((config or {}).get("nnodes", 1) or 1) == 1}
+    if not fresh:
+        return pending
+    from workers.dispatch import task_ids_in_broker
+
+    held = task_ids_in_broker("workers.tasks.train_run", sorted({queue for pk, queue in pending if pk in fresh}))
+    if not held:
+        return pending
+    stamped = fresh & held
+    Run.objects.filter(pk__in=stamped, dispatched_at__isnull=True).update(dispatched_at=timezone.now(),
+                                                                          dispatch_note="", retry_at=None)
+    if stamped:
+        log.info("runs whose message the broker holds, their dispatch unrecorded: stamped %s", sorted(stamped))
+    return [(pk, queue) for pk, queue in pending if pk not in stamped]
 
 
 def _runs_whose_message_was_lost(*, exclude: set[int]) -> list[tuple[int, str]]:
@@ -222,6 +254,7 @@ def run_start(*, run_id: int, worker: str) -> str:
     _move(run, RunStatus.RUNNING)
     run.worker = worker
     run.started_at = run.started_at or now
+    run.dispatched_at = run.dispatched_at or now  # its message came: sent, even if the sender never recorded it
     run.heartbeat_at = now
     run.attempts += 1
     run.error = ""
