@@ -7,12 +7,14 @@ import json
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from training.fields import FieldErrors
+from webapp.api.idempotency import FORM_FIELD, form_launch, new_form_token
 from webapp.projects.selectors import get_visible
 from webapp.runs.models import Run
-from webapp.runs.views import can_act
+from webapp.runs.views import can_act, launched_redirect
 from webapp.sweeps.models import Sweep
 
 from . import selectors, services
@@ -38,18 +40,23 @@ def eval_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = EvalForm(request.POST, choices=choices)
         if form.is_valid():
-            try:
+            def launch() -> str:
                 job = services.eval_create(run=run, sweep=sweep, user=request.user, **form.service_inputs())
+                messages.success(request, f"Evaluation {job.pk} queued.")
+                return reverse("evals:detail", args=[job.pk])
+            try:
+                url, replayed = form_launch(request, launch)  # once per form: a second submit finds the first
             except FieldErrors as exc:
                 for name, message in exc.errors.items():
                     form.add_error("k" if name == "ks" else name if name in form.fields else None, message)
             else:
-                messages.success(request, f"Evaluation {job.pk} queued.")
-                return redirect("evals:detail", job_id=job.pk)
+                return launched_redirect(request, url, replayed)
     else:
         config = services.origin_config(run=run, sweep=sweep)
         form = EvalForm(initial=initial_from_config(config, choices), choices=choices)
-    return render(request, "evals/eval_new.html", {"form": form, "run": run, "sweep": sweep},
+    return render(request, "evals/eval_new.html", {"form": form, "run": run, "sweep": sweep,
+                                                   "launch_token": new_form_token(request),
+                                                   "launch_token_field": FORM_FIELD},
                   status=400 if form.errors else 200)
 
 

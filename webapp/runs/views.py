@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from training.fields import FieldErrors
+from webapp.api.idempotency import FORM_FIELD, form_launch, new_form_token
 from webapp.projects.models import Role
 from webapp.projects.selectors import audit_trail, get_visible, has_role, visible
 
@@ -72,21 +73,34 @@ def run_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = RunForm(request.POST, user=request.user)
         if form.is_valid():
-            try:
+            def launch() -> str:
                 run = services.run_create(config=form.config, user=request.user, name=form.cleaned_data["name"],
                                           project=form.cleaned_data["project"],
                                           parent_run=parent.run if parent else None,
                                           parent_step=parent.step if parent else None)
+                messages.success(request, f"Run {run.pk} queued.")
+                return reverse("runs:detail", args=[run.pk])
+            try:
+                url, replayed = form_launch(request, launch)  # once per form: a second submit finds the first
             except FieldErrors as exc:  # e.g. a model folder removed between validation and launch
                 form.add_config_errors(exc)
             else:
-                messages.success(request, f"Run {run.pk} queued.")
-                return redirect("runs:detail", run_id=run.pk)
+                return launched_redirect(request, url, replayed)
     else:
         form = run_form_for(request, RunForm, parent)
     return render(request, "runs/run_new.html", {"form": form, "preset_values": preset_form_values(),
-                                                 "parent_checkpoint": parent},
+                                                 "parent_checkpoint": parent, "launch_token": new_form_token(request),
+                                                 "launch_token_field": FORM_FIELD},
                   status=400 if form.errors else 200)
+
+
+def launched_redirect(request: HttpRequest, url: str, replayed: bool) -> HttpResponse:
+    """After a launch form's POST: to what it launched; a form submitted again (a double click, a POST resent
+    after a crash) launched nothing and says so."""
+    if replayed:
+        messages.info(request, "This form was already submitted: here is what it launched (nothing new was "
+                               "launched). Open the form again to launch another.")
+    return redirect(url)
 
 
 def visible_run(request: HttpRequest, run_id: int, qs=None) -> Run:

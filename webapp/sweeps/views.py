@@ -6,13 +6,15 @@ import json
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from training.fields import FieldErrors
+from webapp.api.idempotency import FORM_FIELD, form_launch, new_form_token
 from webapp.runs.forms import preset_form_values
 from webapp.projects.selectors import audit_trail, get_visible
 from webapp.runs.models import ENDED_STATUSES
-from webapp.runs.views import can_act, fragment, parent_checkpoint_of, run_form_for
+from webapp.runs.views import can_act, fragment, launched_redirect, parent_checkpoint_of, run_form_for
 
 from . import forecasts, replays, selectors, services
 from .forms import ReplayForm, SweepForm
@@ -34,18 +36,23 @@ def sweep_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = SweepForm(request.POST, user=request.user)
         if form.is_valid():
-            try:
+            def launch() -> str:
                 sweep = services.sweep_create(user=request.user, parent_run=parent.run if parent else None,
                                               parent_step=parent.step if parent else None, **form.sweep_args)
+                messages.success(request, f"Sweep {sweep.pk} launched: {sweep.runs.count()} runs queued.")
+                return reverse("sweeps:detail", args=[sweep.pk])
+            try:
+                url, replayed = form_launch(request, launch)  # once per form: a second submit finds the first
             except FieldErrors as exc:
                 form.add_service_errors(exc)
             else:
-                messages.success(request, f"Sweep {sweep.pk} launched: {sweep.runs.count()} runs queued.")
-                return redirect("sweeps:detail", sweep_id=sweep.pk)
+                return launched_redirect(request, url, replayed)
     else:
         form = run_form_for(request, SweepForm, parent, initial={"seeds": "4"})
     return render(request, "sweeps/sweep_new.html", {"form": form, "preset_values": preset_form_values(),
-                                                     "parent_checkpoint": parent},
+                                                     "parent_checkpoint": parent,
+                                                     "launch_token": new_form_token(request),
+                                                     "launch_token_field": FORM_FIELD},
                   status=400 if form.errors else 200)
 
 
