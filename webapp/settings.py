@@ -244,8 +244,14 @@ LOGGING = {
     },
     "loggers": {"seedbed": {"handlers": ["console", "errors"], "level": os.environ.get("SEEDBED_LOG_LEVEL", "INFO")},
                 "django.request": {"handlers": ["console", "errors"], "level": "ERROR", "propagate": False},
-                # Celery logs a task that raised here, with its traceback, id and arguments
-                "celery.app.trace": {"handlers": ["errors"], "level": "ERROR", "propagate": True}},
+                # Celery logs a task that raised here, with its traceback, id and arguments (to errors.log through
+                # "celery" below)
+                "celery.app.trace": {"level": "ERROR", "propagate": True},
+                # the workers' and the beat's own errors (celery.worker.consumer: a lost or refused broker
+                # connection; celery.beat: a schedule entry it cannot send; kombu) reach errors.log too; no level
+                # here (the errors handler takes ERROR and worse), so their INFO lines still reach each process's log
+                "celery": {"handlers": ["errors"], "propagate": True},
+                "kombu": {"handlers": ["errors"], "propagate": True}},
 }
 
 # --- Seedbed's own knobs ------------------------------------------------------------------------------

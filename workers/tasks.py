@@ -42,10 +42,10 @@ def run_dir(run_id: int) -> Path:
 
 
 def log_tail(path: Path, max_chars: int = 4000) -> str:
-    try:
-        return path.read_text(errors="replace")[-max_chars:]
-    except OSError:
-        return ""
+    """The end of a training log for a run's error: its last meaningful lines, progress bars left out."""
+    from workers.exits import log_tail as meaningful_log_tail
+
+    return meaningful_log_tail(path, max_chars=max_chars)
 
 
 class ForkedChild:
@@ -138,9 +138,33 @@ def _supervise(run_id: int, proc: ForkedChild, worker: str, heartbeat=None, syst
 
 
 def _exit_outcome(returncode: int) -> str:
-    """What the training child's exit code says (workers.runner): succeeded, stopped (cleanly, when asked) or
-    failed. How the run ended is decided by runs.services.run_record_exit, from this and the database."""
+    """What the training child's exit code says (workers.runner): succeeded, stopped (cleanly, when asked),
+    failed (an error it raised itself) or signaled (a signal killed it: the out-of-memory killer's SIGKILL, a
+    SIGSEGV; or this worker's own terminate after the kill grace period, which ``_supervise`` reports as
+    forced). How the run ended is decided by runs.services.run_record_exit, from this and the database."""
+    if returncode < 0:
+        return "signaled"
     return {EXIT_SUCCEEDED: "succeeded", EXIT_STOPPED: "stopped"}.get(returncode, "failed")
+
+
+def _signal_detail(run_id: int, proc: "ForkedChild", log_path: Path, oom_before: dict) -> str:
+    """The error of a child a signal killed: the signal first (for SIGKILL, whether the kernel recorded an
+    out-of-memory kill while it ran, and the run's peak resident memory as its system/rss_mb metric reported
+    it), then the last meaningful lines of its log. What it left in its process group is killed too."""
+    from django.db.models import Max
+
+    from webapp.runs.models import MetricPoint
+    from workers.exits import oom_kills, signal_line
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # its group outlives it (a killed process saves nothing anyway)
+    except (ProcessLookupError, PermissionError):
+        pass
+    peak = MetricPoint.objects.filter(run_id=run_id, key="system/rss_mb").aggregate(peak=Max("value"))["peak"]
+    line = signal_line(proc.returncode, oom_before, oom_kills(), peak)
+    log.error("run %s: %s", run_id, line)
+    tail = log_tail(log_path)
+    return f"{line}\n{tail}" if tail else line
 
 
 @app.task(name="workers.tasks.train_run", acks_late=True, ignore_result=True, bind=True)
@@ -169,6 +193,9 @@ def train_run(self, run_id: int, dispatch: str = "", node_rank: int | None = Non
     out = run_dir(run_id)
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / "worker.log"
+    from workers.exits import oom_kills
+
+    oom_before = oom_kills()  # (a SIGKILL's error says whether the kernel's OOM killer acted meanwhile)
     proc = ForkedChild.start(run_id, log_path)
     try:
         services.run_heartbeat(run_id=run_id, pid=proc.pid, worker=worker)
@@ -178,6 +205,8 @@ def train_run(self, run_id: int, dispatch: str = "", node_rank: int | None = Non
         raise
     outcome = _exit_outcome(proc.returncode)
     detail = f"training process exited with code {proc.returncode}\n{log_tail(log_path)}" if outcome == "failed" else ""
+    if outcome == "signaled":
+        detail = _signal_detail(run_id, proc, log_path, oom_before)
     status = services.run_record_exit(run_id=run_id, outcome=outcome, forced=forced, detail=detail, worker=worker)
     log.info("run %s: ended %s (exit code %s)", run_id, status, proc.returncode)
     return status
@@ -258,6 +287,9 @@ def train_node(task, run_id: int, dispatch: str, node_rank: int, worker: str, at
     node_dir = out if node_rank == 0 else out / "nodes" / str(node_rank)
     node_dir.mkdir(parents=True, exist_ok=True)
     log_path = node_dir / "worker.log"
+    from workers.exits import oom_kills
+
+    oom_before = oom_kills()
     proc = ForkedChild.start(run_id, log_path, (node_rank, *master))
     beat = (lambda pid: services.run_heartbeat(run_id=run_id, pid=pid, worker=worker)) if node_rank == 0 else \
         (lambda pid: services.run_node_heartbeat(run_id=run_id, node_rank=node_rank, worker=worker, pid=pid))
@@ -271,6 +303,8 @@ def train_node(task, run_id: int, dispatch: str, node_rank: int, worker: str, at
         raise
     outcome = _exit_outcome(proc.returncode)
     detail = f"training process exited with code {proc.returncode}\n{log_tail(log_path)}" if outcome == "failed" else ""
+    if outcome == "signaled":
+        detail = _signal_detail(run_id, proc, log_path, oom_before)
     services.run_node_exit(run_id=run_id, node_rank=node_rank, worker=worker, outcome=outcome, error=detail)
     if node_rank > 0:
         log.info("run %s: node %s ended %s (exit code %s)", run_id, node_rank, outcome, proc.returncode)

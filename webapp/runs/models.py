@@ -128,19 +128,20 @@ class Run(models.Model):
 
     @property
     def recovery_note(self) -> str:
-        """"worker lost, restarting from step N in M s" while a run whose worker died waits out its restart's
-        backoff (webapp.runs.services._restart: its note and retry time); "" otherwise."""
+        """"worker lost, restarting from step N in M s" (or "training process killed by SIGKILL, ...") while a
+        run whose worker died, or whose training process a signal killed, waits out its restart's backoff
+        (webapp.runs.services._restart: its note and retry time); "" otherwise."""
         import math
         import re
 
         from django.utils import timezone
 
-        found = re.search(r"from step (\d+): worker lost", self.dispatch_note or "")
+        found = re.search(r"from step (\d+): (worker lost|training process killed by \w+)", self.dispatch_note or "")
         if self.status != "queued" or self.retry_at is None or not found:
             return ""
         left = math.ceil((self.retry_at - timezone.now()).total_seconds())
         when = f"in {left} s" if left > 0 else "now"
-        return f"worker lost, restarting from step {found.group(1)} {when}"
+        return f"{found.group(2)}, restarting from step {found.group(1)} {when}"
 
     @property
     def display_name(self) -> str:

@@ -316,9 +316,12 @@ def run_record_exit(*, run_id: int, outcome: str, forced: bool = False, detail: 
     """A running run's training process exited: decide how the run ended and record it; returns its status.
 
     ``outcome`` is what the process reported: "succeeded" (it trained every step), "stopped" (it stopped
-    cleanly when asked) or "failed" (``detail`` says how); ``forced``: its worker terminated it after the kill
-    grace period. A kill request makes it killed, whatever the exit; a clean stop nobody asked for is its
-    worker shutting down: back to the queue, to resume from its checkpoint. A run that is no longer running
+    cleanly when asked), "failed" (an error it raised itself; ``detail`` says how) or "signaled" (a signal it
+    did not ask for killed it: the out-of-memory killer's SIGKILL, a SIGSEGV; ``detail``'s first line names
+    it); ``forced``: its worker terminated it after the kill grace period. A kill request makes it killed,
+    whatever the exit; a clean stop nobody asked for is its worker shutting down: back to the queue, to resume
+    from its checkpoint; a signal is a lost attempt, restarted from the last checkpoint as when its worker is
+    lost (``max_restarts``), and past them the run ends lost naming the signal. A run that is no longer running
     (declared lost meanwhile, or ended elsewhere) is left as it is.
     """
     run = _locked(run_id)
@@ -331,6 +334,16 @@ def run_record_exit(*, run_id: int, outcome: str, forced: bool = False, detail: 
         return run_finish(run_id=run_id, status=RunStatus.SUCCEEDED).status
     if outcome == "stopped":
         return run_requeue(run_id=run_id, reason="worker shut down; resumes from its checkpoint").status
+    if outcome == "signaled":
+        cause, _, tail = detail.partition("\n")
+        cause = cause[:300]  # (one line, in the restart's note)
+        allowed = int(run.config.get("max_restarts", 0))
+        if run.restarts < allowed:
+            _restart(run, cause, allowed, lost="")
+            return run.status
+        gave_up = f"; gave up after {run.restarts} automatic restart(s)" if allowed else ""
+        return run_finish(run_id=run_id, status=RunStatus.LOST,
+                          error=cause + gave_up + (f"\n{tail}" if tail else "")).status
     return run_finish(run_id=run_id, status=RunStatus.FAILED, error=detail).status
 
 
@@ -363,7 +376,13 @@ def runs_mark_lost(*, older_than_s: float | None = None) -> list[int]:
         if run.worker in gone:
             why = f"its worker {run.worker} stopped reporting (dead: no liveness for {_gone_after_s():g} s)"
         allowed = int(run.config.get("max_restarts", 0))
-        if run.restarts < allowed and run.kill_requested_at is None:
+        if run.kill_requested_at is not None:  # the kill was asked for: it ends killed, by whoever asked
+            _move(run, RunStatus.KILLED)
+            run.ended_at = timezone.now()
+            run.error = f"its worker was lost before the kill took effect ({why})"
+            run.save()
+            _after_end(run)
+        elif run.restarts < allowed:
             _restart(run, why, allowed)
         else:
             _move(run, RunStatus.LOST)
@@ -415,9 +434,10 @@ def restart_backoff_s(restart: int) -> float:
     return min(base, max(settings.SEEDBED_RESTART_BACKOFF_MAX_S, settings.SEEDBED_RESTART_BACKOFF_S))
 
 
-def _restart(run: Run, why: str, allowed: int) -> None:
-    """Back to the queue after its worker was lost, to resume from its last checkpoint after a backoff (the
-    reconciler sends it then); the restart is recorded on the run's page. A sweep's run keeps its slot."""
+def _restart(run: Run, why: str, allowed: int, lost: str = "worker lost") -> None:
+    """Back to the queue after its worker was lost (or its training process killed by a signal: ``lost`` "",
+    ``why`` names it), to resume from its last checkpoint after a backoff (the reconciler sends it then); the
+    restart is recorded on the run's page. A sweep's run keeps its slot."""
     step = run.checkpoints.order_by("-step").values_list("step", flat=True).first() or 0
     run.restarts += 1
     delay = restart_backoff_s(run.restarts)
@@ -425,13 +445,13 @@ def _restart(run: Run, why: str, allowed: int) -> None:
     now = timezone.now()
     run.worker, run.pid = "", None
     run.enqueued_at, run.dispatched_at, run.retry_at = now, None, now + timedelta(seconds=delay)
-    run.dispatch_note = (f"restart {run.restarts} of {allowed} in {delay:g} s, from step {step}: worker lost "
-                         f"({why})")
+    run.dispatch_note = (f"restart {run.restarts} of {allowed} in {delay:g} s, from step {step}: "
+                         + (f"{lost} ({why})" if lost else why))
     run.save()
     audit(project=run.project_id, actor="reconciler", action="run.restart", target_type="run", target_id=run.pk,
-          reason=f"worker lost: {why}", from_step=step, restart=run.restarts, of=allowed, after_s=delay)
-    log.warning("run %s: worker lost (%s); restart %s of %s from step %s in %g s", run.pk, why, run.restarts,
-                allowed, step, delay)
+          reason=f"{lost}: {why}" if lost else why, from_step=step, restart=run.restarts, of=allowed, after_s=delay)
+    log.warning("run %s: %s; restart %s of %s from step %s in %g s", run.pk, f"{lost} ({why})" if lost else why,
+                run.restarts, allowed, step, delay)
 
 
 # --- multi-node runs: a gang of node tasks ---------------------------------------------------------------

@@ -140,9 +140,13 @@ def fragment(request: HttpRequest, template: str, context: dict, *, ended: bool)
 
 @require_GET
 def run_state(request: HttpRequest, run_id: int) -> HttpResponse:
-    """The run page's status, facts and actions (templates/runs/_run_state.html), polled by htmx."""
+    """The run page's status, facts and actions (templates/runs/_run_state.html), polled by htmx, with its
+    Activity (replacing the page's, out of band): a kill or resume asked for elsewhere (the API, another tab) and
+    the run's restarts show while the page is open, and in the answer after its end."""
     run = visible_run(request, run_id, Run.objects.select_related("sweep", "parent_run"))
-    return fragment(request, "runs/_run_state.html", {"run": run, "can_act": can_act(request, run)},
+    return fragment(request, "runs/_run_state.html", {"run": run, "can_act": can_act(request, run),
+                                                      "audit": audit_trail(targets=[("run", run.pk)]),
+                                                      "audit_oob": True},
                     ended=run.is_ended)
 
 
