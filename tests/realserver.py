@@ -54,7 +54,7 @@ class Server:
     """gunicorn webapp.wsgi with the launcher's arguments; one worker process (``--workers 1``) so that the
     process whose memory a test measures is the one that served its request."""
 
-    def __init__(self, home: Path, **env_extra: str):
+    def __init__(self, home: Path, *gunicorn_args: str, **env_extra: str):
         self.home, self.port = home, free_port()
         self.env = app_env(home, **env_extra)
         (home / "logs").mkdir(parents=True, exist_ok=True)
@@ -62,7 +62,7 @@ class Server:
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [GUNICORN, "webapp.wsgi", "--bind", f"127.0.0.1:{self.port}", "--workers", "1", "--threads", "4",
-             "--access-logfile", "-", "--graceful-timeout", "5"],
+             "--access-logfile", "-", "--graceful-timeout", "5", *gunicorn_args],
             cwd=REPO, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, umask=SHELL_UMASK)
         wait_for(self._answers, timeout=90, what=f"gunicorn on port {self.port} (log {self.log_path})")
 
