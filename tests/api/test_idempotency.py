@@ -156,3 +156,12 @@ def test_two_retries_at_once_with_one_key_make_one_run_and_get_one_answer(alice,
     second.join(60)
     assert answers["first"][0] == 201 and answers["second"] == answers["first"], answers
     assert Run.objects.count() == 1 and IdempotencyKey.objects.count() == 1
+
+
+def test_the_openapi_schema_documents_the_header_on_the_launches(alice):
+    paths = alice.get("/schema").json()["paths"]
+    for path in ("/api/v1/runs", "/api/v1/sweeps", "/api/v1/evals"):
+        headers = [p for p in paths[path]["post"].get("parameters", []) if p["in"] == "header"]
+        assert [h["name"] for h in headers] == ["Idempotency-Key"], (path, headers)
+        assert headers[0]["schema"]["maxLength"] == 200
+    assert not [p for p in paths["/api/v1/runs"]["get"].get("parameters", []) if p["in"] == "header"]

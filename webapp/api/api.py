@@ -267,6 +267,14 @@ def _launch_inputs(request, payload):
     return project, parent, config
 
 
+# the launches' optional header, in the OpenAPI schema (read by _launched_once, not by ninja)
+IDEMPOTENT = {"parameters": [{
+    "in": "header", "name": idempotency.HEADER, "required": False,
+    "schema": {"type": "string", "minLength": 1, "maxLength": idempotency.MAX_KEY_LENGTH},
+    "description": "A unique string you choose per launch (e.g. a UUID; printable ASCII): a retry with it by the same "
+                   "user answers the first request and launches nothing (422 with another body; kept 24 h)."}]}
+
+
 def _launched_once(request, make):
     """A launch, once per ``Idempotency-Key`` (webapp.api.idempotency): without the header ``make()`` launches;
     with it, a retry by the same user with the same key and request gets the first answer (status and body, with
@@ -298,7 +306,7 @@ def _launched_once(request, make):
     return response
 
 
-@api.post("/runs", response={201: dict}, tags=["runs"])
+@api.post("/runs", response={201: dict}, tags=["runs"], openapi_extra=IDEMPOTENT)
 def runs_create(request, payload: RunIn):
     """Launch one run. 400 with per-field errors (config knobs by name) when anything is wrong. Safe to retry with
     an ``Idempotency-Key`` header."""
@@ -399,7 +407,7 @@ def runs_metrics(request, run_id: int, metric_keys: str = Query("", alias="keys"
 
 # --- sweeps -------------------------------------------------------------------------------------------------------
 
-@api.post("/sweeps", response={201: dict}, tags=["sweeps"])
+@api.post("/sweeps", response={201: dict}, tags=["sweeps"], openapi_extra=IDEMPOTENT)
 def sweeps_create(request, payload: SweepIn):
     """Launch a sweep: seeds x an optional grid, a concurrency limit, an early-stopping policy. Safe to retry with
     an ``Idempotency-Key`` header."""
@@ -466,7 +474,7 @@ def sweeps_replay(request, sweep_id: int, payload: ReplayIn):
 
 # --- evaluations --------------------------------------------------------------------------------------------------
 
-@api.post("/evals", response={201: dict}, tags=["evals"])
+@api.post("/evals", response={201: dict}, tags=["evals"], openapi_extra=IDEMPOTENT)
 def evals_create(request, payload: EvalIn):
     """Evaluate a run's or a sweep's models (base and/or checkpoints) with pass@k on held-out problems. Safe to
     retry with an ``Idempotency-Key`` header."""
