@@ -68,6 +68,20 @@ def save_checkpoint(out_dir: str, step: int, *, model, tokenizer, optimizer, sch
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
     world.barrier()
+    try:
+        _write_checkpoint(tmp, final, step, model=model, tokenizer=tokenizer, optimizer=optimizer,
+                          scheduler=scheduler, generators=generators, config_dict=config_dict, world=world,
+                          export_model=export_model)
+    except BaseException:
+        # a write that failed (a full disk) leaves no half checkpoint taking the space a resume needs
+        if world.is_main:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def _write_checkpoint(tmp: str, final: str, step: int, *, model, tokenizer, optimizer, scheduler, generators: dict,
+                      config_dict: dict, world, export_model) -> None:
     _dcp_save({"optim": _optimizer_state(model, optimizer)}, os.path.join(tmp, "optim"))
     world.barrier()
     if world.is_main:
@@ -82,7 +96,6 @@ def save_checkpoint(out_dir: str, step: int, *, model, tokenizer, optimizer, sch
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
     world.barrier()
-    return final
 
 
 def load_trainer_state(path: str, *, model, optimizer, scheduler, generators: dict, world=None) -> int:

@@ -272,6 +272,11 @@ SEEDBED_LOST_AFTER_S = float(os.environ.get("SEEDBED_LOST_AFTER_S", "60"))
 SEEDBED_RESTART_BACKOFF_S = float(os.environ.get("SEEDBED_RESTART_BACKOFF_S", "10"))
 # ... and never longer than this (10, 20, 40, 60, 60 ... s by default).
 SEEDBED_RESTART_BACKOFF_MAX_S = float(os.environ.get("SEEDBED_RESTART_BACKOFF_MAX_S", "60"))
+# A run that failed on a full disk ("no space left on device under ...") restarts from its last checkpoint once
+# its folder's disk has this much free again (MB; a restart under max_restarts); the /status page and the doctor
+# warn below SEEDBED_DISK_WARN_MB free under $SEEDBED_HOME (or its runs folder).
+SEEDBED_DISK_RESUME_MB = float(os.environ.get("SEEDBED_DISK_RESUME_MB", "512"))
+SEEDBED_DISK_WARN_MB = float(os.environ.get("SEEDBED_DISK_WARN_MB", "5120"))
 # A queued run the broker took this long ago is looked for in the broker; if its message is gone, it is sent again.
 SEEDBED_QUEUE_CHECK_S = float(os.environ.get("SEEDBED_QUEUE_CHECK_S", "30"))
 # After a kill request, how long the loop gets to stop by itself before its process group is terminated.

@@ -66,6 +66,26 @@ def live_workers(timeout_s: float = 0.5) -> list[str] | None:
         return None
 
 
+def disk_state() -> list[dict]:
+    """Free space of $SEEDBED_HOME and of its runs folder when that is another disk: each a folder, its free
+    bytes (None when unreadable), those in words, and whether it is under SEEDBED_DISK_WARN_MB (a run whose
+    checkpoint finds the disk full fails, and restarts once space is back)."""
+    import os
+
+    from workers.runner import disk_free, human_bytes
+
+    home, runs = Path(settings.SEEDBED_HOME), Path(settings.SEEDBED_RUNS_DIR)
+    folders = [home]
+    try:
+        if runs.exists() and os.stat(runs).st_dev != os.stat(home).st_dev:
+            folders.append(runs)
+    except OSError:
+        pass
+    warn = settings.SEEDBED_DISK_WARN_MB * 1e6
+    return [{"folder": str(f), "free": (free := disk_free(str(f))), "free_text": human_bytes(free),
+             "low": free is not None and free < warn} for f in folders]
+
+
 @require_GET
 def status_view(request):
     home = Path(settings.SEEDBED_HOME)
@@ -79,5 +99,6 @@ def status_view(request):
         "staff": staff, "services": _read_json(home / SERVICES_FILE) if staff else None,
         "maintenance": maintenance if staff else None, "maintenance_age_s": age,
         "queues": queue_depths(), "workers": live_workers() if staff else None,
+        "disks": disk_state() if staff else None, "disk_warn_mb": settings.SEEDBED_DISK_WARN_MB,
         "running": runs.filter(status=RunStatus.RUNNING).order_by("worker"),
         "waiting": runs.filter(status=RunStatus.QUEUED).exclude(dispatch_note="").order_by("pk")})

@@ -114,8 +114,69 @@ def preload_training() -> None:
         transformers.AutoTokenizer.from_pretrained(tiny)
 
 
-def run_in_forked_child(run_id: int, log_path: str, node: list[str] = ()) -> None:
-    """Body of the child forked by the train_run task: own session, output to the run's log, never returns."""
+def disk_full_message(exc: BaseException, folder: str) -> str:
+    """"no space left on device under FOLDER: N free" when ``exc`` (or one it came from) is a write that found
+    the disk full, else "". torch reports a full disk while saving as a bare "file write failed", so a write
+    error with next to no space left counts as one too."""
+    import errno
+
+    texts, todo = [], [exc]
+    while todo and len(texts) < 20:  # the exception, those it came from, and a torch checkpoint's ranks' failures
+        seen = todo.pop()
+        if isinstance(seen, tuple):  # (exception, traceback)
+            seen = seen[0]
+        if not isinstance(seen, BaseException):
+            continue
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            texts.append("No space left on device")
+        texts.append(str(seen))
+        todo += [e for e in (seen.__cause__ or seen.__context__,) if e is not None]
+        failures = getattr(seen, "failures", None)
+        if isinstance(failures, dict):
+            todo += list(failures.values())
+    text = " ".join(texts)
+    free = disk_free(folder)
+    if "No space left on device" not in text and not ("write" in text.lower() and free is not None
+                                                      and free < 1024 * 1024):
+        return ""
+    return f"no space left on device under {folder}: {human_bytes(free)} free"
+
+
+def disk_free(folder: str) -> int | None:
+    """Free bytes of the disk holding ``folder`` (or its nearest existing parent); None if unknown."""
+    import shutil
+
+    while folder and not os.path.exists(folder):
+        folder = os.path.dirname(folder.rstrip("/")) or "/"
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
+
+
+def human_bytes(n: int | None) -> str:
+    """Bytes in words.
+
+    >>> human_bytes(0), human_bytes(3 * 1024 ** 2), human_bytes(None)
+    ('0 B', '3.0 MiB', 'unknown')
+    """
+    if n is None:
+        return "unknown"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+# why the run failed, in one line, for the parent task (run_in_forked_child writes it to the pipe it inherited)
+failure = {"message": ""}
+
+
+def run_in_forked_child(run_id: int, log_path: str, node: list[str] = (), report_fd: int | None = None) -> None:
+    """Body of the child forked by the train_run task: own session, output to the run's log, never returns.
+    ``report_fd``: the write end of a pipe to the parent; a failure's one-line cause goes there (not only to the
+    log, which may be on the very disk that filled up)."""
     code = EXIT_FAILED
     try:
         os.setsid()  # its own process group, so the worker can terminate the whole group
@@ -128,11 +189,23 @@ def run_in_forked_child(run_id: int, log_path: str, node: list[str] = ()) -> Non
         for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
             signal.signal(sig, signal.SIG_DFL)
         code = main(["workers.runner", str(run_id), *node])
-    except BaseException:
-        traceback.print_exc()
+    except BaseException as exc:  # (torch's CheckpointException, raised by a checkpoint's write, is one)
+        failure["message"] = failure["message"] or disk_full_message(exc, os.path.dirname(log_path)) or \
+            (f"{type(exc).__name__}: {exc}".splitlines() or [""])[0][:500]
+        try:
+            traceback.print_exc()
+        except BaseException:
+            pass
     finally:
         try:
+            if report_fd is not None and code == EXIT_FAILED and failure["message"]:
+                os.write(report_fd, failure["message"].encode("utf-8", "replace")[:4000])
+        except BaseException:
+            pass
+        try:
             sys.stdout.flush()
+        except BaseException:
+            pass
         finally:
             os._exit(code)
 
@@ -204,11 +277,18 @@ def main(argv: list[str]) -> int:
             status, step = run_distributed(cfg, out_dir, sink, stop, node_rank=node_rank, master=master)
             result = TrainResult(status, step, out_dir)
     except Exception as exc:
-        traceback.print_exc()
-        # the cause last, so the end of the log the run's error keeps says why (an engine's message may carry a
-        # long tail of its own log before the traceback ends)
-        print(f"run {run_id} failed: {(str(exc).splitlines() or [type(exc).__name__])[0][:500]}", flush=True)
-        sys.stdout.flush()
+        # the cause first to the parent (a pipe: it reaches the run's error even when the disk under the log is
+        # full), then to the log; a full disk is named as such, with the space left
+        cause = disk_full_message(exc, out_dir) or (str(exc).splitlines() or [type(exc).__name__])[0][:500]
+        failure["message"] = cause
+        try:
+            traceback.print_exc()
+            # the cause last, so the end of the log the run's error keeps says why (an engine's message may carry
+            # a long tail of its own log before the traceback ends)
+            print(f"run {run_id} failed: {cause}", flush=True)
+            sys.stdout.flush()
+        except OSError:  # the log's disk is full: the pipe carries the cause
+            pass
         return EXIT_FAILED
     print(f"run {run_id}: {result.status} at step {result.step} {stop.reason}", flush=True)
     return EXIT_SUCCEEDED if result.status == "succeeded" else EXIT_STOPPED

@@ -52,9 +52,10 @@ class ForkedChild:
     """The run's training process, forked from this slot (which preloaded torch and transformers, see
     ``_preload_training``), with the small part of Popen's interface the supervisor uses."""
 
-    def __init__(self, pid: int):
+    def __init__(self, pid: int, report_fd: int | None = None):
         self.pid = pid
         self.returncode: int | None = None
+        self.report_fd = report_fd  # the read end of the child's pipe: why it failed, in one line
 
     @classmethod
     def start(cls, run_id: int, log_path: Path, node: tuple = ()) -> "ForkedChild":
@@ -64,16 +65,39 @@ class ForkedChild:
         connections.close_all()  # the child must not share the slot's database connections
         sys.stdout.flush()
         sys.stderr.flush()
+        read_fd, write_fd = os.pipe()
         pid = os.fork()
         if pid == 0:
-            run_in_forked_child(run_id, str(log_path), [str(x) for x in node])  # never returns
-        return cls(pid)
+            os.close(read_fd)
+            run_in_forked_child(run_id, str(log_path), [str(x) for x in node], write_fd)  # never returns
+        os.close(write_fd)
+        return cls(pid, read_fd)
+
+    def failure(self) -> str:
+        """What the exited child sent through its pipe (why it failed; "" when it said nothing)."""
+        return getattr(self, "_message", "")
+
+    def _read_report(self) -> str:
+        if self.report_fd is None:
+            return ""
+        chunks = []
+        try:
+            os.set_blocking(self.report_fd, False)
+            while len(chunks) < 4 and (chunk := os.read(self.report_fd, 4096)):
+                chunks.append(chunk)
+        except OSError:  # nothing written (its write end closed with it)
+            pass
+        finally:
+            os.close(self.report_fd)
+            self.report_fd = None
+        return b"".join(chunks).decode("utf-8", "replace").strip()
 
     def poll(self) -> int | None:
         if self.returncode is None:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
                 self.returncode = os.waitstatus_to_exitcode(status)
+                self._message = self._read_report()  # (and closes the pipe, whatever the exit)
         return self.returncode
 
     def wait(self, timeout: float) -> int:
@@ -204,12 +228,23 @@ def train_run(self, run_id: int, dispatch: str = "", node_rank: int | None = Non
         _terminate_group(proc)  # the task is going away (worker shutdown): take the child with it
         raise
     outcome = _exit_outcome(proc.returncode)
-    detail = f"training process exited with code {proc.returncode}\n{log_tail(log_path)}" if outcome == "failed" else ""
+    detail = _failure_detail(run_id, proc, log_path) if outcome == "failed" else ""
     if outcome == "signaled":
         detail = _signal_detail(run_id, proc, log_path, oom_before)
     status = services.run_record_exit(run_id=run_id, outcome=outcome, forced=forced, detail=detail, worker=worker)
     log.info("run %s: ended %s (exit code %s)", run_id, status, proc.returncode)
     return status
+
+
+def _failure_detail(run_id: int, proc: ForkedChild, log_path: Path) -> str:
+    """A failed child's error for the run: the cause it sent through its pipe first (a full disk named as such),
+    then the end of its log; the cause also goes to the errors log."""
+    cause = proc.failure()
+    tail = log_tail(log_path)
+    if cause:
+        log.error("run %s: training process failed (exit code %s): %s", run_id, proc.returncode, cause)
+        return f"{cause}\ntraining process exited with code {proc.returncode}\n{tail}"
+    return f"training process exited with code {proc.returncode}\n{tail}"
 
 
 GANG_POLL_S = 0.5
@@ -302,7 +337,7 @@ def train_node(task, run_id: int, dispatch: str, node_rank: int, worker: str, at
         _terminate_group(proc)
         raise
     outcome = _exit_outcome(proc.returncode)
-    detail = f"training process exited with code {proc.returncode}\n{log_tail(log_path)}" if outcome == "failed" else ""
+    detail = _failure_detail(run_id, proc, log_path) if outcome == "failed" else ""
     if outcome == "signaled":
         detail = _signal_detail(run_id, proc, log_path, oom_before)
     services.run_node_exit(run_id=run_id, node_rank=node_rank, worker=worker, outcome=outcome, error=detail)
@@ -376,13 +411,18 @@ def maintenance() -> dict:
     close_old_connections()
     lost = services.runs_mark_lost()
     redispatched = services.runs_redispatch()
+    try:  # a run that failed on a full disk restarts once there is space again
+        disk_restarted = services.runs_restart_after_disk_full()
+    except Exception:
+        log.exception("maintenance: could not restart the runs that failed on a full disk")
+        disk_restarted = []
     stopped = {}
     for sweep_id in Sweep.objects.filter(runs__status=RunStatus.RUNNING).values_list("pk", flat=True).distinct():
         try:
             stopped[sweep_id] = sweep_services.sweep_check(sweep_id=sweep_id)
         except Exception:  # one sweep's failure must not stop the others' checks (or the lost-run marking)
             log.exception("sweep %s: check failed", sweep_id)
-    result = {"lost": lost, "redispatched": redispatched, "stopped": stopped}
+    result = {"lost": lost, "redispatched": redispatched, "stopped": stopped, "disk_restarted": disk_restarted}
     try:
         from webapp.api.idempotency import keys_expire
 

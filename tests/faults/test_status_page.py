@@ -88,3 +88,21 @@ def test_staff_see_everything(settings, tmp_path, model_dir, django_user_model):
     for shown in ("31337", "4242", "/srv/seedbed/logs/web-secret.log", 'data-service="web server"', "9911", "9922",
                   "ann-waiting", "ben-waiting", "ben-running", "cpu-ben@node7", 'id="workers"'):
         assert shown in page, shown
+
+
+def test_the_status_page_shows_the_free_space_of_seedbed_home_with_a_warning_when_low(user, settings, tmp_path):
+    """Staff see how much space $SEEDBED_HOME has left, with a warning under SEEDBED_DISK_WARN_MB."""
+    import shutil
+
+    settings.SEEDBED_HOME = tmp_path
+    user.is_staff = True
+    user.save()
+    client = Client()
+    client.force_login(user)
+    free_mb = shutil.disk_usage(tmp_path).free / 1e6
+    settings.SEEDBED_DISK_WARN_MB = free_mb * 10  # less free than that: warned
+    page = client.get("/status/").content.decode()
+    assert f'data-disk="{tmp_path}" class="warning"' in page and " free: warning, under " in page
+    settings.SEEDBED_DISK_WARN_MB = 1  # plenty
+    page = client.get("/status/").content.decode()
+    assert f'data-disk="{tmp_path}">' in page and "warning, under" not in page
