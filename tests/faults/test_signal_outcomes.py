@@ -60,6 +60,7 @@ def test_a_sigkilled_training_process_restarts_from_its_checkpoint_and_succeeds(
     assert_every_step_complete(run.pk, 30)  # every step's metrics, each once
     event = AuditEvent.objects.get(action="run.restart", target_id=run.pk)
     assert event.detail["from_step"] >= 4 and event.detail["restart"] == 1 and event.detail["of"] == 2
+    assert event.actor_name.startswith("worker:")  # the worker that saw its training process die
     assert event.detail["reason"].startswith("training process killed by SIGKILL (") and "peak RSS" in \
         event.detail["reason"], event.detail
     assert f"resuming at step {event.detail['from_step']}:" in (stack.run_folder(run) / "worker.log").read_text()

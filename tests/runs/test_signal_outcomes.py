@@ -35,6 +35,7 @@ def test_a_signalled_training_process_restarts_from_its_checkpoint_under_max_res
         "(out of memory?" in run.dispatch_note
     event = AuditEvent.objects.get(action="run.restart", target_id=run.pk)
     assert event.detail["from_step"] == 3 and event.detail["reason"].startswith("training process killed by SIGKILL")
+    assert event.actor_name == "worker:w:1"  # the worker that saw its training process die restarted it
     assert "step 3 done" not in event.detail["reason"]  # the cause, one line
     assert run.recovery_note.startswith("training process killed by SIGKILL, restarting from step 3 in ")
 

@@ -437,18 +437,20 @@ def restart_backoff_s(restart: int) -> float:
 def _restart(run: Run, why: str, allowed: int, lost: str = "worker lost") -> None:
     """Back to the queue after its worker was lost (or its training process killed by a signal: ``lost`` "",
     ``why`` names it), to resume from its last checkpoint after a backoff (the reconciler sends it then); the
-    restart is recorded on the run's page. A sweep's run keeps its slot."""
+    restart is recorded on the run's page (by the reconciler, or by the worker that saw the signal). A sweep's
+    run keeps its slot."""
     step = run.checkpoints.order_by("-step").values_list("step", flat=True).first() or 0
     run.restarts += 1
     delay = restart_backoff_s(run.restarts)
     _move(run, RunStatus.QUEUED)
     now = timezone.now()
+    actor = "reconciler" if lost else f"worker:{run.worker}"[:200]
     run.worker, run.pid = "", None
     run.enqueued_at, run.dispatched_at, run.retry_at = now, None, now + timedelta(seconds=delay)
     run.dispatch_note = (f"restart {run.restarts} of {allowed} in {delay:g} s, from step {step}: "
                          + (f"{lost} ({why})" if lost else why))
     run.save()
-    audit(project=run.project_id, actor="reconciler", action="run.restart", target_type="run", target_id=run.pk,
+    audit(project=run.project_id, actor=actor, action="run.restart", target_type="run", target_id=run.pk,
           reason=f"{lost}: {why}" if lost else why, from_step=step, restart=run.restarts, of=allowed, after_s=delay)
     log.warning("run %s: %s; restart %s of %s from step %s in %g s", run.pk, f"{lost} ({why})" if lost else why,
                 run.restarts, allowed, step, delay)
