@@ -187,7 +187,8 @@ def _signal_detail(run_id: int, proc: "ForkedChild", log_path: Path, oom_before:
     peak = MetricPoint.objects.filter(run_id=run_id, key="system/rss_mb").aggregate(peak=Max("value"))["peak"]
     line = signal_line(proc.returncode, oom_before, oom_kills(), peak)
     log.error("run %s: %s", run_id, line)
-    tail = log_tail(log_path)
+    said = proc.failure()  # (what it sent through its pipe before the signal, if anything; the pipe is closed)
+    tail = "\n".join(part for part in (said, log_tail(log_path)) if part)
     return f"{line}\n{tail}" if tail else line
 
 

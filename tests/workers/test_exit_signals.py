@@ -73,3 +73,33 @@ def test_the_log_tail_of_an_error_leaves_progress_bars_out(tmp_path):
                    + "  3/40 [00:01<00:12,  2.91s/it]\nstep 2 reward 0.3\n")
     assert exits.log_tail(log) == "run 7: training in /x\nstep 1 reward 0.2\nstep 2 reward 0.3"
     assert exits.log_tail(tmp_path / "missing.log") == ""
+
+
+@pytest.mark.django_db
+def test_the_error_of_a_signalled_child_names_the_signal_first_with_the_runs_peak_rss(tmp_path):
+    import os
+
+    from webapp.projects.services import default_project
+    from webapp.runs.models import MetricPoint, Run
+    from workers.tasks import ForkedChild, _signal_detail
+
+    run = Run.objects.create(project=default_project(), config={}, seed=0)
+    MetricPoint.objects.bulk_create([MetricPoint(run=run, step=s, key="system/rss_mb", value=v)
+                                     for s, v in ((1, 300.0), (2, 512.4), (3, 480.0))])
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a training child that reports a cause through its pipe, then is SIGKILLed
+        os.setsid()
+        os.close(read_fd)
+        os.write(write_fd, b"no space left on device\n")
+        os.kill(os.getpid(), signal.SIGKILL)
+    os.close(write_fd)
+    child = ForkedChild(pid, read_fd)
+    assert child.wait(timeout=30) == -signal.SIGKILL
+    log = tmp_path / "worker.log"
+    log.write_text("run 1: training in /x\nLoading weights: 100%|##########| 12/12 [00:00<00:00, 3.1it/s]\n")
+    detail = _signal_detail(run.pk, child, log, exits.oom_kills())
+    first, *rest = detail.splitlines()
+    assert first.startswith("training process killed by SIGKILL (") and first.endswith("peak RSS 512 MB)")
+    assert rest == ["no space left on device", "run 1: training in /x"]
+    assert child.report_fd is None  # the pipe's read end is closed
