@@ -109,11 +109,21 @@ def check_assets() -> Finding:
 
 
 def check_disk() -> Finding:
+    """Free space under $SEEDBED_HOME, and under its runs folder when that is another disk (a data disk mounted
+    there): the emptier one decides; a run whose checkpoint finds its disk full fails until space is freed."""
     home = Path(os.environ.get("SEEDBED_HOME", ROOT / "var"))
     probe = home if home.exists() else ROOT
-    free_gib = shutil.disk_usage(probe).free / 2**30
-    found = f"{free_gib:.1f} GiB free under {probe}"
+    probes = [probe]
+    runs = home / "runs"
+    try:
+        if runs.is_dir() and runs.stat().st_dev != probe.stat().st_dev:
+            probes.append(runs)
+    except OSError:
+        pass
+    free = {p: shutil.disk_usage(p).free / 2**30 for p in probes}
+    found = "; ".join(f"{gib:.1f} GiB free under {p}" for p, gib in free.items())
     fix = "free space there, or point SEEDBED_HOME at a larger disk (runs keep checkpoints)"
+    free_gib = min(free.values())
     if free_gib < MIN_FREE_GIB:
         return Finding(False, found, fix)
     if free_gib < WARN_FREE_GIB:

@@ -89,3 +89,19 @@ def test_a_full_disk_fails_the_run_clearly_and_it_restarts_once_space_is_back(st
             worker.stop()
         wait_for(lambda: subprocess.run(["umount", str(runs)], capture_output=True).returncode == 0,
                  timeout=60, every=1, what=f"{runs} to be unmounted")
+
+
+def test_the_doctor_reports_a_full_runs_disk(tmp_path, monkeypatch):
+    """The doctor's disk line covers the runs folder when it is another disk, and fails when that one is full."""
+    from workers.doctor import check_disk
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(runs)], check=True)
+    try:
+        monkeypatch.setenv("SEEDBED_HOME", str(tmp_path))
+        finding = check_disk()
+        assert not finding.ok and f"GiB free under {runs}" in finding.found, finding
+    finally:
+        wait_for(lambda: subprocess.run(["umount", str(runs)], capture_output=True).returncode == 0,
+                 timeout=60, every=1, what=f"{runs} to be unmounted")
