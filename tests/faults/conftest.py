@@ -4,6 +4,7 @@ and lost thresholds, and the test process sending its tasks there. Every case en
 lost, no process left"."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -86,8 +87,15 @@ class Stack:
         self.redis.stop()
 
 
-@pytest.fixture
-def stack(worker_env, tmp_path, monkeypatch, django_db_blocker):
+# Fast thresholds, so a fault's recovery takes seconds: a heartbeat every 0.5 s, lost after 4 s.
+FAST = {"SEEDBED_HEARTBEAT_S": "0.5", "SEEDBED_LOST_AFTER_S": "4", "SEEDBED_RESTART_BACKOFF_S": "1",
+        "SEEDBED_MAINTENANCE_EVERY_S": "1"}
+
+
+@contextlib.contextmanager
+def running_stack(worker_env, tmp_path, monkeypatch, django_db_blocker, thresholds: dict):
+    """A stack of its own (Redis, a maintenance worker, a training worker, a fresh $SEEDBED_HOME) with
+    ``thresholds`` in the workers' environment; the test process sends its tasks to this stack's broker."""
     from celery import Celery
 
     import workers.dispatch
@@ -99,8 +107,7 @@ def stack(worker_env, tmp_path, monkeypatch, django_db_blocker):
     home.mkdir()
     redis = Redis(free_port(), tmp_path)
     redis.start()
-    env = {**env, "SEEDBED_HOME": str(home), "CELERY_BROKER_URL": redis.url, "SEEDBED_HEARTBEAT_S": "0.5",
-           "SEEDBED_LOST_AFTER_S": "4", "SEEDBED_RESTART_BACKOFF_S": "1", "SEEDBED_MAINTENANCE_EVERY_S": "1"}
+    env = {**env, "SEEDBED_HOME": str(home), "CELERY_BROKER_URL": redis.url, **thresholds}
     # the test process sends its tasks to this stack's broker, configured as Seedbed's own app
     monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
     app = Celery("faults", broker=redis.url)
@@ -117,6 +124,26 @@ def stack(worker_env, tmp_path, monkeypatch, django_db_blocker):
     app.close()
     with django_db_blocker.unblock():
         wait_for_other_connections_to_close()
+
+
+@pytest.fixture
+def stack(worker_env, tmp_path, monkeypatch, django_db_blocker):
+    with running_stack(worker_env, tmp_path, monkeypatch, django_db_blocker, FAST) as stack:
+        yield stack
+
+
+def launch(**overrides):
+    """A tiny run checkpointing every 2 steps."""
+    from tests.conftest import tiny_config
+    from webapp.runs import services
+
+    return services.run_create(config=tiny_config(**{"checkpoint_every": 2, **overrides}))
+
+
+def status(run) -> str:
+    from webapp.runs.models import Run
+
+    return Run.objects.values_list("status", flat=True).get(pk=run.pk)
 
 
 def process_alive(pid: int | None) -> bool:

@@ -14,19 +14,15 @@ import time
 import pytest
 
 from tests.conftest import tiny_config, wait_for
-from tests.faults.conftest import wait_until
+from tests.faults.conftest import status, wait_until
 from webapp.projects.models import AuditEvent
 from webapp.runs import services
-from webapp.runs.models import Checkpoint, MetricPoint, Run, RunStatus
+from webapp.runs.models import Checkpoint, MetricPoint, RunStatus
 
 pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs (root only)")]
 
 STEPS = 40
-
-
-def status(run: Run) -> str:
-    return Run.objects.values_list("status", flat=True).get(pk=run.pk)
 
 
 def maintenance_passes(home) -> str:

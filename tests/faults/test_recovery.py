@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from tests.conftest import tiny_config, wait_for_other_connections_to_close
-from tests.faults.conftest import Redis, Stack, free_port, process_alive, wait_until
+from tests.conftest import tiny_config
+from tests.faults.conftest import process_alive, running_stack, wait_until
 from webapp.runs import services
 from webapp.runs.models import Checkpoint, MetricPoint, Run, RunStatus
 
@@ -21,33 +21,11 @@ RUN_TIMEOUT = 240
 
 @pytest.fixture
 def stack(worker_env, tmp_path, monkeypatch, django_db_blocker):
-    """tests/faults/conftest.py's stack, at the default thresholds (only the restart backoff shortened)."""
-    from celery import Celery
-
-    import workers.dispatch
-    from workers.celery_app import app as seedbed_app
-
-    env, _ = worker_env
-    home = tmp_path / "home"
-    home.mkdir()
-    redis = Redis(free_port(), tmp_path)
-    redis.start()
-    env = {**env, "SEEDBED_HOME": str(home), "CELERY_BROKER_URL": redis.url, "SEEDBED_HEARTBEAT_S": "5",
-           "SEEDBED_LOST_AFTER_S": "60", "SEEDBED_RESTART_BACKOFF_S": "5", "SEEDBED_MAINTENANCE_EVERY_S": "5"}
-    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
-    app = Celery("faults", broker=redis.url)
-    app.conf.update({k: seedbed_app.conf[k] for k in ("task_routes", "task_serializer", "accept_content",
-                                                       "broker_connection_retry_on_startup",
-                                                       "broker_transport_options")})
-    monkeypatch.setattr(workers.dispatch, "celery_app", lambda: app)
-    stack = Stack(env, home, redis)
-    stack.start_maintenance()
-    stack.start_worker()
-    yield stack
-    stack.stop()
-    app.close()
-    with django_db_blocker.unblock():
-        wait_for_other_connections_to_close()
+    """The faults' stack at the default thresholds (only the restart backoff shortened)."""
+    thresholds = {"SEEDBED_HEARTBEAT_S": "5", "SEEDBED_LOST_AFTER_S": "60", "SEEDBED_RESTART_BACKOFF_S": "5",
+                  "SEEDBED_MAINTENANCE_EVERY_S": "5"}
+    with running_stack(worker_env, tmp_path, monkeypatch, django_db_blocker, thresholds) as stack:
+        yield stack
 
 
 def unacked_for(run_id: int) -> list[dict]:

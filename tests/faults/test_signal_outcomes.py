@@ -7,31 +7,21 @@
   as the loss is seen, and the kill is in the run's Activity."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
 
 import pytest
 
-from tests.conftest import logged_in, tiny_config
-from tests.faults.conftest import process_alive, wait_until
+from tests.conftest import logged_in
+from tests.faults.conftest import launch, process_alive, status, wait_until
 from tests.workers.test_train_run import assert_every_step_complete
 from webapp.projects.models import AuditEvent
-from webapp.runs import services
 from webapp.runs.models import Checkpoint, Run, RunStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 RUN_TIMEOUT = 240
-
-
-def launch(**overrides) -> Run:
-    return services.run_create(config=tiny_config(**{"checkpoint_every": 2, **overrides}))
-
-
-def status(run: Run) -> str:
-    return Run.objects.values_list("status", flat=True).get(pk=run.pk)
 
 
 def sigkill_the_training_process(run: Run, after_checkpoint: int) -> int:

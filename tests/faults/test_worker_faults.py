@@ -9,23 +9,13 @@ import time
 
 import pytest
 
-from tests.conftest import tiny_config
-from tests.faults.conftest import process_alive, wait_until
+from tests.faults.conftest import launch, process_alive, status, wait_until
 from webapp.projects.models import AuditEvent
-from webapp.runs import services
 from webapp.runs.models import Checkpoint, MetricPoint, Run, RunStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 RUN_TIMEOUT = 240
-
-
-def launch(**overrides) -> Run:
-    return services.run_create(config=tiny_config(**{"checkpoint_every": 2, **overrides}))
-
-
-def status(run: Run) -> str:
-    return Run.objects.values_list("status", flat=True).get(pk=run.pk)
 
 
 def assert_done_with_every_step_once(run: Run, steps: int) -> Run:
