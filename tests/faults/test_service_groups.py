@@ -125,12 +125,13 @@ def test_each_service_is_its_process_group_and_a_full_disk_spares_the_supervisor
         sampling.set()
         try:
             down_at = time.monotonic()
-            subprocess.run(["./seedbed", "down"], cwd=REPO, env=env, capture_output=True, text=True, timeout=200)
+            down = subprocess.run(["./seedbed", "down"], cwd=REPO, env=env, capture_output=True, text=True,
+                                  timeout=200)
             if up is not None:
-                # (down waits 120 s; a stop that follows the full disk may take longer: the workers' warm shutdown
-                # gets 90 s, then each group a TERM, a grace and a KILL)
                 up.wait(timeout=120)
             down_s = time.monotonic() - down_at
+            # (`up` is this test's child and exits before the test reaps it: down must not wait on the zombie)
+            assert down.returncode == 0 and "stopped" in down.stderr, down.stderr[-2000:]
             # no process of this $SEEDBED_HOME is left: not a service, not a beat, not a child of either
             wait_for(lambda: not processes_of(home), timeout=60, every=0.5,
                      what="every process of this $SEEDBED_HOME to be gone")
