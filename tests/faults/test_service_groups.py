@@ -78,7 +78,10 @@ def test_each_service_is_its_process_group_and_a_full_disk_spares_the_supervisor
     try:
         up = subprocess.Popen(["./seedbed", "up"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
                               start_new_session=True, preexec_fn=as_from_a_terminal)
-        wait_for(lambda: (s := services_state(home)) and len(s["services"]) == 3 and serves(port),
+        # "ready" said: up has finished starting (a web server dying before that ends up, by design, rather
+        # than being supervised)
+        wait_for(lambda: (s := services_state(home)) and len(s["services"]) == 3 and serves(port)
+                 and "ready in" in (tmp_path / "up.log").read_text(errors="replace"),
                  timeout=300, what="./seedbed up to serve", every=1)
         wait_for(lambda: len(beats(home)) == 1, timeout=120, what="the maintenance worker's beat to start", every=0.5)
         sampler.start()
