@@ -1,0 +1,42 @@
+"""docs/architecture.md stays true to the tree: every repository path it names exists, every section a docstring
+cites exists, and no file cites a document outside the repository."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "architecture.md"
+TOP = ("training/", "webapp/", "workers/", "templates/", "static/", "bench/", "tests/", "seedbed_client/", "docs/")
+
+
+def _anchors(text: str) -> set[str]:
+    """GitHub's anchors: heading text lower-cased, punctuation dropped, spaces as hyphens."""
+    return {re.sub(r"[^a-z0-9 -]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#{2,3} (.+)$", text, flags=re.M)}
+
+
+def test_every_path_the_architecture_doc_names_exists():
+    text = DOC.read_text()
+    named = {m.split(":")[0].rstrip("/") for m in re.findall(r"`([\w./-]+(?::\s?\w+)?)`", text) if m.startswith(TOP)}
+    missing = sorted(p for p in named if not (ROOT / p).exists())
+    assert named and not missing, f"docs/architecture.md names paths that do not exist: {missing}"
+
+
+def test_the_contents_line_links_only_existing_sections():
+    text = DOC.read_text()
+    anchors = _anchors(text)
+    linked = set(re.findall(r"\]\(#([\w-]+)\)", text))
+    assert len(linked) >= 10 and linked <= anchors, sorted(linked - anchors)
+
+
+def test_cited_sections_exist():
+    anchors = _anchors(DOC.read_text())
+    cited = {}
+    for path in ROOT.glob("**/*.py"):
+        if ".venv" in path.parts or "node_modules" in path.parts:
+            continue
+        for anchor in re.findall(r"docs/architecture\.md#([\w-]+)", path.read_text(errors="ignore")):
+            cited.setdefault(anchor, []).append(str(path.relative_to(ROOT)))
+    unknown = {a: files for a, files in cited.items() if a not in anchors}
+    assert not unknown, f"docstrings cite sections docs/architecture.md does not have: {unknown}"
