@@ -11,7 +11,7 @@ class SweepAdmin(admin.ModelAdmin):
 
 @admin.register(SweepPlan)
 class SweepPlanAdmin(admin.ModelAdmin):
-    list_display = ("sweep", "free_slot_use", "extend_steps", "max_new_seeds", "new_seeds_started")
+    list_display = ("sweep", "free_slot_use", "extend_steps", "budget", "new_seeds_started")
 
 
 @admin.register(PolicyDecision)

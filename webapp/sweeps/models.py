@@ -35,7 +35,7 @@ class FreeSlotUse(models.TextChoices):
 
     NOTHING = "nothing", "nothing (the sweep just finishes sooner)"
     EXTEND = "extend", "extend the best surviving run"
-    NEW_SEED = "new_seed", "start a fresh seed"
+    NEW_SEED = "new_seed", "start new seeds within the budget"
 
 
 class SweepPlan(models.Model):
@@ -46,7 +46,10 @@ class SweepPlan(models.Model):
                             help_text='Knob -> values crossed with the seeds, e.g. {"lr": [0.0001, 0.0002]}.')
     free_slot_use = models.CharField(max_length=20, choices=FreeSlotUse.choices, default=FreeSlotUse.NOTHING)
     extend_steps = models.PositiveIntegerField(default=0, help_text="Steps an extended survivor gets.")
-    max_new_seeds = models.PositiveIntegerField(default=0, help_text="At most this many fresh seeds are started.")
+    budget = models.PositiveIntegerField(null=True, blank=True,
+                                         help_text="Compute budget in full runs when freed slots start new seeds: a "
+                                                   "new seed starts only if it can run to its end within it "
+                                                   "(policies.budget). Empty for the other free-slot uses.")
     new_seeds_started = models.PositiveIntegerField(default=0)
     warnings = models.JSONField(default=list, blank=True,
                                 help_text="What the sweep's settings make impossible, said when it was made (e.g. a "
