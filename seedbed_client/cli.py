@@ -84,6 +84,9 @@ def _sweeps_commands(group) -> None:
     p.add_argument("--seeds", type=int, default=4, help="how many seeds, from the config's seed on (default 4)")
     p.add_argument("--concurrency", type=int, default=2, help="runs at a time (default 2)")
     p.add_argument("--policy", default="median", help="early stopping policy: median, asha, manual, ...")
+    p.add_argument("--budget", type=int, default=None,
+                   help="compute budget in full runs (at least --seeds): slots freed by stops start new seeds, each "
+                        "only if it can run to its end within the budget (default: none, no new seeds)")
     _command(group, "get", commands.sweeps_get, "a sweep and its runs as JSON").add_argument("id", type=int)
 
 

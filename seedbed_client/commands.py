@@ -128,6 +128,8 @@ def runs_watch(client: SeedbedClient, args) -> int:
 def sweeps_launch(client: SeedbedClient, args) -> int:
     body = {**_launch_fields(args), "seeds": args.seeds, "concurrency": args.concurrency,
             "policy": {"name": args.policy}}
+    if args.budget is not None:  # the server checks it (a field error naming budget)
+        body.update(free_slot_use="new_seed", budget=args.budget)
     created = client.launch("/sweeps", body)
     runs = ", ".join(map(str, created["runs"]))
     print(f"sweep {created['id']} in project {created['project']}: {len(created['runs'])} runs ({runs})")

@@ -158,8 +158,7 @@ SWEEP_FORM = [
     ("extend-steps-negative", {"extend_steps": "-1"}, "extend_steps", "greater than or equal to 0"),
     ("extend-steps-10**30", {"free_slot_use": "extend", "extend_steps": BIG}, "extend_steps",
      "must lie in [0, 1000000]"),
-    ("max-new-seeds-10**30", {"free_slot_use": "new_seed", "max_new_seeds": BIG}, "max_new_seeds",
-     "must lie in [0, 1024]"),
+    ("budget-10**30", {"free_slot_use": "new_seed", "budget": BIG}, "budget", "less than or equal to 4096"),
     ("sweep-lr-inf", {"lr": "inf"}, "lr", "expected a finite number"),
 ]
 
@@ -324,7 +323,11 @@ API_POST = [
     ("sweeps-free-slot-use-unknown", "/sweeps", sweep_body(free_slot_use="teleport"), "free_slot_use",
      "must be one of"),
     ("sweeps-extend-steps-negative", "/sweeps", sweep_body(extend_steps=-1), "extend_steps", "greater than or equal"),
-    ("sweeps-max-new-seeds-10**30", "/sweeps", sweep_body(max_new_seeds=10**30), "max_new_seeds", "less than or equal"),
+    ("sweeps-budget-10**30", "/sweeps", sweep_body(free_slot_use="new_seed", budget=10**30), "budget",
+     "less than or equal"),
+    ("sweeps-budget-below-the-seeds", "/sweeps", sweep_body(free_slot_use="new_seed", budget=1), "budget",
+     "must be at least the"),
+    ("sweeps-budget-without-new-seeds", "/sweeps", sweep_body(budget=8), "budget", "only used when freed slots"),
     ("sweeps-alert-bounds-text", "/sweeps", sweep_body(alert_bounds={"entropy_min": "low"}), "alert_bounds",
      "expected a finite number"),
     # evals

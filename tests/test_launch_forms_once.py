@@ -19,7 +19,7 @@ from webapp.sweeps.models import Sweep
 pytestmark = pytest.mark.django_db
 
 SWEEP_ONLY = ("seeds", "concurrency", "grid", "policy_name", "policy_metric", "policy_mode", "policy_params",
-              "free_slot_use", "extend_steps", "max_new_seeds", "alert_bounds")
+              "free_slot_use", "extend_steps", "budget", "alert_bounds")
 
 
 def token_of(client, url: str) -> str:

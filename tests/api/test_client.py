@@ -354,3 +354,17 @@ def test_upload_list_and_get_a_dataset_then_launch_a_run_on_it(cli, tmp_path, se
                   "error: name: project vision has a dataset named 'adds' already")
     assert_failed(cli("datasets", "upload", str(tmp_path / "missing.jsonl"), "--name", "x"), 2,
                   "error: file: cannot read")
+
+
+def test_sweeps_launch_with_a_budget_starts_new_seeds_within_it_and_a_bad_budget_names_budget(cli, config_file,
+                                                                                              alice):
+    from webapp.sweeps.models import SweepPlan
+
+    assert_failed(cli("sweeps", "launch", config_file(), "--seeds", "3", "--budget", "2"), 2,
+                  "error: budget: must be at least the 3 runs the sweep starts with")
+    assert_failed(cli("sweeps", "launch", config_file(), "--seeds", "3", "--budget", "0"), 2, "error: budget: ")
+    assert not Sweep.objects.exists()
+    result = cli("sweeps", "launch", config_file(), "--seeds", "3", "--budget", "8")
+    assert result.returncode == 0, result.stderr
+    plan = SweepPlan.objects.get(sweep=Sweep.objects.get())
+    assert (plan.free_slot_use, plan.budget) == ("new_seed", 8)

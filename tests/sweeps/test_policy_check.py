@@ -170,7 +170,7 @@ POLICIES = {
                                     "smoothing_window": 3, "eval_every": 2, "min_delta": 0.0},
                                    {"free_slot_use": FreeSlotUse.EXTEND, "extend_steps": 6}),
     "median-none-min": ({"name": "median", "mode": "min", "grace_steps": 5, "min_peers": 2, "smoothing": "none",
-                         "min_delta": 0.05}, {"free_slot_use": FreeSlotUse.NEW_SEED, "max_new_seeds": 2}),
+                         "min_delta": 0.05}, {"free_slot_use": FreeSlotUse.NEW_SEED, "budget": 8}),
     "asha-ema": ({"name": "asha", "min_steps": 3, "eta": 2, "min_peers": 1, "grace_steps": 2}, {}),
     "asha-none-min-extend": ({"name": "asha", "mode": "min", "min_steps": 4, "eta": 2, "min_peers": 1,
                               "smoothing": "none"}, {"free_slot_use": FreeSlotUse.EXTEND, "extend_steps": 8}),
@@ -184,15 +184,15 @@ POLICIES = {
                           "half_life": 3, "tolerance": 0.05, "drift": 0.0},
                          {"free_slot_use": FreeSlotUse.EXTEND, "extend_steps": 6}),
     "bayes-needed": ({"name": "bayes", "criterion": "needed", "grace_steps": 3, "min_peers": 1, "p_stop": 0.3,
-                      "tolerance": 0.1}, {"free_slot_use": FreeSlotUse.NEW_SEED, "max_new_seeds": 2}),
+                      "tolerance": 0.1}, {"free_slot_use": FreeSlotUse.NEW_SEED, "budget": 8}),
     "median-with-guards": ({"name": "median", "grace_steps": 4, "min_peers": 2, "min_delta": 0.05,
                             "guards": [{"kind": "entropy_collapse", "below": 0.1, "for_steps": 3},
                                        {"kind": "reward_drop", "drop": 0.15, "for_steps": 4}]}, {}),
     "manual-with-guards": ({"name": "manual", "grace_steps": 3,
                             "guards": [{"kind": "entropy_collapse", "below": 0.08, "for_steps": 2}]},
-                           {"free_slot_use": FreeSlotUse.NEW_SEED, "max_new_seeds": 2}),
+                           {"free_slot_use": FreeSlotUse.NEW_SEED, "budget": 8}),
     "threshold-upper-none": ({"name": "threshold", "upper_bound": 0.7, "smoothing": "none", "grace_steps": 2},
-                             {"free_slot_use": FreeSlotUse.NEW_SEED, "max_new_seeds": 3}),
+                             {"free_slot_use": FreeSlotUse.NEW_SEED, "budget": 9}),
 }
 
 

@@ -146,26 +146,45 @@ def three_running(config, capture, **kwargs):
     return sweep, runs
 
 
-def test_with_no_seed_queued_a_freed_slot_starts_a_fresh_seed_up_to_the_limit(
+def test_with_no_seed_queued_a_freed_slot_starts_a_fresh_seed_the_budget_can_pay_for(
         config, django_capture_on_commit_callbacks):
+    # 3 runs of 20 steps at step 5, a budget of 4 runs = 80 steps
     sweep, runs = three_running(config, django_capture_on_commit_callbacks, free_slot_use=FreeSlotUse.NEW_SEED,
-                                max_new_seeds=1)
+                                budget=4)
     [decision] = services.sweep_apply_policy(sweep_id=sweep.pk)
     assert decision.run_id == runs[2].pk
     fresh = sweep.runs.order_by("pk").last()
     assert fresh.seed == 3 and fresh.status == RunStatus.QUEUED and fresh.enqueued_at is None
-    assert fresh.config["total_steps"] == 20 and "fresh seed 3" in decision.note
+    assert fresh.config["total_steps"] == 20 and "fresh seed 3" in decision.note and "budget 4 runs: " in decision.note
     sweep.refresh_from_db()
     assert sweep.seeds == [0, 1, 2, 3] and SweepPlan.objects.get(sweep=sweep).new_seeds_started == 1
+    use = services.budget_use(sweep, SweepPlan.objects.get(sweep=sweep))
+    # spent: what every run ran; committed: the two live runs' rest and the fresh seed's 20 (not the stopped one's)
+    steps = [Run.objects.get(pk=r.pk).last_step for r in runs]
+    assert (use.spent, use.committed) == (sum(steps), 20 - steps[0] + 20 - steps[1] + 20)
+    assert use.spent + use.committed <= 80 and use.may_start_seed == (use.left >= 20)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         run_services.run_finish(run_id=runs[2].pk, status=RunStatus.KILLED)
     fresh.refresh_from_db()
-    assert fresh.enqueued_at is not None and len(callbacks) == 1
+    assert fresh.enqueued_at is not None and len(callbacks) == 1 and sweep.runs.count() == 4
 
-    # a second stop: the one fresh seed allowed is used
-    killed, refused = services.sweep_kill_runs(sweep_id=sweep.pk, run_ids=[runs[1].pk], killed_by="user:ada")
-    assert killed == [runs[1].pk] and refused == {}
-    assert sweep.runs.count() == 4
+
+def test_a_freed_slot_starts_no_seed_the_budget_cannot_pay_for_to_its_end(config, django_capture_on_commit_callbacks):
+    sweep, runs = three_running(config, django_capture_on_commit_callbacks, free_slot_use=FreeSlotUse.NEW_SEED,
+                                budget=3)
+    [decision] = services.sweep_apply_policy(sweep_id=sweep.pk)
+    assert decision.run_id == runs[2].pk and sweep.runs.count() == 3
+    assert "the budget cannot pay for a new seed to its end (budget 3 runs: " in decision.note
+
+
+def test_a_run_that_ends_otherwise_with_budget_left_gives_its_slot_to_a_fresh_seed(config, django_capture_on_commit_callbacks):
+    sweep, runs = three_running(config, django_capture_on_commit_callbacks, free_slot_use=FreeSlotUse.NEW_SEED,
+                                budget=5)
+    with django_capture_on_commit_callbacks(execute=False):
+        run_services.run_finish(run_id=runs[0].pk, status=RunStatus.FAILED, error="out of memory")
+    fresh = sweep.runs.order_by("pk").last()
+    assert (fresh.seed, fresh.enqueued_at is not None) == (3, True)
+    assert SweepPlan.objects.get(sweep=sweep).new_seeds_started == 1
 
 
 def test_with_no_seed_queued_a_freed_slot_extends_the_best_survivor_which_then_resumes(
@@ -256,7 +275,7 @@ def test_sweep_respects_its_concurrency_and_hands_slots_on(config, django_captur
     make_running(runs[0])
     Run.objects.filter(pk=runs[0].pk).update(last_step=20)  # it logged all its steps
     with django_capture_on_commit_callbacks() as callbacks:
-        run_services.run_finish(run_id=runs[0].pk, status=RunStatus.SUCCEEDED)
+        run_services.run_finish(run_id=runs[0].pk, status=RunStatus.FAILED, error="out of memory")
     assert len(callbacks) == 1
     assert Run.objects.get(pk=runs[2].pk).enqueued_at is not None
     assert Run.objects.get(pk=runs[3].pk).enqueued_at is None

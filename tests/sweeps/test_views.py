@@ -22,7 +22,7 @@ def form_data(model_dir, **overrides):
             "eps_low": "0.2", "eps_high": "0.2", "kl_coef": "0.0", "name": "form sweep", "seeds": "3",
             "concurrency": "2", "grid": "", "policy_name": "median", "policy_metric": "reward/mean",
             "policy_mode": "max", "policy_params": '{"grace_steps": 3, "min_peers": 1}', "free_slot_use": "nothing",
-            "extend_steps": "0", "max_new_seeds": "0", "alert_bounds": ""}
+            "extend_steps": "0", "budget": "", "alert_bounds": ""}
     data.update(overrides)
     return data
 
@@ -30,7 +30,7 @@ def form_data(model_dir, **overrides):
 def test_the_form_launches_a_grid_of_seeds_with_its_policy(client_in, model_dir, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = client_in.post(reverse("sweeps:new"), form_data(model_dir, seeds="7, 9", grid="lr = 1e-4, 2e-4",
-                                                                   free_slot_use="new_seed", max_new_seeds="2"))
+                                                                   free_slot_use="new_seed", budget="6"))
     sweep = Sweep.objects.get()
     assert response.status_code == 302 and response["Location"] == reverse("sweeps:detail", args=[sweep.pk])
     assert sorted(sweep.runs.values_list("seed", "config__lr")) == [(7, 1e-4), (7, 2e-4), (9, 1e-4), (9, 2e-4)]
@@ -38,7 +38,7 @@ def test_the_form_launches_a_grid_of_seeds_with_its_policy(client_in, model_dir,
                             "min_peers": 1, "max_steps": 20}
     assert len(callbacks) == 2 and sweep.concurrency == 2
     plan = SweepPlan.objects.get(sweep=sweep)
-    assert (plan.free_slot_use, plan.max_new_seeds, plan.grid) == ("new_seed", 2, {"lr": [1e-4, 2e-4]})
+    assert (plan.free_slot_use, plan.budget, plan.grid) == ("new_seed", 6, {"lr": [1e-4, 2e-4]})
 
 
 @pytest.mark.parametrize("overrides, field, message", [
@@ -54,6 +54,10 @@ def test_the_form_launches_a_grid_of_seeds_with_its_policy(client_in, model_dir,
     ({"total_steps": "-3"}, "total_steps", ""),
     ({"concurrency": "0"}, "concurrency", ""),
     ({"free_slot_use": "extend", "extend_steps": "0"}, "extend_steps", "at least 1"),
+    ({"free_slot_use": "new_seed", "budget": ""}, "budget", "give the budget in full runs"),
+    ({"free_slot_use": "new_seed", "budget": "2"}, "budget", "at least the 3 runs the sweep starts with"),
+    ({"free_slot_use": "new_seed", "budget": "0"}, "budget", "greater than or equal to 1"),
+    ({"free_slot_use": "nothing", "budget": "8"}, "budget", "only used when freed slots start new seeds"),
     ({"alert_bounds": '{"entropy_min": "low"}'}, "alert_bounds", "finite number"),
 ])
 def test_bad_input_is_shown_on_the_field_that_caused_it(client_in, model_dir, overrides, field, message):

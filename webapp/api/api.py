@@ -43,6 +43,7 @@ from webapp.sweeps import selectors as sweep_selectors
 from webapp.sweeps import services as sweep_services
 from webapp.sweeps.forms import parse_seeds
 from webapp.sweeps.models import Sweep
+from webapp.sweeps.policies.budget import MAX_BUDGET_RUNS
 
 from . import idempotency, selectors
 from .services import user_for_token
@@ -160,7 +161,10 @@ class SweepIn(Schema):
                                    description='e.g. {"name": "asha", "metric": "reward/mean", "eta": 3}')
     free_slot_use: str = Field("nothing", max_length=20, description="nothing, extend or new_seed")
     extend_steps: int = Field(0, ge=0, le=sweep_services.MAX_EXTEND_STEPS)
-    max_new_seeds: int = Field(0, ge=0, le=sweep_services.MAX_NEW_SEEDS)
+    budget: Optional[int] = Field(None, ge=1, le=MAX_BUDGET_RUNS,
+                                  description="With free_slot_use new_seed: the compute budget in full runs (at least "
+                                              "the runs the sweep starts with); a new seed starts only if it can "
+                                              "finish within it")
     alert_bounds: dict[str, Any] = Field(default_factory=dict)
     from_checkpoint: Optional[int] = None
 
@@ -424,7 +428,7 @@ def sweeps_create(request, payload: SweepIn):
         policy = {"metric": "reward/mean", "mode": "max", **payload.policy}
         sweep = sweep_services.sweep_create(
             config=cfg, seeds=seeds, concurrency=payload.concurrency, grid=payload.grid, policy=policy,
-            free_slot_use=payload.free_slot_use, extend_steps=payload.extend_steps, max_new_seeds=payload.max_new_seeds,
+            free_slot_use=payload.free_slot_use, extend_steps=payload.extend_steps, budget=payload.budget,
             alert_bounds=payload.alert_bounds, name=payload.name, user=request.user, project=project,
             parent_run=parent.run if parent else None, parent_step=parent.step if parent else None)
         return Status(201, {"id": sweep.pk, "project": sweep.project.name,

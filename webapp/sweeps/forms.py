@@ -16,6 +16,7 @@ from webapp.runs.forms import RunForm
 
 from . import services
 from .models import FreeSlotUse
+from .policies.budget import MAX_BUDGET_RUNS
 from .policies import POLICY_NAMES, params_help
 
 POLICY_FIELD = {"name": "policy_name", "metric": "policy_metric", "mode": "policy_mode"}
@@ -100,11 +101,14 @@ class SweepForm(RunForm):
     free_slot_use = forms.ChoiceField(choices=FreeSlotUse.choices, initial=FreeSlotUse.NOTHING,
                                       label="freed slot, no seed queued",
                                       help_text="A stopped run's slot goes to the next queued seed first; when none "
-                                                "is left: nothing, extend the best survivor, or start a fresh seed.")
+                                                "is left: nothing, extend the best survivor, or start new seeds "
+                                                "within the budget.")
     extend_steps = forms.IntegerField(min_value=0, initial=0, required=False, label="extend by",
                                       help_text="Steps an extended survivor gets.")
-    max_new_seeds = forms.IntegerField(min_value=0, initial=0, required=False, label="fresh seeds at most",
-                                       help_text="How many fresh seeds freed slots may start.")
+    budget = forms.IntegerField(min_value=1, max_value=MAX_BUDGET_RUNS, required=False, label="budget (full runs)",
+                                help_text="With new seeds: the compute of this many runs to their end, e.g. 8. Freed "
+                                          "slots start a new seed only if it can finish within it; at least the "
+                                          "runs the sweep starts with.")
     alert_bounds = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), label="alert bounds",
                                    help_text='Optional JSON overriding the RL-health alerts, e.g. {"entropy_min": 0.1, '
                                              '"clipped_frac_max": 0.5, "zero_std_max": 0.8}.')
@@ -130,7 +134,7 @@ class SweepForm(RunForm):
                     "guard_zero_std_above": ("zero_std", "above"), "guard_reward_drop": ("reward_drop", "drop")}
 
     SWEEP_FIELDS = ("seeds", "concurrency", "grid", "policy_name", "policy_metric", "policy_mode", "policy_params",
-                    "free_slot_use", "extend_steps", "max_new_seeds", "alert_bounds", *GUARD_FIELDS, "guard_for_steps")
+                    "free_slot_use", "extend_steps", "budget", "alert_bounds", *GUARD_FIELDS, "guard_for_steps")
 
     def clean(self):
         cleaned = super().clean()  # the run config (self.config) with the schema's per-field errors
@@ -158,7 +162,7 @@ class SweepForm(RunForm):
         self.sweep_args = {
             "config": self.config, "seeds": seeds, "concurrency": cleaned["concurrency"], "grid": parsed["grid"],
             "policy": policy, "free_slot_use": cleaned["free_slot_use"],
-            "extend_steps": cleaned.get("extend_steps") or 0, "max_new_seeds": cleaned.get("max_new_seeds") or 0,
+            "extend_steps": cleaned.get("extend_steps") or 0, "budget": cleaned.get("budget"),
             "alert_bounds": parsed["alert_bounds"], "name": cleaned.get("name") or "",
             "project": cleaned.get("project"),
         }

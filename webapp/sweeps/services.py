@@ -29,6 +29,7 @@ from webapp.runs import services as run_services
 from webapp.runs.models import MetricPoint, Run, RunStatus
 
 from . import alerts as alert_rules
+from .policies.budget import BudgetUse, budget_error, committed_steps
 from .policies.feasibility import policy_cannot_act
 from .models import Alert, FreeSlotUse, PolicyDecision, Sweep, SweepPlan
 from .policies import EXTEND, STOP, Decision, make_policy
@@ -39,7 +40,6 @@ log = logging.getLogger("seedbed.sweeps")
 MAX_GRID_KNOBS = 3
 MAX_RUNS = 256
 MAX_EXTEND_STEPS = 1_000_000  # a survivor's extension: at most total_steps' own maximum
-MAX_NEW_SEEDS = 1024
 # Knobs a grid may not vary: the seed is the sweep's other axis; total_steps is the policy's horizon.
 NOT_GRIDDABLE = ("seed", "total_steps", "preset")
 
@@ -120,7 +120,7 @@ def policy_config_for(policy: Optional[dict], *, total_steps: int, free_slot_use
 @transaction.atomic
 def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrency: int, policy: Optional[dict] = None,
                  grid: Optional[dict] = None, free_slot_use: str = FreeSlotUse.NOTHING, extend_steps: int = 0,
-                 max_new_seeds: int = 0, alert_bounds: Optional[dict] = None, name: str = "", user=None,
+                 budget: Optional[int] = None, alert_bounds: Optional[dict] = None, name: str = "", user=None,
                  project=None, parent_run: Optional[Run] = None, parent_step: Optional[int] = None) -> Sweep:
     """Create a sweep of (grid point x seed) runs, all queued, and start as many as ``concurrency`` allows.
 
@@ -151,8 +151,6 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
         errors["extend_steps"] = "give the number of steps a survivor is extended by (at least 1)"
     elif not 0 <= extend_steps <= MAX_EXTEND_STEPS:
         errors["extend_steps"] = f"must lie in [0, {MAX_EXTEND_STEPS}]; got {extend_steps}"
-    if not 0 <= max_new_seeds <= MAX_NEW_SEEDS:
-        errors["max_new_seeds"] = f"must lie in [0, {MAX_NEW_SEEDS}]; got {max_new_seeds}"
     try:
         alert_rules.AlertBounds.from_overrides(alert_bounds)
     except ValueError as exc:
@@ -161,6 +159,10 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
         raise FieldErrors(errors)
     base = dataclasses.replace(run_services.as_config(config, user=user, project=project), seed=0)  # the seed is the sweep's own axis
     points = validate_grid(grid or {}, base, n_seeds=len(seeds))
+    why_budget = budget_error(budget, initial_runs=len(points) * len(seeds),
+                              new_seeds=free_slot_use == FreeSlotUse.NEW_SEED)
+    if why_budget:
+        raise FieldErrors({"budget": why_budget})
     policy_config = policy_config_for(policy, total_steps=base.total_steps, free_slot_use=free_slot_use,
                                       extend_steps=extend_steps)
     n_runs = len(points) * len(seeds)
@@ -173,7 +175,7 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
     audit(project=project, user=user, action="sweep.launch", target_type="sweep", target_id=sweep.pk,
           runs=n_runs, policy=policy_config.get("name", "manual") if policy_config else "manual")
     SweepPlan.objects.create(sweep=sweep, grid=grid or {}, free_slot_use=free_slot_use, extend_steps=extend_steps,
-                             max_new_seeds=max_new_seeds, alert_bounds=alert_bounds or {},
+                             budget=budget, alert_bounds=alert_bounds or {},
                              warnings=[cannot] if cannot else [])
     for seed in seeds:
         for point, point_config in points:
@@ -194,10 +196,12 @@ def plan_of(sweep: Sweep) -> SweepPlan:
 # --- slots --------------------------------------------------------------------------------------------------
 
 @transaction.atomic
-def sweep_fill_slots(*, sweep_id: int) -> list[int]:
+def sweep_fill_slots(*, sweep_id: int, freed_run: Optional[Run] = None) -> list[int]:
     """Enqueue the sweep's next queued runs while fewer than ``concurrency`` hold a slot; returns their ids.
 
-    A run holds a slot when it is running, or queued and already sent to the broker.
+    A run holds a slot when it is running, or queued and already sent to the broker. When ``freed_run`` ended
+    and no queued run takes the slot, a sweep whose freed slots start new seeds starts them while its budget can
+    pay for each to its end (``policies.budget.may_start_seed``).
     """
     sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
     holding = sweep.runs.filter(Q(status=RunStatus.RUNNING) |
@@ -206,6 +210,12 @@ def sweep_fill_slots(*, sweep_id: int) -> list[int]:
     if free <= 0:
         return []
     waiting = list(sweep.runs.filter(status=RunStatus.QUEUED, enqueued_at__isnull=True).order_by("pk")[:free])
+    if freed_run is not None and freed_run.is_ended and len(waiting) < free:
+        # a run ended and left a slot no queued seed takes: new seeds while the budget can pay for them
+        plan = SweepPlan.objects.filter(sweep=sweep).first()
+        while (plan is not None and plan.free_slot_use == FreeSlotUse.NEW_SEED and len(waiting) < free
+               and budget_use(sweep, plan).may_start_seed):
+            waiting.append(_start_new_seed(sweep, plan, like=freed_run))
     for run in waiting:
         run_services.run_dispatch(run=run)
     return [r.pk for r in waiting]
@@ -214,7 +224,34 @@ def sweep_fill_slots(*, sweep_id: int) -> list[int]:
 def on_slots_changed(sender, *, run: Run, **_) -> None:
     """runs.signals.slots_changed (connected in apps.py): a run of a sweep ended or went back to the queue."""
     if run.sweep_id is not None:
-        sweep_fill_slots(sweep_id=run.sweep_id)
+        sweep_fill_slots(sweep_id=run.sweep_id, freed_run=run)
+
+
+def budget_use(sweep: Sweep, plan: SweepPlan) -> Optional[BudgetUse]:
+    """What the sweep's runs have used of its budget (``policies.budget``: spent = steps every run has run,
+    committed = the rest of the running and queued runs not being stopped); None without a budget."""
+    if plan.budget is None:
+        return None
+    runs = list(sweep.runs.all())
+    spent = sum(max(run.last_step, 0) for run in runs)
+    under_way = [(max(run.last_step, 0), run.total_steps) for run in runs
+                 if run.status in (RunStatus.RUNNING, RunStatus.QUEUED) and run.kill_requested_at is None]
+    return BudgetUse(budget_runs=plan.budget, run_steps=int(sweep.config.get("total_steps", 0)), spent=spent,
+                     committed=committed_steps(under_way))
+
+
+def _start_new_seed(sweep: Sweep, plan: SweepPlan, *, like: Run) -> Run:
+    """Queue a new seed of ``like``'s grid point, its number one past every seed the sweep ever had (never one
+    used before), for the sweep's full ``total_steps``; counted in the plan."""
+    seed = max(sweep.runs.values_list("seed", flat=True), default=-1) + 1
+    config = {**like.config, "seed": seed, "total_steps": sweep.config["total_steps"]}
+    fresh = run_services.run_create(config=config, sweep=sweep, user=sweep.created_by,
+                                    name=f"{sweep.name} / seed {seed} (fresh)")
+    SweepPlan.objects.filter(pk=plan.pk).update(new_seeds_started=F("new_seeds_started") + 1)
+    plan.new_seeds_started += 1
+    sweep.seeds = [*sweep.seeds, seed]
+    Sweep.objects.filter(pk=sweep.pk).update(seeds=sweep.seeds)
+    return fresh
 
 
 # --- applying the policy ------------------------------------------------------------------------------------
@@ -317,18 +354,12 @@ def use_freed_slot(*, sweep: Sweep, freed_run: Run) -> str:
         return "no queued seed left; the slot is released"
     if plan.free_slot_use == FreeSlotUse.EXTEND:
         return "no queued seed left; the slot extends a survivor"
-    if plan.new_seeds_started >= plan.max_new_seeds:
-        return f"no queued seed left and the {plan.max_new_seeds} fresh seed(s) allowed are used; slot released"
-    taken = set(sweep.runs.values_list("seed", flat=True))
-    seed = max(taken) + 1
-    config = {**freed_run.config, "seed": seed, "total_steps": sweep.config["total_steps"]}
-    fresh = run_services.run_create(config=config, sweep=sweep, user=sweep.created_by,
-                                    name=f"{sweep.name} / seed {seed} (fresh)")
-    plan.new_seeds_started += 1
-    plan.save(update_fields=["new_seeds_started"])
-    Sweep.objects.filter(pk=sweep.pk).update(seeds=[*sweep.seeds, seed])
-    sweep.seeds = [*sweep.seeds, seed]
-    return f"no queued seed left; started fresh seed {seed} (run {fresh.pk})"
+    use = budget_use(sweep, plan)
+    if use is None or not use.may_start_seed:
+        why = use.summary() if use else "no budget"
+        return f"no queued seed left and the budget cannot pay for a new seed to its end ({why}); slot released"
+    fresh = _start_new_seed(sweep, plan, like=freed_run)
+    return f"no queued seed left; started fresh seed {fresh.seed} (run {fresh.pk}; {budget_use(sweep, plan).summary()})"
 
 
 @transaction.atomic

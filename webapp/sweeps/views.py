@@ -65,9 +65,11 @@ def sweep_detail(request: HttpRequest, sweep_id: int) -> HttpResponse:
     if metric not in keys:
         keys = sorted({*keys, metric})
     panel = selectors.sweep_panel(sweep=sweep, metric=metric)
+    plan = SweepPlan.objects.filter(sweep=sweep).first()
     return render(request, "sweeps/sweep_detail.html", {
+        "budget": services.budget_use(sweep, plan) if plan is not None else None,
         "replay_form": ReplayForm(initial=replay_initial(sweep)), "forecast_on": sweep.policy.get("name") == "bayes",
-        "sweep": sweep, "plan": SweepPlan.objects.filter(sweep=sweep).first(), "metric": metric, "metric_keys": keys,
+        "sweep": sweep, "plan": plan, "metric": metric, "metric_keys": keys,
         "logged_metrics": json.dumps(logged),
         "policy_json": json.dumps(sweep.policy, indent=2, sort_keys=True) if sweep.policy else "",
         "config_json": json.dumps(sweep.config, indent=2, sort_keys=True),

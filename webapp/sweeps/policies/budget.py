@@ -1,0 +1,114 @@
+"""A sweep's compute budget, in full runs: how much of it is spent, how much the runs already under way will
+still use, and whether a freed slot may start a new seed. Pure (no Django): the live scheduler
+(``webapp.sweeps.services``) and the what-if replay (``policies.replay``, which ``bench/budget_table.py`` drives)
+both ask ``may_start_seed``, so the replay shows what the scheduler would do (docs/architecture.md, "Sweeps").
+
+Units: steps. One *run* is ``run_steps`` steps (the sweep's ``total_steps``); a budget of B runs is
+``B * run_steps`` steps.
+
+- **spent**: the steps every run of the sweep has run so far (stopped, failed and finished runs included).
+- **committed**: the steps the runs still under way will run if nothing stops them: for each running or queued
+  run not being stopped, ``max(total_steps - steps_run, 0)`` (an extended survivor counts its extended total).
+- **left** = budget - spent - committed.
+
+A new seed starts only when it can finish within the budget: ``left >= run_steps`` (it commits a full run).
+So the budget is never overrun by a run the scheduler started, whatever the policy stops later: a stop only
+moves the stopped run's uncommitted rest back into ``left``.
+
+How the peers count a budget, for comparison: Optuna's ``study.optimize(n_trials=...)`` and syne-tune's
+``StoppingCriterion(max_num_trials_started=...)`` count trials started (a pruned trial costs a whole one), and
+syne-tune's ``max_cost``/``max_wallclock_time`` stop the tuner once the resource is used, leaving trials cut
+off mid-run. Counting steps committed instead lets freed compute start new seeds while promising that every
+started seed can run to its end.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+EPS = 1e-9
+MAX_BUDGET_RUNS = 4096  # a sweep's runs are at most 256 (services.MAX_RUNS) plus fresh seeds: a bound, not a target
+
+
+@dataclass(frozen=True)
+class BudgetUse:
+    """A sweep's budget and what its runs have used of it, all in steps."""
+
+    budget_runs: float
+    """The budget in full runs (the sweep's ``budget``)."""
+    run_steps: int
+    """Steps of one full run (the sweep's ``total_steps``)."""
+    spent: int
+    """Steps run by every run so far."""
+    committed: int
+    """Steps the running and queued runs will still run to their ends."""
+
+    @property
+    def left(self) -> int:
+        """``budget_runs * run_steps - spent - committed`` (negative when old rows overran it)."""
+        return round(self.budget_runs * self.run_steps) - self.spent - self.committed
+
+    def runs(self, steps: int) -> float:
+        """``steps / run_steps``: steps as a number of full runs."""
+        return steps / self.run_steps if self.run_steps else 0.0
+
+    @property
+    def may_start_seed(self) -> bool:
+        return may_start_seed(budget_runs=self.budget_runs, run_steps=self.run_steps, spent=self.spent,
+                              committed=self.committed)
+
+    def summary(self) -> str:
+        """What the sweep page shows, e.g. ``budget 8 runs: 5.3 spent, 2.0 committed, 0.7 left``.
+
+        >>> BudgetUse(8, 100, 530, 200).summary()
+        'budget 8 runs: 5.3 spent, 2.0 committed, 0.7 left'
+        """
+        return (f"budget {self.budget_runs:g} runs: {self.runs(self.spent):.1f} spent, "
+                f"{self.runs(self.committed):.1f} committed, {self.runs(self.left):.1f} left")
+
+
+def committed_steps(runs: Iterable[tuple[int, int]]) -> int:
+    """``sum(max(total - run, 0))`` over ``(steps run, total steps)`` of the runs still under way.
+
+    >>> committed_steps([(40, 100), (0, 100), (120, 100)])
+    160
+    """
+    return sum(max(total - done, 0) for done, total in runs)
+
+
+def may_start_seed(*, budget_runs: float, run_steps: int, spent: int, committed: int) -> bool:
+    """May a freed slot start a new seed now? Only if one more full run fits in what is left:
+    ``spent + committed + run_steps <= budget_runs * run_steps``. Shared by the live scheduler and the replay.
+
+    >>> may_start_seed(budget_runs=3, run_steps=10, spent=14, committed=6)   # 3 runs = 30 >= 14 + 6 + 10
+    True
+    >>> may_start_seed(budget_runs=3, run_steps=10, spent=15, committed=6)
+    False
+    """
+    if run_steps <= 0 or budget_runs <= 0:
+        return False
+    return spent + committed + run_steps <= budget_runs * run_steps + EPS
+
+
+def budget_error(budget_runs, *, initial_runs: int, new_seeds: bool) -> str:
+    """Why ``budget_runs`` is not a valid budget ("" when it is), for a sweep of ``initial_runs`` runs whose
+    freed slots start new seeds (``new_seeds``). A budget is only read when freed slots start new seeds, and
+    must pay for the sweep's own runs: ``initial_runs <= budget <= MAX_BUDGET_RUNS`` (a budget equal to the
+    initial runs starts a new seed only once stops have freed a full run's worth).
+
+    >>> budget_error(8, initial_runs=4, new_seeds=True)
+    ''
+    >>> budget_error(3, initial_runs=4, new_seeds=True)
+    'must be at least the 4 runs the sweep starts with (seeds x grid points); got 3'
+    """
+    if budget_runs is None:
+        return "give the budget in full runs (at least the runs the sweep starts with) when freed slots start " \
+               "new seeds" if new_seeds else ""
+    if not new_seeds:
+        return "a budget is only used when freed slots start new seeds (free_slot_use: new_seed)"
+    if budget_runs != budget_runs or not initial_runs <= budget_runs <= MAX_BUDGET_RUNS:
+        if budget_runs == budget_runs and budget_runs < initial_runs:
+            return (f"must be at least the {initial_runs} runs the sweep starts with (seeds x grid points); "
+                    f"got {budget_runs:g}")
+        return f"must lie in [{initial_runs}, {MAX_BUDGET_RUNS}] runs; got {budget_runs}"
+    return ""
