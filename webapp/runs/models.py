@@ -107,6 +107,9 @@ class Run(models.Model):
     # Lineage: a run started from another run's checkpoint.
     parent_run = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
     parent_step = models.IntegerField(null=True, blank=True)
+    # Lineage: a run launched from another run's config ("Re-run with changes"), its weights its own.
+    copied_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="copies",
+                                    help_text="The run whose config this run's form was filled with.")
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -22,6 +22,9 @@ class Sweep(models.Model):
                                         "empty = manual (kill buttons only).")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Lineage: a sweep launched from another sweep's config, seeds, grid and policy ("Re-run with changes").
+    copied_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="copies",
+                                    help_text="The sweep whose settings this sweep's form was filled with.")
 
     class Meta:
         ordering = ["-created_at", "-id"]
