@@ -4,12 +4,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Hashable, Optional, Sequence
 
+from .budget import may_start_seed
 from .rules import STOP, Decision, make_policy
 
 
 @dataclass
 class ReplayResult:
-    """What a replayed sweep did: every decision, where each stopped run stopped, how many points each ran."""
+    """What a replayed sweep did: every decision, where each stopped run stopped, how many points each ran (the
+    runs that started: with a budget, the pool's curves that never started are absent)."""
 
     decisions: list[Decision]
     stopped_at: dict[Hashable, int]
@@ -18,7 +20,7 @@ class ReplayResult:
 
     @property
     def compute_saved(self) -> float:
-        """1 - (points run) / (points every run would have run to its end)."""
+        """1 - (points run) / (points every started run would have run to its end)."""
         return 1.0 - sum(self.steps_run.values()) / self.total_steps if self.total_steps else 0.0
 
     @property
@@ -28,7 +30,8 @@ class ReplayResult:
 
 def replay(policy_config: dict, curves: dict[Hashable, Sequence[tuple[int, float]]], parallel: bool = True,
            concurrency: Optional[int] = None,
-           other_metrics: Optional[dict[str, dict[Hashable, Sequence[tuple[int, float]]]]] = None) -> ReplayResult:
+           other_metrics: Optional[dict[str, dict[Hashable, Sequence[tuple[int, float]]]]] = None,
+           budget: Optional[float] = None, initial: Optional[int] = None) -> ReplayResult:
     """Feed recorded curves to a fresh policy as a sweep would produce them, calling ``decide`` after each tick.
 
     At every tick each running run logs its next point (in parallel: all runs at once, step by step); a run
@@ -37,6 +40,12 @@ def replay(policy_config: dict, curves: dict[Hashable, Sequence[tuple[int, float
     Extensions are recorded but the replay has no points beyond a curve's end. ``other_metrics`` (metric -> run
     -> points) feeds the policy's guards: with each point of the policy's metric, a run logs its points of the
     other metrics up to that step.
+
+    ``budget`` (in full runs, a full run being the longest curve's points) makes the replay a sweep whose freed
+    slots start new seeds: the first ``initial`` curves are its seeds, the rest a pool of new seeds started in
+    order. A slot freed by a run that stopped or ended goes to a queued seed first, else to the pool's next curve
+    if ``policies.budget.may_start_seed`` says it can run to its end (the live scheduler's rule: spent = points
+    every started run ran, committed = the rest of the running and queued runs).
     """
     policy = make_policy(policy_config)
     others = {metric: by_run for metric, by_run in (other_metrics or {}).items() if metric in policy.metrics()}
@@ -44,16 +53,30 @@ def replay(policy_config: dict, curves: dict[Hashable, Sequence[tuple[int, float
     limit = concurrency or (len(curves) if parallel else 1)
     if limit < 1:
         raise ValueError(f"concurrency: must be at least 1; got {concurrency}")
-    queued = list(curves)
+    order = list(curves)
+    n_initial = len(order) if budget is None else (initial if initial is not None else min(limit, len(order)))
+    if not 1 <= n_initial <= len(order):
+        raise ValueError(f"initial: must lie in [1, {len(order)}]; got {initial}")
+    queued, pool = order[:n_initial], order[n_initial:]
+    run_points = max((len(points) for points in curves.values()), default=0)
+    freed = False  # new seeds go only into a slot a run left (as the live scheduler's sweep_fill_slots)
     position: dict[Hashable, int] = {}
     running: list[Hashable] = []
     decisions: list[Decision] = []
     stopped_at: dict[Hashable, int] = {}
-    while queued or running:
+    while True:
         while queued and len(running) < limit:
             run_id = queued.pop(0)
             running.append(run_id)
             position[run_id] = 0
+        while pool and freed and len(running) < limit and may_start_seed(
+                budget_runs=budget, run_steps=run_points, spent=sum(position.values()),
+                committed=sum(len(curves[r]) - position[r] for r in running) + sum(len(curves[r]) for r in queued)):
+            run_id = pool.pop(0)
+            running.append(run_id)
+            position[run_id] = 0
+        if not running:
+            break
         for run_id in list(running):
             step, value = curves[run_id][position[run_id]]
             policy.observe(run_id, int(step), float(value), policy.params.metric or None)
@@ -70,6 +93,9 @@ def replay(policy_config: dict, curves: dict[Hashable, Sequence[tuple[int, float
                 stopped_at[decision.run_id] = decision.step
                 if decision.run_id in running:
                     running.remove(decision.run_id)
-        running = [run_id for run_id in running if position[run_id] < len(curves[run_id])]
+                    freed = True
+        ended = [run_id for run_id in running if position[run_id] >= len(curves[run_id])]
+        freed = freed or bool(ended)
+        running = [run_id for run_id in running if run_id not in ended]
     return ReplayResult(decisions=decisions, stopped_at=stopped_at, steps_run=dict(position),
-                        total_steps=sum(len(points) for points in curves.values()))
+                        total_steps=sum(len(curves[run_id]) for run_id in position))

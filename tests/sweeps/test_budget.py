@@ -1,0 +1,116 @@
+"""A sweep's budget in full runs (webapp.sweeps.policies.budget): the rule that says when a freed slot may start
+a new seed, the what-if replay that simulates it (the same rule), and the migration from ``max_new_seeds``."""
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from webapp.sweeps.policies import replay
+from webapp.sweeps.policies.budget import BudgetUse, budget_error, committed_steps, may_start_seed
+
+N = 20  # points of a full run
+MEDIAN = {"name": "median", "metric": "m", "max_steps": N, "grace_steps": 3, "min_peers": 1, "smoothing": "none",
+          "min_delta": 0.05}
+
+
+def flat(level: float, n: int = N) -> list[tuple[int, float]]:
+    return [(step, level) for step in range(1, n + 1)]
+
+
+# --- the rule ---------------------------------------------------------------------------------------------------
+
+def test_a_seed_starts_only_when_a_full_run_fits_in_what_is_left():
+    # budget 3 runs of 10 steps = 30: spent 14 + committed 6 leaves 10, one run exactly
+    assert may_start_seed(budget_runs=3, run_steps=10, spent=14, committed=6)
+    assert not may_start_seed(budget_runs=3, run_steps=10, spent=14, committed=7)
+    assert not may_start_seed(budget_runs=0, run_steps=10, spent=0, committed=0)
+
+
+def test_committed_is_the_rest_of_each_run_under_way_and_the_summary_reads_in_runs():
+    assert committed_steps([(40, 100), (0, 100), (120, 100)]) == 60 + 100 + 0
+    use = BudgetUse(budget_runs=8, run_steps=100, spent=530, committed=200)
+    assert (use.left, use.may_start_seed) == (70, False)
+    assert use.summary() == "budget 8 runs: 5.3 spent, 2.0 committed, 0.7 left"
+
+
+@pytest.mark.parametrize("budget, initial, new_seeds, message", [
+    (None, 4, True, "give the budget in full runs"),
+    (3, 4, True, "must be at least the 4 runs the sweep starts with"),
+    (5000, 4, True, "must lie in [4, 4096] runs; got 5000"),
+    (8, 4, False, "only used when freed slots start new seeds"),
+])
+def test_a_bad_budget_says_why(budget, initial, new_seeds, message):
+    assert message in budget_error(budget, initial_runs=initial, new_seeds=new_seeds)
+
+
+def test_a_budget_from_the_initial_runs_up_is_valid_and_none_is_valid_without_new_seeds():
+    assert budget_error(4, initial_runs=4, new_seeds=True) == budget_error(None, initial_runs=4, new_seeds=False) == ""
+
+
+# --- the replay simulates it --------------------------------------------------------------------------------------
+
+def test_without_stops_a_budget_of_8_runs_with_4_slots_runs_8_seeds_to_their_ends():
+    curves = {f"s{i}": flat(0.5) for i in range(12)}
+    result = replay({"name": "manual", "metric": "m", "max_steps": N}, curves, concurrency=4, budget=8, initial=4)
+    assert sorted(result.steps_run) == sorted(f"s{i}" for i in range(8))
+    assert set(result.steps_run.values()) == {N}
+
+
+def test_freed_slots_start_pool_seeds_only_while_each_can_finish_within_the_budget():
+    # seed "good" runs to its end; every other curve is stopped at the grace step: its rest goes back to the budget
+    curves = {"good": flat(1.0), "bad": flat(0.0), **{f"pool{i}": flat(0.0) for i in range(10)}}
+    result = replay(MEDIAN, curves, concurrency=2, budget=3, initial=2)
+    started = [run_id for run_id in curves if run_id in result.steps_run]
+    assert "pool0" in started and set(result.stopped_at) >= {"bad", "pool0"}
+    # never past the budget: what ran, plus nothing committed at the end (every run ended or was stopped)
+    assert sum(result.steps_run.values()) <= 3 * N
+    # each pool seed started when the good run's rest, the runs' points so far and a full run fitted in 3 runs:
+    # the pool is not used up (10 curves), so the last start left less than a full run
+    assert len(started) < len(curves)
+    assert sum(result.steps_run.values()) + N > 3 * N - (N - max(result.stopped_at.values()))
+
+
+def test_no_budget_replays_every_curve_as_before():
+    curves = {"good": flat(1.0), "bad": flat(0.0), "other": flat(0.9)}
+    assert set(replay(MEDIAN, curves, concurrency=2).steps_run) == set(curves)
+    with pytest.raises(ValueError, match="initial"):
+        replay(MEDIAN, curves, concurrency=2, budget=3, initial=0)
+
+
+# --- the migration ------------------------------------------------------------------------------------------------
+
+def migrate(targets):
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+    return executor.loader.project_state(targets).apps
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_turns_max_new_seeds_into_a_budget_of_the_initial_runs_plus_it_and_back():
+    # every other app at its newest (so the old models have today's run columns), sweeps just before the budget
+    leaves = MigrationExecutor(connection).loader.graph.leaf_nodes()
+    before = [node for node in leaves if node[0] != "sweeps"] + [("sweeps", "0009_sweepplan_warnings")]
+    old = migrate(before)
+    Sweep, Run, Plan = (old.get_model("sweeps", "Sweep"), old.get_model("runs", "Run"),
+                        old.get_model("sweeps", "SweepPlan"))
+    Project = old.get_model("projects", "Project")
+    project = Project.objects.create(name="p")
+    sweeps = [Sweep.objects.create(name=f"s{i}", project=project, config={"total_steps": 4}, seeds=[0, 1, 2],
+                                   concurrency=2) for i in range(2)]
+    for sweep in sweeps:
+        for seed in (0, 1, 2):
+            Run.objects.create(name=f"seed {seed}", sweep=sweep, project=project, config={"total_steps": 4}, seed=seed)
+    # 3 runs, one of them a fresh seed already started: 2 initial + 2 allowed = a budget of 4
+    Plan.objects.create(sweep=sweeps[0], free_slot_use="new_seed", max_new_seeds=2, new_seeds_started=1)
+    Plan.objects.create(sweep=sweeps[1], free_slot_use="nothing", max_new_seeds=0)
+
+    new = migrate([*before[:-1], ("sweeps", "0010_sweepplan_budget")])
+    budgets = dict(new.get_model("sweeps", "SweepPlan").objects.values_list("sweep_id", "budget"))
+    assert budgets == {sweeps[0].pk: 4, sweeps[1].pk: None}
+
+    back = migrate(before)
+    allowed = dict(back.get_model("sweeps", "SweepPlan").objects.values_list("sweep_id", "max_new_seeds"))
+    assert allowed == {sweeps[0].pk: 2, sweeps[1].pk: 0}
+    migrate(leaves)
