@@ -202,11 +202,20 @@ def sweep_alerts(*, sweep_id: int) -> list[dict]:
 
 
 def next_decision_points(*, sweep: Sweep, runs: list[dict]) -> dict:
-    """When the policy looks at each live run next: ``{"summary": text, "runs": {run_id: step or None}}``."""
+    """When the policy looks at each live run next, and why it cannot decide about it now (``Policy.waiting``:
+    "waiting for peers at step 40: 2 of 3", "judged from step 8", queued): ``{"summary": text, "runs": {run_id:
+    step or None}, "waiting": {run_id: text or None}}``. A run's peers are the sweep's other runs that started
+    (a run the policy stopped counts up to the step of its stop)."""
     policy = make_policy(sweep.policy)
-    points = {row["id"]: policy.next_check(row["last_step"], row["total_steps"])
-              for row in runs if not (row["ended"] or row["kill_requested"])}
-    return {"summary": policy.describe(), "runs": points}
+    live = [row for row in runs if not (row["ended"] or row["kill_requested"])]
+    points = {row["id"]: policy.next_check(row["last_step"], row["total_steps"]) for row in live}
+    stops = dict(PolicyDecision.objects.filter(sweep=sweep, action="stop").values_list("run_id", "step"))
+    reached = {row["id"]: (min(row["last_step"], stops.get(row["id"], row["last_step"])),
+                           (row["ended"] or row["kill_requested"]) and row["last_step"] < row["total_steps"])
+               for row in runs if row["last_step"] > 0 or row["status"] != RunStatus.QUEUED}
+    waiting = {row["id"]: policy.waiting(row["last_step"], [r for run_id, r in reached.items() if run_id != row["id"]],
+                                         queued=row["status"] == RunStatus.QUEUED) for row in live}
+    return {"summary": policy.describe(), "runs": points, "waiting": waiting}
 
 
 def sweep_live_state(*, sweep_id: int, metric: str, since: Optional[dict[int, int]] = None,
@@ -242,6 +251,7 @@ def sweep_panel(*, sweep: Sweep, metric: str) -> dict:
         row["forecast"], row["p_near_best"] = f.get("final"), f.get("p")
         row["forecast_ci"] = (f["ci"][1] - f["ci"][0]) / 2 if f.get("ci") else None
         row["next_check"] = following["runs"].get(row["id"])
+        row["waiting"] = following["waiting"].get(row["id"])
         row["knobs_text"] = " ".join(f"{k}={v}" for k, v in row["knobs"].items())
     return {
         "runs": table, "metric": metric, "mode": mode, "next_summary": following["summary"],

@@ -26,11 +26,12 @@ from training.fields import FieldErrors, range_error
 from webapp.projects.models import Role
 from webapp.projects.services import audit, project_for_launch, require_role
 from webapp.runs import services as run_services
-from webapp.runs.models import MetricPoint, Run, RunStatus
+from webapp.runs.capacity import FRESH_FOR_S
+from webapp.runs.models import MetricPoint, Run, RunStatus, WorkerCapacity
 
 from . import alerts as alert_rules
 from .policies.budget import BudgetUse, budget_error, committed_steps
-from .policies.feasibility import policy_cannot_act
+from .policies.feasibility import NOTE_MARK, policy_cannot_act_cached
 from .models import Alert, FreeSlotUse, PolicyDecision, Sweep, SweepPlan
 from .policies import EXTEND, STOP, Decision, make_policy
 from .policy_check import policy_check
@@ -167,8 +168,9 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
                                       extend_steps=extend_steps)
     n_runs = len(points) * len(seeds)
     # a policy that compares runs but never has enough of them at once watches every run to its end: said on the
-    # sweep's page and in the API, with the nearest settings that would act
-    cannot = policy_cannot_act(policy_config, n_runs, concurrency) if policy_config.get("name") else None
+    # sweep's page and in the API, with the nearest settings that would act (for the slots free now)
+    cannot = policy_note(policy_config, n_runs=n_runs, concurrency=concurrency,
+                         queue=run_services.queue_for(base))
     sweep = Sweep.objects.create(name=name or f"{base.preset} x {n_runs} runs", project=project,
                                  config=base.to_dict(), seeds=seeds, concurrency=concurrency, policy=policy_config,
                                  created_by=user)
@@ -185,6 +187,50 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
                                     parent_step=parent_step)
     sweep_fill_slots(sweep_id=sweep.pk)
     return sweep
+
+
+def slots_free(*, queue: str, concurrency: int, sweep_id: Optional[int] = None) -> tuple[int, str]:
+    """How many of a sweep's runs can train at once now, and why it is fewer than ``concurrency`` ("" when it is
+    not): the slots of the queue's workers (their capacity reports, ``webapp.runs.capacity``, added up) less
+    those that runs of other sweeps or no sweep hold (running, or sent to the broker), at most ``concurrency``
+    and at least 1. With no worker reporting for the queue, ``concurrency``: nothing says otherwise."""
+    cutoff = timezone.now() - timedelta(seconds=FRESH_FOR_S)
+    total = sum(w.slots for w in WorkerCapacity.objects.filter(updated_at__gte=cutoff) if queue in w.queues)
+    if not total:
+        return concurrency, ""
+    holding = Run.objects.filter(Q(status=RunStatus.RUNNING) | Q(status=RunStatus.QUEUED, enqueued_at__isnull=False),
+                                 queue=queue)
+    others = holding.exclude(sweep_id=sweep_id).count() if sweep_id is not None else holding.count()
+    free = max(1, min(concurrency, total - others))
+    if free >= concurrency:
+        return concurrency, ""
+    return free, (f"only {free} of its {concurrency} slots are free: the workers of queue {queue} have {total}, "
+                  f"and {others} other run{'s hold' if others != 1 else ' holds'} {min(others, total)}")
+
+
+def policy_note(policy_config: dict, *, n_runs: int, concurrency: int, queue: str,
+                sweep_id: Optional[int] = None) -> Optional[str]:
+    """The "this policy can never act" note (``policies.feasibility``) for the slots free now (``slots_free``); None
+    when it can act, or is manual. Its replay counts the peers that ended (finished or stopped) as the policy does."""
+    if not policy_config.get("name"):
+        return None
+    slots, why = slots_free(queue=queue, concurrency=concurrency, sweep_id=sweep_id)
+    note = policy_cannot_act_cached(policy_config, n_runs, slots)
+    return f"{note}; {why}" if note and why else note
+
+
+def _update_policy_note(sweep: Sweep) -> None:
+    """At each check: the feasibility note again, for the slots free now; the sweep's page shows it when it changed
+    (the plan's warnings, the note replaced, any other warning kept). Called under the sweep's lock."""
+    runs = list(sweep.runs.values_list("queue", flat=True))
+    if not runs:
+        return
+    note = policy_note(sweep.policy, n_runs=len(runs), concurrency=sweep.concurrency, queue=runs[0],
+                       sweep_id=sweep.pk)
+    plan = plan_of(sweep)
+    warnings = [w for w in plan.warnings if NOTE_MARK not in w] + ([note] if note else [])
+    if warnings != plan.warnings:
+        SweepPlan.objects.filter(pk=plan.pk).update(warnings=warnings)
 
 
 def plan_of(sweep: Sweep) -> SweepPlan:
@@ -280,6 +326,7 @@ def sweep_apply_policy(*, sweep_id: int) -> list[PolicyDecision]:
         SweepPlan.objects.filter(sweep=sweep, policy_epoch=check.epoch).update(policy_state=check.state)
         runs = {run.pk: run for run in sweep.runs.all()}
         stored = {(d.run_id, d.action): d for d in sweep.decisions.all()}
+        _update_policy_note(sweep)
         new = []
         for decision in check.decisions:
             if (decision.run_id, decision.action) in stored or decision.run_id not in runs:

@@ -9,6 +9,8 @@ stopped, no run of the real sweep will be. It then looks for the nearest setting
 """
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from typing import Optional
 
 from .replay import replay
@@ -66,3 +68,17 @@ def policy_cannot_act(config: dict, n_runs: int, concurrency: int) -> Optional[s
             f"no run ever has the {peers if peers is not None else 'needed'} peers at the same step it compares "
             f"with" + (f"; it would act with {' or '.join(would)}" if would else "") +
             " (or choose manual)")
+
+
+NOTE_MARK = "policy can never stop a run of this sweep"  # in every note policy_cannot_act gives
+
+
+def policy_cannot_act_cached(config: dict, n_runs: int, concurrency: int) -> Optional[str]:
+    """``policy_cannot_act``, remembered per (config, runs, slots) in this process: a sweep's check asks it again
+    at every check (the slots free change now and then; the answer for the same ones does not)."""
+    return _cannot_act(json.dumps(config, sort_keys=True), n_runs, concurrency)
+
+
+@lru_cache(maxsize=256)
+def _cannot_act(config_json: str, n_runs: int, concurrency: int) -> Optional[str]:
+    return policy_cannot_act(json.loads(config_json), n_runs, concurrency)

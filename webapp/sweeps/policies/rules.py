@@ -178,6 +178,19 @@ class _RunCurve:
         return curve
 
 
+def _too_few_peers(step: int, others: list[tuple[int, bool]], min_peers: int, what: str = "peers") -> Optional[str]:
+    """"waiting for peers at step 40: 2 of 3" when fewer than ``min_peers`` of ``others`` (reached step, ended
+    early) reached ``step``; else None.
+
+    >>> _too_few_peers(40, [(40, False), (55, True), (12, True)], 3)
+    'waiting for peers at step 40: 2 of 3'
+    >>> _too_few_peers(40, [(40, False), (55, True), (41, False)], 3) is None
+    True
+    """
+    n = sum(1 for reached, _ in others if reached >= step)
+    return f"waiting for {what} at step {step}: {n} of {min_peers}" if n < min_peers else None
+
+
 class Policy:
     """Base class: keeps the curves, applies grace and the once-per-run rule; subclasses find the stops."""
 
@@ -278,6 +291,27 @@ class Policy:
         (nothing is decided at or after a run's final step)."""
         step = self._next_step(last_step + 1)
         return step if step is not None and step < total_steps else None
+
+    def waiting(self, last_step: int, others: Iterable[tuple[int, bool]], *, queued: bool = False) -> Optional[str]:
+        """Why no decision can be made about a live run now, in words for its row on the dashboard ("waiting for
+        peers at step 40: 2 of 3", "judged from step 8"); None when it is judged now, or never (manual).
+
+        ``last_step``: the run's last step; ``others``: every other run of the sweep that has started, as (the
+        step its curve counts up to: its last step, or the step this policy stopped it at; whether it ended before
+        its final step); ``queued``: the run waits for a slot. Reads no curve, so the dashboard can ask it of
+        every row: a peer counts at step s when its curve reaches s (``peer_values``), as the check counts it."""
+        first = self._next_step(0)
+        if first is None:
+            return None
+        if queued:
+            return f"queued for a free slot; judged from step {first} once it runs"
+        if last_step < first:
+            return f"judged from step {first}"
+        return self._waiting_for_peers(last_step, list(others)) if self.ranks else None
+
+    def _waiting_for_peers(self, last_step: int, others: list[tuple[int, bool]]) -> Optional[str]:
+        """The rule judges a run at its last step against the peers that reached it (at least ``min_peers``)."""
+        return _too_few_peers(last_step, others, self.params.min_peers)
 
     def stored_config(self, config: dict) -> dict:
         """What a sweep keeps of the config this policy was built from."""
@@ -495,6 +529,12 @@ class MedianStoppingPolicy(Policy):
         start = max(after, p.grace())
         return start + (-(start - p.grace())) % p.eval_every
 
+    def _waiting_for_peers(self, last_step: int, others: list[tuple[int, bool]]) -> Optional[str]:
+        """Judged at its last step of the ``eval_every`` grid from the grace step."""
+        p: MedianParams = self.params  # type: ignore[assignment]
+        step = p.grace() + (last_step - p.grace()) // p.eval_every * p.eval_every
+        return _too_few_peers(step, others, p.min_peers)
+
     def history_steps(self) -> set[int]:
         """Where the runs stand: a run is judged at its last step against its peers' values there, and a run that
         logs nothing more (stopped, waiting in the queue) or is far behind (started late) stays below its peers'
@@ -534,7 +574,8 @@ class AshaPolicy(Policy):
     A run's rung value is its smoothed metric at the rung step. A run is judged at a rung as soon as at least
     ``min_peers`` other runs have a value there (until then it keeps running and is judged later, at whatever
     step it has reached): it continues when it ranks within the top max(1, floor(n/eta)) of the n values
-    recorded at that rung so far (runs stopped earlier at that rung included), otherwise it is stopped.
+    recorded at that rung so far (runs stopped earlier at that rung included, and runs that ended: finished,
+    killed, or stopped at a later rung), otherwise it is stopped.
     """
 
     compares_peers = True
@@ -556,16 +597,22 @@ class AshaPolicy(Policy):
     def _next_step(self, after: int) -> Optional[int]:
         return next((rung for rung in self.rung_steps if rung >= after), None)
 
+    def _waiting_for_peers(self, last_step: int, others: list[tuple[int, bool]]) -> Optional[str]:
+        """Pending at the first rung it reached that fewer than ``min_peers`` other runs reached."""
+        p: AshaParams = self.params  # type: ignore[assignment]
+        return next((why for rung in self.rung_steps if rung <= last_step
+                     and (why := _too_few_peers(rung, others, p.min_peers))), None)
+
     def history_steps(self) -> set[int]:
         """The rungs: a run's value is recorded (again, in each check's replay) at every rung it reached."""
         return set(self.rung_steps)
 
     def _find_stops(self) -> list[Decision]:
         p: AshaParams = self.params  # type: ignore[assignment]
-        # 1. record every live run's value at each rung it reached
+        # 1. record every run's value at each rung it reached: a finished, killed or stopped peer's curve (up to
+        #    its last step, or the step it was stopped at) counts at the rungs it reached, so a sweep that runs
+        #    its seeds one at a time compares a seed with the seeds before it
         for run_id, curve in self.curves.items():
-            if run_id in self.stopped:
-                continue
             for k, rung in enumerate(self.rung_steps):
                 value = curve.value_at(rung)
                 if run_id not in self.rung_values[k] and value is not None:
