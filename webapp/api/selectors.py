@@ -41,7 +41,7 @@ def run_detail(run: Run) -> dict:
             "kill_requested": run.kill_requested_at is not None, "killed_by": run.killed_by,
             "kill_reason": run.kill_reason, "error": run.error, "dispatch_note": run.dispatch_note,
             "recovery": run.recovery_note,
-            "parent_run": run.parent_run_id, "parent_step": run.parent_step,
+            "parent_run": run.parent_run_id, "parent_step": run.parent_step, "copied_from": run.copied_from_id,
             "checkpoints": [{"id": c.pk, "step": c.step} for c in run.checkpoints.order_by("step")]}
 
 
@@ -55,7 +55,7 @@ def sweep_detail(sweep: Sweep) -> dict:
     runs = [{"id": r.pk, "seed": r.seed, "status": r.status, "last_step": r.last_step, "total_steps": r.total_steps,
              "killed_by": r.killed_by, "kill_reason": r.kill_reason}
             for r in sweep.runs.order_by("pk")]
-    return {**sweep_summary(sweep), "config": sweep.config, "runs": runs,
+    return {**sweep_summary(sweep), "config": sweep.config, "runs": runs, "copied_from": sweep.copied_from_id,
             "ended": all(r["status"] in ("succeeded", "failed", "killed", "lost") for r in runs),
             "decisions": sweep_decisions(sweep_id=sweep.pk), "alerts": sweep_alerts(sweep_id=sweep.pk),
             "warnings": list(getattr(getattr(sweep, "plan", None), "warnings", None) or [])}

@@ -90,24 +90,29 @@ def queue_for(cfg: TrainConfig) -> str:
 
 @transaction.atomic
 def run_create(*, config: TrainConfig | dict, user=None, project=None, name: str = "", sweep=None,
-               parent_run: Run | None = None, parent_step: int | None = None) -> Run:
+               parent_run: Run | None = None, parent_step: int | None = None, copied_from: Run | None = None) -> Run:
     """Validate ``config`` and create a queued run in ``project`` (default: the user's personal project; a
     sweep's run: the sweep's, checked when the sweep was made); a run outside a sweep is enqueued at once (on
     commit), a sweep's run when its sweep gives it a slot. ``user`` must be a member of the project and able to
-    read ``parent_run``."""
+    read ``parent_run`` and ``copied_from`` (the run whose config the form was filled with: its lineage,
+    docs/architecture.md "A run's life")."""
     if sweep is not None:
         project = sweep.project
     else:
         project = project_for_launch(user=user, project=project)
         if parent_run is not None and user is not None:
             require_role(user, parent_run.project_id, Role.VIEWER)
+        if copied_from is not None and user is not None:
+            require_role(user, copied_from.project_id, Role.VIEWER)
     # a sweep's runs: checked (and their rewards dry-run) with the sweep
     cfg = as_config(config, user=user if sweep is None else None, project=project, dry_run=sweep is None)
     run = Run.objects.create(name=name, project=project, sweep=sweep, config=cfg.to_dict(), seed=cfg.seed,
-                             queue=queue_for(cfg), created_by=user, parent_run=parent_run, parent_step=parent_step)
+                             queue=queue_for(cfg), created_by=user, parent_run=parent_run, parent_step=parent_step,
+                             copied_from=copied_from)
     if sweep is None:
         audit(project=project, user=user, action="run.launch", target_type="run", target_id=run.pk,
-              **({"from_run": parent_run.pk, "from_step": parent_step} if parent_run is not None else {}))
+              **({"from_run": parent_run.pk, "from_step": parent_step} if parent_run is not None else {}),
+              **({"copied_from": copied_from.pk} if copied_from is not None else {}))
         run_dispatch(run=run)
     return run
 

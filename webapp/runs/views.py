@@ -14,7 +14,7 @@ from webapp.api.idempotency import FORM_FIELD, form_launch, new_form_token
 from webapp.projects.models import Role
 from webapp.projects.selectors import audit_trail, get_visible, has_role, visible
 
-from . import search, selectors, services
+from . import copies, search, selectors, services
 from .forms import RunForm, preset_form_values
 from .models import Checkpoint, Run
 
@@ -50,8 +50,27 @@ def parent_checkpoint_of(request: HttpRequest) -> Checkpoint | None:
         return None
 
 
-def run_form_for(request: HttpRequest, form_class, parent: Checkpoint | None, **kwargs):
-    """The run form (or a form built on it) for a GET: the preset asked for, or a checkpoint's config."""
+def copied_run_of(request: HttpRequest) -> Run | None:
+    """"Re-run with changes": ?copy_of=ID on the form, a hidden field once submitted; a run the user may read."""
+    value = (request.POST if request.method == "POST" else request.GET).get("copy_of")
+    if not value:
+        return None
+    try:
+        return visible(Run.objects.select_related("project"), request.user).get(pk=int(value))
+    except (ValueError, Run.DoesNotExist):
+        messages.error(request, f"copy_of: run {value} does not exist or is not one you may read; the form is "
+                                "not prefilled from it.")
+        return None
+
+
+def run_form_for(request: HttpRequest, form_class, parent: Checkpoint | None, copy: Run | None = None, **kwargs):
+    """The run form (or a form built on it) for a GET: the preset asked for, a checkpoint's config, or a run's
+    full config ("Re-run with changes": webapp.runs.copies)."""
+    if copy is not None and parent is None:
+        config = dict(copy.config)
+        form = form_class(preset=config.get("preset", "grpo"), initial_config=config, user=request.user, **kwargs)
+        copies.prefill_identity(form, name=copy.name, project=copy.project)
+        return form
     if parent is not None:
         _, config = selectors.new_run_prefill(checkpoint_id=parent.pk)
         return form_class(preset=config.get("preset", "grpo"), initial_config=config, user=request.user, **kwargs)
@@ -77,7 +96,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
                 run = services.run_create(config=form.config, user=request.user, name=form.cleaned_data["name"],
                                           project=form.cleaned_data["project"],
                                           parent_run=parent.run if parent else None,
-                                          parent_step=parent.step if parent else None)
+                                          parent_step=parent.step if parent else None, copied_from=copy)
                 messages.success(request, f"Run {run.pk} queued.")
                 return reverse("runs:detail", args=[run.pk])
             try:
@@ -87,9 +106,12 @@ def run_new(request: HttpRequest) -> HttpResponse:
             else:
                 return launched_redirect(request, url, replayed)
     else:
-        form = run_form_for(request, RunForm, parent)
+        form = run_form_for(request, RunForm, parent, copy)
+    copied = copy_context(copy, form, lambda: run_form_for(request, RunForm, None, copy))
+    copy = copied_run_of(request) if parent is None else None
     return render(request, "runs/run_new.html", {"form": form, "preset_values": preset_form_values(),
-                                                 "parent_checkpoint": parent, "launch_token": new_form_token(request),
+                                                 "parent_checkpoint": parent, **copied,
+                                                 "launch_token": new_form_token(request),
                                                  "launch_token_field": FORM_FIELD},
                   status=400 if form.errors else 200)
 
@@ -112,10 +134,20 @@ def can_act(request: HttpRequest, obj) -> bool:
     """Whether the page shows the object's action buttons (kill, resume, cancel): members and admins."""
     return has_role(request.user, obj.project_id, Role.MEMBER)
 
+def copy_context(copy, form, opened) -> dict:
+    """What a launch form copied from a run (or a sweep) shows: the original and, for the page's differences
+    list, what each field showed when the form opened (``form`` itself when unbound, else ``opened()``: an
+    unbound form filled from the original)."""
+    if copy is None:
+        return {}
+    return {"copy_source": copy, "copy_kind": "run" if isinstance(copy, Run) else "sweep",
+            "copy_original": copies.form_values(opened() if form.is_bound else form)}
+
+
 
 @require_GET
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = visible_run(request, run_id, Run.objects.select_related("sweep", "parent_run", "project"))
+    run = visible_run(request, run_id, Run.objects.select_related("sweep", "parent_run", "project", "copied_from"))
     return render(request, "runs/run_detail.html", {
         "run": run, "can_act": can_act(request, run),
         "audit": audit_trail(targets=[("run", run.pk)]),
@@ -136,6 +168,7 @@ HTMX_STOP_POLLING = 286  # htmx swaps this answer and stops polling (the run has
 def fragment(request: HttpRequest, template: str, context: dict, *, ended: bool) -> HttpResponse:
     """A server-rendered live section; once what it shows has ended, status 286 tells htmx to stop polling."""
     return render(request, template, context, status=HTMX_STOP_POLLING if ended else 200)
+        "copied": copies.copied_note(run.copied_from, run.config, lambda r: r.config, request.user),
 
 
 @require_GET

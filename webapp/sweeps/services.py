@@ -122,7 +122,8 @@ def policy_config_for(policy: Optional[dict], *, total_steps: int, free_slot_use
 def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrency: int, policy: Optional[dict] = None,
                  grid: Optional[dict] = None, free_slot_use: str = FreeSlotUse.NOTHING, extend_steps: int = 0,
                  budget: Optional[int] = None, alert_bounds: Optional[dict] = None, name: str = "", user=None,
-                 project=None, parent_run: Optional[Run] = None, parent_step: Optional[int] = None) -> Sweep:
+                 project=None, parent_run: Optional[Run] = None, parent_step: Optional[int] = None,
+                 copied_from: Optional[Sweep] = None) -> Sweep:
     """Create a sweep of (grid point x seed) runs, all queued, and start as many as ``concurrency`` allows.
 
     Runs are ordered seed by seed (every grid point of the first seed, then the second ...), so a slow
@@ -130,11 +131,13 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
     (iterative RLVR lineage). ``config`` is parsed once (a TrainConfig from the form is taken as it is), each
     grid point once, and each run's config is its point's with the seed replaced. Raises FieldErrors naming
     the bad field. ``user`` must be a member of ``project`` (default: their personal project) and able to read
-    ``parent_run``.
+    ``parent_run`` and ``copied_from`` (the sweep whose settings the form was filled with: its lineage).
     """
     project = project_for_launch(user=user, project=project)
     if parent_run is not None and user is not None:
         require_role(user, parent_run.project_id, Role.VIEWER)
+    if copied_from is not None and user is not None:
+        require_role(user, copied_from.project_id, Role.VIEWER)
     seeds = [int(s) for s in seeds]
     errors = {}
     seed_range = next(f.metadata for f in dataclasses.fields(TrainConfig) if f.name == "seed")
@@ -173,9 +176,10 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
                          queue=run_services.queue_for(base))
     sweep = Sweep.objects.create(name=name or f"{base.preset} x {n_runs} runs", project=project,
                                  config=base.to_dict(), seeds=seeds, concurrency=concurrency, policy=policy_config,
-                                 created_by=user)
+                                 created_by=user, copied_from=copied_from)
     audit(project=project, user=user, action="sweep.launch", target_type="sweep", target_id=sweep.pk,
-          runs=n_runs, policy=policy_config.get("name", "manual") if policy_config else "manual")
+          runs=n_runs, policy=policy_config.get("name", "manual") if policy_config else "manual",
+          **({"copied_from": copied_from.pk} if copied_from is not None else {}))
     SweepPlan.objects.create(sweep=sweep, grid=grid or {}, free_slot_use=free_slot_use, extend_steps=extend_steps,
                              budget=budget, alert_bounds=alert_bounds or {},
                              warnings=[cannot] if cannot else [])

@@ -12,9 +12,11 @@ from django.views.decorators.http import require_GET, require_POST
 from training.fields import FieldErrors
 from webapp.api.idempotency import FORM_FIELD, form_launch, new_form_token
 from webapp.runs.forms import preset_form_values
-from webapp.projects.selectors import audit_trail, get_visible
+from webapp.projects.selectors import audit_trail, get_visible, visible
 from webapp.runs.models import ENDED_STATUSES
-from webapp.runs.views import can_act, fragment, launched_redirect, parent_checkpoint_of, run_form_for
+from webapp.runs import copies
+from webapp.runs.views import (can_act, copy_context, fragment, launched_redirect, parent_checkpoint_of,
+                               run_form_for)
 
 from . import forecasts, replays, selectors, services
 from .forms import ReplayForm, SweepForm
@@ -31,14 +33,40 @@ def visible_sweep(request: HttpRequest, sweep_id: int) -> Sweep:
     return get_visible(Sweep.objects.select_related("project"), request.user, pk=sweep_id)
 
 
+def copied_sweep_of(request: HttpRequest) -> Sweep | None:
+    """"Re-run with changes" of a sweep: ?copy_of=ID on the form, a hidden field once submitted; a sweep the user
+    may read."""
+    value = (request.POST if request.method == "POST" else request.GET).get("copy_of")
+    if not value:
+        return None
+    try:
+        return visible(Sweep.objects.select_related("project", "plan"), request.user).get(pk=int(value))
+    except (ValueError, Sweep.DoesNotExist):
+        messages.error(request, f"copy_of: sweep {value} does not exist or is not one you may read; the form is "
+                                "not prefilled from it.")
+        return None
+
+
+def sweep_form_copied(request: HttpRequest, sweep: Sweep) -> SweepForm:
+    """The sweep form filled with ``sweep``'s knobs, seeds, concurrency, grid and policy (webapp.runs.copies)."""
+    plan = SweepPlan.objects.filter(sweep=sweep).first()
+    config = dict(sweep.config)
+    form = SweepForm(preset=config.get("preset", "grpo"), initial_config=config, user=request.user,
+                     initial=copies.sweep_form_initial(sweep, plan))
+    copies.prefill_identity(form, name=sweep.name, project=sweep.project)
+    return form
+
+
 def sweep_new(request: HttpRequest) -> HttpResponse:
     parent = parent_checkpoint_of(request)
+    copy = copied_sweep_of(request) if parent is None else None
     if request.method == "POST":
         form = SweepForm(request.POST, user=request.user)
         if form.is_valid():
             def launch() -> str:
                 sweep = services.sweep_create(user=request.user, parent_run=parent.run if parent else None,
-                                              parent_step=parent.step if parent else None, **form.sweep_args)
+                                              parent_step=parent.step if parent else None, copied_from=copy,
+                                              **form.sweep_args)
                 messages.success(request, f"Sweep {sweep.pk} launched: {sweep.runs.count()} runs queued.")
                 return reverse("sweeps:detail", args=[sweep.pk])
             try:
@@ -47,10 +75,13 @@ def sweep_new(request: HttpRequest) -> HttpResponse:
                 form.add_service_errors(exc)
             else:
                 return launched_redirect(request, url, replayed)
+    elif copy is not None:
+        form = sweep_form_copied(request, copy)
     else:
         form = run_form_for(request, SweepForm, parent, initial={"seeds": "4"})
+    copied = copy_context(copy, form, lambda: sweep_form_copied(request, copy))
     return render(request, "sweeps/sweep_new.html", {"form": form, "preset_values": preset_form_values(),
-                                                     "parent_checkpoint": parent,
+                                                     "parent_checkpoint": parent, **copied,
                                                      "launch_token": new_form_token(request),
                                                      "launch_token_field": FORM_FIELD},
                   status=400 if form.errors else 200)
@@ -70,6 +101,9 @@ def sweep_detail(request: HttpRequest, sweep_id: int) -> HttpResponse:
         "budget": services.budget_use(sweep, plan) if plan is not None else None,
         "replay_form": ReplayForm(initial=replay_initial(sweep)), "forecast_on": sweep.policy.get("name") == "bayes",
         "sweep": sweep, "plan": plan, "metric": metric, "metric_keys": keys,
+        "copied": copies.copied_note(sweep.copied_from, copies.sweep_settings(sweep, plan),
+                                     lambda s: copies.sweep_settings(s, SweepPlan.objects.filter(sweep=s).first()),
+                                     request.user),
         "logged_metrics": json.dumps(logged),
         "policy_json": json.dumps(sweep.policy, indent=2, sort_keys=True) if sweep.policy else "",
         "config_json": json.dumps(sweep.config, indent=2, sort_keys=True),
