@@ -89,6 +89,7 @@ def run_form_for(request: HttpRequest, form_class, parent: Checkpoint | None, co
 
 def run_new(request: HttpRequest) -> HttpResponse:
     parent = parent_checkpoint_of(request)
+    copy = copied_run_of(request) if parent is None else None
     if request.method == "POST":
         form = RunForm(request.POST, user=request.user)
         if form.is_valid():
@@ -108,12 +109,21 @@ def run_new(request: HttpRequest) -> HttpResponse:
     else:
         form = run_form_for(request, RunForm, parent, copy)
     copied = copy_context(copy, form, lambda: run_form_for(request, RunForm, None, copy))
-    copy = copied_run_of(request) if parent is None else None
     return render(request, "runs/run_new.html", {"form": form, "preset_values": preset_form_values(),
                                                  "parent_checkpoint": parent, **copied,
                                                  "launch_token": new_form_token(request),
                                                  "launch_token_field": FORM_FIELD},
                   status=400 if form.errors else 200)
+
+
+def copy_context(copy, form, opened) -> dict:
+    """What a launch form copied from a run (or a sweep) shows: the original and, for the page's differences
+    list, what each field showed when the form opened (``form`` itself when unbound, else ``opened()``: an
+    unbound form filled from the original)."""
+    if copy is None:
+        return {}
+    return {"copy_source": copy, "copy_kind": "run" if isinstance(copy, Run) else "sweep",
+            "copy_original": copies.form_values(opened() if form.is_bound else form)}
 
 
 def launched_redirect(request: HttpRequest, url: str, replayed: bool) -> HttpResponse:
@@ -134,22 +144,13 @@ def can_act(request: HttpRequest, obj) -> bool:
     """Whether the page shows the object's action buttons (kill, resume, cancel): members and admins."""
     return has_role(request.user, obj.project_id, Role.MEMBER)
 
-def copy_context(copy, form, opened) -> dict:
-    """What a launch form copied from a run (or a sweep) shows: the original and, for the page's differences
-    list, what each field showed when the form opened (``form`` itself when unbound, else ``opened()``: an
-    unbound form filled from the original)."""
-    if copy is None:
-        return {}
-    return {"copy_source": copy, "copy_kind": "run" if isinstance(copy, Run) else "sweep",
-            "copy_original": copies.form_values(opened() if form.is_bound else form)}
-
-
 
 @require_GET
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = visible_run(request, run_id, Run.objects.select_related("sweep", "parent_run", "project", "copied_from"))
     return render(request, "runs/run_detail.html", {
         "run": run, "can_act": can_act(request, run),
+        "copied": copies.copied_note(run.copied_from, run.config, lambda r: r.config, request.user),
         "audit": audit_trail(targets=[("run", run.pk)]),
         "config_json": json.dumps(run.config, indent=2, sort_keys=True),
         "charts": [list(keys) for keys in selectors.CHART_METRICS],
@@ -168,7 +169,6 @@ HTMX_STOP_POLLING = 286  # htmx swaps this answer and stops polling (the run has
 def fragment(request: HttpRequest, template: str, context: dict, *, ended: bool) -> HttpResponse:
     """A server-rendered live section; once what it shows has ended, status 286 tells htmx to stop polling."""
     return render(request, template, context, status=HTMX_STOP_POLLING if ended else 200)
-        "copied": copies.copied_note(run.copied_from, run.config, lambda r: r.config, request.user),
 
 
 @require_GET
