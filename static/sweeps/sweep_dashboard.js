@@ -129,15 +129,18 @@ function startSweepDashboard({liveUrl, forecastUrl = null, sweepId, intervalMs, 
                       (run.kill_reason ? ":<br>" + plotText(run.kill_reason) : ""));
       }
     });
-    // the mean across seeds and its band: one for the whole sweep, or one per grid cell in the cell's colour
+    // the mean across seeds and its band: one for the whole sweep, or one per grid cell in the cell's colour,
+    // drawn only where at least two seeds have a point (beyond, one seed alone is no mean: it is its own curve),
+    // each point with how many seeds it covers (customdata, in its hover)
     for (const [cell, perBucket] of perCell) {
-      const order = Array.from(perBucket.keys()).sort((a, b) => a - b);
+      const order = Array.from(perBucket.keys()).filter(b => perBucket.get(b).ys.length >= 2).sort((a, b) => a - b);
       if (!order.length) continue;
-      const mx = [], my = [], lo = [], hi = [];
+      const mx = [], my = [], lo = [], hi = [], covered = [];
       for (const b of order) {
         const {xs, ys} = perBucket.get(b);
         const stat = bandOf(ys, band === "none" ? "minmax" : band);
         mx.push(xs.reduce((a, v) => a + v, 0) / xs.length); my.push(stat.mean); lo.push(stat.lo); hi.push(stat.hi);
+        covered.push([ys.length]);
       }
       const color = grouped ? colorOf(cells.get(cell)) : "#111";
       const suffix = grouped ? " " + cell : "";
@@ -148,9 +151,9 @@ function startSweepDashboard({liveUrl, forecastUrl = null, sweepId, intervalMs, 
                      line: {width: 0}, legendgroup: grouped ? cell : undefined, fill: "tonexty",
                      fillcolor: grouped ? rgba(color, 0.15) : "rgba(40,40,40,0.15)", hoverinfo: "skip"});
       }
-      traces.push({type: "scatter", mode: "lines", name: "mean" + suffix, x: mx, y: my,
+      traces.push({type: "scatter", mode: "lines", name: "mean" + suffix, x: mx, y: my, customdata: covered,
                    legendgroup: grouped ? cell : undefined, line: {color, width: 3},
-                   hovertemplate: "mean" + suffix + " %{x}: %{y:.4g}<extra></extra>"});
+                   hovertemplate: "mean" + suffix + " %{x}: %{y:.4g} (of %{customdata[0]} seeds)<extra></extra>"});
     }
     traces.push({type: "scatter", mode: "markers", name: "stopped", x: stopX, y: stopY, text: stopText,
                  marker: {symbol: "x", size: 12, color: "#b3261e", line: {width: 2}},

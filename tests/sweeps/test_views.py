@@ -255,10 +255,12 @@ def test_the_summary_ranks_runs_by_their_final_marks_the_leader_and_counts_the_s
     assert order == [runs[i].pk for i in (3, 2, 1, 5, 4, 0)]  # finals 0.7, 0.6, 0.5, 0.45, 0.4, 0.3
     assert f'<tr data-run="{runs[3].pk}" data-status="running" data-seed="1" class="leader">' in html
     assert f"run {runs[3].pk}</a> (seed 1, lr=0.0002): final reward/mean 0.7" in html
-    cells = dict(re.findall(r'<tr data-cell="([^"]+)"[^>]*><td>[^<]*</td><td>\d</td><td class="cell-mean">([^<]+)</td>',
-                            html))
+    cells = dict(re.findall(r'<tr data-cell="([^"]+)"[^>]*><td>[^<]*</td><td class="cell-finished">[^<]*</td>'
+                            r'<td class="cell-mean">([^<]+)</td>', html))
     assert set(cells) == {"lr=0.0001", "lr=0.0002"}
-    assert cells["lr=0.0002"].startswith("0.55 ± ") and cells["lr=0.0001"].startswith("0.4333 ± ")
+    # the finals' mean and interval cover the runs that reached their last step: the killed run is "so far"
+    assert cells["lr=0.0002"].startswith("0.6 ± ") and cells["lr=0.0001"].startswith("0.4333 ± ")
+    assert "0.45 so far (1 stopped)" in html
     assert '<tr data-cell="lr=0.0002" class="leader">' in html  # the better grid point first, marked
     assert "Stopped runs saved" in html and "% of the sweep" in html
 

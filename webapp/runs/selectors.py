@@ -8,7 +8,7 @@ import uuid
 from typing import Iterable, Iterator
 
 from django.core.paginator import Page, Paginator
-from django.db.models import DurationField, ExpressionWrapper, F, Q, QuerySet, Value
+from django.db.models import Case, DurationField, ExpressionWrapper, F, Q, QuerySet, Value, When
 from django.db.models.functions import Coalesce, Lower, Now, NullIf
 from django.utils import timezone
 
@@ -42,10 +42,10 @@ CONFIG_LOOKUPS = {"=": "exact", "<": "lt", "<=": "lte", ">": "gt", ">=": "gte"}
 
 def run_search(*, user, query: search.RunQuery) -> QuerySet[Run]:
     """The runs ``user`` may read that match ``query`` (``webapp.runs.search``), each with its ``duration``
-    (end, or now while it runs, minus start; null before it starts). Config comparisons are JSON key lookups
+    (end, or now while it runs, minus its first step: ``training_origin``; null before that). Config comparisons are JSON key lookups
     (``config__lr__gt``): on SQLite and PostgreSQL alike a number is compared with a number."""
     qs = run_list(user=user).annotate(duration=ExpressionWrapper(
-        Coalesce(F("ended_at"), Now()) - F("started_at"), output_field=DurationField()))
+        Coalesce(F("ended_at"), Now()) - training_origin(), output_field=DurationField()))
     for word in query.words:
         qs = qs.filter(Q(name__icontains=word) | Q(sweep__name__icontains=word) | _tag_contains(word))
     if query.tags:
@@ -61,6 +61,20 @@ def run_search(*, user, query: search.RunQuery) -> QuerySet[Run]:
     for term in query.config:
         qs = qs.filter(**{f"config__{term.key}__{CONFIG_LOOKUPS[term.op]}": term.value})
     return qs
+
+
+def training_origin() -> Case:
+    """When a run's training began, in the database: its first step (``first_step_at``); for a run that stored
+    steps before that field existed, when a worker took it; null before its first step. A wait for a slot or for
+    the built-in model's build before its first step is no part of its duration."""
+    return Case(When(first_step_at__isnull=False, then=F("first_step_at")),
+                When(last_step__gt=0, then=F("started_at")), default=None)
+
+
+def run_duration_s(run: Run, now) -> float | None:
+    """A run's duration in seconds from its first step (``training_origin``) to its end or ``now``; None before."""
+    origin = run.first_step_at or (run.started_at if run.last_step > 0 else None)
+    return ((run.ended_at or now) - origin).total_seconds() if origin else None
 
 
 def _tag_contains(text: str) -> Q:
@@ -133,8 +147,7 @@ def run_table(*, user, params: search.RunListParams, per_page: int = search.PER_
     now = timezone.now()
     rows = [{"run": run, "config": [config_cell(run.config.get(key)) for key in params.config_cols],
              "finals": [getattr(run, name) for name in finals],
-             "duration": duration_text(((run.ended_at or now) - run.started_at).total_seconds()
-                                       if run.started_at else None)}
+             "duration": duration_text(run_duration_s(run, now))}
             for run in page.object_list]
     return {"page": page, "rows": rows}
 

@@ -233,10 +233,16 @@ def sweep_live_state(*, sweep_id: int, metric: str, since: Optional[dict[int, in
     }
 
 
-def sweep_panel(*, sweep: Sweep, metric: str) -> dict:
+def sweep_panel(*, sweep: Sweep, metric: str, viewer=None) -> dict:
     """The dashboard's live tables (templates/sweeps/_panel.html): the state, the runs with the last and best
-    value of ``metric`` and their next decision point, the policy's decisions, the alerts."""
+    value of ``metric`` and their next decision point, what each queued run waits for (``queue_reason``: the run
+    holding its slot, named where ``viewer`` may read it), the policy's decisions, the alerts."""
+    from webapp.runs.waiting import queue_reasons
+
     table = sweep_runs_table(sweep=sweep)
+    reasons = queue_reasons(runs=list(sweep.runs.filter(status=RunStatus.QUEUED)), viewer=viewer)
+    for row in table:
+        row["queue_reason"] = reasons.get(row["id"], "")
     mode = metric_mode(metric, sweep)
     values = sweep_run_values(sweep_id=sweep.pk, metric=metric, mode=mode)
     finals = run_finals(runs={row["id"]: (row["uid"], row["attempts"], row["last_step"], row["ended"])

@@ -26,18 +26,43 @@ def mean_ci(values: list[float]) -> tuple[float, float]:
     return mean, round((T975[n - 2] if n - 1 <= 30 else 1.96) * sd / math.sqrt(n), 6)
 
 
+def reached_end(row: dict) -> bool:
+    """Whether a run's final is its final: it stored its last step (``last_step >= total_steps``) and did not end
+    otherwise (a run killed, failed or lost at its last step is not counted as finished). A running run at its
+    last step is finishing: its final no longer moves.
+
+    >>> reached_end({"status": "succeeded", "last_step": 10, "total_steps": 10})
+    True
+    >>> reached_end({"status": "running", "last_step": 4, "total_steps": 10})
+    False
+    >>> reached_end({"status": "killed", "last_step": 10, "total_steps": 10})
+    False
+    """
+    return (row["total_steps"] > 0 and row["last_step"] >= row["total_steps"]
+            and row["status"] in ("succeeded", "running"))
+
+
 def summarize(rows: list[dict], mode: str) -> dict:
     """``rows``: the runs table (each with ``id``, ``seed``, ``final``, ``knobs_text``, ``status``, ``last_step``,
     ``total_steps``). Sorts them best final first (runs without one last), marks the leader, and returns the
-    summary: ``leader`` (its row), ``cells`` (per grid point: n, mean, ci, best run; the best cell first),
-    ``saved`` (share of the sweep's steps its killed runs did not run) and ``saved_steps``.
+    summary: ``leader`` (its row), ``cells`` (per grid point: the best cell first), ``saved`` (share of the sweep's
+    steps its killed runs did not run) and ``saved_steps``.
+
+    A cell's ``mean`` and ``ci`` (the 95 % t interval, ``mean_ci``) cover only its runs that reached their last
+    step (``reached_end``, ``n`` of its ``total`` runs, queued ones included): a running run's final moves and a stopped run's is taken
+    early, so mixing either in changes what the interval means as seeds finish. Those are shown apart:
+    ``running`` and ``stopped`` (counts) and ``so_far`` (the mean of their finals so far, None without one). Cells
+    rank by their finished mean, then (none finished) by their mean so far.
 
     >>> rows = [{"id": 1, "seed": 0, "final": 0.5, "knobs_text": "", "status": "succeeded", "last_step": 10,
     ...          "total_steps": 10}, {"id": 2, "seed": 1, "final": 0.7, "knobs_text": "", "status": "killed",
     ...          "last_step": 4, "total_steps": 10}]
     >>> s = summarize(rows, "max")
-    >>> [r["id"] for r in rows], s["leader"]["id"], s["saved"], s["cells"][0]["n"]
-    ([2, 1], 2, 0.3, 2)
+    >>> [r["id"] for r in rows], s["leader"]["id"], s["saved"]
+    ([2, 1], 2, 0.3)
+    >>> c = s["cells"][0]
+    >>> c["n"], c["total"], c["mean"], c["ci"], c["stopped"], c["running"], c["so_far"]
+    (1, 2, 0.5, 0.0, 1, 0, 0.7)
     """
     sign = 1.0 if mode == "max" else -1.0
     rows.sort(key=lambda r: (r.get("final") is None, -sign * (r.get("final") or 0.0), r["id"]))
@@ -46,13 +71,22 @@ def summarize(rows: list[dict], mode: str) -> dict:
     for r in rows:
         r["leader"] = r is leader
     cells: dict[str, list[dict]] = {}
-    for r in judged:
+    for r in rows:
         cells.setdefault(r.get("knobs_text") or "", []).append(r)
     summary = []
-    for cell, members in cells.items():
-        mean, ci = mean_ci([m["final"] for m in members])
-        summary.append({"cell": cell, "n": len(members), "mean": mean, "ci": ci, "best": members[0]})
-    summary.sort(key=lambda c: -sign * c["mean"])
+    for cell, everyone in cells.items():
+        members = [m for m in everyone if m.get("final") is not None]
+        if not members:
+            continue
+        done = [m for m in members if reached_end(m)]
+        early = [m for m in members if not reached_end(m)]
+        mean, ci = mean_ci([m["final"] for m in done]) if done else (None, None)
+        summary.append({"cell": cell, "n": len(done), "total": len(everyone), "mean": mean, "ci": ci,
+                        "best": (done or members)[0],
+                        "running": sum(m["status"] in ("running", "queued") for m in early),
+                        "stopped": sum(m["status"] not in ("running", "queued") for m in early),
+                        "so_far": sum(m["final"] for m in early) / len(early) if early else None})
+    summary.sort(key=lambda c: (c["mean"] is None, -sign * (c["mean"] if c["mean"] is not None else c["so_far"])))
     total = sum(r["total_steps"] for r in rows)
     saved_steps = sum(max(0, r["total_steps"] - r["last_step"]) for r in rows if r["status"] == "killed")
     return {"leader": leader, "cells": summary, "saved_steps": saved_steps,

@@ -95,7 +95,7 @@ def sweep_detail(request: HttpRequest, sweep_id: int) -> HttpResponse:
     metric = request.GET.get("metric") or sweep.policy.get("metric") or selectors.DEFAULT_METRIC
     if metric not in keys:
         keys = sorted({*keys, metric})
-    panel = selectors.sweep_panel(sweep=sweep, metric=metric)
+    panel = selectors.sweep_panel(sweep=sweep, metric=metric, viewer=request.user)
     plan = SweepPlan.objects.filter(sweep=sweep).first()
     return render(request, "sweeps/sweep_detail.html", {
         "budget": services.budget_use(sweep, plan) if plan is not None else None,
@@ -165,7 +165,7 @@ def sweep_panel(request: HttpRequest, sweep_id: int) -> HttpResponse:
     """The dashboard's live tables (templates/sweeps/_panel.html), polled by htmx; 286 once every run ended."""
     sweep = visible_sweep(request, sweep_id)
     metric = request.GET.get("metric") or sweep.policy.get("metric") or selectors.DEFAULT_METRIC
-    panel = selectors.sweep_panel(sweep=sweep, metric=metric)
+    panel = selectors.sweep_panel(sweep=sweep, metric=metric, viewer=request.user)
     return fragment(request, "sweeps/_panel.html", {"sweep": sweep, "panel": panel, "can_act": can_act(request, sweep)},
                     ended=panel["ended"])
 
