@@ -6,6 +6,8 @@ from django.urls import reverse
 
 from webapp.runs import services
 
+pytestmark = pytest.mark.postgres
+
 
 @pytest.mark.django_db
 def test_each_model_has_working_admin_pages(admin_client, tmp_path):

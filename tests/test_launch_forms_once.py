@@ -16,7 +16,7 @@ from webapp.evals.models import EvalJob
 from webapp.runs.models import Run
 from webapp.sweeps.models import Sweep
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 SWEEP_ONLY = ("seeds", "concurrency", "grid", "policy_name", "policy_metric", "policy_mode", "policy_params",
               "free_slot_use", "extend_steps", "budget", "alert_bounds")

@@ -12,7 +12,7 @@ from webapp.runs import services as run_services
 from webapp.runs.models import Run, RunStatus
 from webapp.sweeps.models import Sweep
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def launch(api, config, **fields):

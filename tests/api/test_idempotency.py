@@ -14,7 +14,7 @@ from webapp.evals.models import EvalJob
 from webapp.runs.models import Run
 from webapp.sweeps.models import Sweep
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 KEY = {"Idempotency-Key": "launch-7f3c2a"}
 

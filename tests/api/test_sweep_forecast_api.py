@@ -10,7 +10,7 @@ from tests.sweeps.conftest import log_points, make_running
 from webapp.runs.models import Run, RunStatus
 from webapp.sweeps.models import PolicyDecision
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def curve(level: float, steps: int, seed: int) -> list[float]:

@@ -18,7 +18,7 @@ from webapp.datasets.services import dataset_register
 from webapp.projects.models import AuditEvent, Membership, Project
 from webapp.runs.services import run_create
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 # the rows' answers are bare numbers, which the math verifier (a dataset's default) reads inside \boxed{}: a run asks
 # for that form, or its submission is refused (training.reward_dry_run)

@@ -16,7 +16,7 @@ from webapp.runs import selectors as run_selectors
 from webapp.runs.models import Checkpoint, Run
 from webapp.projects.services import default_project
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 GOOD = {"task": "arithmetic", "problems": 5, "n": 8}
 

@@ -14,7 +14,7 @@ from webapp.evals.models import EvalJob
 from webapp.runs.models import Run
 from webapp.projects.services import default_project
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def form_data(run, **overrides) -> dict:

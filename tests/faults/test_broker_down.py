@@ -15,7 +15,7 @@ from tests.conftest import tiny_config
 from webapp.runs import services
 from webapp.runs.models import Run, RunStatus
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def free_port() -> int:

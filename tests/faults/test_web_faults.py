@@ -12,7 +12,7 @@ from tests.conftest import REPO
 from webapp.runs.models import Run
 from webapp.sweeps.models import Sweep
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
 LAUNCH_AND_DIE = textwrap.dedent("""
     import os, signal, django

@@ -99,6 +99,8 @@ def test_trying_smollm2_in_a_browser_answers_through_its_chat_template(live_serv
     page.screenshot(path=str(SCREENSHOTS / "models_page.png"), full_page=True)
 
 
+@pytest.mark.django_db
+@pytest.mark.postgres
 def test_the_worker_side_claims_a_queued_trial_once(ann, tiny_entry, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks() as callbacks:
         trial = services.model_try(user=ann, entry=tiny_entry, prompt="3+4=", max_new_tokens="5", temperature="0.5")
@@ -136,6 +138,7 @@ def test_bad_inputs_name_their_field_and_queue_nothing(ann, tiny_entry, data, fi
 
 
 @pytest.mark.django_db
+@pytest.mark.postgres
 def test_a_second_trial_waits_for_the_first(ann, tiny_entry, tiny_model_dir):
     client = logged_in(ann)
     assert post_try(client, try_url(tiny_entry)).status_code == 200

@@ -13,7 +13,7 @@ from webapp.library.models import ModelEntry
 from webapp.library.services import model_import_gguf, model_import_run
 from webapp.projects.models import AuditEvent
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
 BEFORE = [("runs", "0002_sweep_moved_to_sweeps"), ("sweeps", "0004_sweep_table_renamed"),
           ("evals", "0002_sweep_moved_to_sweeps"), ("projects", None)]

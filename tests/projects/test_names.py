@@ -19,7 +19,7 @@ from webapp.datasets.models import DatasetEntry
 from webapp.library.models import ModelEntry
 from webapp.projects.models import Membership, Project
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 ROWS = b'{"question": "1 + 1?", "answer": "2"}\n{"question": "2 + 2?", "answer": "4"}\n'
 # ".", "..", a separator, NUL, and Unicode look-alikes NFKC folds into something else: fullwidth full stops

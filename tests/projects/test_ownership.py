@@ -14,7 +14,7 @@ from webapp.runs import services as run_services
 from webapp.runs.models import Run, RunStatus
 from webapp.sweeps import services as sweep_services
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 @pytest.fixture

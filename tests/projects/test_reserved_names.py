@@ -13,7 +13,7 @@ from tests.conftest import logged_in
 from webapp.projects.models import Membership, Project
 from webapp.projects.services import DEFAULT_PROJECT, default_project, project_for_launch
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 VARIANTS = ["default", "Default", "DEFAULT", " default "]
 

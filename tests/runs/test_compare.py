@@ -9,6 +9,8 @@ from tests.sweeps.conftest import log_points, make_running
 from webapp.runs.compare import config_diff, parse_ids
 from webapp.sweeps import services as sweep_services
 
+pytestmark = pytest.mark.postgres
+
 
 def test_ids_and_the_diff():
     assert parse_ids("3, 17 42 3") == ([3, 17, 42], "")

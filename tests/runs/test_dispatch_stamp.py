@@ -13,7 +13,7 @@ import workers.dispatch
 from webapp.runs import services
 from webapp.runs.models import Run, RunStatus
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 @pytest.fixture

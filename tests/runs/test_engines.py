@@ -15,7 +15,7 @@ from webapp.runs import forms, services
 from webapp.runs.models import Run, RunStatus
 from workers.sink import DatabaseSink
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 GRPO_CONFIG = {"engine": "trl", "trl_version": "1.16.0", "num_generations": 4, "beta": 0.04, "loss_type": "grpo",
                "report_to": [], "accelerator_config": {"split_batches": False}, "max_steps": 6}

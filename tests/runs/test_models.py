@@ -4,6 +4,8 @@ from django.db import IntegrityError, transaction
 from webapp.runs.models import ENDED_STATUSES, LEGAL_TRANSITIONS, MetricPoint, Run, RunStatus
 from webapp.projects.services import default_project
 
+pytestmark = pytest.mark.postgres
+
 
 def test_every_status_has_its_transitions_and_finished_ones_lead_nowhere_but_a_resume():
     assert set(LEGAL_TRANSITIONS) == set(RunStatus.values)

@@ -12,7 +12,7 @@ from tests.conftest import logged_in
 from webapp.runs import services
 from webapp.runs.models import Checkpoint, Run, RunStatus
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def make_running(run, *, heartbeat_age_s=0.0, worker=""):

@@ -12,7 +12,7 @@ import pytest
 from webapp.runs import rollups, selectors, services
 from webapp.runs.models import MetricPoint, MetricRollup
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def stored(run_id: int) -> dict[str, dict[int, float | None]]:

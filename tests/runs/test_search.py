@@ -16,6 +16,8 @@ from webapp.runs import search, selectors, services
 from webapp.runs.models import Run, RunStatus
 from webapp.sweeps import services as sweep_services
 
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+
 # --- the parser: pure, no database ---
 
 

@@ -3,7 +3,7 @@ import pytest
 from webapp.runs import selectors, services
 from webapp.runs.models import RunStatus
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 @pytest.fixture

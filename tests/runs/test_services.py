@@ -8,7 +8,7 @@ from webapp.projects.models import AuditEvent
 from webapp.runs import services
 from webapp.runs.models import Checkpoint, MetricPoint, Run, RunStatus, Sample
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def make_running(run, *, heartbeat_age_s=0.0):

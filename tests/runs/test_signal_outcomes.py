@@ -10,7 +10,7 @@ from webapp.projects.models import AuditEvent
 from webapp.runs import services
 from webapp.runs.models import Checkpoint, Run, RunStatus
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 SIGKILLED = ("training process killed by SIGKILL (out of memory? the kernel recorded 1 out-of-memory kill(s) "
              "(cgroup) while it ran; peak RSS 812 MB)\nstep 3 done")

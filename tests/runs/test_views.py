@@ -10,7 +10,7 @@ from webapp.runs.models import Run, RunStatus
 from webapp.sweeps import services as sweep_services
 from webapp.sweeps.models import Sweep
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def form_post(rendered="grpo", **changes):

@@ -18,7 +18,7 @@ from webapp.sweeps import services
 from webapp.sweeps.forms import SweepForm
 from webapp.sweeps.models import Sweep
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def engines_and_seeds(sweep: Sweep) -> list[tuple[str, int]]:

@@ -18,7 +18,7 @@ from webapp.sweeps.models import PolicyDecision
 from webapp.sweeps.policies import parse_config
 from webapp.sweeps.policies.forecast_paths import sweep_forecasts
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 BAYES = {"name": "bayes", "metric": "reward/mean", "grace_steps": 4, "drift": 0.05}
 LEVELS = [0.8, 0.75, 0.7, 0.3]

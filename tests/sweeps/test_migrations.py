@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
 BEFORE = [("runs", "0001_initial"), ("sweeps", "0002_sweepplan_policy_throttle_and_step"),
           ("evals", "0001_initial")]

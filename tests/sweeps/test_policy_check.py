@@ -17,7 +17,7 @@ from webapp.sweeps import services
 from webapp.sweeps.models import FreeSlotUse, SweepPlan
 from webapp.sweeps.policies import EXTEND, STOP, Decision, make_policy
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 METRIC = "reward/mean"
 TOTAL = 24

@@ -7,7 +7,7 @@ from tests.sweeps.conftest import log_points, make_running
 from webapp.runs import services as run_services
 from webapp.sweeps import selectors, services
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 MEDIAN = {"name": "median", "metric": "reward/mean", "grace_steps": 4, "min_peers": 1, "eval_every": 3}
 

@@ -12,7 +12,7 @@ from webapp.runs.models import Run, RunStatus
 from webapp.sweeps import services
 from webapp.sweeps.models import Alert, FreeSlotUse, PolicyDecision, SweepPlan
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 MEDIAN = {"name": "median", "metric": "reward/mean", "grace_steps": 2, "min_peers": 2, "smoothing": "none"}
 

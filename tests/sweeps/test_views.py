@@ -13,7 +13,7 @@ from webapp.sweeps import services
 from webapp.sweeps.forms import parse_grid, parse_seeds
 from webapp.sweeps.models import Sweep, SweepPlan
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def form_data(model_dir, **overrides):

@@ -12,7 +12,7 @@ from webapp.runs.models import Run, RunStatus
 from webapp.sweeps import services
 from webapp.sweeps.models import PolicyDecision
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 RUN_TIMEOUT = 240  # generous: 2 shared cores
 
 # started_at and ended_at of two runs are stamped by two processes (the queued seed's worker slot, the stopped

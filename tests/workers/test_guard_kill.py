@@ -14,7 +14,7 @@ from webapp.sweeps.selectors import sweep_alerts
 from workers.runner import StopFlag
 from workers.sink import DatabaseSink
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 GUARD = {"action": "stop", "rules": ["same_completion"], "for_steps": 1}
 

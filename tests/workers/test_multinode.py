@@ -16,7 +16,7 @@ from tests.workers.test_train_run import RUN_TIMEOUT, assert_every_step_complete
 from webapp.runs import services
 from webapp.runs.models import MetricPoint, Run, RunNode, RunStatus
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
 QUEUE = "nodes"
 GANG_TIMEOUT_S = 6

@@ -7,7 +7,7 @@ from webapp.runs.models import Checkpoint, MetricPoint, Run, RunStatus, Sample
 from workers.runner import StopFlag
 from workers.sink import DatabaseSink
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 class Clock:

@@ -1,0 +1,177 @@
+"""Which tests ``./seedbed test`` runs a second time on PostgreSQL: those marked ``postgres`` (and ``django_db``),
+the tests whose outcome may depend on the database engine (docs/architecture.md#tests-and-benchmarks). The whole
+suite runs on SQLite first; a test of a page, a form, a worker's process handling or a browser gives the same
+answer on either database and runs once.
+
+This guard reads the test modules' source (nothing is imported or run): the selection is not empty and holds the
+modules of the engine-specific code, and a module that touches the database and uses an engine-specific construct
+itself, or calls a service or selector whose own code issues engine-specific SQL, is marked, or is listed in
+``SETS_THE_SCENE_ONLY`` with the reason it need not be. It sees direct uses only: a test that reaches such code
+through a URL is not seen, and is marked by reading it (the reviewed list is the modules' ``pytestmark`` lines)."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+# end-to-end browser tests never run on PostgreSQL (./seedbed test passes --ignore=tests/e2e in that phase)
+NOT_IN_THE_POSTGRES_PHASE = ("e2e",)
+
+# Production code whose outcome may differ between SQLite and PostgreSQL: raw SQL and the backend switch, row
+# locks (a no-op on SQLite), claims by a conditional UPDATE, constraint races caught as IntegrityError, bulk
+# inserts (SQLite's 999-variable batches), LIKE-based and case-insensitive lookups (SQLite folds ASCII only, and
+# its LIKE ignores case), JSON key lookups.
+ENGINE_SPECIFIC_SQL = re.compile(
+    r"select_for_update|\bcursor\b|connection\.vendor|connection\.ops|RawSQL|\.extra\(|\.raw\(|IntegrityError"
+    r"|bulk_create|ignore_conflicts|update_conflicts|__i?contains|__iexact|__i?startswith|__i?endswith|has_key"
+    r"|Lower\(|Upper\(|\.update\([^()]*\)\s*==\s*1|status=[\w.]+\)\.update\(")
+PRODUCTION = ("webapp", "workers")
+
+# What a test module's own code may use that makes its outcome the engine's: the constraint error, the
+# connection (raw SQL, vendor checks), threads racing for a row, migrations run forwards and backwards, and the
+# modules that are raw SQL or read through it.
+OWN_CONSTRUCTS = {"IntegrityError", "DataError", "connection", "connections", "select_for_update", "cursor",
+                  "MigrationExecutor", "Thread", "ThreadPoolExecutor", "Barrier", "threading", "multiprocessing"}
+ENGINE_MODULES = ("webapp.runs.rollups", "webapp.sweeps.policy_check", "webapp.api.idempotency")
+
+# Modules that call such code only to set up what they test, which is not the database's answer; each names where
+# the code they call is run on PostgreSQL.
+SETS_THE_SCENE_ONLY = {
+    "tests/api/test_client.py": "the command-line client over HTTP (exit codes, output); the API it calls runs "
+                                "on PostgreSQL in tests/api/test_api.py",
+    "tests/evals/test_eval_job.py": "a real worker's evaluation (model, checkpoint, pass@k); the job's claims and "
+                                    "results run on PostgreSQL in tests/evals/test_services.py",
+    "tests/sweeps/test_dashboard_browser.py": "what a browser draws; the dashboard's reads and the policy run on "
+                                              "PostgreSQL in tests/sweeps/test_views.py and test_services.py",
+    "tests/test_bad_inputs.py": "every case is refused by validation before anything is written (each asserts "
+                                "that nothing was created); the services' writes run on PostgreSQL in their own "
+                                "tests",
+    "tests/test_security.py": "response headers, throttling and allowed hosts; project_create runs on PostgreSQL "
+                              "in tests/projects/",
+    "tests/workers/test_distributed_runs.py": "torchrun ranks, signals and checkpoints on a real worker; the "
+                                              "kill and resume services run on PostgreSQL in tests/runs/",
+    "tests/workers/test_engine_trl.py": "TRL's trainer on a real worker; the kill, resume, sweep and evaluation "
+                                        "services run on PostgreSQL in tests/runs/, tests/sweeps/, tests/evals/",
+    "tests/workers/test_train_run.py": "the training process's life on a real worker (folders, checkpoints, "
+                                       "signals); the claim, heartbeat and lost-run services run on PostgreSQL "
+                                       "in tests/runs/test_services.py and tests/workers/test_sink.py",
+}
+
+# The code that is engine-specific is tested in these; they must stay in the selection.
+MUST_BE_SELECTED = (
+    "tests/runs/test_rollups.py", "tests/runs/test_services.py", "tests/runs/test_search.py",
+    "tests/runs/test_dispatch_stamp.py", "tests/sweeps/test_services.py", "tests/sweeps/test_policy_check.py",
+    "tests/evals/test_services.py", "tests/api/test_idempotency.py", "tests/projects/test_reserved_names.py",
+    "tests/projects/test_migration.py", "tests/sweeps/test_migrations.py", "tests/faults/test_run_folders.py",
+    "tests/workers/test_sink.py", "tests/workers/test_multinode.py",
+)
+
+
+def engine_specific_functions() -> set[str]:
+    """Public functions of webapp/ and workers/ whose own body, or a private helper of their module that they
+    call, matches ``ENGINE_SPECIFIC_SQL`` (migrations left out: their tests are matched by MigrationExecutor)."""
+    found = set()
+    for top in PRODUCTION:
+        for path in (ROOT / top).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            source = path.read_text()
+            defs = {node.name: node for node in ast.parse(source).body  # module-level: what tests call
+                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            hit = {name for name, node in defs.items()
+                   if ENGINE_SPECIFIC_SQL.search(ast.get_source_segment(source, node) or "")}
+            grown = True
+            while grown:  # through private helpers only: a public callee is tested, and selected, on its own
+                grown = False
+                for name, node in defs.items():
+                    calls = {c.func.id for c in ast.walk(node) if isinstance(c, ast.Call)
+                             and isinstance(c.func, ast.Name) and c.func.id.startswith("_")}
+                    if name not in hit and calls & hit:
+                        hit.add(name)
+                        grown = True
+            found |= {name for name in hit if not name.startswith("_")}
+    return found
+
+
+class Module:
+    """One test module's source, read for what it marks, what it touches and what it calls."""
+
+    def __init__(self, path: Path):
+        self.name = str(path.relative_to(ROOT))
+        self.source = path.read_text()
+        self.tree = ast.parse(self.source)
+
+    def _segment(self, node) -> str:
+        return ast.get_source_segment(self.source, node) or ""
+
+    @property
+    def marked(self) -> bool:
+        """``postgres`` in the module's ``pytestmark`` or on one of its tests."""
+        for node in self.tree.body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in node.targets):
+                if "mark.postgres" in self._segment(node):
+                    return True
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if any("mark.postgres" in self._segment(d) for d in node.decorator_list):
+                    return True
+        return False
+
+    @property
+    def touches_the_database(self) -> bool:
+        params = {a.arg for node in ast.walk(self.tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  for a in node.args.args}
+        return "django_db" in self.source or bool(params & {"db", "transactional_db"})
+
+    def names(self) -> set[str]:
+        """Every attribute, name and imported name the module refers to."""
+        names = set()
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Attribute):
+                names.add(node.attr)
+            elif isinstance(node, ast.Name):
+                names.add(node.id)
+            elif isinstance(node, ast.ImportFrom):
+                names |= {a.name for a in node.names}
+                names |= {f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                names |= {a.name for a in node.names}
+        return names
+
+    def reasons(self, functions: set[str]) -> list[str]:
+        names = self.names()
+        return sorted((names & OWN_CONSTRUCTS) | (names & set(ENGINE_MODULES)) | (names & functions))
+
+
+def modules_in_the_postgres_phase() -> list[Module]:
+    return [Module(path) for path in sorted(TESTS.rglob("test_*.py"))
+            if not set(path.relative_to(TESTS).parts[:-1]) & set(NOT_IN_THE_POSTGRES_PHASE)]
+
+
+def test_the_postgres_selection_holds_the_engine_specific_modules():
+    modules = {m.name: m for m in modules_in_the_postgres_phase()}
+    selected = {name for name, m in modules.items() if m.marked}
+    missing = [name for name in MUST_BE_SELECTED if name not in selected]
+    assert len(selected) >= len(MUST_BE_SELECTED) and not missing, f"not marked postgres: {missing}"
+    outside = sorted(name for name in selected if not modules[name].touches_the_database)
+    assert not outside, f"marked postgres but never touch the database (the phase selects django_db): {outside}"
+
+
+def test_every_module_using_engine_specific_code_is_marked_or_says_why_not():
+    functions = engine_specific_functions()
+    # the list is computed, not written: it must find the claims, the raw SQL and the constraint races
+    assert {"run_start", "run_metrics_append", "runs_mark_lost", "eval_start", "sweep_fill_slots",
+            "rebuild_run", "model_try", "project_create", "run_search"} <= functions, sorted(functions)
+    unmarked = {}
+    for module in modules_in_the_postgres_phase():
+        if module.marked or not module.touches_the_database:
+            continue
+        why = module.reasons(functions)
+        if why and module.name not in SETS_THE_SCENE_ONLY:
+            unmarked[module.name] = why
+    assert not unmarked, ("these modules touch the database and use engine-specific code: mark them "
+                          f"pytest.mark.postgres, or list them in SETS_THE_SCENE_ONLY with why: {unmarked}")
+    stale = sorted(name for name in SETS_THE_SCENE_ONLY if not (ROOT / name).exists() or Module(ROOT / name).marked
+                   or not Module(ROOT / name).reasons(functions))
+    assert not stale, f"SETS_THE_SCENE_ONLY lists modules that are gone, now marked, or need no reason: {stale}"
