@@ -9,6 +9,8 @@ from django.db.migrations.executor import MigrationExecutor
 from webapp.sweeps.policies import replay
 from webapp.sweeps.policies.budget import BudgetUse, budget_error, committed_steps, may_start_seed
 
+pytestmark = pytest.mark.postgres  # the migration test: again on PostgreSQL
+
 N = 20  # points of a full run
 MEDIAN = {"name": "median", "metric": "m", "max_steps": N, "grace_steps": 3, "min_peers": 1, "smoothing": "none",
           "min_delta": 0.05}

@@ -15,6 +15,8 @@ from webapp.sweeps import selectors, services
 from webapp.sweeps.models import SweepPlan
 from webapp.sweeps.policies import make_policy
 
+pytestmark = pytest.mark.postgres
+
 METRIC = "reward/mean"
 
 
