@@ -13,7 +13,7 @@ from webapp.runs.capacity import capacity_report
 from webapp.runs.models import Run, RunStatus
 from webapp.runs.waiting import build_wait, queue_reasons
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def running(run: Run, *, last_step: int, trained_s: float) -> Run:
