@@ -46,7 +46,7 @@ def test_the_policy_says_why_it_cannot_decide_about_a_run_yet():
     median = make_policy({"name": "median", "metric": METRIC, "max_steps": 40, "min_peers": 3, "grace_steps": 8})
     peers = [(40, False), (40, False), (12, True)]  # two finished, one stopped at step 12
     assert median.waiting(5, peers) == "judged from step 8"
-    assert median.waiting(0, [], queued=True) == "queued for a free slot; judged from step 8 once it runs"
+    assert median.waiting(0, [], queued=True) == "queued; judged from step 8 once it runs"
     assert median.waiting(12, peers) is None  # three peers reached step 12
     assert median.waiting(20, peers) == "waiting for peers at step 20: 2 of 3"
     every_5 = make_policy({"name": "median", "metric": METRIC, "max_steps": 40, "min_peers": 3, "eval_every": 5})
@@ -76,7 +76,7 @@ def test_each_run_row_of_a_sweep_run_one_at_a_time_says_why_it_is_not_decided(co
         return {row["id"]: row["waiting"] for row in panel["runs"]}
 
     assert waiting() == {first.pk: "judged from step 8",
-                         **{r.pk: "queued for a free slot; judged from step 8 once it runs"
+                         **{r.pk: "queued; judged from step 8 once it runs"
                             for r in (second, third, fourth)}}
     log_points(first, METRIC, [0.5] * 35, start=6)
     Run.objects.filter(pk=first.pk).update(status=RunStatus.SUCCEEDED, ended_at=timezone.now())

@@ -304,7 +304,7 @@ class Policy:
         if first is None:
             return None
         if queued:
-            return f"queued for a free slot; judged from step {first} once it runs"
+            return f"queued; judged from step {first} once it runs"
         if last_step < first:
             return f"judged from step {first}"
         return self._waiting_for_peers(last_step, list(others)) if self.ranks else None
