@@ -208,8 +208,9 @@ def slots_free(*, queue: str, concurrency: int, sweep_id: Optional[int] = None) 
     free = max(1, min(concurrency, total - others))
     if free >= concurrency:
         return concurrency, ""
-    return free, (f"only {free} of its {concurrency} slots are free: the workers of queue {queue} have {total}, "
-                  f"and {others} other run{'s hold' if others != 1 else ' holds'} {min(others, total)}")
+    return free, (f"only {free} of its {concurrency} slots {'is' if free == 1 else 'are'} free: the workers of queue "
+                  f"{queue} have {total}, and {others} other run{'s hold' if others != 1 else ' holds'} "
+                  f"{min(others, total)}")
 
 
 def policy_note(policy_config: dict, *, n_runs: int, concurrency: int, queue: str,
