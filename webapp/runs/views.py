@@ -29,12 +29,30 @@ def run_list(request: HttpRequest) -> HttpResponse:
     headers = params.headers()
     final_headers = [headers[f"{search.FINAL}{m}"] for m in params.final_cols]
     return render(request, "runs/run_list.html", {
-        **table, "params": params, "headers": headers, "final_headers": final_headers,
+        **table, **rows_context(params, table), "params": params, "headers": headers, "final_headers": final_headers,
         "status_links": params.status_links(),
         "pager": params.pager(table["page"].number, table["page"].paginator.num_pages),
         "config_keys": search.CONFIG_KEYS,
-        "metric_choices": list(dict.fromkeys([*search.STANDARD_METRICS, *params.final_cols])),
-        "n_columns": 10 + len(params.config_cols) + len(final_headers)})
+        "metric_choices": list(dict.fromkeys([*search.STANDARD_METRICS, *params.final_cols]))})
+
+
+def rows_context(params: search.RunListParams, table: dict) -> dict:
+    """What the rows fragment (templates/runs/_run_rows.html) needs besides the rows: whether a row shown is live
+    (queued or running: the rows are polled while one is), the address it polls (this page's search, sort,
+    columns and page) and the width of the "no runs" row."""
+    return {"live": any(not row["run"].is_ended for row in table["rows"]), "rows_query": params.link(),
+            "n_columns": 10 + len(params.config_cols) + len(params.final_cols)}
+
+
+@require_GET
+def run_rows(request: HttpRequest) -> HttpResponse:
+    """The rows of the runs table that ``/runs/`` with the same query shows, polled by htmx while one of them is
+    live; once none is, the answer is 286 (htmx stops polling). The page's selection stays: the answer is morphed
+    into the table (static/seedbed/morph.js), row by row."""
+    params = search.parse_params(request.GET)
+    table = selectors.run_table(user=request.user, params=params)
+    context = {**table, **rows_context(params, table), "params": params}
+    return fragment(request, "runs/_run_rows.html", context, ended=not context["live"])
 
 
 def parent_checkpoint_of(request: HttpRequest) -> Checkpoint | None:
