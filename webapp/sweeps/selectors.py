@@ -256,6 +256,8 @@ def sweep_panel(*, sweep: Sweep, metric: str, viewer=None) -> dict:
         f = forecast["runs"].get(row["id"]) or {}
         row["forecast"], row["p_near_best"] = f.get("final"), f.get("p")
         row["forecast_ci"] = (f["ci"][1] - f["ci"][0]) / 2 if f.get("ci") else None
+        if row["status"] == RunStatus.SUCCEEDED:  # it reached its last step: its final, not a forecast of it
+            row["forecast"] = row["forecast_ci"] = None
         row["next_check"] = following["runs"].get(row["id"])
         row["waiting"] = following["waiting"].get(row["id"])
         row["knobs_text"] = " ".join(f"{k}={v}" for k, v in row["knobs"].items())
