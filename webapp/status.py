@@ -8,6 +8,7 @@ machine and other users' work."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timezone as dt_timezone
 from pathlib import Path
 
@@ -42,8 +43,8 @@ def queue_depths(queues=("cpu", "gpu", "maintenance"), timeout_s: float = 1.0) -
     from workers.celery_app import app
 
     depths: dict[str, int | None] = {}
-    try:
-        with app.connection_for_read() as conn:
+    try:  # a pooled connection: opening one to Redis per page view cost more than the whole rest of the page
+        with app.pool.acquire(block=True, timeout=timeout_s) as conn:
             conn.ensure_connection(max_retries=1, timeout=timeout_s)
             channel = conn.default_channel
             for name in queues:
@@ -56,14 +57,38 @@ def queue_depths(queues=("cpu", "gpu", "maintenance"), timeout_s: float = 1.0) -
     return depths
 
 
+# A broadcast ping waits its whole timeout for answers from workers it does not know of, so asking "everyone"
+# on each view made this page take 0.6-1.3 s. Each web process asks everyone at most every WORKERS_RECHECK_S; in
+# between it asks for as many answers as workers answered then (``limit``), which come back in milliseconds; a
+# worker gone makes that one ping wait its timeout, and the answer then is the new "everyone".
+WORKERS_RECHECK_S = 30.0
+_workers_seen: dict = {"names": [], "at": None}  # the last ping that waited its timeout: who, time.monotonic()
+
+
 def live_workers(timeout_s: float = 0.5) -> list[str] | None:
-    """The Celery workers that answer a ping (None when the broker does not answer)."""
+    """The Celery workers that answer a ping (None when the broker does not answer). Within WORKERS_RECHECK_S of a
+    ping that found none, none (so a page with no worker is not slow either; ``workers_checked_s`` says when)."""
     from workers.celery_app import app
 
+    seen, now = _workers_seen, time.monotonic()
+    known = seen["names"] if seen["at"] is not None and now - seen["at"] < WORKERS_RECHECK_S else None
+    if known == []:
+        return []
     try:
-        return sorted(name for reply in app.control.ping(timeout=timeout_s) for name in reply)
+        with app.pool.acquire(block=True, timeout=timeout_s) as conn:
+            replies = app.control.ping(timeout=timeout_s, limit=len(known) if known else None, connection=conn)
     except Exception:
         return None
+    names = sorted(name for reply in replies for name in reply)
+    if known is None or len(names) < len(known):  # this ping waited its timeout: everyone who answers answered
+        seen.update(names=names, at=time.monotonic())
+    return names
+
+
+def workers_checked_s() -> float | None:
+    """Seconds since every worker was last asked (a ping that waited its timeout), None before the first."""
+    at = _workers_seen["at"]
+    return None if at is None else time.monotonic() - at
 
 
 def disk_state() -> list[dict]:
@@ -98,7 +123,7 @@ def status_view(request):
     return render(request, "status.html", {
         "staff": staff, "services": _read_json(home / SERVICES_FILE) if staff else None,
         "maintenance": maintenance if staff else None, "maintenance_age_s": age,
-        "queues": queue_depths(), "workers": live_workers() if staff else None,
+        "queues": queue_depths(), "workers": live_workers() if staff else None, "workers_checked_s": workers_checked_s(),
         "disks": disk_state() if staff else None, "disk_warn_mb": settings.SEEDBED_DISK_WARN_MB,
         "running": runs.filter(status=RunStatus.RUNNING).order_by("worker"),
         "waiting": runs.filter(status=RunStatus.QUEUED).exclude(dispatch_note="").order_by("pk")})
