@@ -63,6 +63,8 @@ def _runs_commands(group) -> None:
     p.add_argument("--project")
     p.add_argument("--status", choices=RUN_STATUSES)
     p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--wide", action="store_true",
+                   help=f"whole names (by default a name longer than {commands.NAME_WIDTH} characters is cut, with …)")
     _add_launch_options(_command(group, "launch", commands.runs_launch, "launch a run from a config file"))
     _command(group, "get", commands.runs_get, "a run as JSON").add_argument("id", type=int)
     p = _command(group, "kill", commands.runs_kill, "kill a queued or running run")

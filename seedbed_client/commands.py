@@ -79,6 +79,19 @@ def format_table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
 
 
+NAME_WIDTH = 40  # the runs list's NAME column: a longer name is cut (``--wide``: whole; ``runs get ID``: JSON)
+
+
+def shorten(text: str, width: int = NAME_WIDTH) -> str:
+    """``text`` if it fits in ``width`` characters, else its first ``width - 1`` and "…" (so a table row stays one
+    line: one long name would otherwise widen every row's NAME column).
+
+    >>> shorten("a run", 8), shorten("a longer run name", 8)
+    ('a run', 'a longe…')
+    """
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 def _launch_fields(args) -> dict:
     fields = {"config": load_config(args.config), "name": args.name}
     if args.project:
@@ -90,7 +103,9 @@ def _launch_fields(args) -> dict:
 
 def runs_list(client: SeedbedClient, args) -> int:
     runs = client.get("/runs", project=args.project, status=args.status, limit=args.limit)["runs"]
-    rows = [[r["id"], r.get("display_name") or r["name"], r["project"], r["status"], f"{r['last_step']}/{r['total_steps']}"] for r in runs]
+    name = (lambda text: text) if args.wide else shorten
+    rows = [[r["id"], name(r.get("display_name") or r["name"]), r["project"], r["status"],
+             f"{r['last_step']}/{r['total_steps']}"] for r in runs]
     print(format_table(["ID", "NAME", "PROJECT", "STATUS", "STEP"], rows))
     return 0
 

@@ -112,7 +112,7 @@ def import_gguf(gguf_path: str, out_dir: str, *, log=print) -> dict:
     del loaded
     info = {"source": os.path.abspath(gguf_path), "format": "gguf", "dtype": "float32",
             "parameters": sum(p.numel() for p in model.parameters()), "imported_at": time.time(),
-            "seconds": 0.0}
+            "seconds": 0.0, "tokenizer": gguf_tokenizer_model(gguf_path)}
     with atomic_folder(out_dir, prefix=".import-") as staging:
         model.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)
@@ -191,6 +191,61 @@ def count_parameters(folder: str) -> int | None:
     return total
 
 
+# tokenizer_config.json's tokenizer_class names transformers' loading machinery, not the tokenizer, when a folder was
+# saved by transformers 5 (or from a bare tokenizer.json): the label then says what tokenizer.json holds
+GENERIC_TOKENIZER_CLASSES = frozenset({"TokenizersBackend", "PreTrainedTokenizerFast", "PythonBackend",
+                                       "SentencePieceBackend", "PreTrainedTokenizer"})
+# a GGUF's tokenizer.ggml.model -> the transformers tokenizer its users know (llama.cpp's names, gguf-py's docs)
+GGUF_TOKENIZERS = {"gpt2": "GPT2Tokenizer (byte-level BPE)", "llama": "LlamaTokenizer (SentencePiece)",
+                   "bert": "BertTokenizer (WordPiece)", "t5": "T5Tokenizer (Unigram)"}
+TOKENIZER_MODELS = {"BPE": "BPE", "Unigram": "Unigram (SentencePiece)", "WordPiece": "WordPiece (BERT style)",
+                    "WordLevel": "word-level"}
+
+
+def tokenizer_label(folder: str, tok: dict) -> str | None:
+    """The tokenizer as its users know it: tokenizer_config.json's class when it names one (``GPT2Tokenizer``),
+    else what the GGUF it was imported from called it (``tokenizer.ggml.model``, recorded by ``import_gguf``), else
+    the kind tokenizer.json holds (``byte-level BPE (GPT-2 style)``): never a loader class like
+    ``TokenizersBackend``; None when the folder has no tokenizer."""
+    named = tok.get("tokenizer_class")
+    if isinstance(named, str) and named and named not in GENERIC_TOKENIZER_CLASSES:
+        return named
+    gguf = (_read_json(os.path.join(folder, IMPORTED_FILE)) or {}).get("tokenizer")
+    if isinstance(gguf, str) and gguf:
+        return GGUF_TOKENIZERS.get(gguf, gguf) + " from the GGUF"
+    return tokenizer_json_kind(_read_json(os.path.join(folder, "tokenizer.json"))) or named
+
+
+def tokenizer_json_kind(data: dict) -> str | None:
+    """What a tokenizers' tokenizer.json holds: its model type, byte-level when its pre-tokenizer (or one of a
+    Sequence's) is ByteLevel, as GPT-2's is (``tokenizers`` docs, "Components").
+
+    >>> tokenizer_json_kind({"model": {"type": "BPE"}, "pre_tokenizer": {"type": "ByteLevel"}})
+    'byte-level BPE (GPT-2 style)'
+    >>> tokenizer_json_kind({"model": {"type": "Unigram"}}), tokenizer_json_kind({})
+    ('Unigram (SentencePiece)', None)
+    """
+    kind = (data.get("model") or {}).get("type") if isinstance(data.get("model"), dict) else None
+    if not isinstance(kind, str):
+        return None
+    pre = data.get("pre_tokenizer") if isinstance(data.get("pre_tokenizer"), dict) else {}
+    parts = [pre, *[p for p in pre.get("pretokenizers") or [] if isinstance(p, dict)]]
+    if kind == "BPE" and any(p.get("type") == "ByteLevel" for p in parts):
+        return "byte-level BPE (GPT-2 style)"
+    return TOKENIZER_MODELS.get(kind, kind)
+
+
+def gguf_tokenizer_model(path: str) -> str | None:
+    """A GGUF file's ``tokenizer.ggml.model`` (``gpt2``, ``llama``...), None if it has none or gguf cannot read it."""
+    try:
+        from gguf import GGUFReader
+
+        field = GGUFReader(path).fields.get("tokenizer.ggml.model")
+        return bytes(field.parts[field.data[0]]).decode("utf-8") if field is not None else None
+    except (ImportError, OSError, ValueError, KeyError, IndexError, UnicodeDecodeError):  # label from tokenizer.json
+        return None
+
+
 def describe_model(folder: str) -> dict:
     """What a model folder holds, read from its files (no weights loaded): architecture, parameters,
     tokenizer, chat template, EOS/pad tokens, dtype, context length, size on disk, and where it came from."""
@@ -213,7 +268,7 @@ def describe_model(folder: str) -> dict:
         "vocab_size": config.get("vocab_size"),
         "context_length": config.get("max_position_embeddings"),
         "dtype": config.get("dtype") or config.get("torch_dtype"),
-        "tokenizer": tok.get("tokenizer_class"),
+        "tokenizer": tokenizer_label(folder, tok),
         "chat_template": chat_template,
         "eos_token": _token_text(tok.get("eos_token")),
         "pad_token": _token_text(tok.get("pad_token")),

@@ -222,11 +222,27 @@ class NodeSink:
     def flush(self): pass
 
 
+def silence_progress_bars() -> None:
+    """No progress bars in the run's log: a log is a file read on the run page, where tqdm's redraws
+    (``Loading weights: 0%| | 0/272``, once per model loaded) are noise. The child is forked from a slot that
+    imported transformers already, so the switches are flipped here, not only read from the environment at import;
+    the environment variables carry it to any process the run starts (ranks, an engine's own children)."""
+    os.environ["TQDM_DISABLE"] = "1"
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # (and huggingface_hub's)
+    if "datasets" in sys.modules:
+        sys.modules["datasets"].disable_progress_bars()
+
+
 def main(argv: list[str]) -> int:
     """``workers.runner RUN_ID [NODE_RANK MASTER_HOST MASTER_PORT]``."""
     run_id = int(argv[1])
     node_rank, master = (int(argv[2]), (argv[3], int(argv[4]))) if len(argv) > 4 else (None, None)
     die_with_parent()
+    silence_progress_bars()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     import django
 
