@@ -136,6 +136,21 @@ def test_launch_list_get_and_kill(cli, config_file, config):
     assert_failed(cli("runs", "resume", str(run_id)), 4, "only a killed, lost or failed run can be resumed")
 
 
+def test_runs_list_cuts_a_long_name_and_wide_shows_it_whole(cli, alice, config):
+    from webapp.projects.models import Project
+
+    long_name = "lr sweep on basic arithmetic with two-term sums, group 8, kl 0.001, seed " + "7" * 30
+    run = Run.objects.create(project=Project.objects.get(name="alice"), config=config, name=long_name, seed=0)
+    listed = cli("runs", "list")
+    assert listed.returncode == 0, listed.stderr
+    header, row = listed.stdout.strip().splitlines()
+    assert long_name not in row and long_name[:39] + "…" in row  # one line, its NAME column 40 characters
+    assert row.split()[-3:] == ["alice", "queued", "0/6"] and len(row) < 90
+    assert header.index("PROJECT") == row.index("alice")  # the columns stay aligned after the cut
+    wide = cli("runs", "list", "--wide")
+    assert wide.returncode == 0 and long_name in wide.stdout and run.pk == int(wide.stdout.splitlines()[1].split()[0])
+
+
 def test_a_bad_config_prints_each_field_error_and_creates_nothing(cli, config_file, config):
     bad = cli("runs", "launch", config_file({**config, "lr": -1, "group_size": 1}))
     lines = assert_failed(bad, 2)
@@ -302,6 +317,36 @@ def test_watch_follows_a_run_to_success(watch, alice, config):
     assert "\r[########################] 6/6 succeeded" in watcher.stderr()
     assert watcher.stdout().strip() == f"run {run_id} succeeded at step 6/6  reward/mean 0.750"
     assert "error" not in watcher.stderr()
+
+
+def test_watch_in_a_terminal_ends_its_last_line(live_server, alice, config):
+    """As a terminal shows it (stdout and stderr on one pseudo-terminal): the progress line is ended before the
+    final line, and the final line itself ends with a newline, so the shell's prompt starts a line of its own."""
+    import pty
+
+    run_id = queued_run(alice, config)
+    run_services.run_start(run_id=run_id, worker="test")
+    run_services.run_metrics_append(run_id=run_id, points=[(s, "reward/mean", 0.5) for s in range(1, 7)])
+    run_services.run_finish(run_id=run_id, status="succeeded")
+    main, terminal = pty.openpty()
+    proc = subprocess.Popen(client_argv("runs", "watch", str(run_id), "--interval", "0.1"), cwd=REPO,
+                            env=client_env(live_server.url, alice[1]), stdin=subprocess.DEVNULL, stdout=terminal,
+                            stderr=terminal)
+    os.close(terminal)
+    shown = b""
+    while True:  # until the client has exited and its terminal is closed (EIO)
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(main)
+    assert proc.wait(timeout=CLIENT_TIMEOUT_S) == 0
+    text = shown.decode().replace("\r\n", "\n")  # (a terminal writes a newline as CR LF)
+    assert text.endswith(f"run {run_id} succeeded at step 6/6  reward/mean 0.500\n"), repr(text)
+    assert "0.500\nrun " in text  # the progress line ended before the final line began
 
 
 def test_watch_of_a_failed_run_exits_1_with_its_error(watch, alice, config):
