@@ -545,6 +545,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-trade-off", action="store_true", help="skip the bayes p_stop trade-off tables")
     parser.add_argument("--sweeps", type=int, default=200, help="synthetic test sweeps (1-2000)")
     parser.add_argument("--tune", action="store_true", help="print the tuning grid on the synthetic tune split")
+    parser.add_argument("--budget", action="store_true", help="the budget table (bench/budget_table.py): 8 full runs, "
+                        "4 slots, new seeds in freed slots, per policy and peer; --sweeps pools (default 200)")
     parser.add_argument("--save", action="store_true", help="also write bench/curves/early_stopping_<date>.txt")
     args = parser.parse_args(argv)
     if not 1 <= args.sweeps <= 2000:
@@ -560,6 +562,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     out(f"bench/early_stopping.py {' '.join(argv if argv is not None else sys.argv[1:])} "
         f"({time.strftime('%Y-%m-%d %H:%M')}, load {os.getloadavg()[0]:.2f})")
+    if args.budget:
+        import budget_table
+
+        return budget_table.main(args, out, lines, ROOT)
     if args.tune:
         tune = synthetic_sweeps(seed=1, n_sweeps=200)
         scores = {name: score(seedbed_method(cfg), tune) for name, cfg in tuning_grid().items()}

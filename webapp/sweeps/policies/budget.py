@@ -1,7 +1,7 @@
 """A sweep's compute budget, in full runs: how much of it is spent, how much the runs already under way will
 still use, and whether a freed slot may start a new seed. Pure (no Django): the live scheduler
 (``webapp.sweeps.services``) and the what-if replay (``policies.replay``, which ``bench/budget_table.py`` drives)
-both ask ``may_start_seed``, so the replay shows what the scheduler would do (docs/architecture.md, "Sweeps").
+both ask ``may_start_seed``, so the replay shows what the scheduler would do (docs/architecture.md#a-sweeps-decisions).
 
 Units: steps. One *run* is ``run_steps`` steps (the sweep's ``total_steps``); a budget of B runs is
 ``B * run_steps`` steps.
