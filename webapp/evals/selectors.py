@@ -100,13 +100,19 @@ def problem_detail(*, job: EvalJob, index: int) -> dict:
 
 
 def curves_crossing(*, curves: list[ModelCurve]) -> dict | None:
-    """Where the base model's curve and the last other model's swap order (None when they do not)."""
+    """Where the base model's curve and the last other model's swap order (None when they do not), and which
+    way: ``overtakes`` True when that model is above the base from ``k`` on (below it before), False when the
+    base overtakes it (the RLVR pattern: better at small k, overtaken at large k), with both pass@k values at k."""
     base = next((c for c in curves if c.model.is_base and c.curve), None)
     others = [c for c in curves if c is not base and c.curve]
     if base is None or not others:
         return None
     k = crossing_k(others[-1].curve, base.curve)
-    return None if k is None else {"k": k, "model": others[-1].model.label}
+    if k is None:
+        return None
+    model, at_base = others[-1].curve[k], base.curve[k]
+    return {"k": k, "model": others[-1].model.label, "overtakes": model > at_base, "model_at": model,
+            "base_at": at_base}
 
 
 def export_payload(*, job: EvalJob) -> dict:

@@ -90,7 +90,9 @@ class SweepForm(RunForm):
                                      "knob = value, value.")
     policy_name = forms.ChoiceField(choices=[(n, n) for n in POLICY_NAMES], initial="median", label="policy",
                                     help_text="Early stopping: manual (kill buttons only), median stopping rule, "
-                                              "asha (successive halving) or threshold/patience.")
+                                              "asha (successive halving), threshold/patience, or bayes (each "
+                                              "run's final forecast from its curve; a run unlikely to end near "
+                                              "the best stops).")
     policy_metric = forms.CharField(initial="reward/mean", required=False, label="policy metric",
                                     help_text="The logged metric the policy watches.")
     policy_mode = forms.ChoiceField(choices=[("max", "max"), ("min", "min")], initial="max", label="policy mode",
