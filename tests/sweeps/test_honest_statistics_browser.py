@@ -85,3 +85,18 @@ def test_mean_band_and_finals_cover_what_the_seeds_reached_and_a_queued_seed_say
     assert script_errors == []
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "sweep_uneven_seeds.png"), full_page=True)
+
+
+def test_kill_selected_goes_once_every_run_of_an_open_sweep_has_ended(live_server, django_user_model, page):
+    sweep = services.sweep_create(config=tiny_config(device="cuda", total_steps=TOTAL), seeds=[0, 1], concurrency=2,
+                                  name="ends while open")
+    runs = [make_running(run) for run in sweep.runs.order_by("pk")]
+    for run in runs:
+        log_points(run, "reward/mean", values(0.5, 10))
+    log_in(page, live_server, django_user_model, start=f"/sweeps/{sweep.pk}/")
+    assert page.is_visible("#kill-selected") and not page.is_visible("#sweep-ended-note")
+
+    Run.objects.filter(pk__in=[r.pk for r in runs]).update(status=RunStatus.SUCCEEDED, ended_at=timezone.now())
+    page.wait_for_selector("#sweep-ended-note", state="visible", timeout=15_000)
+    assert not page.is_visible("#kill-selected")
+    assert page.text_content("#sweep-ended-note") == "Every run of this sweep has ended: nothing is left to kill."
