@@ -299,7 +299,8 @@ class Policy:
         ``last_step``: the run's last step; ``others``: every other run of the sweep that has started, as (the
         step its curve counts up to: its last step, or the step this policy stopped it at; whether it ended before
         its final step); ``queued``: the run waits for a slot. Reads no curve, so the dashboard can ask it of
-        every row: a peer counts at step s when its curve reaches s (``peer_values``), as the check counts it."""
+        every row: a peer counts at step s when its curve reaches s (``peer_values``), as the check counts it
+        (docs/architecture.md, "Early stopping")."""
         first = self._next_step(0)
         if first is None:
             return None
