@@ -22,6 +22,8 @@ easy for any rule; one where the spread is below a final's noise is a lottery).
     .venv/bin/python bench/early_stopping.py --set real --policies bayes,asha --no-trade-off   # a quick look
     .venv/bin/python bench/early_stopping.py --save             # also bench/curves/early_stopping_<date>.txt
     .venv/bin/python bench/early_stopping.py --tune             # the grid the defaults were chosen from
+    .venv/bin/python bench/early_stopping.py --calibration --save   # bayes: promised risk vs realized loss
+    .venv/bin/python bench/early_stopping.py --calibration --quick  # the same on 300 synthetic sweeps
 
 Optuna's pruners see raw intermediate values (they do not smooth). Its MedianPruner compares only with
 COMPLETE trials, of which a parallel sweep has none until the end, so it cannot prune there; its
@@ -247,7 +249,7 @@ def methods(grace_fraction: float = 0.25) -> dict[str, Method]:
         "seedbed asha": seedbed_method({"name": "asha"}),
         "seedbed patience (patience=10)": seedbed_method({"name": "threshold", "patience": 10}),
         "seedbed bayes (defaults)": seedbed_method({"name": "bayes"}),
-        "seedbed bayes (criterion needed)": seedbed_method({"name": "bayes", "criterion": "needed"}),
+        "seedbed bayes (risk 0.20)": seedbed_method({"name": "bayes", "risk": 0.2}),
         "seedbed manual + guards (defaults)": seedbed_method({"name": "manual", "guards": DEFAULT_GUARDS}),
         "seedbed bayes + guards (defaults)": seedbed_method({"name": "bayes", "guards": DEFAULT_GUARDS}),
         **{f"seedbed manual + guard {g['kind']}": seedbed_method({"name": "manual", "guards": [g]})
@@ -444,25 +446,16 @@ def tuning_grid(steps: int = 40) -> dict[str, dict]:
             for eta in (2, 3):
                 grid[f"asha w={weight} grace={grace} eta={eta}"] = {
                     "name": "asha", "smoothing_weight": weight, "grace_steps": grace_steps, "eta": eta}
-    for criterion in ("near_best", "needed"):
-        for drift in (0.0, 0.05, 0.1):
-            for p_stop in (0.01, 0.02, 0.05, 0.1):
-                for grace in (0.2, 0.3):
-                    grid[f"bayes {criterion} drift={drift} p_stop={p_stop} grace={grace}"] = {
-                        "name": "bayes", "criterion": criterion, "drift": drift, "p_stop": p_stop,
-                        "grace_steps": round(grace * steps)}
-    return grid
+    return grid  # bayes has no knob to tune here: its drift table is learned by bench/calibrate_bayes.py
 
 
-TRADE_OFF_P_STOP = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3)
+TRADE_OFF_RISK = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
 
 
 def trade_off(sweeps: list[Sweep]) -> dict[str, Score]:
-    """The bayes policy with its other defaults as ``p_stop`` varies, for each criterion: compute saved against
-    near-best retention."""
-    return {f"bayes {criterion} p_stop={p}": score(seedbed_method({"name": "bayes", "criterion": criterion,
-                                                                   "p_stop": p}), sweeps)
-            for criterion in ("near_best", "needed") for p in TRADE_OFF_P_STOP}
+    """The bayes policy with its other defaults as ``risk`` varies: compute saved against near-best retention."""
+    return {f"bayes risk={risk}": score(seedbed_method({"name": "bayes", "risk": risk}), sweeps)
+            for risk in TRADE_OFF_RISK}
 
 
 def pick(scores: dict[str, Score], prefix: str, min_saved: float = 0.5) -> str:
@@ -541,13 +534,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metric", default="reward/mean", help="metric of the recorded curves to replay")
     parser.add_argument("--policies", default="",
                         help="only the methods whose name contains one of these comma-separated words (e.g. "
-                             "'bayes,asha,optuna SH'); the p_stop trade-off runs when bayes is among them")
-    parser.add_argument("--no-trade-off", action="store_true", help="skip the bayes p_stop trade-off tables")
+                             "'bayes,asha,optuna SH'); the risk trade-off runs when bayes is among them")
+    parser.add_argument("--no-trade-off", action="store_true", help="skip the bayes risk trade-off tables")
     parser.add_argument("--sweeps", type=int, default=200, help="synthetic test sweeps (1-2000)")
     parser.add_argument("--tune", action="store_true", help="print the tuning grid on the synthetic tune split")
     parser.add_argument("--budget", action="store_true", help="the budget table (bench/budget_table.py): 8 full runs, "
                         "4 slots, new seeds in freed slots, per policy and peer; --sweeps pools (default 200)")
     parser.add_argument("--save", action="store_true", help="also write bench/curves/early_stopping_<date>.txt")
+    parser.add_argument("--calibration", action="store_true",
+                        help="the bayes calibration: risk -> realized loss, saved, regret, the one-shot frontier, on "
+                             "--sweeps synthetic test sweeps (default 1000) and the recorded corpus; exit 1 if a "
+                             "synthetic gate fails")
+    parser.add_argument("--quick", action="store_true", help="with --calibration: 300 synthetic sweeps, no corpus")
     args = parser.parse_args(argv)
     if not 1 <= args.sweeps <= 2000:
         parser.error(f"--sweeps: must be between 1 and 2000, got {args.sweeps}")
@@ -562,6 +560,29 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     out(f"bench/early_stopping.py {' '.join(argv if argv is not None else sys.argv[1:])} "
         f"({time.strftime('%Y-%m-%d %H:%M')}, load {os.getloadavg()[0]:.2f})")
+    if args.calibration:
+        import bayes_calibration
+        import synthetic_sweeps as generator
+
+        n = 300 if args.quick else (args.sweeps if "--sweeps" in (argv or sys.argv) else 1000)
+        out(f"synthetic corpus: bench/synthetic_sweeps.py, test generator seed {generator.TEST_SEED} (the drift table "
+            f"was learned on seed {generator.TUNE_SEED}), kinds {dict(zip(generator.KINDS, generator.RATES))}")
+        held = bayes_calibration.calibration(generator.synthetic_sweeps(generator.TEST_SEED, n),
+                                             bayes_calibration.near_best_worth, out,
+                                             f"synthetic test split, noise-free worth")["held"]
+        if not args.quick:
+            real = real_sweeps(args.metric, args.corpus or REAL_CORPUS)
+            if real:
+                bayes_calibration.calibration(real, bayes_calibration.near_best_recorded, out,
+                                              f"recorded corpus ({len(real)} sweeps), final within tolerance or two "
+                                              f"standard errors of the best", gate=False)
+        out(f"\n{time.perf_counter() - started:.0f} s")
+        if args.save:
+            path = os.path.join(ROOT, "bench", "curves", f"early_stopping_{time.strftime('%Y-%m-%d')}.txt")
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write("\n".join(lines) + "\n")
+            print(f"saved {path}")
+        return 0 if held else 1
     if args.budget:
         import budget_table
 
@@ -602,7 +623,7 @@ def main(argv: list[str] | None = None) -> int:
                     out(f"  pruners better than {ours} on both saved compute and retention: "
                         f"{', '.join(better) or 'none'}")
             if not args.no_trade_off and any("bayes" in name for name in chosen):
-                print_table(f"{title}: bayes trade-off as p_stop varies", trade_off(sweeps), out)
+                print_table(f"{title}: bayes trade-off as risk varies", trade_off(sweeps), out)
             # Sweeps where half the seeds or more end near-best (e.g. every seed collapsed alike) are kept by any
             # rule that stops fewer than half; the rest show whether a rule tells seeds apart.
             contested = [sweep for sweep in sweeps if sweep_stats(sweep)["near_best_share"] < 0.5]
@@ -610,7 +631,7 @@ def main(argv: list[str] | None = None) -> int:
                 print_table(f"{title}: only the sweeps where under half the seeds end near-best",
                             {name: score(all_methods[name], contested) for name in chosen}, out)
                 if not args.no_trade_off and any("bayes" in name for name in chosen):
-                    print_table(f"{title}, under half near-best: bayes trade-off as p_stop varies",
+                    print_table(f"{title}, under half near-best: bayes trade-off as risk varies",
                                 trade_off(contested), out)
     out(f"\n{time.perf_counter() - started:.0f} s")
     if args.save:

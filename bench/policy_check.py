@@ -20,7 +20,7 @@ state. Then ``--repeat`` times: one new step for every run (``run_metrics_append
 
 Each figure is the median of the repeats (a size of more than ``--full-once-above`` points runs the full rebuild
 once: it takes long), timed in this process on the same data; the ratio is full rebuild / incremental. The policy
-is the median rule with ``min_delta`` 1 (``--policy bayes``: the bayes rule with ``p_stop`` 1e-9), so that no run
+is the median rule with ``min_delta`` 1 (``--policy bayes``: the bayes rule with ``risk`` 1e-9), so that no run
 is stopped and every check judges every run (stops only make later checks cheaper).
 
 With ``--late-start W``, each size also times one check after its last run was started again from step 1 (a late
@@ -70,8 +70,8 @@ def insert_points(run_ids: list[int], steps: int, rng: np.random.Generator) -> N
 POLICIES = {
     # min_delta 1: no run is stopped, every check judges every run
     "median": {"name": "median", "min_delta": 1.0},
-    # p_stop tiny: no run of these alike curves is stopped, every check forecasts every run and judges it
-    "bayes": {"name": "bayes", "p_stop": 1e-9},
+    # risk tiny: no run of these alike curves is stopped, every check forecasts every run and judges it
+    "bayes": {"name": "bayes", "risk": 1e-9},
 }
 
 
@@ -170,7 +170,7 @@ def main() -> None:
     parser.add_argument("--late-start", type=int, default=0, metavar="W",
                         help="also time a check with a late-started run while the others went W steps on")
     parser.add_argument("--policy", choices=sorted(POLICIES), default="median",
-                        help="median (min_delta 1) or bayes (p_stop 1e-9): neither stops a run")
+                        help="median (min_delta 1) or bayes (risk 1e-9): neither stops a run")
     args = parser.parse_args()
     setup_django()
     from django.db import connection

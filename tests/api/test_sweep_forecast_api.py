@@ -40,7 +40,9 @@ def test_forecasts_through_the_api(alice, bob, sweep_id):
     assert body["metric"] == "reward/mean" and body["bayes"] is True and len(body["runs"]) == 4
     runs = list(Run.objects.filter(sweep_id=sweep_id).order_by("pk").values_list("pk", flat=True))
     low, top = body["runs"][str(runs[3])], body["runs"][str(runs[0])]
-    assert low["p"] < 0.01 < top["p"] and low["ci"][0] < low["final"] < low["ci"][1]
+    # P(near-best) of every run in the race, the calibrated forecast worth inside its 95 % interval
+    assert all(0 <= body["runs"][str(r)]["p"] <= 1 for r in runs) and low["ci"][0] < low["final"] < low["ci"][1]
+    assert top["ci"][0] < top["final"] < top["ci"][1]
     assert low["path"]["x"][0] == 30 and low["path"]["x"][-1] == 60
     assert bob.get(f"/sweeps/{sweep_id}/forecast").status_code == 404
 
@@ -49,10 +51,15 @@ def test_a_replay_through_the_api(alice, bob, sweep_id):
     refused = alice.post(f"/sweeps/{sweep_id}/replay", {"policy": {"name": "median"}})
     assert refused.status_code == 400 and "sweep" in refused.json()["errors"]  # still running
     finish(sweep_id)
-    for policy, key in (({"name": "bayes", "p_stop": 3}, "policy.p_stop"), ({"name": "median", "nope": 1}, "policy.nope"),
-                        ({"name": "guess"}, "policy.name")):
+    for policy, key in (({"name": "bayes", "risk": 3}, "policy.risk"), ({"name": "median", "nope": 1}, "policy.nope"),
+                        ({"name": "bayes", "p_stop": 0.05}, "policy.p_stop"), ({"name": "guess"}, "policy.name")):
         bad = alice.post(f"/sweeps/{sweep_id}/replay", {"policy": policy})
         assert bad.status_code == 400 and key in bad.json()["errors"], bad.json()
+    for name in ("median", "asha", "manual"):
+        bad = alice.post(f"/sweeps/{sweep_id}/replay", {"policy": {"name": name, "risk": 0.05}})
+        assert bad.status_code == 400, bad.json()
+        assert bad.json()["errors"]["policy.risk"].startswith("only bayes has a probability model"), bad.json()
+    assert alice.post(f"/sweeps/{sweep_id}/replay", {"policy": {"name": "bayes", "risk": 0.05}}).status_code == 200
     response = alice.post(f"/sweeps/{sweep_id}/replay", {"policy": {"name": "median", "grace_steps": 5,
                                                                     "min_peers": 2}})
     assert response.status_code == 200, response.content
@@ -62,3 +69,18 @@ def test_a_replay_through_the_api(alice, bob, sweep_id):
     assert result["kept_is_best"] is True and 0 < result["saved"] < 1 and result["stored_steps"] == 240
     assert PolicyDecision.objects.filter(sweep_id=sweep_id).count() == 0
     assert bob.post(f"/sweeps/{sweep_id}/replay", {"policy": {"name": "median"}}).status_code == 404
+
+
+def test_a_launch_takes_a_risk_for_bayes_only(alice, config, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        ok = alice.post("/sweeps", {"config": {**config, "total_steps": 60}, "seeds": 4, "concurrency": 4,
+                                    "policy": {"name": "bayes", "risk": 0.05}})
+        assert ok.status_code in (200, 201), ok.content
+        for name in ("median", "asha", "threshold", "manual"):
+            bad = alice.post("/sweeps", {"config": {**config, "total_steps": 60}, "seeds": 4, "concurrency": 4,
+                                         "policy": {"name": name, "risk": 0.05, "patience": 5}})
+            assert bad.status_code == 400, bad.content
+            assert bad.json()["errors"]["policy.risk"].startswith("only bayes has a probability model"), bad.json()
+        bad = alice.post("/sweeps", {"config": {**config, "total_steps": 60}, "seeds": 4, "concurrency": 4,
+                                     "policy": {"name": "bayes", "risk": 0.6}})
+        assert bad.status_code == 400 and "policy.risk" in bad.json()["errors"], bad.content

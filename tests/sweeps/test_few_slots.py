@@ -90,7 +90,7 @@ def test_each_run_row_of_a_sweep_run_one_at_a_time_says_why_it_is_not_decided(
 
 @pytest.mark.django_db
 def test_the_can_never_act_note_counts_the_slots_other_runs_hold_at_launch_and_at_each_check(
-        config, django_capture_on_commit_callbacks):
+        config, django_capture_on_commit_callbacks, client_in):
     WorkerCapacity.objects.create(worker="w1@test", queues=["cpu"], slots=2, cores=2, memory_mb=4096,
                                   updated_at=timezone.now())
     with django_capture_on_commit_callbacks(execute=False):
@@ -101,6 +101,7 @@ def test_the_can_never_act_note_counts_the_slots_other_runs_hold_at_launch_and_a
     [note] = SweepPlan.objects.get(sweep=sweep).warnings
     assert note.startswith("the median policy can never stop a run of this sweep (3 runs, 1 at a time)")
     assert "only 1 of its 2 slots is free: the workers of queue cpu have 2, and 1 other run holds 1" in note
+    assert "(3 runs, 1 at a time)" in client_in.get(f"/sweeps/{sweep.pk}/").content.decode()
 
     # the other run ends: at the next check the note counts both slots
     Run.objects.filter(pk=other.pk).update(status=RunStatus.SUCCEEDED, ended_at=timezone.now())
@@ -108,6 +109,9 @@ def test_the_can_never_act_note_counts_the_slots_other_runs_hold_at_launch_and_a
     [note] = SweepPlan.objects.get(sweep=sweep).warnings
     assert note.startswith("the median policy can never stop a run of this sweep (3 runs, 2 at a time)")
     assert "free:" not in note
+    # the open page's live tables bring the new note along (out of band, with the runs table)
+    panel = client_in.get(f"/sweeps/{sweep.pk}/panel/").content.decode()
+    assert '<div id="policy-warnings" hx-swap-oob="true">' in panel and "(3 runs, 2 at a time)" in panel
     # a worker report gone stale (the worker was killed) counts for nothing: the configured concurrency again
     WorkerCapacity.objects.update(updated_at=timezone.now() - timedelta(hours=1))
     assert services.slots_free(queue="cpu", concurrency=2) == (2, "")

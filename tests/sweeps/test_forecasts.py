@@ -15,12 +15,12 @@ from tests.sweeps.conftest import log_points, make_running
 from webapp.runs.models import Run, RunStatus
 from webapp.sweeps import services
 from webapp.sweeps.models import PolicyDecision
-from webapp.sweeps.policies import parse_config
+from webapp.sweeps.policies import make_policy, parse_config
 from webapp.sweeps.policies.forecast_paths import sweep_forecasts
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
-BAYES = {"name": "bayes", "metric": "reward/mean", "grace_steps": 4, "drift": 0.05}
+BAYES = {"name": "bayes", "metric": "reward/mean", "grace_steps": 4}
 LEVELS = [0.8, 0.75, 0.7, 0.3]
 
 
@@ -71,8 +71,15 @@ def test_the_forecasts_are_the_policys_numbers_and_the_killed_run_is_out_of_the_
     killed = answer["runs"][str(runs[4].pk)]
     assert killed["final"] is None and killed["p"] is None and not killed["in_race"]
     assert killed["path"]["x"][0] == 20
-    # the low seed is far from the best: P(near-best) ~ 0; a leader's is large
-    assert answer["runs"][str(runs[3].pk)]["p"] < 0.01 < 0.2 < answer["runs"][str(runs[0].pk)]["p"]
+    # the policy fed the same points gives the same P(near-best): the probability column is the policy's number
+    policy = make_policy(params.__dict__ | {"name": "bayes", "guards": []})
+    for run_id, points in curves.items():
+        for step, value in points:
+            policy.observe(run_id, step, value)
+    policy.mark_stopped(runs[4].pk)
+    for run_id, p in policy.probabilities().items():
+        assert answer["runs"][str(run_id)]["p"] == pytest.approx(p, rel=1e-5, abs=1e-9)
+    assert set(policy.probabilities()) == {r.pk for r in runs[:4]}
 
 
 def test_the_runs_table_shows_forecast_final_and_p_near_best(client_in, live_sweep):
@@ -113,7 +120,7 @@ def test_any_sweep_gets_forecasts_with_the_bayes_defaults(client_in, config, dja
     log_points(b, "reward/mean", curve(0.3, 30, 1))
     answer = client_in.get(reverse("sweeps:forecast", args=[sweep.pk]), {"metric": "reward/mean"}).json()
     assert answer["bayes"] is False and answer["max_steps"] == 60
-    assert answer["runs"][str(b.pk)]["p"] < 0.01 < 0.99 < answer["runs"][str(a.pk)]["p"]  # min_peers 1: one peer
+    assert answer["runs"][str(b.pk)]["p"] < 0.5 < answer["runs"][str(a.pk)]["p"]  # min_peers 1: one peer
     page = client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode()
     assert 'id="forecast-toggle">' in page  # there, but off
 
@@ -172,7 +179,8 @@ def test_a_replay_that_stops_the_best_seed_says_so(client_in, finished_sweep):
 
 
 @pytest.mark.parametrize("params, field, message", [
-    ({"policy_name": "bayes", "policy_params": '{"p_stop": 2}'}, "policy_params", "p_stop: must lie in (0, 1)"),
+    ({"policy_name": "bayes", "policy_params": '{"risk": 2}'}, "policy_params", "risk: must lie in (0, 0.5]"),
+    ({"policy_name": "median", "policy_params": '{"risk": 0.05}'}, "policy_params", "risk: only bayes has a probability model"),
     ({"policy_name": "median", "policy_params": '{"grace": 2}'}, "policy_params", "grace: unknown key"),
     ({"policy_name": "median", "policy_params": "{nope"}, "policy_params", "not valid JSON"),
     ({"policy_name": "nope"}, "policy_name", "nope"),

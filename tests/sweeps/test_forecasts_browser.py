@@ -43,7 +43,7 @@ def test_a_bayes_sweep_shows_forecasts_and_a_finished_one_replays_a_policy(live_
     script_errors = []
     page.on("pageerror", lambda error: script_errors.append(str(error)))
     sweep = services.sweep_create(config=tiny_config(device="cuda", total_steps=TOTAL), seeds=list(range(5)),
-                                  concurrency=5, policy={"name": "bayes", "metric": "reward/mean", "drift": 0.05})
+                                  concurrency=5, policy={"name": "bayes", "metric": "reward/mean"})
     runs = [make_running(r) for r in sweep.runs.order_by("pk")]
     for i, (run, level) in enumerate(zip(runs, LEVELS)):
         log_points(run, "reward/mean", curve(level, 1, 60, seed=i))

@@ -1,4 +1,5 @@
 """Early-stopping policies on hand-made curves: who is stopped, at which step, and with which numbers."""
+import dataclasses
 import math
 import subprocess
 import sys
@@ -43,10 +44,13 @@ def test_module_imports_without_django():
     ({"name": "threshold", "metric": "m", "max_steps": 10, "lower_bound": True}, "lower_bound"),
     ({"name": "manual", "metric": "m", "max_steps": 10, "eta": 2}, "eta"),
     ({"name": "hyperband", "metric": "m", "max_steps": 10}, "name"),
-    ({"name": "bayes", "metric": "m", "max_steps": 10, "p_stop": 0.0}, "p_stop"),
-    ({"name": "bayes", "metric": "m", "max_steps": 10, "p_stop": 1.0}, "p_stop"),
+    ({"name": "bayes", "metric": "m", "max_steps": 10, "risk": 0.0}, "risk"),
+    ({"name": "bayes", "metric": "m", "max_steps": 10, "risk": 0.51}, "risk"),
+    ({"name": "bayes", "metric": "m", "max_steps": 10, "risk": float("nan")}, "risk"),
+    ({"name": "bayes", "metric": "m", "max_steps": 10, "p_stop": 0.05}, "p_stop"),  # the earlier model's keys
+    ({"name": "bayes", "metric": "m", "max_steps": 10, "criterion": "needed"}, "criterion"),
+    ({"name": "bayes", "metric": "m", "max_steps": 10, "drift": 0.1}, "drift"),
     ({"name": "bayes", "metric": "m", "max_steps": 10, "tolerance": -0.1}, "tolerance"),
-    ({"name": "bayes", "metric": "m", "max_steps": 10, "drift": -1}, "drift"),
     ({"name": "bayes", "metric": "m", "max_steps": 10, "half_life": 0}, "half_life"),
     ({"name": "bayes", "metric": "m", "max_steps": 10, "final_points": 11}, "final_points"),
     ({"name": "bayes", "metric": "m", "max_steps": 10, "min_peers": 0}, "min_peers"),
@@ -331,7 +335,8 @@ def test_decision_record_has_the_structured_fields():
      "threshold on entropy: every step from 2, stop when below 0.05 or no improvement for 3 steps",
      {0: 2, 5: 6, 9: None}),
     ({"name": "bayes", "metric": "m", "max_steps": 40, "grace_steps": 6},
-     "bayes on m (max): every step from 6, each run's final at step 40 is forecast", {0: 6, 6: 7, 38: 39, 39: None}),
+     "bayes on m (max): every step from 6, the seeds least likely to end within 0.02 of the best seed stop while "
+     "P(every near-best seed is stopped) <= risk 0.05", {0: 6, 6: 7, 38: 39, 39: None}),
 ])
 def test_each_policy_says_what_it_does_and_when_it_looks_next(config, described, checks):
     """The dashboard and the form ask the policy; no caller tests which kind of policy it is."""
@@ -349,61 +354,100 @@ def test_an_empty_config_is_manual_and_a_manual_config_is_stored_as_empty():
     assert manual.stored_config({"name": "manual", "metric": "m", "max_steps": 10}) == {}
 
 
-# --- bayes: noise-aware forecasting -------------------------------------------------------------------
+# --- bayes: a promised risk ---------------------------------------------------------------------------------
 
 BAYES = {"name": "bayes", "metric": "reward/mean", "mode": "max", "max_steps": 40, "grace_steps": 8}
 
 
 def noisy_curves(levels: dict, steps: int, noise: float, seed: int = 0) -> dict:
-    """Saturating curves 0.1 + (level - 0.1) * t / (t + 6) (a shape of the grid: t_mid = 0.15 * 40) plus
-    Gaussian noise of sd ``noise`` (fixed seed)."""
+    """Saturating curves 0.1 + (level - 0.1) * t / (t + 6) plus Gaussian noise of sd ``noise`` (fixed seed)."""
     import random
     rng = random.Random(seed)
     return {run_id: [(t, 0.1 + (level - 0.1) * t / (t + 6) + rng.gauss(0, noise)) for t in range(1, steps + 1)]
             for run_id, level in levels.items()}
 
 
-def test_bayes_stops_a_clearly_worse_low_noise_seed_at_the_first_judged_step():
+@pytest.mark.parametrize("name", ["median", "asha", "threshold", "manual"])
+def test_only_bayes_takes_a_risk(name):
+    config = {"name": name, "metric": "m", "max_steps": 10, "risk": 0.05, "lower_bound": 0.1}
+    if name != "threshold":
+        config.pop("lower_bound")
+    with pytest.raises(FieldErrors) as caught:
+        make_policy(config)
+    assert caught.value.errors == {"risk": caught.value.errors["risk"]}  # the one error, not "unknown key"
+    assert caught.value.errors["risk"].startswith("only bayes has a probability model")
+    assert make_policy({"name": "bayes", "metric": "m", "max_steps": 10, "risk": 0.5}).params.risk == 0.5
+
+
+def test_bayes_stops_a_clearly_worse_low_noise_seed_and_keeps_its_risk():
     curves = noisy_curves({"a": 0.7, "b": 0.7, "c": 0.7, "d": 0.7, "bad": 0.4}, steps=40, noise=0.01)
     result = replay(BAYES, curves)
-    assert result.stopped_at == {"bad": 8}
+    # a seed far below its peers early may still bloom late (the drift table learned late bloomers): it stops once
+    # the run is far enough along that so late a bloom is unlikely
+    assert list(result.stopped_at) == ["bad"] and result.stopped_at["bad"] < 30
     (decision,) = result.decisions
-    assert decision.details["probability"] < decision.details["p_stop"] == 0.02
-    assert decision.reason.startswith("bayes: P(final within 0.02 of the best) = 0.000 < p_stop 0.02")
+    details = decision.details
+    assert details["loss"] <= details["probability"] <= details["risk"] == 0.05  # lost only if it alone is near-best
+    assert details["ci_low"] <= details["forecast"] == decision.value <= details["ci_high"]
+    assert decision.value < decision.threshold and type(decision.value) is float
+    assert decision.n_peers == 4 and sorted(r for r, _ in details["peers"]) == ["a", "b", "c", "d"]
+    assert decision.reason.startswith(f"bayes: P(near-best) = {details['probability']:.3f}; with it stopped "
+                                      f"P(every near-best seed is stopped) = {details['loss']:.3f} <= risk 0.05")
 
 
-def test_bayes_keeps_a_seed_worse_by_less_than_its_noise():
-    # "close" ends 0.03 below the others, a third of one point's noise: no step tells it from them
+def test_bayes_stops_seeds_that_end_alike_only_down_to_some_that_are_near_best():
+    # four seeds end alike (every one near-best), "close" 0.03 below; a point's noise is 0.1
     curves = noisy_curves({"a": 0.6, "b": 0.6, "c": 0.6, "d": 0.6, "close": 0.57}, steps=40, noise=0.1, seed=3)
-    assert "close" not in replay(BAYES, curves).stopped_at
-    # the same gap with a hundredth of the noise is told apart and stopped
-    quiet = noisy_curves({"a": 0.6, "b": 0.6, "c": 0.6, "d": 0.6, "close": 0.57}, steps=40, noise=0.001, seed=3)
-    assert "close" in replay({**BAYES, "drift": 0.0}, quiet).stopped_at
+    result = replay(BAYES, curves)
+    assert set(result.survivors) & {"a", "b", "c", "d"}
+    assert all(d.details["loss"] <= 0.05 for d in result.decisions)
+
+
+def test_bayes_stops_more_with_a_higher_risk():
+    curves = noisy_curves({f"s{i}": 0.5 + 0.03 * i for i in range(8)}, steps=40, noise=0.03, seed=2)
+    saved = [replay({**BAYES, "risk": risk}, curves).compute_saved for risk in (0.02, 0.2, 0.5)]
+    assert saved == sorted(saved) and saved[-1] > saved[0]
+    stops = [d for d in replay({**BAYES, "risk": 0.2}, curves).decisions]
+    assert all(d.details["loss"] <= 0.2 for d in stops)
+    assert "s7" not in {d.run_id for d in stops}
 
 
 def test_bayes_mode_min_stops_the_highest_loss():
     curves = noisy_curves({"a": 0.7, "b": 0.7, "c": 0.7, "d": 0.7, "bad": 0.4}, steps=40, noise=0.01)
     losses = {run_id: [(t, 1.0 - v) for t, v in points] for run_id, points in curves.items()}
-    assert replay({**BAYES, "mode": "min"}, losses).stopped_at == {"bad": 8}
-    # read as rewards to maximise, the same curves make "bad" the one best run: the others are stopped
+    min_result = replay({**BAYES, "mode": "min"}, losses)
+    assert list(min_result.stopped_at) == ["bad"]
+    (decision,) = min_result.decisions
+    assert decision.details["ci_low"] <= decision.value <= decision.details["ci_high"] and decision.value > 0.4
+    # read as rewards to maximise, the same curves make "bad" the one best run
     assert "bad" not in replay(BAYES, losses).stopped_at
 
 
-def test_bayes_decisions_carry_probability_forecast_interval_and_peers():
-    curves = noisy_curves({"a": 0.7, "b": 0.7, "c": 0.7, "d": 0.7, "bad": 0.4}, steps=40, noise=0.01)
-    (decision,) = replay(BAYES, curves).decisions
-    details = decision.details
-    assert decision.rule == "bayes" and decision.value == details["forecast"]
-    assert details["ci_low"] < details["forecast"] < details["ci_high"]
-    assert details["ci_high"] - details["ci_low"] == pytest.approx(2 * 1.959964 * details["sd"])
-    # its own trend foresees its true final (0.1 + 0.3 * 40/46 = 0.36 at step 40) within 1.96 sd; the forecast
-    # the decision used is drawn from there toward its peers' (empirical Bayes), so it lies between the two
-    truth = 0.1 + 0.3 * 40 / 46
-    assert abs(details["trend_forecast"] - truth) < 1.959964 * details["trend_sd"]
-    assert details["trend_forecast"] < details["forecast"] < decision.threshold
-    assert [peer for peer, _, _ in details["peers"]] == ["a", "b", "c", "d"] and decision.n_peers == 4
-    assert decision.threshold == max(mean for _, mean, _ in details["peers"])
-    assert 0.6 < decision.threshold < 0.75
+def test_bayes_greedy_choice_stops_the_least_likely_first_and_always_keeps_one():
+    import numpy as np
+    from webapp.sweeps.policies.calibrated import choose_stops, loss, p_near_best
+    # three seeds: 0 always best, 1 near it in half the draws, 2 never near
+    worths = np.array([[1.0, 0.99, 0.5], [1.0, 0.9, 0.5]] * 50)
+    assert list(p_near_best(worths, 0.02)) == [1.0, 0.5, 0.0]
+    assert choose_stops(worths, 0.02, 0.05, [0, 1, 2], []) == [(2, 0.0, 0.0), (1, 0.5, 0.0)]
+    assert choose_stops(worths, 0.02, 0.05, [0, 1, 2], [1, 2]) == []  # never the last one
+    assert loss(worths, 0.02, [0]) == 0.5 and loss(worths, 0.02, [0, 1]) == 1.0 and loss(worths, 0.02, [1, 2]) == 0.0
+
+
+def test_a_told_bayes_stop_is_frozen_at_its_prediction_and_an_old_one_is_out_of_the_race():
+    curves = noisy_curves({"a": 0.7, "b": 0.68, "c": 0.66, "d": 0.64, "bad": 0.4}, steps=40, noise=0.02, seed=4)
+    whole = replay(BAYES, curves)
+    first = next(d for d in whole.decisions if d.action == "stop")
+    policy = make_policy(BAYES)
+    policy.tell_stop(first)
+    assert first.run_id in policy.stopped and policy.frozen[first.run_id][0].level == \
+        first.details["prediction"]["level"]
+    old = make_policy(BAYES)
+    old.tell_stop(dataclasses.replace(first, details={"probability": 0.01, "p_stop": 0.02}))
+    assert old.stopped == {first.run_id: None} and old.frozen == {}
+    median = make_policy({"name": "median", "metric": "reward", "max_steps": 40})
+    median.tell_stop(first)
+    assert median.stopped == {}  # the other rules decide afresh, as before
 
 
 def test_bayes_forecast_of_a_noiseless_saturating_curve_is_its_value_at_max_steps():
@@ -431,7 +475,7 @@ def test_p_near_best_matches_the_closed_form_for_one_peer():
 def test_bayes_state_saved_mid_sweep_and_restored_decides_as_the_policy_that_saw_every_point():
     import json
     curves = noisy_curves({"a": 0.7, "b": 0.66, "c": 0.62, "d": 0.58, "e": 0.5}, steps=40, noise=0.03, seed=5)
-    config = {**BAYES, "p_stop": 0.3}
+    config = {**BAYES, "risk": 0.3}
     whole, restored = make_policy(config), make_policy(config)
     for t in range(1, 15):
         for run_id, points in curves.items():
@@ -468,43 +512,3 @@ def test_empirical_bayes_keeps_the_uncertainty_of_the_common_mean():
     assert twins["a"].mean == pytest.approx(0.60) and twins["a"].sd == pytest.approx(0.05 / 2 ** 0.5)
     apart = shrink({"a": Forecast(0.2, 0.01, 0.05), "b": Forecast(0.8, 0.01, 0.05), "c": Forecast(0.5, 0.01, 0.05)})
     assert apart["a"].mean == pytest.approx(0.2, abs=1e-3) and apart["a"].sd == pytest.approx(0.01, rel=0.01)
-
-
-def _alike_sweep(n=8, steps=40, level=0.3, noise=0.03, seed=0):
-    import random
-    rng = random.Random(seed)
-    return {f"s{i}": [(t, level + rng.gauss(0, noise)) for t in range(1, steps + 1)] for i in range(n)}
-
-
-def test_the_needed_criterion_stops_seeds_that_end_alike_down_to_a_few_and_keeps_its_risk_below_p_stop():
-    sweep = _alike_sweep()
-    base = {"name": "bayes", "metric": "reward", "max_steps": 40}
-    near = replay({**base}, sweep)
-    needed = replay({**base, "criterion": "needed", "p_stop": 0.1}, sweep)
-    assert near.stopped_at == {}  # every seed is likely near-best: the near_best criterion stops none
-    assert 3 <= len(needed.stopped_at) <= 7 and needed.compute_saved > 0.3
-    stops = [d for d in needed.decisions if d.action == "stop"]
-    spent = [d.details["spent"] for d in stops]
-    assert spent == sorted(spent) and spent[-1] < 0.1
-    assert sum(d.details["p_needed"] for d in stops) == pytest.approx(spent[-1])
-    assert all(d.details["criterion"] == "needed" and "P(the sweep has lost its near-best seed)" in d.reason
-               for d in stops)
-
-
-def test_the_needed_criterion_never_stops_a_run_clearly_ahead_and_goes_on_from_told_stops():
-    sweep = _alike_sweep(n=6)
-    sweep["leader"] = [(t, 0.3 + 0.5 * t / 40) for t in range(1, 41)]
-    config = {"name": "bayes", "metric": "reward", "max_steps": 40, "criterion": "needed", "p_stop": 0.2}
-    result = replay(config, sweep)
-    assert "leader" not in result.stopped_at and result.stopped_at
-    # a policy told the first stop (an earlier check's) starts with its P(needed) spent
-    first = next(d for d in result.decisions if d.action == "stop")
-    policy = make_policy(config)
-    policy.tell_stop(first)
-    assert policy.spent == first.details["p_needed"] and first.run_id in policy.stopped
-    median = make_policy({"name": "median", "metric": "reward", "max_steps": 40})
-    median.tell_stop(first)
-    assert median.stopped == {}  # the other rules decide afresh, as before
-    with pytest.raises(FieldErrors) as caught:
-        make_policy({**config, "criterion": "best"})
-    assert "criterion" in caught.value.errors

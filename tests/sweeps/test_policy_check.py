@@ -76,10 +76,14 @@ def decisions_of(sweep) -> list[tuple]:
 
 
 def _details(details: dict, index: dict) -> dict:
-    """A decision's details with the peers' run ids as indexes (the copies' runs have other ids)."""
+    """A decision's details with the peers' run ids as indexes (the copies' runs have other ids), also in the
+    levels a bayes stop keeps."""
     if "peers" not in details:
         return details
-    return {**details, "peers": [[index[run_id], *rest] for run_id, *rest in details["peers"]]}
+    out = {**details, "peers": [[index[run_id], *rest] for run_id, *rest in details["peers"]]}
+    if "levels" in details:
+        out["levels"] = [[index[run_id], *rest] for run_id, *rest in details["levels"]]
+    return out
 
 
 def runs_of(sweep) -> list[Run]:
@@ -179,12 +183,12 @@ POLICIES = {
     "threshold-patience-mean": ({"name": "threshold", "patience": 4, "min_delta": 0.01, "min_peers": 1,
                                  "smoothing": "mean", "smoothing_window": 4},
                                 {"free_slot_use": FreeSlotUse.EXTEND, "extend_steps": 5}),
-    "bayes-defaults": ({"name": "bayes", "grace_steps": 3, "min_peers": 1, "p_stop": 0.2}, {}),
-    "bayes-min-extend": ({"name": "bayes", "mode": "min", "grace_steps": 4, "min_peers": 2, "p_stop": 0.3,
-                          "half_life": 3, "tolerance": 0.05, "drift": 0.0},
+    "bayes-defaults": ({"name": "bayes", "grace_steps": 3, "min_peers": 1, "risk": 0.2}, {}),
+    "bayes-min-extend": ({"name": "bayes", "mode": "min", "grace_steps": 4, "min_peers": 2, "risk": 0.3,
+                          "half_life": 3, "tolerance": 0.05},
                          {"free_slot_use": FreeSlotUse.EXTEND, "extend_steps": 6}),
-    "bayes-needed": ({"name": "bayes", "criterion": "needed", "grace_steps": 3, "min_peers": 1, "p_stop": 0.3,
-                      "tolerance": 0.1}, {"free_slot_use": FreeSlotUse.NEW_SEED, "budget": 8}),
+    "bayes-high-risk": ({"name": "bayes", "grace_steps": 3, "min_peers": 1, "risk": 0.5,
+                         "tolerance": 0.1}, {"free_slot_use": FreeSlotUse.NEW_SEED, "budget": 8}),
     "median-with-guards": ({"name": "median", "grace_steps": 4, "min_peers": 2, "min_delta": 0.05,
                             "guards": [{"kind": "entropy_collapse", "below": 0.1, "for_steps": 3},
                                        {"kind": "reward_drop", "drop": 0.15, "for_steps": 4}]}, {}),

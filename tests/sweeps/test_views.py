@@ -198,15 +198,16 @@ def test_a_bayes_decision_shows_its_probability_and_forecast_on_the_dashboard(cl
                                               "min_peers": 2})
     runs = [make_running(r) for r in sweep.runs.order_by("pk")]
     for run, level in zip(runs, (0.8, 0.8, 0.8, 0.1)):
-        log_points(run, "reward/mean", [level + 0.001 * (i % 3) for i in range(8)])
+        log_points(run, "reward/mean", [level + 0.001 * (i % 3) for i in range(16)])  # 80 % of the run
     services.sweep_apply_policy(sweep_id=sweep.pk)
     decision = sweep.decisions.get(run=runs[3])
-    assert decision.details["probability"] < decision.details["p_stop"]
+    assert decision.details["loss"] <= decision.details["risk"] == 0.05
     html = client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode()
     row = html[html.index(f'<tr data-run="{runs[3].pk}" data-action="stop">'):]
     row = row[:row.index("</tr>")]
-    assert f'<td class="probability">{decision.details["probability"]:.3f} (&lt; {decision.details["p_stop"]:g})' in row
-    assert '<td class="forecast">0.1' in row and "[" in row
+    assert (f'<td class="probability">{decision.details["probability"]:.3f} (loss {decision.details["loss"]:.3f} '
+            f'≤ risk 0.05)') in row
+    assert '<td class="forecast">0.09' in row and "[" in row  # the worth forecast, its 95 % interval
 
 
 def test_a_policy_that_can_never_stop_a_run_is_said_with_the_settings_that_would(client_in, config,

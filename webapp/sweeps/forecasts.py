@@ -24,12 +24,13 @@ from webapp.runs.models import Run, RunStatus
 
 from .models import Sweep
 from .policies import parse_config
+from .policies.bayes import frozen_from_details
 from .policies.forecast_paths import sweep_forecasts
 from .policies.parameters import BayesParams
 
 CACHE_SECONDS = 3600
 PROGRESS_STEPS = 400  # a sweep is forecast again each time its runs together ran 1/400 of its planned steps
-VERSION = 1  # bump when the answer's shape or numbers change: older cached answers are then never read
+VERSION = 2  # bump when the answer's shape or numbers change: older cached answers are then never read
 
 
 def _round(x: Optional[float]) -> Optional[float]:
@@ -37,7 +38,7 @@ def _round(x: Optional[float]) -> Optional[float]:
 
 
 def forecast_params(*, sweep: Sweep, metric: str, mode: str) -> BayesParams:
-    """The bayes params the forecasts of ``metric`` use: the sweep's policy's (its tolerance, half-life, drift, peers)
+    """The bayes params the forecasts of ``metric`` use: the sweep's policy's (its tolerance, risk, half-life, peers)
     when it is a bayes policy, else the defaults with min_peers 1; the horizon is the policy's or the runs'."""
     max_steps = int(sweep.policy.get("max_steps") or sweep.config.get("total_steps") or 2)
     base = {"name": "bayes", "max_steps": max(2, max_steps), "min_peers": 1}
@@ -78,9 +79,15 @@ def sweep_forecast(*, sweep: Sweep, metric: str, mode: str) -> dict:
     out_of_race = {pk for pk, _, last, total, status, kill in runs
                    if (status in (RunStatus.KILLED, RunStatus.FAILED, RunStatus.LOST) or kill)
                    and last < horizons[pk]}
+    frozen = {}
+    if sweep.policy.get("name") == "bayes" and metric == sweep.policy.get("metric"):  # stops keep their frozen prediction
+        for run_id, details in sweep.decisions.filter(action="stop", rule="bayes").values_list("run_id", "details"):
+            kept = frozen_from_details(details or {})
+            if kept is not None:
+                frozen[run_id] = kept
     forecasts = sweep_forecasts(curves, params=params, horizons=horizons, out_of_race=out_of_race,
                                 final_points=params.final_window() / width,
-                                last_steps={run_id: rows[(run_id, metric)][-1][2] for run_id in curves})
+                                last_steps={run_id: rows[(run_id, metric)][-1][2] for run_id in curves}, frozen=frozen)
     answer = {"metric": metric, "mode": mode, "tolerance": params.tolerance, "max_steps": params.max_steps,
               "bayes": sweep.policy.get("name") == "bayes", "width": width, "runs": {}}
     for run_id, f in forecasts.items():

@@ -266,6 +266,8 @@ def sweep_panel(*, sweep: Sweep, metric: str, viewer=None) -> dict:
         "forecast_tolerance": forecast["tolerance"],
         "summary": summary.summarize(table, mode),  # (sorts the table: best final first)
         "decisions": sweep_decisions(sweep_id=sweep.pk), "alerts": sweep_alerts(sweep_id=sweep.pk),
+        # the can-never-act note, for the slots free at the last check (services._update_policy_note)
+        "warnings": SweepPlan.objects.filter(sweep=sweep).values_list("warnings", flat=True).first() or [],
         "running": sum(r["status"] == RunStatus.RUNNING for r in table),
         "queued": sum(r["status"] == RunStatus.QUEUED for r in table),
         "ended": all(r["ended"] for r in table),

@@ -2,7 +2,7 @@
 
 Pure Python, importing no Django, so a sweep can be replayed offline (``replay``, ``bench/early_stopping.py``)
 and the database layer can feed a policy the curves it stores and apply what it decides. The package:
-``smoothing`` (curves), ``forecast`` (the ``bayes`` rule's trend fit and probability), ``parameters`` (one
+``smoothing`` (curves), ``calibrated`` and ``bayes`` (the ``bayes`` rule), ``forecast`` (the drawn trend paths), ``parameters`` (one
 dataclass per policy), ``rules`` (the policies), ``replay``.
 Callers never test a policy's kind: ``describe()`` says what it does, ``next_check(last_step, total_steps)``
 when it looks at a run next, ``reads_curves`` whether it needs the curves at all, ``stored_config``
@@ -23,10 +23,10 @@ Policies (``name``):
   ``1/eta`` of the runs that reached it continue.
 - ``threshold``: stop when the smoothed metric crosses a bound (``lower_bound`` / ``upper_bound``, e.g.
   entropy collapsing below 0.05) or has not improved by ``min_delta`` for ``patience`` steps.
-- ``bayes``: noise-aware forecasting (``forecast``): each run's final is forecast, with a predictive interval,
-  from a saturating trend fit to its own points (its noise from its own residuals); a run stops when the
-  probability that its final ends within ``tolerance`` of the best run's final falls below ``p_stop``. Its
-  decisions' ``details`` hold the probability, the forecast and its interval, and the peers' forecasts.
+- ``bayes`` (``bayes``, ``calibrated``): a promised risk. Each seed's worth (its final without noise) has a
+  calibrated predictive distribution from its prefix (a drift table learned on synthetic sweeps); the seeds least
+  likely to end within ``tolerance`` of the best stop while P(every near-best seed is stopped) <= ``risk``. Its
+  decisions' ``details`` hold P(near-best), that loss, the forecast worth and its interval.
 
 What every policy shares (``CommonParams``): the metric is smoothed per run (debiased EMA by default), no run is
 judged before ``grace_steps``, and a comparison needs at least ``min_peers`` other runs that reached the same

@@ -1,44 +1,60 @@
 """Every run's forecast, as the ``bayes`` policy makes it, and its path to the horizon with a 95 % band: what the
 sweep dashboard draws dashed after each curve and its runs table shows ("forecast final ± CI", "P(near-best)").
-Pure Python on ``forecast``'s public functions; no Django.
+Pure Python on the policy's public functions; no Django.
 
-The numbers are the policy's (``rules.BayesPolicy.forecasts`` and ``_find_stops``): per run a discounted
-least-squares fit of each saturating shape to its raw points (``TrendStats``, ``shape_fits``), the shapes weighted
-by how well they fit every run in the race together (``shape_weights``), mixed (``mix``, with the ``drift``
-variance of the steps left), drawn toward the other runs' forecasts (``shrink``); P(near-best) =
-``p_near_best`` against every other run in the race, for a run with at least ``min_peers`` of them.
-tests/sweeps/test_forecasts.py checks them against the policy's own.
+The numbers of the table are the policy's own (``bayes.sweep_numbers``, one function for both): each run's
+calibrated predictive distribution of its worth (``calibrated``: its level, noise and fraction of the run, the
+drift table), the joint draws, P(near-best) per run; a run the policy stopped is there at the prediction frozen in
+its decision (``frozen``). The forecast final is the median of the run's draws, its interval their 2.5 % and
+97.5 % quantiles. tests/sweeps/test_forecast_paths.py checks them against the policy's.
 
-The path: at each step t between a run's last point and its horizon, the same shapes' fits evaluated at t
-(``shape_fits(stats, t, final_points)``: the mean of ``final_points`` points around t) mixed with the drift of the
-t - last steps after the last point, so that at the horizon it ends on the run's own trend forecast. The shrunk
-forecast (the table's) is not a curve: it lies between that end and the peers' forecasts.
+The drawn path is the run's own trend (``forecast``: discounted least-squares fits of saturating shapes, weighted by
+how well they fit every run in the race together, ``shape_weights``, ``mix``) evaluated from its last point to its
+horizon: a picture of where its curve heads, whose band is the trend fit's; it need not end on the calibrated
+forecast, which also knows how far curves still move late (collapses, cliffs, late blooms).
 
 Points may be bucket means (a long run read from the chart tier): a bucket of w steps weighs as one point whose
-noise is that of a mean of w, so ``final_points`` is given in points (the final window's steps / w) and the fit's
-trend variance s2 / n stays that of the raw points (s2 / w over n / w points); exact when w = 1.
+noise is that of a mean of w, so ``final_points`` is given in points (the final window's steps / w); the
+calibrated numbers then read the buckets as points (exact when w = 1).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Hashable, Optional, Sequence
 
-from .forecast import Forecast, TrendStats, Z95, mix, p_near_best, shape_fits, shape_weights, shrink
+import math
+
+from .bayes import sweep_numbers
+from .calibrated import Prediction
+from .forecast import Forecast, TrendStats, Z95, mix, shape_fits, shape_weights
 from .parameters import BayesParams
 
-__all__ = ["RunForecast", "sweep_forecasts", "path_steps"]
+__all__ = ["RunForecast", "WorthForecast", "sweep_forecasts", "path_steps"]
 
 PATH_POINTS = 24  # points of a drawn forecast path (a smooth curve; the band's width changes slowly)
 
 
 @dataclass(frozen=True)
-class RunForecast:
-    """One run's forecast: ``final`` the policy's forecast of its final (drawn toward its peers; None when the
-    run is out of the race: stopped or failed before its horizon), ``trend`` its own trend's forecast, ``probability``
-    P(final within tolerance of the best run's final) (None out of the race or with fewer than ``min_peers``
-    peers), and ``path``: (step, mean, 95 % low, 95 % high) from its last point to its horizon."""
+class WorthForecast:
+    """A run's calibrated forecast worth: the median of its draws and their 95 % interval."""
 
-    final: Optional[Forecast]
+    mean: float
+    low: float
+    high: float
+
+    @property
+    def ci(self) -> tuple[float, float]:
+        return self.low, self.high
+
+
+@dataclass(frozen=True)
+class RunForecast:
+    """One run's forecast: ``final`` its calibrated forecast worth (None when the run is out of the race: killed or
+    failed before its horizon), ``trend`` its own trend's forecast, ``probability`` P(near-best) (None out of the
+    race or with fewer than ``min_peers`` peers), and ``path``: (step, mean, 95 % low, 95 % high) of its trend
+    from its last point to its horizon."""
+
+    final: Optional[WorthForecast]
     trend: Forecast
     probability: Optional[float]
     path: list[tuple[float, float, float, float]]
@@ -58,63 +74,76 @@ def path_steps(last_step: float, horizon: int, points: int = PATH_POINTS) -> lis
     return [last_step + (horizon - last_step) * k / (points - 1) for k in range(points)]
 
 
-def _drift_var(params: BayesParams, steps_left: float) -> float:
-    """The policy's drift variance: drift**2 * (steps left) / max_steps (BayesParams.drift)."""
-    return params.drift ** 2 * max(0.0, steps_left) / params.max_steps
+def _seed_inputs(points: Sequence[tuple[float, float]], window: int, sign: float) -> tuple[float, float]:
+    """(level, noise) of a run's points as ``calibrated.SeedFold`` folds them: the mean of the last ``window``
+    values, sqrt(sum of squared first differences / (2 (n - 1))); in the policy's sign."""
+    values = [sign * float(v) for _, v in points]
+    tail = values[-window:]
+    d2 = sum((b - a) ** 2 for a, b in zip(values, values[1:]))
+    return sum(tail) / len(tail), math.sqrt(d2 / (2.0 * (len(values) - 1)))
 
 
 def sweep_forecasts(curves: dict[Hashable, Sequence[tuple[float, float]]], *, params: BayesParams,
                     horizons: dict[Hashable, int], out_of_race: set, final_points: Optional[float] = None,
-                    last_steps: Optional[dict[Hashable, int]] = None,
-                    path_points: int = PATH_POINTS) -> dict[Hashable, RunForecast]:
+                    last_steps: Optional[dict[Hashable, int]] = None, path_points: int = PATH_POINTS,
+                    frozen: Optional[dict[Hashable, tuple[Prediction, list]]] = None) -> dict[Hashable, RunForecast]:
     """Each run's forecast (``RunForecast``) from its points ``curves[run] = [(step, value), ...]`` (raw values, in
-    step order), as ``params`` (a ``bayes`` config) forecasts them at the run's horizon ``horizons[run]`` (default
-    ``max_steps``). ``out_of_race``: runs that will have no final (stopped or failed before their horizon): they get
-    their own trend forecast and path but neither a final nor a probability, and do not count as peers.
-    ``final_points`` (default the params' final window) is the final window in points; ``last_steps[run]`` the step
-    a run stands at when its last point is a bucket's mean (default: its last point's step), where its path starts
-    and from which the drift of the steps left counts. Runs whose points cannot fit a trend yet (fewer than 4) are
-    left out.
+    step order), at the run's horizon ``horizons[run]`` (default ``max_steps``), with ``params`` (a ``bayes``
+    config). ``out_of_race``: runs that will have no final (stopped or failed before their horizon); of these, the
+    ones in ``frozen`` (run -> the prediction and levels its bayes stop kept, ``bayes.frozen_from_details``) stay
+    in the race at that prediction, as in the policy; the others get their trend path only. ``final_points``
+    (default the params' final window) is the final window in points; ``last_steps[run]`` the step a run stands at
+    when its last point is a bucket's mean (default: its last point's step). A run needs 2 points for the
+    calibrated numbers and 4 for a trend; runs with fewer are left out.
     """
+    frozen = frozen or {}
     final_points = final_points or params.final_window()
-    sign = 1.0 if params.mode == "max" else -1.0  # P(near-best) for "min" is that of the negated values
+    window = max(1, round(final_points))
+    sign = 1.0 if params.mode == "max" else -1.0
     stats, fits, horizon_of, last_of = {}, {}, {}, {}
+    current = {}
     for run_id, points in curves.items():
         if not points:
             continue
+        horizon = horizons.get(run_id, params.max_steps)
+        last = (last_steps or {}).get(run_id, points[-1][0])
+        horizon_of[run_id], last_of[run_id] = horizon, last
+        if len(points) >= 2 and (run_id not in out_of_race or last >= horizon):
+            current[run_id] = (*_seed_inputs(points, window, sign), min(1.0, last / horizon))
         trend = TrendStats(params.max_steps, params.half_life_steps())
         for step, value in points:
             trend.add(step, float(value))
-        horizon = horizons.get(run_id, params.max_steps)
         f = shape_fits(trend, horizon, final_points)
         if f is not None:
-            last = (last_steps or {}).get(run_id, points[-1][0])
-            stats[run_id], fits[run_id], horizon_of[run_id], last_of[run_id] = trend, f, horizon, last
-    if not fits:
-        return {}
-    in_race = [run_id for run_id in fits if run_id not in out_of_race]
-    # the shapes are weighted by the runs in the race (the policy's forecasts); with none, by every run
-    weighing = in_race or list(fits)
-    n_shapes = len(next(iter(fits.values())))
-    weights = shape_weights([sum(fits[r][k].log_likelihood for r in weighing if fits[r][k] is not None)
-                             for k in range(n_shapes)])
-    own = {run_id: mix(f, weights, _drift_var(params, horizon_of[run_id] - last_of[run_id]))
-           for run_id, f in fits.items()}
-    race = shrink({run_id: own[run_id] for run_id in in_race})
+            stats[run_id], fits[run_id] = trend, f
+    kept_frozen = {run_id: frozen[run_id] for run_id in frozen if run_id in horizon_of}
+    numbers = sweep_numbers(current, kept_frozen, window=params.final_window(), tolerance=params.tolerance)
+    weights = None
+    if fits:
+        in_race = [run_id for run_id in fits if run_id in numbers.preds] or list(fits)
+        n_shapes = len(next(iter(fits.values())))
+        weights = shape_weights([sum(fits[r][k].log_likelihood for r in in_race if fits[r][k] is not None)
+                                 for k in range(n_shapes)])
     out = {}
-    for run_id in fits:
-        mine = race.get(run_id)
-        probability = None
-        peers = [(sign * f.mean, f.sd) for peer_id, f in race.items() if peer_id != run_id]
-        if mine is not None and len(peers) >= params.min_peers:
-            probability = p_near_best(sign * mine.mean, mine.sd, peers, params.tolerance)
-        path = []
-        for step in path_steps(last_of[run_id], horizon_of[run_id], path_points):
-            at = shape_fits(stats[run_id], step, final_points)
-            if at is None:
-                break
-            f = mix(at, weights, _drift_var(params, step - last_of[run_id]))
-            path.append((step, f.mean, f.mean - Z95 * f.sd, f.mean + Z95 * f.sd))
-        out[run_id] = RunForecast(final=mine, trend=own[run_id], probability=probability, path=path,
+    peers = len(numbers.order) - 1
+    for run_id in horizon_of:
+        if run_id not in fits and run_id not in numbers.preds:
+            continue
+        final = probability = None
+        if run_id in numbers.preds:
+            final = WorthForecast(*numbers.interval(run_id, sign))
+            probability = numbers.p[run_id] if peers >= params.min_peers else None
+        path, trend = [], None
+        if run_id in fits:
+            trend = mix(fits[run_id], weights)
+            for step in path_steps(last_of[run_id], horizon_of[run_id], path_points):
+                at = shape_fits(stats[run_id], step, final_points)
+                if at is None:
+                    break
+                f = mix(at, weights)
+                path.append((step, f.mean, f.mean - Z95 * f.sd, f.mean + Z95 * f.sd))
+        else:
+            trend = Forecast(mean=final.mean, sd=0.0, noise_sd=0.0)
+        out[run_id] = RunForecast(final=final, trend=trend, probability=probability, path=path,
                                   horizon=horizon_of[run_id], last_step=last_of[run_id])
     return out

@@ -1,0 +1,164 @@
+"""The ``bayes`` policy's calibration: promised risk against realized loss, on synthetic sweeps scored on each seed's
+noise-free worth (bench/synthetic_sweeps.py, test generator seed) and on the recorded corpus (bench/curves/real).
+
+Per risk (0.05, 0.10, 0.20) it prints the realized loss rate (the share of sweeps whose every near-best seed was
+stopped) with its one-sided 95 % Wilson upper bound, the compute saved and the mean regret (best worth - best kept
+worth); then the one-shot rule frontier: "at fraction f of the run keep the top share q of the seeds by their
+level (the mean of their last 10 % of points)", f and q on a grid, and per risk the best such rule (most saved)
+whose realized loss is within risk + 3 points.
+
+On the recorded corpus no worth is known: a seed is near-best when its final (mean of its last 10 % of points) is
+within the tolerance of the best final or not distinguishable from it (the difference within two standard errors,
+sqrt(se_i**2 + se_best**2), each se = the sd of the run's last 10 % of points / sqrt(their number)).
+"""
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import sys
+import time
+from typing import Callable, Hashable
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from webapp.sweeps.policies import replay  # noqa: E402
+from webapp.sweeps.policies.calibrated import level_window  # noqa: E402
+
+RISKS = (0.05, 0.10, 0.20)
+SLACK = 0.03  # the bound: realized loss's upper bound <= risk + 3 points
+SAVING_SLACK = 0.02  # bayes saves >= best one-shot rule's saving - 2 points
+ONE_SHOT_F = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
+ONE_SHOT_KEEP = (1, 2, 3, 4, 5, 6, 7)  # seeds kept of 8 (share q = k / 8)
+TOLERANCE = 0.02
+
+
+def wilson_upper(k: int, n: int, z: float = 1.6448536) -> float:
+    """One-sided 95 % Wilson upper bound of a binomial proportion k / n (Wilson, JASA 1927):
+    (p + z^2/2n + z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)."""
+    if n == 0:
+        return 1.0
+    p = k / n
+    return (p + z * z / (2 * n) + z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))) / (1 + z * z / n)
+
+
+def near_best_worth(sweep) -> set:
+    """Synthetic: seeds whose noise-free worth is within the tolerance of the best worth."""
+    best = max(sweep.worth.values())
+    return {r for r, w in sweep.worth.items() if w >= best - TOLERANCE}
+
+
+def near_best_recorded(sweep) -> set:
+    """Recorded: final within the tolerance of the best final, or within two standard errors of it."""
+    tail = {}
+    for r, curve in sweep.items():
+        values = [v for _, v in curve[-level_window(len(curve)):]]
+        se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+        tail[r] = (statistics.fmean(values), se)
+    best = max(tail, key=lambda r: tail[r][0])
+    top, top_se = tail[best]
+    return {r for r, (m, se) in tail.items() if m >= top - TOLERANCE or top - m <= 2 * math.sqrt(se * se + top_se ** 2)}
+
+
+def worth_of(sweep, r) -> float:
+    if hasattr(sweep, "worth"):
+        return sweep.worth[r]
+    curve = sweep[r]
+    return statistics.fmean(v for _, v in curve[-level_window(len(curve)):])
+
+
+class Outcome:
+    """A method's results over sweeps: losses, steps saved / total, regrets."""
+
+    def __init__(self):
+        self.losses = self.n = 0
+        self.saved = self.total = 0.0
+        self.regrets: list[float] = []
+
+    def add(self, sweep, stopped: dict[Hashable, int], near: set) -> None:
+        total = sum(len(c) for c in sweep.values())
+        run = sum(stopped.get(r, len(c)) for r, c in sweep.items())
+        self.saved += total - run
+        self.total += total
+        self.n += 1
+        self.losses += near <= set(stopped)
+        best = max(worth_of(sweep, r) for r in sweep)
+        kept = [worth_of(sweep, r) for r in sweep if r not in stopped]
+        self.regrets.append(best - (max(kept) if kept else min(worth_of(sweep, r) for r in sweep)))
+
+    @property
+    def loss_rate(self) -> float:
+        return self.losses / self.n
+
+    @property
+    def upper(self) -> float:
+        return wilson_upper(self.losses, self.n)
+
+    @property
+    def compute_saved(self) -> float:
+        return self.saved / self.total
+
+    @property
+    def regret(self) -> float:
+        return statistics.fmean(self.regrets)
+
+
+def bayes_stops(sweep, risk: float) -> dict[Hashable, int]:
+    steps = max(len(c) for c in sweep.values())
+    result = replay({"name": "bayes", "metric": "reward/mean", "mode": "max", "max_steps": steps, "risk": risk},
+                    sweep)
+    return {r: result.steps_run[r] for r in result.stopped_at}
+
+
+def one_shot_stops(sweep, fraction: float, keep: int) -> dict[Hashable, int]:
+    """Keep the ``keep`` seeds (of 8; scaled to the sweep's size) with the highest level at ``fraction``."""
+    steps = max(len(c) for c in sweep.values())
+    at = math.ceil(fraction * steps)
+    window = level_window(steps)
+    levels = {r: statistics.fmean(v for _, v in c[max(0, at - window):at]) for r, c in sweep.items()}
+    kept = sorted(sweep, key=lambda r: -levels[r])[:max(1, round(keep * len(sweep) / 8))]
+    return {r: at for r in sweep if r not in kept}
+
+
+def calibration(sweeps: list, near_of: Callable, out: Callable[[str], None], title: str,
+                gate: bool = True) -> dict:
+    """Print the calibration table and the one-shot frontier; returns {risk: (bayes Outcome, best one-shot name,
+    its Outcome or None)} and whether every gate held."""
+    started = time.perf_counter()
+    nears = [near_of(s) for s in sweeps]
+    bayes = {}
+    for risk in RISKS:
+        o = Outcome()
+        for s, near in zip(sweeps, nears):
+            o.add(s, bayes_stops(s, risk), near)
+        bayes[risk] = o
+    shots = {}
+    for f in ONE_SHOT_F:
+        for k in ONE_SHOT_KEEP:
+            o = Outcome()
+            for s, near in zip(sweeps, nears):
+                o.add(s, one_shot_stops(s, f, k), near)
+            shots[(f, k)] = o
+    out(f"\n== {title}: bayes calibration ({len(sweeps)} sweeps; loss = every near-best seed stopped) ==")
+    out(f"{'risk':>6s} {'realized loss':>14s} {'95 % upper':>11s} {'saved':>7s} {'regret':>8s}   "
+        f"{'best one-shot rule within risk + 3 pts':40s} {'its loss':>9s} {'saved':>7s}  gate")
+    held = True
+    result = {}
+    for risk, o in bayes.items():
+        ok_shots = [(key, s) for key, s in shots.items() if s.loss_rate <= risk + SLACK]
+        key, shot = max(ok_shots, key=lambda ks: ks[1].compute_saved, default=(None, None))
+        name = f"at {key[0]:.0%} keep top {key[1]}/8" if key else "none"
+        passes = o.upper <= risk + SLACK and (shot is None or o.compute_saved >= shot.compute_saved - SAVING_SLACK)
+        held &= passes
+        out(f"{risk:6.2f} {o.loss_rate:14.1%} {o.upper:11.1%} {o.compute_saved:7.1%} {o.regret:8.4f}   {name:40s} "
+            f"{(shot.loss_rate if shot else float('nan')):9.1%} {(shot.compute_saved if shot else float('nan')):7.1%}"
+            f"  {('pass' if passes else 'FAIL') if gate else '(not gated)'}")
+        result[risk] = (o, name, shot)
+    out(f"\n   one-shot frontier (realized loss / saved), keep top k of 8 at fraction f:")
+    out("   " + f"{'f':>5s} " + " ".join(f"{'k=' + str(k):>14s}" for k in ONE_SHOT_KEEP))
+    for f in ONE_SHOT_F:
+        out("   " + f"{f:5.0%} " + " ".join(f"{shots[(f, k)].loss_rate:6.1%}/{shots[(f, k)].compute_saved:6.1%} "
+                                            for k in ONE_SHOT_KEEP))
+    out(f"   ({time.perf_counter() - started:.0f} s)")
+    return {"held": held, "rows": result}

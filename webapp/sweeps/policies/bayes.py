@@ -1,0 +1,182 @@
+"""The ``bayes`` policy: a promised risk. It stops the seeds least likely to end near-best while the chance that the
+sweep has stopped every near-best seed stays at most ``risk`` (docs/architecture.md, "Early stopping").
+
+The numbers come from ``calibrated``: each seed's predictive distribution of its worth from its prefix (a drift
+table learned on synthetic sweeps), joint Monte Carlo draws with a fixed seed, P(near-best) per seed and the loss
+P(every near-best seed is stopped). The dashboard's forecasts (``forecast_paths.sweep_forecasts``) call the same
+``sweep_numbers`` with the same inputs, so the two show one number.
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Hashable, Optional
+
+import numpy as np
+
+from . import calibrated
+from .calibrated import Prediction, SeedFold
+from .parameters import BayesParams
+from .rules import STOP, Decision, Policy, _RunCurve
+
+__all__ = ["BayesPolicy", "sweep_numbers", "SweepNumbers"]
+
+
+class SweepNumbers:
+    """The calibrated numbers of one check: ``order`` (the seeds, draws' columns), ``preds`` (run -> Prediction),
+    ``worths`` (draws x seeds, in the policy's sign: larger is better), ``p`` (run -> P(near-best))."""
+
+    def __init__(self, order: list, preds: dict, worths: np.ndarray, tolerance: float):
+        self.order, self.preds, self.worths, self.tolerance = order, preds, worths, tolerance
+        near = calibrated.p_near_best(worths, tolerance) if order else np.zeros(0)
+        self.p = {run_id: float(near[j]) for j, run_id in enumerate(order)}
+
+    def column(self, run_id: Hashable) -> int:
+        return self.order.index(run_id)
+
+    def interval(self, run_id: Hashable, sign: float) -> tuple[float, float, float]:
+        """The worth's median and 95 % interval (2.5 % and 97.5 % quantiles of its draws), in the metric's sign."""
+        lo, mid, hi = (sign * float(x) for x in np.quantile(self.worths[:, self.column(run_id)], [0.025, 0.5, 0.975]))
+        return mid, min(lo, hi), max(lo, hi)
+
+
+def sweep_numbers(current: dict[Hashable, tuple[float, float, float]], frozen: dict[Hashable, tuple[Prediction, dict]],
+                  *, window: int, tolerance: float) -> SweepNumbers:
+    """The calibrated numbers from the seeds in the race, in the policy's sign (larger is better).
+
+    ``current[run] = (level, noise, fraction)`` of the seeds that are running or finished; ``frozen[run] =
+    (prediction, levels)`` of the seeds the policy stopped: the prediction they had then and every seed's level
+    at that moment. The standing and scale of the current seeds are computed over every seed (a stopped one by
+    its level then: as in the tuning corpus, where every seed is there); a frozen prediction is moved by the
+    sweep's common course since (the median change of the current seeds' levels from then: its drift was learned
+    relative to the sweep's, ``calibrated``). Columns are in the run ids' order (run pks: launch order), so two
+    sweeps alike but for their pks get the same numbers."""
+    levels = {**{r: (p.level, 0.0, p.fraction) for r, (p, _) in frozen.items()}, **current}
+    preds = calibrated.predictions(levels, window)
+    for run_id, (pred, then) in frozen.items():
+        moved = [current[r][0] - float(level) for r, level in then if r in current]
+        offset = statistics.median(moved) if moved else 0.0
+        preds[run_id] = Prediction(level=pred.level + offset, scale=pred.scale, fraction=pred.fraction,
+                                   standing=pred.standing)
+    order = sorted(preds, key=lambda r: (type(r).__name__, r))
+    worths = calibrated.sweep_draws([preds[r] for r in order]) if order else np.zeros((0, 0))
+    return SweepNumbers(order, preds, worths, tolerance)
+
+
+class BayesPolicy(Policy):
+    """Stop the seeds least likely to be near-best while P(every near-best seed is stopped) <= ``risk``.
+
+    At every check, each seed past the grace period and before its horizon with at least ``min_peers`` peers is a
+    candidate. Its peers are the other seeds in the race: running, finished, or stopped by this policy (at the
+    prediction frozen in their decision); runs killed or failed before their end, or stopped by a guard, are not.
+    The candidates are taken in increasing P(near-best) and each is stopped while the loss, the seeds stopped
+    before included, stays <= ``risk`` (``calibrated.choose_stops``). Each decision's details keep its
+    P(near-best), the loss, the risk, the worth's median and 95 % interval, the frozen prediction and every seed's
+    level then (what a later check needs of it).
+
+    A run carries its ``calibrated.SeedFold`` between checks (``_run_state``); ``history_steps`` is empty.
+    """
+
+    compares_peers = True
+    rule = "bayes"
+
+    def __init__(self, params: BayesParams):
+        super().__init__(params)
+        self.folds: dict[Hashable, SeedFold] = {}
+        self.frozen: dict[Hashable, tuple[Prediction, list]] = {}
+        self.sign = 1.0 if params.mode == "max" else -1.0
+
+    def _observe_main(self, run_id: Hashable, step: int, value: float) -> bool:
+        taken = super()._observe_main(run_id, step, value)
+        if taken:
+            fold = self.folds.get(run_id)
+            if fold is None:
+                fold = self.folds[run_id] = SeedFold(self.params.final_window())
+            fold.add(step, self.sign * value)
+        return taken
+
+    def describe(self) -> str:
+        return self._describe_rule() + self._describe_guards()
+
+    def _describe_rule(self) -> str:
+        p: BayesParams = self.params  # type: ignore[assignment]
+        return (f"bayes on {p.metric} ({p.mode}): every step from {p.grace()}, the seeds least likely to end within "
+                f"{p.tolerance:g} of the best seed stop while P(every near-best seed is stopped) <= risk {p.risk:g} "
+                f"(calibrated worth forecasts, min {p.min_peers} peers)")
+
+    def tell_stop(self, decision: Decision) -> None:
+        """A stop of an earlier check: out of the race, at the prediction it had then."""
+        if decision.rule != self.rule or decision.run_id in self.stopped:
+            return
+        frozen = frozen_from_details(decision.details)
+        if frozen is None:  # a stop of the earlier model (no prediction kept): out of the race, as if killed
+            self.mark_stopped(decision.run_id)
+            return
+        self.stopped[decision.run_id] = decision
+        self.frozen[decision.run_id] = frozen
+
+    def _run_state(self, run_id: Hashable, curve: _RunCurve) -> dict:
+        return {"fold": self.folds[run_id].state()}
+
+    def _load_run_state(self, run_id: Hashable, saved: dict) -> None:
+        fold = self.folds[run_id] = SeedFold(self.params.final_window())
+        fold.load(saved["fold"])
+
+    def _current(self) -> dict[Hashable, tuple[float, float, float]]:
+        """(level, noise, fraction) of every seed running or finished, with two points or more."""
+        out = {}
+        for run_id, fold in self.folds.items():
+            horizon = self.horizon(run_id)
+            if fold.n_diffs >= 1 and (run_id not in self.stopped or fold.step >= horizon):
+                out[run_id] = (fold.level, fold.noise, min(1.0, fold.step / horizon))
+        return out
+
+    def numbers(self) -> SweepNumbers:
+        """The calibrated numbers as they stand (the dashboard's, for the same curves and stops)."""
+        p: BayesParams = self.params  # type: ignore[assignment]
+        return sweep_numbers(self._current(), self.frozen, window=p.final_window(), tolerance=p.tolerance)
+
+    def probabilities(self) -> dict[Hashable, float]:
+        """P(near-best) of every seed in the race."""
+        return self.numbers().p
+
+    def _find_stops(self) -> list[Decision]:
+        p: BayesParams = self.params  # type: ignore[assignment]
+        judged = [run_id for run_id, _ in self.judgeable_runs()]
+        if not judged:
+            return []
+        numbers = self.numbers()
+        peers = len(numbers.order) - 1
+        candidates = [numbers.column(r) for r in judged if r in numbers.preds and peers >= p.min_peers]
+        if not candidates:
+            return []
+        stopped = [numbers.column(r) for r in self.frozen]
+        chosen = calibrated.choose_stops(numbers.worths, p.tolerance, p.risk, candidates, stopped)
+        levels = [[r, numbers.preds[r].level] for r in numbers.order if r not in self.frozen]
+        best = max(numbers.order, key=lambda r: numbers.p[r])
+        best_mid = numbers.interval(best, self.sign)[0]
+        stops = []
+        for column, prob, lost in chosen:
+            run_id = numbers.order[column]
+            pred = numbers.preds[run_id]
+            mid, low, high = numbers.interval(run_id, self.sign)
+            step = self.curves[run_id].last_step
+            self.frozen[run_id] = (pred, levels)
+            stops.append(Decision(
+                run_id=run_id, action=STOP, rule=self.rule, step=step, value=mid, threshold=best_mid,
+                n_peers=peers,
+                details={"probability": prob, "loss": lost, "risk": p.risk, "tolerance": p.tolerance,
+                         "forecast": mid, "ci_low": low, "ci_high": high, "horizon": self.horizon(run_id),
+                         "prediction": pred.to_json(), "levels": levels,
+                         "peers": [[r, numbers.p[r]] for r in numbers.order if r != run_id]},
+                reason=(f"bayes: P(near-best) = {prob:.3f}; with it stopped P(every near-best seed is stopped) = "
+                        f"{lost:.3f} <= risk {p.risk:g}; at step {step} its worth forecast "
+                        f"{self.format_value(mid)} (95 % {low:.4g} to {high:.4g}) vs the likeliest best seed's "
+                        f"{best_mid:.4g}, of {peers} peers")))
+        return stops
+
+
+def frozen_from_details(details: dict) -> Optional[tuple[Prediction, list]]:
+    """A stored bayes stop's frozen prediction and levels (None for a decision of an older version)."""
+    if "prediction" not in details:
+        return None
+    return Prediction.from_json(details["prediction"]), details.get("levels", [])
