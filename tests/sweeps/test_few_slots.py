@@ -53,6 +53,12 @@ def test_the_policy_says_why_it_cannot_decide_about_a_run_yet():
     assert every_5.waiting(22, [(40, False)]) == "waiting for peers at step 18: 1 of 3"  # judged at 8, 13, 18, 23
     asha = make_policy({"name": "asha", "metric": METRIC, "max_steps": 40, "min_peers": 3})
     assert asha.waiting(25, [(40, False), (9, True), (30, False)]) == "waiting for peers at step 10: 2 of 3"
+    # bayes compares forecast finals: every seed in the race counts, whatever step it stands at, but not one
+    # killed before its end
+    bayes = make_policy({"name": "bayes", "metric": METRIC, "max_steps": 40, "min_peers": 2})
+    assert bayes.waiting(20, [(12, False), (30, True)]) == \
+        "waiting for peers in the race: 1 of 2 (a run killed or failed before its end is not one)"
+    assert bayes.waiting(20, [(12, False), (5, False)]) is None
     assert make_policy({}).waiting(20, []) is None  # manual never decides
 
 

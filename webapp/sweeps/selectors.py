@@ -209,9 +209,11 @@ def next_decision_points(*, sweep: Sweep, runs: list[dict]) -> dict:
     policy = make_policy(sweep.policy)
     live = [row for row in runs if not (row["ended"] or row["kill_requested"])]
     points = {row["id"]: policy.next_check(row["last_step"], row["total_steps"]) for row in live}
-    stops = dict(PolicyDecision.objects.filter(sweep=sweep, action="stop").values_list("run_id", "step"))
-    reached = {row["id"]: (min(row["last_step"], stops.get(row["id"], row["last_step"])),
-                           (row["ended"] or row["kill_requested"]) and row["last_step"] < row["total_steps"])
+    stops = {run_id: (step, rule) for run_id, step, rule in
+             PolicyDecision.objects.filter(sweep=sweep, action="stop").values_list("run_id", "step", "rule")}
+    reached = {row["id"]: (min(row["last_step"], stops.get(row["id"], (row["last_step"],))[0]),
+                           (row["ended"] or row["kill_requested"]) and row["last_step"] < row["total_steps"]
+                           and stops.get(row["id"], (0, ""))[1] != policy.rule)
                for row in runs if row["last_step"] > 0 or row["status"] != RunStatus.QUEUED}
     waiting = {row["id"]: policy.waiting(row["last_step"], [r for run_id, r in reached.items() if run_id != row["id"]],
                                          queued=row["status"] == RunStatus.QUEUED) for row in live}

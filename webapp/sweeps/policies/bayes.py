@@ -121,6 +121,14 @@ class BayesPolicy(Policy):
         fold = self.folds[run_id] = SeedFold(self.params.final_window())
         fold.load(saved["fold"])
 
+    def _waiting_for_peers(self, last_step: int, others: list[tuple[int, bool]]) -> Optional[str]:
+        """Its peers are the seeds in the race with two points or more (``_current``, ``frozen``), whatever step
+        they stand at: a seed still running, finished, or stopped by this policy."""
+        p: BayesParams = self.params  # type: ignore[assignment]
+        n = sum(1 for reached, out in others if not out and reached >= 2)
+        return (f"waiting for peers in the race: {n} of {p.min_peers} (a run killed or failed before its end is "
+                f"not one)" if n < p.min_peers else None)
+
     def _current(self) -> dict[Hashable, tuple[float, float, float]]:
         """(level, noise, fraction) of every seed running or finished, with two points or more."""
         out = {}

@@ -296,8 +296,9 @@ class Policy:
         peers at step 40: 2 of 3", "judged from step 8"); None when it is judged now, or never (manual).
 
         ``last_step``: the run's last step; ``others``: every other run of the sweep that has started, as (the
-        step its curve counts up to: its last step, or the step this policy stopped it at; whether it ended before
-        its final step); ``queued``: the run waits for a slot. Reads no curve, so the dashboard can ask it of
+        step its curve counts up to: its last step, or the step this policy stopped it at; whether it is out of
+        the race: ended before its final step other than by this policy's stop); ``queued``: the run waits for a
+        slot. Reads no curve, so the dashboard can ask it of
         every row: a peer counts at step s when its curve reaches s (``peer_values``), as the check counts it
         (docs/architecture.md, "Early stopping")."""
         first = self._next_step(0)
