@@ -95,6 +95,62 @@ def run_seedbed(model_dir: str, steps: int, seed: int, out: str) -> dict:
             "model_dir": os.path.join(out, "checkpoints", f"step_{steps:06d}")}
 
 
+# The memory workload (``--memory``): reasoning-gym chain_sum, two terms of one or two digits, 4 prompts x 8
+# completions, at most 64 new tokens, temperature 1, lr 1e-6, no KL, token-mean loss: Seedbed alone, for its
+# peak RSS and per-step loss, entropy and log-probs (--record writes them, to compare two versions of the loop).
+MEMORY_TASK = "reasoning_gym:chain_sum"
+MEMORY_PARAMS = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 2}
+
+
+def memory_config(model_dir: str, steps: int, seed: int, shape: tuple[int, int, int], knobs: dict):
+    from training.config import TrainConfig
+
+    prompts, group, max_new = shape
+    return TrainConfig.from_dict({
+        "model_path": model_dir, "task": MEMORY_TASK, "task_params": MEMORY_PARAMS, "task_size": 4096,
+        "rewards": REWARDS, "chat_template": "on", "answer_instruction": INSTRUCTION, "temperature": 1.0,
+        "total_steps": steps, "prompts_per_step": prompts, "group_size": group, "max_new_tokens": max_new,
+        "lr": 1e-6, "kl_coef": 0.0, "loss_agg": "token-mean", "seed": seed, "samples_per_step": 0,
+        "device": "cpu", **knobs})
+
+
+def run_memory(model_dir: str, steps: int, seed: int, shape: tuple[int, int, int], knobs: dict) -> dict:
+    """Seedbed's loop on the memory workload: per step its loss, entropy, the masked log-probs the loss saw, the
+    sequence shape and the peak RSS so far; the whole run's peak RSS and s/step."""
+    import torch
+
+    import training.loop as loop
+    from training.sink import NullSink
+
+    cfg = memory_config(model_dir, steps, seed, shape, knobs)
+    seen: list[torch.Tensor] = []
+    policy_loss = loop.policy_loss
+
+    def recording_policy_loss(logp, old_logp, advantages, mask, **kw):  # the log-probs the loss was given
+        seen.append(logp.detach()[mask > 0].double().clone())
+        return policy_loss(logp, old_logp, advantages, mask, **kw)
+
+    loop.policy_loss = recording_policy_loss
+    per_step = []
+
+    class RecordingSink(NullSink):
+        def on_metrics(self, step, m):
+            logp = torch.cat(seen) if seen else torch.zeros(0)
+            seen.clear()
+            per_step.append({"step": step, "loss": m.get("loss/policy"), "entropy": m.get("entropy"),
+                             "logp_sum": float(logp.sum()), "logp": logp.tolist(), "length": m["length/mean"],
+                             "seconds": m["step_time_s"],
+                             "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+            print("STEP " + json.dumps(per_step[-1]), file=sys.stderr, flush=True)  # a killed run's steps so far
+
+    with tempfile.TemporaryDirectory() as out:
+        t0 = time.perf_counter()
+        loop.train(cfg, out, RecordingSink())
+        wall = time.perf_counter() - t0
+    return {"steps": per_step, "wall_s": wall, "s_per_step": wall / steps, "knobs": knobs, "shape": shape,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
 def trl_trainer(model_dir: str, out: str, *, steps: int, seed: int, task_size: int = 4096, prompts: int = PROMPTS,
                 group: int = GROUP, max_new: int = MAX_TOKENS, use_cpu: bool = True, bf16: bool = False):
     """TRL's GRPOTrainer on this workload, as Seedbed's run is configured: the same prompts (the task's question
@@ -142,7 +198,8 @@ def run_trl(model_dir: str, steps: int, seed: int, out: str) -> dict:
             "steps": steps, "reward_first_last": [logs[0].get("reward"), logs[-1].get("reward")], "model_dir": out}
 
 
-def child(engine: str, steps: int, seed: int, threads: int, problems: int, samples: int) -> None:
+def child(engine: str, steps: int, seed: int, threads: int, problems: int, samples: int,
+          shape: tuple[int, int, int] = (4, 8, 64), knobs: dict | None = None) -> None:
     import torch
 
     from training.loop import load_model
@@ -150,6 +207,9 @@ def child(engine: str, steps: int, seed: int, threads: int, problems: int, sampl
 
     torch.set_num_threads(threads)
     model_dir = ensure_smollm2()
+    if engine == "memory":  # nothing else loaded first: the peak RSS is the training run's own
+        print("RESULT " + json.dumps(run_memory(model_dir, steps, seed, shape, knobs or {})))
+        return
     load_model(model_dir, "cpu")  # warm transformers' lazy imports outside the timed region, for both alike
     if engine == "base":
         print("RESULT " + json.dumps({"per_problem": pass1_per_problem(model_dir, problems, samples)}))
@@ -170,6 +230,50 @@ def gain_with_ci(before: list[float], after: list[float]) -> tuple[float, float,
     return mean, mean - half, mean + half
 
 
+def memory_main(args, shape: tuple[int, int, int], knobs: dict) -> None:
+    """One Seedbed run on the memory workload in a child process (its ru_maxrss is the run's alone): the
+    per-step figures, the peak, and with --compare the largest relative difference from a recorded run."""
+    argv = [sys.executable, __file__, "--child", "memory", "--steps", str(args.steps), "--seed", str(args.seed),
+            "--threads", str(args.threads), "--shape", args.shape] + [a for kv in args.set for a in ("--set", kv)]
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT)  # its stderr: each step as it ends
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode or not line:
+        sys.exit("memory run failed (its error above)")
+    res = json.loads(line[0][7:])
+    for s in res["steps"]:
+        print(f"step {s['step']:3d}  loss {s['loss']:+.8f}  entropy {s['entropy']:.8f}  logp sum "
+              f"{s['logp_sum']:+.6f}  length {s['length']:5.1f}  {s['seconds']:6.2f} s  RSS {s['rss_mb']:6.0f} MB")
+    print(f"shape {args.shape} knobs {json.dumps(knobs)}: peak RSS {res['peak_rss_mb']:.0f} MB, "
+          f"{res['s_per_step']:.2f} s/step over {args.steps} steps ({args.threads} threads, load "
+          f"{os.getloadavg()[0]:.1f})")
+    if args.record:
+        with open(args.record, "w") as fh:
+            json.dump(res, fh)
+    if args.compare:
+        with open(args.compare) as fh:
+            ref = json.load(fh)
+        print(f"largest relative difference from {args.compare}: "
+              + ", ".join(f"{k} {v:.2e}" for k, v in compare_steps(ref["steps"], res["steps"]).items()))
+
+
+def compare_steps(ref: list[dict], new: list[dict]) -> dict:
+    """The largest relative difference per quantity over the steps; the log-probs token by token, each step's
+    sorted (micro-batches take a minibatch's rows grouped by prompt: the same tokens in another order; sorting
+    moves no value further from its match than the largest difference of a matching)."""
+    def rel(a: float, b: float) -> float:
+        return abs(a - b) / max(abs(a), abs(b), 1e-12)
+
+    worst = {"loss": 0.0, "entropy": 0.0, "logp": 0.0}
+    for r, n in zip(ref, new):
+        worst["loss"] = max(worst["loss"], rel(r["loss"], n["loss"]))
+        worst["entropy"] = max(worst["entropy"], rel(r["entropy"], n["entropy"]))
+        if len(r["logp"]) != len(n["logp"]):
+            worst["logp"] = float("inf")  # different samples: the runs diverged
+        else:
+            worst["logp"] = max([worst["logp"], *(rel(a, b) for a, b in zip(sorted(r["logp"]), sorted(n["logp"])))])
+    return worst
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=40)
@@ -179,9 +283,19 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--child", default="")
+    ap.add_argument("--memory", action="store_true", help="Seedbed alone on the memory workload: peak RSS, s/step")
+    ap.add_argument("--shape", default="4x8x64", help="--memory: prompts x completions x max new tokens")
+    ap.add_argument("--set", action="append", default=[], metavar="KNOB=JSON", help="--memory: a config knob")
+    ap.add_argument("--record", default="", help="--memory: write the per-step values (JSON) here")
+    ap.add_argument("--compare", default="", help="--memory: per-step values to compare with (a --record file)")
     args = ap.parse_args()
+    shape = tuple(int(x) for x in args.shape.split("x"))
+    knobs = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)}
     if args.child:
-        child(args.child, args.steps, args.seed, args.threads, args.problems, args.samples)
+        child(args.child, args.steps, args.seed, args.threads, args.problems, args.samples, shape, knobs)
+        return
+    if args.memory:
+        memory_main(args, shape, knobs)
         return
 
     def spawn(engine: str, seed: int) -> dict:

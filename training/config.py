@@ -159,6 +159,13 @@ class TrainConfig:
     ppo_epochs: int = _f(1, "Passes over each rollout batch (updates after the first are off-policy).", min=1, max=100)
     minibatch_size: int = _f(0, "Sequences per optimizer step (0 = the whole batch in one step).", min=0,
                              max=1_000_000)
+    micro_batch_size: int = _f(0, "Sequences per forward/backward pass inside an optimizer step: their gradients "
+                               "are accumulated, the loss is the same as one pass over the minibatch, the peak "
+                               "memory lower (0 = automatic: the memory model's choice, one pass when it fits, "
+                               "training.memory).", min=0, max=1_000_000)
+    gradient_checkpointing: bool = _f(False, "Activation checkpointing: keep only each decoder layer's input and "
+                                      "recompute the rest in the backward (less memory for activations, about a "
+                                      "third more compute in the training forward).")
 
     # --- bookkeeping -------------------------------------------------------------------------------
     max_restarts: int = _f(2, "When the run's worker is lost (no heartbeat: the machine or the process died), "

@@ -28,6 +28,7 @@ is passed explicitly: the default device mesh is CUDA whenever a GPU is present,
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -146,15 +147,16 @@ class PolicyForward(torch.nn.Module):
     """The training forward (``sequence_logprobs``) as one module call, so DDP sees one forward per backward
     (the forward itself calls the model twice: the shared prompt prefill, then the completions)."""
 
-    def __init__(self, model, temperature: float, use_kept_mask: bool):
+    def __init__(self, model, temperature: float, use_kept_mask: bool, checkpoint: bool = False):
         super().__init__()
         self.model, self.temperature, self.use_kept_mask = model, temperature, use_kept_mask
+        self.checkpoint = checkpoint  # gradient_checkpointing
 
     def forward(self, batch):
         from training.rollout import sequence_logprobs
 
         return sequence_logprobs(self.model, batch, temperature=self.temperature, use_kept_mask=self.use_kept_mask,
-                                 with_entropy=True)
+                                 with_entropy=True, checkpoint=self.checkpoint)
 
 
 class Parallel:
@@ -169,7 +171,7 @@ class Parallel:
         self.world = world
         self.strategy = cfg.strategy if world.size > 1 else "none"
         self.model = self.full_model = model
-        self._forward = PolicyForward(model, cfg.temperature, cfg.keep_sampling_mask)
+        self._forward = PolicyForward(model, cfg.temperature, cfg.keep_sampling_mask, cfg.gradient_checkpointing)
         if self.strategy == "ddp":
             from torch.nn.parallel import DistributedDataParallel
 
@@ -195,6 +197,13 @@ class Parallel:
 
     def forward(self, batch):
         return self._forward(batch)
+
+    def accumulating(self, more: bool):
+        """The context of a micro-batch's forward and backward: under ddp, with ``more`` micro-batches of the
+        same optimizer step to come, no gradient all-reduce yet (``no_sync``: the last one reduces the sum)."""
+        if more and self.strategy == "ddp":
+            return self._forward.no_sync()
+        return contextlib.nullcontext()
 
     def sync(self) -> None:
         if self.strategy != "fsdp":

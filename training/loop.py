@@ -300,9 +300,11 @@ def reduce_verifier_metrics(values: torch.Tensor, keys: list[str]) -> dict:
 def update_policy(cfg, policy, optimizer, roll: Rollouts, ref_logp, shuffle_gen, world: World = SINGLE) -> dict:
     """``ppo_epochs`` passes of minibatch steps over the step's global batch; returns the update's metrics
     (means over minibatches and ranks). Each rank trains on its own rows of each minibatch, its loss scaled to
-    its share of the global loss (``World.loss_scale``)."""
+    its share of the global loss (``World.loss_scale``); its rows go through the model ``micro`` sequences at a
+    time (``training.memory.micro_batch_size``), their gradients accumulated (``minibatch_step``)."""
     batch, n = roll.batch, roll.n_total
     size = cfg.minibatch_size or n
+    micro = micro_batch_for(cfg, policy.model, batch, world)
     where = torch.full((n,), -1, dtype=torch.long)  # global row -> this rank's row
     mine = roll.index >= 0
     where[roll.index[mine]] = torch.nonzero(mine).flatten()
@@ -315,40 +317,96 @@ def update_policy(cfg, policy, optimizer, roll: Rollouts, ref_logp, shuffle_gen,
             live = len(idx) > 0
             if not live:  # none of this minibatch is ours: a zero-weight forward keeps DDP's collectives aligned
                 idx = torch.zeros(1, dtype=torch.long)
-            idx = idx.to(batch.completion_ids.device)
-            mb = batch.index(idx)
-            adv = roll.advantages[idx]
-            mask = mb.completion_mask * roll.loss_mask[idx][:, None] * (1.0 if live else 0.0)
-            with RoutingReplay(policy.model, mb.routing if cfg.keep_routing else None), \
-                    compute_precision(cfg, mb.completion_ids.device):
-                logp, entropy = policy.forward(mb)
-            stats = {"entropy": masked_mean(entropy, mb.completion_mask).item()}
-            if cfg.opsm_delta is not None:  # DeepSeek-V3.2 off-policy sequence masking
-                keep = off_policy_sequence_mask(mb.sampling_logp, logp.detach(), adv, mask, cfg.opsm_delta)
-                stats["opsm/masked_frac"] = 1.0 - keep.float().mean().item()
-                mask = mask * keep[:, None]
-            loss, pstats = policy_loss(logp, mb.sampling_logp, adv, mask, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
-                                       dual_clip=cfg.dual_clip, agg=cfg.loss_agg, max_len=cfg.max_new_tokens)
-            stats["loss/policy"] = loss.item()
-            clip_keys = [k for k in pstats if k.startswith("clip/")]
-            # one device sync for the clip fractions the run logs (the other statistics are not read)
-            stats.update(zip(clip_keys, torch.stack([pstats[k] for k in clip_keys]).tolist()))
-            if ref_logp is not None:
-                kl = kl_penalty(logp, ref_logp[idx], cfg.kl_estimator,
-                                old_logp=mb.sampling_logp if cfg.unbiased_kl else None)
-                kl_loss = aggregate_loss(kl, mask, cfg.loss_agg, max_len=cfg.max_new_tokens)
-                stats["kl"] = kl_loss.item()
-                loss = loss + cfg.kl_coef * kl_loss
-            weight = float(aggregation_weight(mask, cfg.loss_agg)) if live else 0.0
-            loss = loss * world.loss_scale(weight)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            stats["grad_norm"] = policy.clip_grad_norm(cfg.max_grad_norm)
-            optimizer.step()
+            stats = minibatch_step(cfg, policy, optimizer, roll, ref_logp, idx.to(batch.completion_ids.device),
+                                   live, micro, world)
             for k, v in stats.items():
                 totals[k] = totals.get(k, 0.0) + v
             count += 1
     return world.mean_stats({k: v / count for k, v in totals.items()})  # one collective a step
+
+
+def micro_batch_for(cfg, model, batch: RolloutBatch, world: World) -> int:
+    """Sequences per forward/backward: ``micro_batch_size``, or (0) the memory model's choice for this batch's
+    prompt and completion widths (training.memory)."""
+    if cfg.micro_batch_size:
+        return cfg.micro_batch_size
+    from training.memory import auto_micro_batch, model_shape_of
+
+    return auto_micro_batch(cfg, model_shape_of(model.config), prompt_tokens=batch.prompt_ids.shape[1],
+                            completion_tokens=batch.completion_ids.shape[1], ranks=world.size)
+
+
+def minibatch_step(cfg, policy, optimizer, roll: Rollouts, ref_logp, idx: torch.Tensor, live: bool, micro: int,
+                   world: World) -> dict:
+    """One optimizer step on this rank's rows ``idx`` of a minibatch, in micro-batches of ``micro`` rows.
+
+    The loss is the minibatch's: each micro-batch's aggregated loss L_m, normalised by its own weight w_m
+    (tokens, sequences or rows: ``aggregation_weight``), enters as (w_m / W)·L_m with W = Σ_m w_m, so the
+    accumulated gradient is that of one pass over the minibatch (token-mean stays a mean over all its tokens).
+    Off-policy sequence masking decides W only once every micro-batch has run: there each backward takes w_m·L_m
+    and the gradients are scaled by 1/W before clipping. The statistics are the minibatch's too (weighted means of
+    the micro-batches')."""
+    batch = roll.batch
+    if len(idx) > micro:  # rows of a group together: each micro-batch prefills few distinct prompts
+        idx = idx.sort().values
+    parts = idx.split(micro)
+    masks = [mask_of(roll, part, live) for part in parts]
+    deferred = cfg.opsm_delta is not None  # the weights depend on the forward: known after the last micro-batch
+    total = 0.0 if deferred or not live else float(sum(aggregation_weight(m, cfg.loss_agg) for m in masks))
+    scale = 1.0 if deferred else world.loss_scale(total)
+    sums: dict[str, list[float]] = {}  # statistic -> [weighted sum, weight]
+
+    def add(key: str, value: float, weight: float) -> None:
+        acc = sums.setdefault(key, [0.0, 0.0])
+        acc[0] += value * weight
+        acc[1] += weight
+
+    optimizer.zero_grad(set_to_none=True)
+    for i, (part, mask) in enumerate(zip(parts, masks)):
+        mb = batch.index(part)
+        adv = roll.advantages[part]
+        with RoutingReplay(policy.model, mb.routing if cfg.keep_routing else None), \
+                compute_precision(cfg, mb.completion_ids.device), policy.accumulating(i < len(parts) - 1):
+            logp, entropy = policy.forward(mb)
+            add("entropy", masked_mean(entropy, mb.completion_mask).item(), float(mb.completion_mask.sum()))
+            if deferred:  # DeepSeek-V3.2 off-policy sequence masking
+                keep = off_policy_sequence_mask(mb.sampling_logp, logp.detach(), adv, mask, cfg.opsm_delta)
+                add("opsm/masked_frac", 1.0 - keep.float().mean().item(), len(part))
+                mask = mask * keep[:, None]
+            loss, pstats = policy_loss(logp, mb.sampling_logp, adv, mask, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
+                                       dual_clip=cfg.dual_clip, agg=cfg.loss_agg, max_len=cfg.max_new_tokens)
+            weight = float(aggregation_weight(mask, cfg.loss_agg)) if live else 0.0
+            add("loss/policy", loss.item(), weight)
+            clip_keys = [k for k in pstats if k.startswith("clip/")]
+            # one device sync for the clip fractions the run logs (the other statistics are not read)
+            for k, v in zip(clip_keys, torch.stack([pstats[k] for k in clip_keys]).tolist()):
+                add(k, v, float(mask.sum()))
+            if ref_logp is not None:
+                kl = kl_penalty(logp, ref_logp[part], cfg.kl_estimator,
+                                old_logp=mb.sampling_logp if cfg.unbiased_kl else None)
+                kl_loss = aggregate_loss(kl, mask, cfg.loss_agg, max_len=cfg.max_new_tokens)
+                add("kl", kl_loss.item(), weight)
+                loss = loss + cfg.kl_coef * kl_loss
+            if deferred:
+                total += weight
+                loss = loss * weight
+            elif len(parts) > 1:
+                loss = loss * (weight / total if total > 0 else 0.0)
+            (loss * scale).backward()
+    if deferred:  # the gradients of Σ w_m·L_m, scaled to those of the minibatch's loss
+        share = world.loss_scale(total)  # (a collective: every rank calls it)
+        torch._foreach_mul_([p.grad for p in policy.model.parameters() if p.grad is not None],
+                            share / total if total > 0 else 0.0)
+    stats = {k: (v / w if w > 0 else 0.0) for k, (v, w) in sums.items()}
+    stats["grad_norm"] = policy.clip_grad_norm(cfg.max_grad_norm)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)  # no gradients held while sampling the next step
+    return stats
+
+
+def mask_of(roll: Rollouts, part: torch.Tensor, live: bool) -> torch.Tensor:
+    """The loss mask of rows ``part``: generated tokens of usable completions (all 0 on a padding minibatch)."""
+    return roll.batch.completion_mask[part] * roll.loss_mask[part][:, None] * (1.0 if live else 0.0)
 
 
 def periodic_eval(cfg, model, tokenizer, source, step: int) -> dict:

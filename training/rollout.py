@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Optional, Protocol, Sequence
 
 import torch
+import torch.utils.checkpoint
 
 from training.routing import RoutingRecorder
 
@@ -103,13 +104,14 @@ def positions_from_mask(mask: torch.Tensor) -> torch.Tensor:
     return (mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
-def shared_prefill(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor):
+def shared_prefill(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, hidden: bool = False):
     """Run the prompts through the model once per *distinct* prompt and fan the KV cache out to every row.
 
     GRPO samples G completions of each prompt, so a batch holds each prompt G times; computing the prompt
     once saves (G-1)/G of the prompt compute in sampling and in the training forward. The fan-out is an
     index on the cached keys/values, so gradients from every completion flow back into the one prompt
-    computation (exactly the same math as G separate copies). Returns (last-position logits [B, V], cache).
+    computation (exactly the same math as G separate copies). Returns (last-position logits [B, V], cache);
+    ``hidden``: ``model`` is the decoder, and the first item its last-position hidden state [B, H].
     """
     rows = torch.cat([prompt_ids, prompt_mask], dim=1)
     uniq, inverse = torch.unique(rows, dim=0, return_inverse=True)
@@ -120,9 +122,10 @@ def shared_prefill(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor):
         prompt_ids, prompt_mask = uniq[:, :P], uniq[:, P:]
     # logits_to_keep=1: only the last prompt position's logits are needed (the lm_head over a large vocabulary
     # at every prompt position would be wasted work)
+    kw = {} if hidden else {"logits_to_keep": 1}
     out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions_from_mask(prompt_mask),
-                use_cache=True, logits_to_keep=1)
-    cache, last = out.past_key_values, out.logits[:, -1]
+                use_cache=True, **kw)
+    cache, last = out.past_key_values, (out.last_hidden_state if hidden else out.logits)[:, -1]
     if inverse is not None:
         for layer in cache.layers:
             layer.batch_select_indices(inverse)
@@ -257,36 +260,148 @@ class HFRolloutEngine:
 
 
 def sequence_logprobs(model, batch: RolloutBatch, *, temperature: float, use_kept_mask: bool = False,
-                      with_entropy: bool = False):
+                      with_entropy: bool = False, checkpoint: bool = False):
     """Training forward: log π_θ of each completion token, [B, T] (and per-token entropy when asked).
 
     Logits are divided by the sampling temperature so π_θ is the distribution that was sampled from; with
     ``use_kept_mask`` they are renormalised over the tokens top-p/top-k kept (keep sampling mask).
+
+    Memory (docs/architecture.md, "The training core"): for a model whose output layer is a plain linear head
+    (``head_of``), the decoder's hidden states go through the head in chunks of positions (``token_logprobs``),
+    so no float32 [B, T, V] logits tensor is ever made whole; under ``torch.no_grad`` (the reference pass) each
+    chunk's logits are dropped as soon as its log-probs are taken. ``checkpoint``: activation checkpointing of
+    the decoder layers (recomputed in the backward) and of the head's chunks; the prompt then runs with its
+    completion in one forward (checkpointed layers keep no KV cache), the same math.
     """
     mask = torch.cat([batch.prompt_mask, batch.completion_mask.long()], dim=1)
     P, T = batch.prompt_ids.shape[1], batch.completion_ids.shape[1]
+    head = head_of(model)
+    kept = None
+    if use_kept_mask and batch.kept_mask is not None:
+        # positions after <eos> keep the whole vocabulary so no -inf reaches the (masked) loss terms
+        kept = batch.kept_mask | (batch.completion_mask[..., None] == 0)
+    with checkpointed(model, checkpoint and torch.is_grad_enabled()):
+        if head is None:  # a head with extras (soft-capping, scaling, FSDP-sharded root): the model's own logits
+            hidden, head_fn = _full_logits(model, batch, mask, P, T), None
+        else:
+            hidden, head_fn = _decoder_hidden(model, batch, mask, P, T, full=checkpoint), head
+    return token_logprobs(hidden, head_fn, batch.completion_ids, temperature=temperature, kept=kept,
+                          with_entropy=with_entropy, checkpoint=checkpoint and torch.is_grad_enabled())
+
+
+# model types whose causal-LM forward is exactly ``lm_head(decoder(...).last_hidden_state)``
+PLAIN_HEAD_MODELS = frozenset({"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "smollm3", "olmo2"})
+
+
+def head_of(model):
+    """The model's output layer when logits are a plain ``Linear`` of the decoder's last hidden state (the
+    chunked path can then apply it itself), else None. FSDP2-sharded models always take the model's own
+    forward (its root holds the head's shard, gathered by the root's forward hook)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    config = getattr(model, "config", None)
+    if isinstance(model, FSDPModule) or getattr(config, "model_type", None) not in PLAIN_HEAD_MODELS:
+        return None
+    if getattr(config, "final_logit_softcapping", None) or getattr(config, "logit_scale", None):
+        return None
+    head = model.get_output_embeddings()
+    return head if type(head) is torch.nn.Linear else None
+
+
+def _decoder_hidden(model, batch: RolloutBatch, mask: torch.Tensor, P: int, T: int, *, full: bool) -> torch.Tensor:
+    """The decoder's last hidden state at the positions that predict each completion token, [B, T, H]: the
+    prompt prefilled once per distinct prompt (``shared_prefill``) then the completion, or (``full``, or keep
+    routing, which replays one expert choice per row and position) prompt and completion in one forward."""
+    decoder = model.get_decoder()
+    if batch.routing is None and not full:
+        last, cache = shared_prefill(decoder, batch.prompt_ids, batch.prompt_mask, hidden=True)
+        out = decoder(input_ids=batch.completion_ids, attention_mask=mask,
+                      position_ids=positions_from_mask(mask)[:, P:], past_key_values=cache, use_cache=True)
+        return torch.cat([last[:, None], out.last_hidden_state[:, :-1]], dim=1)
+    ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
+    out = decoder(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask), use_cache=False)
+    return out.last_hidden_state[:, P - 1:P + T - 1]
+
+
+def _full_logits(model, batch: RolloutBatch, mask: torch.Tensor, P: int, T: int) -> torch.Tensor:
+    """The model's own logits at the positions that predict each completion token, [B, T, V]."""
     if batch.routing is None:
         last, cache = shared_prefill(model, batch.prompt_ids, batch.prompt_mask)
         out = model(input_ids=batch.completion_ids, attention_mask=mask,
                     position_ids=positions_from_mask(mask)[:, P:], past_key_values=cache, use_cache=True)
-        logits = torch.cat([last[:, None], out.logits[:, :-1]], dim=1)
-    else:  # keep routing replays one recorded expert choice per row and position: one full forward
-        ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
-        logits = model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask)).logits
-        logits = logits[:, P - 1:P + T - 1]
+        return torch.cat([last[:, None], out.logits[:, :-1]], dim=1)
+    ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask)).logits
+    return logits[:, P - 1:P + T - 1]
+
+
+class checkpointed:
+    """Activation checkpointing of the model's layers while in the block (transformers'
+    ``activation_checkpointing_enable``), off again after it: sampling needs the KV cache it disables."""
+
+    def __init__(self, model, on: bool):
+        self.model, self.on = model, on and hasattr(model, "activation_checkpointing_enable")
+
+    def __enter__(self):
+        if self.on:
+            self.model.activation_checkpointing_enable({"use_reentrant": False})
+
+    def __exit__(self, *exc):
+        if self.on:
+            self.model.activation_checkpointing_disable()
+
+
+#: rows of the head's output computed at once: 2^22 logits (16 MB in float32) whatever the vocabulary
+CHUNK_LOGITS = 1 << 22
+
+
+def token_logprobs(hidden: torch.Tensor, head, targets: torch.Tensor, *, temperature: float,
+                   kept: Optional[torch.Tensor] = None, with_entropy: bool = False, checkpoint: bool = False,
+                   chunk_logits: int = CHUNK_LOGITS):
+    """log π(target) and the entropy of π per position, computed over chunks of positions.
+
+    π = softmax(z / τ) with z = head(h) (``head`` None: ``hidden`` already holds the logits z), restricted to
+    the ``kept`` tokens when given. Per chunk of rows: log π = z/τ − logsumexp(z/τ) (``log_softmax``), the
+    target's entry gathered, and H = −Σ_v π_v log π_v (a metric: no gradient). Only the chunks' log-softmax
+    outputs are kept for the backward (``checkpoint``: not even those, each chunk's logits are recomputed
+    there), so a float32 [B, T, V] tensor never exists beside its softmax, and without gradients nothing of a
+    chunk outlives it. Shapes: ``hidden`` [B, T, H] (or [B, T, V] logits), ``targets`` [B, T], ``kept``
+    [B, T, V] bool; returns (logp [B, T], entropy [B, T] or None).
+    """
+    B, T = targets.shape
+    h = hidden.reshape(B * T, hidden.shape[-1])
+    tgt = targets.reshape(B * T, 1)
+    keep = None if kept is None else kept.reshape(B * T, -1)
+    vocab = head.out_features if head is not None else hidden.shape[-1]
+    rows = max(1, chunk_logits // vocab)
+    logps, entropies = [], []
+    for i in range(0, B * T, rows):
+        args = (head, temperature, with_entropy, h[i:i + rows], tgt[i:i + rows],
+                None if keep is None else keep[i:i + rows])
+        logp, entropy = (torch.utils.checkpoint.checkpoint(_chunk_logp, *args, use_reentrant=False) if checkpoint
+                         else _chunk_logp(*args))
+        logps.append(logp)
+        entropies.append(entropy)
+    logp = torch.cat(logps).view(B, T)
+    return logp, (torch.cat(entropies).view(B, T) if with_entropy else None)
+
+
+def _chunk_logp(head, temperature: float, with_entropy: bool, h: torch.Tensor, tgt: torch.Tensor,
+                keep: Optional[torch.Tensor]):
+    """One chunk of ``token_logprobs``: log π of the targets [rows] and the entropy [rows] (or None)."""
+    logits = h if head is None else head(h)
     # half precision is upcast for the softmax; float32 and float64 stay as they are
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature
-    if use_kept_mask and batch.kept_mask is not None:
-        # positions after <eos> keep the whole vocabulary so no -inf reaches the (masked) loss terms
-        kept = batch.kept_mask | (batch.completion_mask[..., None] == 0)
-        logits = logits.masked_fill(~kept, float("-inf"))
+    if keep is not None:
+        logits = logits.masked_fill(~keep, float("-inf"))
     logp_all = torch.log_softmax(logits, dim=-1)
-    logp = logp_all.gather(-1, batch.completion_ids[..., None]).squeeze(-1)
-    if not with_entropy:
-        return logp, None
-    with torch.no_grad():  # a metric only: keep it out of the autograd graph
-        p = logp_all.exp()
-        entropy = -(p * logp_all.masked_fill(p == 0, 0.0)).sum(-1)
+    del logits
+    logp = logp_all.gather(-1, tgt).squeeze(-1)
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():  # a metric only: keep it out of the autograd graph
+            p = logp_all.exp()
+            entropy = -(p * logp_all.masked_fill(p == 0, 0.0)).sum(-1)
     return logp, entropy
 
 

@@ -4,6 +4,7 @@ other ranks and a sweep's grid; at the limit a launch is accepted; with no worke
 stands in and nothing is refused only for that. (The reports of a real worker: tests/workers/test_capacity.py.)"""
 from __future__ import annotations
 
+import json
 import os
 from datetime import timedelta
 
@@ -172,3 +173,31 @@ def test_a_resume_on_more_ranks_and_a_sweeps_grid_are_capped_too(config):
                                     grid={"nproc_per_node": [2, 4]})
     assert exc.value.errors == {"grid": "nproc_per_node=4: at most 2 on queue cpu (its largest worker has 2 cores); "
                                         "got 4"}
+
+
+def test_a_config_whose_training_memory_fits_no_worker_is_a_field_error(api, config, tmp_path):
+    from webapp.runs.forms import RunForm
+
+    # a folder with SmolLM2-135M's dimensions (the web layer reads its config.json, never its weights)
+    folder = tmp_path / "smollm2"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 576, "num_hidden_layers": 30, "num_attention_heads": 9,
+        "num_key_value_heads": 3, "intermediate_size": 1536, "vocab_size": 49152, "tie_word_embeddings": True}))
+    report("small", cores=3, memory_mb=4 * GB)
+    big = {**config, "model_path": str(folder), "prompts_per_step": 4, "group_size": 8, "max_new_tokens": 64,
+           "kl_coef": 0.0, "micro_batch_size": 32}
+    errors = api.post("/runs", {"config": big}).json()["errors"]
+    assert list(errors) == ["micro_batch_size"]
+    assert errors["micro_batch_size"].startswith("training takes about ")
+    assert errors["micro_batch_size"].endswith("its largest worker has 4,096 MB of memory: lower micro_batch_size "
+                                               "or set gradient_checkpointing")
+    # its weights, gradients and AdamW moments alone (2.2 GB) do not fit 2 GB
+    report("small", cores=3, memory_mb=2 * GB)
+    assert list(api.post("/runs", {"config": big}).json()["errors"]) == ["model_path"]
+    assert not Run.objects.exists()
+    report("small", cores=3, memory_mb=4 * GB)
+    assert api.post("/runs", {"config": {**big, "micro_batch_size": 0}}).status_code == 201  # auto: fits
+    # the form shows the estimate before launch
+    form = RunForm(initial_config={"model_path": str(folder), "kl_coef": 0.0})
+    assert form.memory_estimate().startswith("3.") and "weights 0.54" in form.memory_estimate()

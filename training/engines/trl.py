@@ -71,6 +71,9 @@ def trl_errors(cfg) -> dict[str, str]:
             e[name] = lacks.format(what=what)
     if cfg.stop:
         e["stop"] = lacks.format(what="stop strings")
+    if cfg.micro_batch_size:
+        e["micro_batch_size"] = lacks.format(what="micro_batch_size here (each process takes its minibatch in one "
+                                                  "pass; gradient_checkpointing lowers its memory)")
     size, _ = minibatch(cfg)
     batch = cfg.prompts_per_step * cfg.group_size
     if batch % size:
@@ -95,7 +98,7 @@ def trl_args(cfg, out_dir: str) -> dict:
     total_steps (× updates per step) → max_steps · seed · overlong_filtering → mask_truncated_completions ·
     rollout_engine vllm → use_vllm (colocated) · checkpoint_every → save_steps · device cpu → use_cpu ·
     precision bf16 → bf16 (autocast, float32 weights, as the seedbed engine's) ·
-    no activation checkpointing (TRL's default is on; Seedbed's loop keeps activations).
+    gradient_checkpointing → activation_checkpointing (off by default, as in Seedbed's loop; TRL's default is on).
     Overlong shaping is Seedbed's own reward term (training.engines.trl_main), the same formula as the loop's.
     """
     ups = updates_per_step(cfg)
@@ -117,9 +120,10 @@ def trl_args(cfg, out_dir: str) -> dict:
         "use_vllm": cfg.rollout_engine == "vllm", "vllm_mode": "colocate",
         "logging_steps": ups, "save_strategy": "steps",
         "save_steps": (cfg.checkpoint_every or cfg.total_steps) * ups,
-        # TRL turns activation checkpointing on by default; Seedbed's loop keeps activations, so the same config
-        # does the same compute on both engines (and a tiny model's step is 15-20 % faster without it)
-        "activation_checkpointing": False,
+        # TRL turns activation checkpointing on by default; Seedbed's loop keeps activations unless
+        # gradient_checkpointing, so the same config does the same compute on both engines (and a tiny model's step
+        # is 15-20 % faster without it)
+        "activation_checkpointing": cfg.gradient_checkpointing,
         "use_cpu": use_cpu, "bf16": cfg.precision == "bf16", "fp16": False,
         "report_to": "none", "disable_tqdm": True, "log_completions": False, "dataloader_num_workers": 0,
     }

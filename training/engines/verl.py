@@ -56,6 +56,8 @@ LACKS = {
     "stop": "it samples without stop strings",
     "eval_k": "its validation logs its own best@k/mean@k (k = 1, 2, 4, ... up to eval_n)",
     "precision": "its FSDP workers choose their own mixed precision",
+    "micro_batch_size": "its workers choose their own micro-batches (ppo_micro_batch_size_per_gpu)",
+    "gradient_checkpointing": "its FSDP workers choose their own (enable_gradient_checkpointing)",
 }
 
 

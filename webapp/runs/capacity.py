@@ -143,7 +143,31 @@ def cap_errors(cfg: TrainConfig, *, queue: str) -> dict[str, str]:
         errors["rewards"] = (f"the code sandbox may take {' + '.join(parts)} (memory_mb, for a program and for its "
                              f"tests) = {total:,} MB; at most "
                              f"{mb_limit:,} MB on queue {queue} ({why}): lower processes or memory_mb")
+    if not on_gpus and cap.memory_mb:  # training in the worker's memory (on a GPU the model lives on the GPU)
+        errors.update(training_memory_errors(cfg, cap, queue))
     return errors
+
+
+def training_memory_errors(cfg: TrainConfig, cap: QueueCapacity, queue: str) -> dict[str, str]:
+    """The training processes' estimated peak (training.memory: per rank, nproc_per_node ranks a node) must fit
+    the largest worker's memory (the code sandbox's own cap is checked apart): else an error on micro_batch_size
+    when the model state alone fits (smaller micro-batches or gradient_checkpointing would), on model_path when it
+    does not."""
+    from training.memory import estimate_for_config
+
+    estimate = estimate_for_config(cfg, cfg.resolved_model_path(), ranks=cfg.nproc_per_node * cfg.nnodes)
+    if estimate is None:  # the model's shape is unknown (no config.json yet: the tiny model before it is built)
+        return {}
+    need_mb = cfg.nproc_per_node * estimate.total // 2**20
+    if need_mb <= cap.memory_mb:
+        return {}
+    state = sum(estimate.parts.get(k, 0) for k in ("runtime", "weights", "gradients", "optimizer", "reference"))
+    what = (f"training takes about {need_mb:,} MB ({cfg.nproc_per_node} × {estimate.text()}) on queue {queue}; "
+            f"{cap.has(f'{cap.memory_mb:,} MB of memory')}")
+    if cfg.nproc_per_node * state // 2**20 <= cap.memory_mb:
+        return {"micro_batch_size": f"{what}: lower micro_batch_size or set gradient_checkpointing"}
+    return {"model_path": f"{what}: the model's weights, gradients and optimizer state alone do not fit; use a "
+                          "smaller model or fewer ranks a node"}
 
 
 def check_caps(cfg: TrainConfig, *, queue: str) -> None:

@@ -126,6 +126,7 @@ class RunForm(forms.Form):
         if initial_config:
             values.update(initial_config)
         self.fields["rendered_preset"].initial = values["preset"]
+        self.shown_values = values  # the knobs' values an unbound form shows (memory_estimate)
         order = list(PRIMARY_KNOBS) + [n for n in self.specs if n not in PRIMARY_KNOBS]
         for name in order:
             spec = self.specs[name]
@@ -200,6 +201,24 @@ class RunForm(forms.Form):
         """Attach per-field errors to the fields they name (the form's own errors when no field matches)."""
         for name, message in exc.errors.items():
             self.add_error(name if name in self.fields else None, message)
+
+    def memory_estimate(self) -> str:
+        """The estimated peak memory of a training process of this config (training.memory), for the page: the
+        submitted config once parsed, else the values the form shows; "" when the model's shape is unknown or the
+        values are not a valid config."""
+        from training.memory import estimate_for_config
+
+        cfg = self.config
+        if cfg is None and not self.is_bound:
+            try:
+                cfg = TrainConfig.from_dict({n: v for n, v in self.shown_values.items() if n in self.specs},
+                                            check_paths=False)
+            except FieldErrors:
+                return ""
+        if cfg is None:
+            return ""
+        estimate = estimate_for_config(cfg, cfg.resolved_model_path(), ranks=cfg.nproc_per_node * cfg.nnodes)
+        return estimate.text() if estimate else ""
 
     def knob_groups(self):
         """Bound fields split for display: the primary knobs, then the advanced ones."""
