@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from training.fields import FieldErrors
-from training.models import atomic_folder, check_gguf_file, count_parameters, describe_model, smollm2_gguf
+from training.models import (atomic_folder, check_gguf_file, count_parameters, describe_model, gguf_tokenizer_model,
+                             smollm2_gguf, tokenizer_label)
 
 
 def test_the_import_is_a_plain_safetensors_folder_with_the_chat_template(smollm2_dir):
@@ -23,6 +24,8 @@ def test_the_import_is_a_plain_safetensors_folder_with_the_chat_template(smollm2
     assert info["context_length"] == 8192 and info["dtype"] == "float32"
     assert info["size_bytes"] > 500_000_000  # float32 weights
     assert info["imported"]["source"] == smollm2_gguf() and info["imported"]["format"] == "gguf"
+    # (a folder imported before the import recorded the GGUF's tokenizer is labelled from its tokenizer.json)
+    assert info["tokenizer"] in ("GPT2Tokenizer (byte-level BPE) from the GGUF", "byte-level BPE (GPT-2 style)")
     config = json.load(open(os.path.join(smollm2_dir, "config.json")))
     assert "quantization_config" not in config
 
@@ -107,3 +110,30 @@ def test_prompts_go_through_the_chat_template_with_the_system_prompt_and_instruc
 
         TrainConfig.from_dict({"model_path": tiny_model_dir, "chat_template": "on"})
     assert "no chat template" in info.value.errors["chat_template"]
+
+
+def test_the_tokenizer_is_named_as_its_users_know_it_never_as_a_loader_class(tmp_path):
+    def folder(name, tokenizer_class=None, imported=None, tokenizer_json=None):
+        path = tmp_path / name
+        path.mkdir()
+        (path / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": tokenizer_class}))
+        if imported is not None:
+            (path / "seedbed_model.json").write_text(json.dumps(imported))
+        if tokenizer_json is not None:
+            (path / "tokenizer.json").write_text(json.dumps(tokenizer_json))
+        return str(path)
+
+    byte_bpe = {"model": {"type": "BPE"}, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        {"type": "Digits"}, {"type": "ByteLevel"}]}}
+    assert describe_model(folder("named", "GPT2Tokenizer", tokenizer_json=byte_bpe))["tokenizer"] == "GPT2Tokenizer"
+    assert describe_model(folder("gguf", "TokenizersBackend", {"format": "gguf", "tokenizer": "gpt2"},
+                                 byte_bpe))["tokenizer"] == "GPT2Tokenizer (byte-level BPE) from the GGUF"
+    assert describe_model(folder("bare", "TokenizersBackend", tokenizer_json=byte_bpe))["tokenizer"] == \
+        "byte-level BPE (GPT-2 style)"
+    assert describe_model(folder("spm", "PreTrainedTokenizerFast", tokenizer_json={"model": {"type": "Unigram"}}))[
+        "tokenizer"] == "Unigram (SentencePiece)"
+    assert tokenizer_label(str(tmp_path / "none"), {}) is None  # no tokenizer at all: nothing made up
+
+
+def test_the_gguf_names_its_tokenizer():
+    assert gguf_tokenizer_model(smollm2_gguf()) == "gpt2"  # SmolLM2's GGUF: tokenizer.ggml.model
