@@ -50,15 +50,13 @@ the run, so on these sweeps no rule that reads the curves can keep a near-best s
 chance: the >= 50 % saved at >= 90 % near-best target is out of reach there. Synthetic sweeps carry more early
 signal (+0.14 / +0.19), still short of it: 15.5 % of them have only late bloomers near-best, flat until 30-60 %.
 
-The ``bayes`` default (p_stop 0.02, criterion near_best, drift 0) is the tune split's most compute saved among
-the settings that keep a near-best seed in >= 80 % of sweeps (--tune: 43.5 % / 82 %; p_stop 0.1 saved 50 % but
-kept 72.5 %). Test split 43.2 % saved / 77.0 % near-best (asha 50.0 / 69.0, median 50.9 / 65.5); real 19.2 % /
-81.2 % (asha 48.5 / 71.9, median 28.3 / 68.8, random 50 / 75), the 23 contested real sweeps 22.8 / 73.9 (asha
-50.0 / 60.9). No Optuna pruner is better than bayes on both numbers on either set. The ``needed`` criterion
-(stop the least needed seeds while P(the sweep lost its near-best seed) < p_stop) saves more where seeds end
-alike: real 34.8 % / 71.9 % at 0.02, 29.5 % / 87.5 % at 0.005. The default health guards stop every seed of the
-9 dead sweeps (zero_std, reward_drop), which this score counts as lost ("all stopped" column); on the contested
-sweeps manual + guards keeps a near-best seed in 91.3 % and saves 17.3 %.
+The ``bayes`` policy takes a promised ``risk`` (the earlier p_stop / criterion / drift are gone: its forecast was
+4-10x too confident on curves that wander slowly or collapse late). ``--calibration`` measures the promise:
+on 1,000 synthetic test sweeps (bench/synthetic_sweeps.py, generator seed 2; the drift table was learned on seed
+1) scored on each seed's noise-free worth, risk 0.05 / 0.10 / 0.20 against the realized loss rate with its
+one-sided 95 % upper bound, the compute saved, the mean regret and the one-shot rule frontier; then the same on
+the recorded corpus (near-best: within the tolerance of the best final or within two standard errors of it).
+Figures: bench/curves/early_stopping_2026-11-27.txt and the README's section "The bayes policy's promised risk".
 """
 from __future__ import annotations
 

@@ -27,6 +27,14 @@ def form_data(model_dir, **overrides):
     return data
 
 
+def test_the_form_launches_a_bayes_sweep_with_a_risk(client_in, model_dir, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client_in.post(reverse("sweeps:new"), form_data(model_dir, policy_name="bayes",
+                                                                   policy_params='{"risk": 0.05}'))
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    assert Sweep.objects.get().policy["risk"] == 0.05
+
+
 def test_the_form_launches_a_grid_of_seeds_with_its_policy(client_in, model_dir, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = client_in.post(reverse("sweeps:new"), form_data(model_dir, seeds="7, 9", grid="lr = 1e-4, 2e-4",
@@ -46,6 +54,12 @@ def test_the_form_launches_a_grid_of_seeds_with_its_policy(client_in, model_dir,
     ({"policy_params": '{"grace": 2}'}, "policy_params", "grace: unknown key"),
     ({"policy_params": "{not json"}, "policy_params", "not valid JSON"),
     ({"policy_name": "threshold", "policy_params": ""}, "policy_params", "lower_bound: set at least one"),
+    ({"policy_params": '{"risk": 0.05}'}, "policy_params", "risk: only bayes has a probability model"),
+    ({"policy_name": "asha", "policy_params": '{"risk": 0.05}'}, "policy_params", "risk: only bayes has a"),
+    ({"policy_name": "threshold", "policy_params": '{"risk": 0.1, "patience": 3}'}, "policy_params",
+     "risk: only bayes has a probability model"),
+    ({"policy_name": "bayes", "policy_params": '{"risk": 0.6}'}, "policy_params", "risk: must lie in (0, 0.5]"),
+    ({"policy_name": "bayes", "policy_params": '{"p_stop": 0.05}'}, "policy_params", "p_stop: unknown key"),
     ({"policy_name": "nope"}, "policy_name", "nope"),
     ({"grid": "lr 1e-4"}, "grid", "write 'knob = value, value'"),
     ({"grid": "nope = 1, 2"}, "grid", "nope: not a config knob"),
