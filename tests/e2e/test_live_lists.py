@@ -143,7 +143,9 @@ def test_the_nav_stays_on_one_line_at_1200_px_and_a_personal_project_says_whose(
                                         "{ const r = a.getBoundingClientRect(); return r.top + r.height / 2; })")
     heights = page.eval_on_selector_all("header.top nav a", "links => links.map(a => a.getBoundingClientRect().height)")
     assert max(middles) - min(middles) < 4, middles  # one line: every link on the same line ...
-    assert max(heights) < 1.5 * min(heights), heights  # ... and none broken over two lines inside
+    assert max(heights) < 1.5 * min(heights), heights  # ... and none broken over two lines inside ...
+    right = page.evaluate("document.querySelector('header.top .logout button').getBoundingClientRect().right")
+    assert right <= page.evaluate("document.documentElement.clientWidth"), right  # ... nor pushed off the page
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "nav_1200.png"))
 
