@@ -1,0 +1,62 @@
+"""bench/budget_table.py: the peers' scheduler loop starts new seeds by the same rule as the what-if replay
+(policies.budget.may_start_seed), and the table picks the best seed found the way a user would."""
+from __future__ import annotations
+
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import budget_table  # noqa: E402
+
+N = 10
+
+
+class Pool(dict):
+    def __init__(self, levels):
+        super().__init__({f"s{i}": [(step, level) for step in range(1, N + 1)] for i, level in enumerate(levels)})
+        self.worth = {f"s{i}": level for i, level in enumerate(levels)}
+
+
+class StopAt:
+    """A stopper that stops every seed once it reaches ``step`` (never, when None)."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def start(self, run_id):
+        pass
+
+    def report(self, run_id, step, value):
+        return self.step is not None and step >= self.step
+
+    def end(self, run_id, step, value):
+        pass
+
+
+def test_without_stops_the_loop_runs_8_seeds_to_their_end_as_the_replay_does():
+    pool = Pool([0.5] * 20)
+    steps_run, stopped = budget_table.run_peer(pool, lambda steps: StopAt(None))
+    replayed, replay_stopped = budget_table.seedbed({"name": "manual"})(pool)
+    assert steps_run == replayed == {f"s{i}": N for i in range(8)} and stopped == replay_stopped == set()
+
+
+def test_stops_free_compute_for_new_seeds_but_never_past_the_budget():
+    pool = Pool([0.5] * 40)
+    steps_run, stopped = budget_table.run_peer(pool, lambda steps: StopAt(3))
+    # each seed costs 3 of the budget's 80 points; a new one starts only while a full run (10) still fits
+    assert sum(steps_run.values()) <= budget_table.BUDGET_RUNS * N
+    assert stopped == set(steps_run) and len(steps_run) > 8  # the freed compute started new seeds
+    # the what-if replay, its threshold rule stopping every seed at the same step, starts the same seeds
+    replay = budget_table.seedbed({"name": "threshold", "upper_bound": 0.4, "smoothing": "none", "grace_steps": 3,
+                                   "min_peers": 0})
+    replayed, replay_stopped = replay(pool)
+    assert (replayed, replay_stopped) == (steps_run, stopped)
+
+
+def test_the_best_seed_found_is_the_best_observed_final_among_those_that_ran_to_their_end():
+    pool = Pool([0.2, 0.9, 0.5])
+    assert budget_table.best_found(pool, {"s0": N, "s1": 4, "s2": N}, {"s1"}) == 0.5
+    mean, low, high = budget_table.mean_interval([0.0, 0.2, 0.4])
+    assert abs(mean - 0.2) < 1e-12 and low < mean < high
