@@ -35,6 +35,7 @@ def test_other_configs_are_left_alone():
 
 
 @pytest.mark.django_db
+@pytest.mark.postgres  # the migration's JSON lookup (policy__name) is engine-specific SQL
 def test_a_stored_old_bayes_sweep_is_converted_and_its_page_renders(client_in, config,
                                                                     django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False):
