@@ -47,6 +47,9 @@ def test_the_form_launches_a_grid_of_seeds_with_its_policy(client_in, model_dir,
     assert len(callbacks) == 2 and sweep.concurrency == 2
     plan = SweepPlan.objects.get(sweep=sweep)
     assert (plan.free_slot_use, plan.budget, plan.grid) == ("new_seed", 6, {"lr": [1e-4, 2e-4]})
+    # the sweep page shows the budget: nothing run yet, the 4 runs of 20 steps committed
+    page = client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode()
+    assert "budget 6 runs: 0.0 spent, 4.0 committed, 2.0 left" in page
 
 
 @pytest.mark.parametrize("overrides, field, message", [
