@@ -349,6 +349,52 @@ def split_held_out(n: int, fraction: float, seed: int) -> tuple[list[int], list[
 BENCHMARK_HELD_OUT_FRACTION = 0.2  # of a benchmark's problems, held out with HELD_OUT_SEED
 
 
+def data_generator_seed(seed: int) -> int:
+    """The seed of the training loop's data generator, which draws each step's prompts (training.loop seeds its
+    data, sampling and shuffle generators with seed·1000 + 0, 1, 2)."""
+    return seed * 1000
+
+
+def mt19937_first(seed: int) -> int:
+    """The first 32-bit output of MT19937 seeded with init_genrand(seed mod 2**32): what torch's CPU generator
+    (``torch.Generator().manual_seed(seed)``, ATen's mt19937 ``init_with_uint32``) gives first, without torch.
+
+    Matsumoto & Nishimura 1998, "Mersenne Twister", ACM TOMACS 8(1): state x[0] = seed, x[j] = 1812433253 ·
+    (x[j-1] xor (x[j-1] >> 30)) + j mod 2**32; the first output twists x[0] with x[1] and x[397], then tempers it.
+
+    >>> mt19937_first(5489)  # the reference implementation's default seed: its first output
+    3499211612
+    """
+    state = [seed & 0xFFFFFFFF]
+    for j in range(1, 398):  # only x[0], x[1] and x[397] enter the first output
+        prev = state[-1]
+        state.append((1812433253 * (prev ^ (prev >> 30)) + j) & 0xFFFFFFFF)
+    y = (state[0] & 0x80000000) | (state[1] & 0x7FFFFFFF)
+    x = state[397] ^ (y >> 1) ^ (0x9908B0DF if y & 1 else 0)
+    x ^= x >> 11
+    x ^= (x << 7) & 0x9D2C5680
+    x ^= (x << 15) & 0xEFC60000
+    return x ^ (x >> 18)
+
+
+MAX_FIRST_DRAW = 2**28 - 1  # the largest range first_draw is checked for
+
+
+def first_draw(n: int, generator_seed: int) -> int:
+    """The first index ``torch.randint(0, n, (k,), generator=torch.Generator().manual_seed(generator_seed))``
+    gives, for any k, without torch: ATen's CPU randint draws serially and maps the generator's first 32-bit
+    output x to x mod n (``uniform_int_from_to_distribution``). Checked against torch for n < 2**28
+    (tests/training/test_first_prompt.py); larger ranges are drawn another way, and no task has one (a generated
+    task draws from 10**7 indices, a data file holds fewer rows).
+
+    >>> first_draw(10, 0)
+    4
+    """
+    if not 0 < n <= MAX_FIRST_DRAW:
+        raise ValueError(f"first_draw: need 0 < n < 2**28; got n={n}")
+    return mt19937_first(generator_seed) % n
+
+
 @dataclass
 class PromptSource:
     """Draws training prompts (with a torch Generator, so its state is checkpointed) and held-out ones."""
@@ -366,11 +412,27 @@ class PromptSource:
         idx = torch.randint(0, len(self.examples), (n,), generator=generator).tolist()
         return [self.examples[i] for i in idx]
 
+    def first_sample(self, generator_seed: int) -> dict:
+        """The first example ``sample`` draws with a fresh generator seeded ``generator_seed`` (``first_draw``):
+        the first prompt of a run's first step, known without torch (the run page shows it)."""
+        if self.examples is None:
+            return BUILTIN_TASKS[self.task](first_draw(HELD_OUT_OFFSET, generator_seed))
+        return self.examples[first_draw(len(self.examples), generator_seed)]
+
     def eval_set(self, n: int) -> list[dict]:
         if self.examples is None:
             return [BUILTIN_TASKS[self.task](HELD_OUT_OFFSET + i) for i in range(n)]
         pool = self.held_out if self.held_out is not None else self.examples
         return [pool[i] for i in range(min(n, len(pool)))]
+
+
+def prompt_source(cfg) -> PromptSource:
+    """A run's prompts as training draws them, from its config (``training.config.TrainConfig``): its task with
+    task_params, task_size and seed, its data file with field mapping and held-out split. The one place a run's
+    source is built: the loop, the TRL and verl engines, and the run page's prompt (``training.prompts``)."""
+    return make_prompt_source(cfg.task, cfg.data_path, cfg.prompt_field, cfg.answer_field, seed=cfg.seed,
+                              task_size=cfg.task_size, task_params=cfg.task_params, data_fields=cfg.data_fields,
+                              held_out_fraction=cfg.held_out_fraction, split_seed=cfg.split_seed)
 
 
 def make_prompt_source(task: str, data_path: str = "", prompt_field: str = "prompt",

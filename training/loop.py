@@ -19,7 +19,7 @@ from training.algorithms import (aggregate_loss, aggregation_weight, group_advan
                                  off_policy_sequence_mask, overlong_penalty, policy_loss)
 from training.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
 from training.config import TrainConfig
-from training.data import default_rewards, make_prompt_source
+from training.data import data_generator_seed, default_rewards, prompt_source
 from training.distributed import SINGLE, Parallel, World, rank_report
 from training.guards import completion_signals
 from training.evaluate import decode_completions, evaluate_examples, is_correct
@@ -51,9 +51,7 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
     model, tokenizer = load_model(resume[1] if resume else cfg.resolved_model_path(), device)
     # the reference policy is the run's starting model (its checkpoint parent for iterative RLVR)
     ref_model = load_model(cfg.resolved_model_path(), device)[0].eval().requires_grad_(False) if cfg.kl_coef > 0 else None
-    source = make_prompt_source(cfg.task, cfg.data_path, cfg.prompt_field, cfg.answer_field, seed=cfg.seed,
-                                task_size=cfg.task_size, task_params=cfg.task_params, data_fields=cfg.data_fields,
-                                held_out_fraction=cfg.held_out_fraction, split_seed=cfg.split_seed)
+    source = prompt_source(cfg)  # the run page shows its first draw (training.prompts.first_training_example)
     reward_fn = build_reward(cfg.rewards or default_rewards(cfg.task))
     policy = Parallel(model, cfg, world)  # DDP / FSDP2 across ranks; the model itself in one process
     engine = make_rollout_engine(cfg.rollout_engine, policy.full_model, tokenizer)
@@ -61,7 +59,7 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
     optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / (cfg.warmup_steps + 1)))
     # the same on every rank: every rank draws the step's prompts and row seeds, then takes its share
-    gens = {name: torch.Generator().manual_seed(cfg.seed * 1000 + i)
+    gens = {name: torch.Generator().manual_seed(data_generator_seed(cfg.seed) + i)
             for i, name in enumerate(("data", "sampling", "shuffle"))}
     start = load_trainer_state(resume[1], model=policy.model, optimizer=optimizer, scheduler=scheduler,
                                generators=gens, world=world) if resume else 0

@@ -194,11 +194,11 @@ def test_the_run_page_shows_the_prompt_rendered_for_one_example(client_in, tiny_
     page = client_in.get(reverse("runs:detail", args=[chat_run.pk])).content.decode()
     assert reverse("runs:prompt", args=[chat_run.pk]) in page  # loaded after the page, by htmx
     html = client_in.get(reverse("runs:prompt", args=[chat_run.pk])).content.decode()
-    assert "Through the model's chat template" in html and "&lt;|im_start|&gt;assistant" in html
+    assert "through the model's chat template" in html and "&lt;|im_start|&gt;assistant" in html
     assert "Calculate" in html and "Put your answer in &lt;answer&gt;&lt;/answer&gt;." in html
     plain_run = run_services.run_create(config={"task": "arithmetic"})
     html = client_in.get(reverse("runs:prompt", args=[plain_run.pk])).content.decode()
-    assert "Plain text (no chat template)" in html and "+" in html
+    assert "as plain text (no chat template)" in html and "+" in html
 
 
 def test_the_real_model_demo_run_is_launched_once(smollm2_dir, django_user_model, capsys):

@@ -24,11 +24,9 @@ MAX_BUILTIN_ROWS = 50_000  # generated tasks: rows of the TRL dataset (TRL's sam
 def dataset_rows(cfg, tokenizer) -> tuple[list[dict], "PromptSource"]:
     """The task's training prompts as TRL rows: the rendered prompt text, and the example (what the verifiers
     read) as JSON, passed back to the reward functions by TRL."""
-    from training.data import BUILTIN_TASKS, make_prompt_source
+    from training.data import BUILTIN_TASKS, prompt_source
 
-    source = make_prompt_source(cfg.task, cfg.data_path, cfg.prompt_field, cfg.answer_field, seed=cfg.seed,
-                                task_size=cfg.task_size, task_params=cfg.task_params, data_fields=cfg.data_fields,
-                                held_out_fraction=cfg.held_out_fraction, split_seed=cfg.split_seed)
+    source = prompt_source(cfg)
     if source.examples is None:  # a generated task: the same problems the loop's sampler draws from
         n = min(MAX_BUILTIN_ROWS, cfg.total_steps * cfg.prompts_per_step)
         examples = [BUILTIN_TASKS[cfg.task](i) for i in range(n)]

@@ -326,11 +326,9 @@ def write_verl_data(cfg, out_dir: str, tokenizer=None) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from training.data import BUILTIN_TASKS, make_prompt_source
+    from training.data import BUILTIN_TASKS, prompt_source
 
-    source = make_prompt_source(cfg.task, cfg.data_path, cfg.prompt_field, cfg.answer_field, seed=cfg.seed,
-                                task_size=cfg.task_size, task_params=cfg.task_params, data_fields=cfg.data_fields,
-                                held_out_fraction=cfg.held_out_fraction, split_seed=cfg.split_seed)
+    source = prompt_source(cfg)
     if source.examples is None:  # a generated task: enough rows for the whole run (verl shuffles them)
         n = max(cfg.prompts_per_step, min(cfg.total_steps * cfg.prompts_per_step, MAX_GENERATED_ROWS))
         train = [BUILTIN_TASKS[cfg.task](i) for i in range(n)]
