@@ -86,6 +86,10 @@ def test_mean_band_and_finals_cover_what_the_seeds_reached_and_a_queued_seed_say
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "sweep_uneven_seeds.png"), full_page=True)
 
+    # the queued run's own page says the same
+    page.goto(f"{live_server.url}/runs/{queued.pk}/")
+    assert page.text_content("#queue-reason").startswith(f"sweep slot held by run {running.pk}, uneven seeds")
+
 
 def test_kill_selected_goes_once_every_run_of_an_open_sweep_has_ended(live_server, django_user_model, page):
     sweep = services.sweep_create(config=tiny_config(device="cuda", total_steps=TOTAL), seeds=[0, 1], concurrency=2,
