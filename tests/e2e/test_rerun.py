@@ -2,6 +2,8 @@
 with the original's settings, a change is listed before launch ("lr: 3e-05 → 2e-05"), and the launched run or
 sweep says what it was copied from. The originals ask for a GPU (queue gpu, which no test worker takes): they and
 their copies stay queued, nothing trains."""
+import os
+
 import pytest
 
 from tests.conftest import log_in, tiny_config, wait_for
@@ -12,6 +14,7 @@ from webapp.sweeps.models import Sweep
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
+SCREENS = os.environ.get("SEEDBED_ISSUE_SCREENS", "")  # where a closing note's screenshots go, when asked
 PARAMS = '{"min_terms": 2, "max_terms": 2, "max_digits": 1}'
 
 
@@ -38,6 +41,8 @@ def test_a_run_re_run_with_a_change_shows_it_before_launch_and_says_copied_from(
     page.fill("#id_lr", "2e-05")
     wait_for(lambda: changes_listed(page) == ["lr: 3e-05 → 2e-05"], timeout=10, what="the change listed")
     assert not page.is_visible("#copy-diff-none")
+    if SCREENS:  # the closing note's picture of the form's changes list
+        page.locator("#copy-of").screenshot(path=os.path.join(SCREENS, "item2-rerun-form.png"))
     page.fill("#id_lr", "3e-05")  # back to the original's: no change any more
     wait_for(lambda: changes_listed(page) == [], timeout=10, what="the change gone")
     page.fill("#id_seed", "13")
@@ -47,6 +52,8 @@ def test_a_run_re_run_with_a_change_shows_it_before_launch_and_says_copied_from(
     assert page.url.endswith(f"/runs/{copy.pk}/") and copy.copied_from_id == original.pk
     note = page.text_content("#copied-from")
     assert f"Copied from run {original.pk}, changed:" in note and "seed: 12 → 13" in note
+    if SCREENS:
+        page.locator("#copied-from").screenshot(path=os.path.join(SCREENS, "item2-copied-from.png"))
     assert {k: v for k, v in copy.config.items() if k != "seed"} == {
         k: v for k, v in original.config.items() if k != "seed"}
 
