@@ -204,7 +204,7 @@ print(json.dumps({"peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1
 """
 
 
-@pytest.mark.parametrize("shape", [(4, 4, 16), (8, 8, 32)])
+@pytest.mark.parametrize("shape", [(8, 8, 32)])
 def test_the_estimate_is_within_a_fifth_of_the_tiny_models_measured_peak(tiny_model_dir, shape):
     prompts, group, max_new = shape
     knobs = {"total_steps": 2, "prompts_per_step": prompts, "group_size": group, "max_new_tokens": max_new,
