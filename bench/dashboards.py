@@ -1,4 +1,4 @@
-"""How fast the dashboards are in a real browser at size, and what a stored point costs (issue 15).
+"""How fast the dashboards are in a real browser at size, and what a stored point costs.
 
     python bench/dashboards.py [--quick] [--repeat 5] [--run-metrics 30] [--run-steps 100000]
                                [--sweep-seeds 64] [--sweep-metrics 3] [--sweep-steps 100000] [--live-pages 16]
@@ -84,7 +84,7 @@ DEFAULTS = {"run_metrics": 30, "run_steps": 100_000, "sweep_seeds": 64, "sweep_m
             "mlflow_points": 90_000}
 FIRST_CHARTS = 6
 
-# 30 metric names a run logs (DESIGN §3); the run page's charts come first, in the order it shows them.
+# 30 metric names a run logs (docs/architecture.md#the-training-core); the run page's charts come first, in the order it shows them.
 METRICS = ["reward/mean", "accuracy", "entropy", "length/mean", "kl", "clip/low_frac", "clip/high_frac",
            "reward/std", "reward/math/mean", "reward/format/mean", "frac_zero_std_groups", "loss/policy",
            "opsm/masked_frac", "length/max", "length/clipped_frac", "grad_norm", "lr", "tokens_per_s",

@@ -1,4 +1,4 @@
-"""The distributed step's overhead (issue 17): one process with 2 threads against 2 ranks with 1 thread each (DDP
+"""The distributed step's overhead: one process with 2 threads against 2 ranks with 1 thread each (DDP
 and FSDP2, gloo), the same global batch, on the tiny model and on SmolLM2-135M-Instruct.
 
     python bench/distributed.py [--steps 30] [--repeats 2] [--real-steps 4] [--no-real] [--save]

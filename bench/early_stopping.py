@@ -1,4 +1,4 @@
-"""Early-stopping benchmark (issue 5): Seedbed's policies against Optuna's pruners on seed-sweep curves.
+"""Early-stopping benchmark: Seedbed's policies against Optuna's pruners on seed-sweep curves.
 
 Every sweep is replayed as it really runs: all seeds in parallel, step by step; after each step each method
 may stop seeds, which then log nothing more. For every method and curve set it prints
@@ -36,7 +36,7 @@ with 66 % / 70 %. The 90 % retention target is not reached: on the real tiny-tas
 spread about as much as one final's own noise (sd 0.02-0.07 vs 0.02-0.04), so which seed ends best is mostly
 chance, and a random stop of 5 of 8 seeds at 20 % also keeps a near-best seed in 70 % of them.
 
-Issue 18, with the recorded corpus (bench/curves/early_stopping_2026-11-26.txt; 95 % intervals over sweeps:
+With the recorded corpus (bench/curves/early_stopping_2026-11-26.txt; 95 % intervals over sweeps:
 bootstrap for saved and regret, Wilson for retention). 32 real sweeps x 8 seeds x 100-200 steps: median over
 sweeps, the seeds' finals spread 0.032 (sd) against a per-step noise of 0.067 and a final's own noise of 0.021,
 and the best final leads the second by 0.013; 9 of 32 (every lr 8e-4 one, countdown, a truncating DAPO) have

@@ -1,4 +1,4 @@
-"""The same run config on both engines (issue 16): Seedbed's loop against TRL's GRPOTrainer as Seedbed runs it,
+"""The same run config on both engines: Seedbed's loop against TRL's GRPOTrainer as Seedbed runs it,
 and Seedbed's overhead on a TRL run against the same TRL run launched by hand.
 
     python bench/engines.py [--quick] [--save] [--steps 30] [--repeats 3] [--threads 1]

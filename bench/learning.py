@@ -2,7 +2,7 @@
 
     python bench/learning.py [--steps 100] [--presets dapo,grpo] [--problems 200] [--n 8]
 
-Target (issue 3): +25 points of pass@1 in <= 10 minutes on 2 CPU cores.
+Target: +25 points of pass@1 in <= 10 minutes on 2 CPU cores.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""pass@k of the base model vs an RL checkpoint on the tiny arithmetic task (issue 6's benchmark).
+"""pass@k of the base model vs an RL checkpoint on the tiny arithmetic task.
 
     python bench/passk_eval.py [--checkpoint DIR] [--steps 80] [--n 256] [--problems 100]
 

@@ -1,5 +1,5 @@
 """How long one early-stopping policy check of a big sweep takes: going on from the state the last check saved,
-against feeding every stored point as every check did before (issue 15: a check of 32 runs x 10 k steps in
+against feeding every stored point as every check did before (a check of 32 runs x 10 k steps in
 < 0.2 s, of 64 runs x 100 k steps in < 1 s).
 
     .venv/bin/python bench/policy_check.py [--sizes 32x10000,64x100000] [--repeat 5] [--full-once-above 2000000]

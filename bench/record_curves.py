@@ -1,4 +1,4 @@
-"""Record real seed-sweep learning curves for bench/early_stopping.py (issue 18: the real corpus).
+"""Record real seed-sweep learning curves for bench/early_stopping.py (the real corpus).
 
 Each sweep is one training config (a preset, a learning rate, a task and a few knobs) run with ``seeds``
 seeds through the training CLI (``python -m training run CONFIG.json --out DIR``, one torch thread each), at

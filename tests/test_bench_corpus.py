@@ -1,4 +1,4 @@
-"""The recorded early-stopping corpus (bench/curves/real, issue 18): its files are what bench/record_curves.py
+"""The recorded early-stopping corpus (bench/curves/real): its files are what bench/record_curves.py
 writes and bench/early_stopping.py reads, and it has the shape the benchmark's real set promises."""
 from __future__ import annotations
 

@@ -40,3 +40,17 @@ def test_cited_sections_exist():
             cited.setdefault(anchor, []).append(str(path.relative_to(ROOT)))
     unknown = {a: files for a, files in cited.items() if a not in anchors}
     assert not unknown, f"docstrings cite sections docs/architecture.md does not have: {unknown}"
+
+
+def test_no_file_cites_a_document_outside_the_repository_or_an_issue_number():
+    """Citations point into docs/architecture.md; an issue tracker's numbers mean nothing to a reader of the code."""
+    pattern = re.compile(r"DESIGN §|\.\./shared|\b[Ii]ssues? #?\d+")
+    found = []
+    for path in ROOT.rglob("*"):
+        if (not path.is_file() or path.suffix not in {".py", ".md", ".html", ".js", ".css", ".toml", ".yml", ".sh"}
+                or {".venv", "node_modules", "var", ".git"} & set(path.parts)):
+            continue
+        for n, line in enumerate(path.read_text(errors="ignore").splitlines(), 1):
+            if pattern.search(line) and path != Path(__file__):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:80]}")
+    assert not found, "\n".join(found)

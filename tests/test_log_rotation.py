@@ -1,4 +1,4 @@
-"""./seedbed up keeps each service's log bounded (issue 19: var/logs/maintenance.log grew without end): past
+"""./seedbed up keeps each service's log bounded (var/logs/maintenance.log grew without end): past
 $SEEDBED_LOG_MAX_MB the log is copied to LOG.1 and emptied in place, while its service keeps appending to it.
 The functions are run as the script defines them (their text taken out of ./seedbed)."""
 from __future__ import annotations

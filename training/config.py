@@ -423,7 +423,7 @@ def nul_error(path) -> str:
 
 def outside_roots(path: str, roots: Sequence[str]) -> str:
     """"" when ``path`` is empty or lies inside one of ``roots`` once symlinks and ".." are resolved, else the
-    field message. A config names data, it never points at the machine's files (DESIGN §9).
+    field message. A config names data, it never points at the machine's files (docs/architecture.md#projects-and-trust).
 
     >>> outside_roots("/srv/seedbed/models/../../../etc/passwd", ["/srv/seedbed"])
     'must lie inside the allowed folders (/srv/seedbed); got /srv/seedbed/models/../../../etc/passwd'
@@ -466,7 +466,7 @@ def stop_error(stop) -> str:
     return ""
 
 
-# Presets: sets of knobs that override the field defaults (which are GRPO's), DESIGN §3. Sources: DeepSeekMath
+# Presets: sets of knobs that override the field defaults (which are GRPO's), docs/architecture.md#the-training-core. Sources: DeepSeekMath
 # (GRPO), DAPO arXiv 2503.14476, Dr. GRPO arXiv 2503.20783.
 PRESETS: dict[str, dict[str, Any]] = {
     "grpo": {},

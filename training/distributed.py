@@ -1,4 +1,4 @@
-"""Training beyond one process (DESIGN §9): torchrun ranks, DDP or FSDP2, sharded (DCP) checkpoints.
+"""Training beyond one process (docs/architecture.md#engines-and-distribution): torchrun ranks, DDP or FSDP2, sharded (DCP) checkpoints.
 
 A Seedbed run with ``nproc_per_node × nnodes`` > 1 is ``torchrun ... -m training.distributed <run folder>``
 (``run_distributed`` builds and supervises the command; ``main`` is one rank). Every rank runs the same loop

@@ -1,4 +1,4 @@
-"""The training loop (DESIGN §3), one function to read top to bottom: ``train``.
+"""The training loop (docs/architecture.md#the-training-core), one function to read top to bottom: ``train``.
 
 Per step: sample prompts → G completions each (keeping sampling log-probs) → verifiers + overlong shaping →
 group advantages, with DAPO dynamic sampling re-drawing until the batch has enough informative groups →

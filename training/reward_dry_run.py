@@ -1,5 +1,5 @@
 """The reward dry-run at submit: a run on a dataset file whose reference answers its own verifier would not
-accept is refused before it starts, instead of training for an hour on rewards that are all 0 (issue 19: bare
+accept is refused before it starts, instead of training for an hour on rewards that are all 0 (bare
 answers "42" scored by ``math``, which wants a final-answer marker, gave 0 to every sample without a word).
 
 The first row's reference answer is given to each verifier of the run as a completion, written the way the

@@ -1,4 +1,4 @@
-"""How events leave the training loop (DESIGN §1): a small sink interface.
+"""How events leave the training loop (docs/architecture.md#layers): a small sink interface.
 
 The worker implements it to write to the database; the CLI implements it with JSONL files. Every method
 must be cheap or buffer internally: the loop calls them synchronously. ``flush()`` is called before the loop

@@ -1,1 +1,1 @@
-"""Celery app, tasks and the adapter that feeds training/ events into the database (DESIGN §1)."""
+"""Celery app, tasks and the adapter that feeds training/ events into the database (docs/architecture.md#layers)."""

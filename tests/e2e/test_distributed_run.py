@@ -1,4 +1,4 @@
-"""A 2-rank run from the browser (issue 17), against a real Celery worker: launched from the new-run form with
+"""A 2-rank run from the browser, against a real Celery worker: launched from the new-run form with
 nproc_per_node 2 and strategy ddp, its ranks listed on its page while it trains, killed with the Kill button
 (both ranks stop after the same step and save), then resumed on one rank from that checkpoint."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Papercuts a new user met (issue 19), in a real browser: the sweep chart says "no such metric" for a key its
+"""Papercuts a new user met, in a real browser: the sweep chart says "no such metric" for a key its
 runs do not log (and "no data yet" only while nothing is logged), the Kill question names the step the run is
 at when it is asked (not when the page was drawn), and an ended sweep offers no "Kill selected". The runs'
 curves are written by the test: their configs ask for a GPU (queue gpu, which no test worker takes)."""

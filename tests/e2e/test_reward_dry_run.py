@@ -1,4 +1,4 @@
-"""The reward dry-run in a real browser (issue 19): a dataset whose answers are bare numbers, launched with the
+"""The reward dry-run in a real browser: a dataset whose answers are bare numbers, launched with the
 math verifier's default form (which wants \\boxed{}) and no answer instruction, is refused on the form with the
 verifier's score and reason under the rewards field; asking for \\boxed{} launches it."""
 from __future__ import annotations

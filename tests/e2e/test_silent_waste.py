@@ -1,4 +1,4 @@
-"""A run built to waste its compute silently (issue 19): the tiny arithmetic model answers with bare digits and
+"""A run built to waste its compute silently: the tiny arithmetic model answers with bare digits and
 the math verifier wants a final-answer marker, so every reward is 0. Within its first steps the run page (live,
 through htmx), the sweep page and the API say so, with the verifier's most common reason."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One smoothing setting for every chart (issue 19): the run page's charts draw a smoothed line over the faint raw
+"""One smoothing setting for every chart: the run page's charts draw a smoothed line over the faint raw
 one (debiased EMA by default, as the sweep dashboard), the setting changes every chart at once, and it is kept in
 the browser: the sweep dashboard opens with it, and so does the next run page."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""TRL from the browser (issue 16), against a real Celery worker: launch a TRL run from the new-run form and see
+"""TRL from the browser, against a real Celery worker: launch a TRL run from the new-run form and see
 its reward curve drawn, the engine's badge and TRL's resolved GRPOConfig beside Seedbed's config; launch a sweep
 whose grid crosses engine = seedbed, trl and see both engines' curves side by side, coloured by grid cell, on
 the step axis and on the wall-time axis."""

@@ -1,4 +1,4 @@
-"""Engines on the web side (issue 16): the engine's resolved config stored through the sink (bounded, only while
+"""Engines on the web side: the engine's resolved config stored through the sink (bounded, only while
 the worker's claim holds) and shown on the run page beside Seedbed's with the engine's badge; the form's engine,
 nproc_per_node and command fields, whose errors come from the schema (``training.engines.engine_errors``)."""
 from __future__ import annotations

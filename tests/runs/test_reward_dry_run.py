@@ -1,4 +1,4 @@
-"""The reward dry-run at submit (issue 19): a run or sweep on a dataset file whose first reference answer its own
+"""The reward dry-run at submit: a run or sweep on a dataset file whose first reference answer its own
 verifier does not score 1 — written as the prompt's answer_instruction asks — is refused with a field error on
 ``rewards`` that gives the verifier's score and reason, on the form, the API and the CLI; verifiers that would
 start the code sandbox or call a judge are not dry-run; the check is time-limited."""

@@ -294,7 +294,7 @@ def test_the_parsers_examples_hold():
     assert doctest.testmod(search).failed == 0 and doctest.testmod(search).attempted >= 4
 
 
-# --- tags, and a metric's final value as a column and a sort (issue 19) ---
+# --- tags, and a metric's final value as a column and a sort ---
 
 
 def test_tag_terms_final_columns_and_final_sorts_are_read():

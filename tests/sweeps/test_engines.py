@@ -1,4 +1,4 @@
-"""A sweep whose grid crosses engines (issue 16): engine = seedbed, trl x the same seeds, from the service and the
+"""A sweep whose grid crosses engines: engine = seedbed, trl x the same seeds, from the service and the
 form, a grid point the base config makes wrong for TRL named as such, and the dashboard's data for drawing both
 engines side by side (each run's grid cell, its engine in the runs table, wall times for the time axis)."""
 from __future__ import annotations

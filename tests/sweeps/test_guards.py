@@ -1,4 +1,4 @@
-"""Health guards (issue 18): per-run stop rules on entropy, truncation, zero-variance groups and reward drops that
+"""Health guards: per-run stop rules on entropy, truncation, zero-variance groups and reward drops that
 compose with any ranking policy. Pure Python: the policies' own objects, no database (the database path is in
 test_policy_check.py's random sweeps and test_guard_sweep below)."""
 from __future__ import annotations

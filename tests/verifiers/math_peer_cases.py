@@ -5,7 +5,7 @@ Written for Seedbed (none is copied from Math-Verify's own suite). ``expected`` 
 every case here (``test_math_peer.py`` checks both). Golds are written the way Math-Verify's tests and the
 MATH-style datasets write them: LaTeX inside ``$…$``, plain numbers bare.
 
-Grouped by what they exercise; the first five groups are the bugs of issue 21.
+Grouped by what they exercise; the first five groups are bugs users reported.
 """
 
 B = r"\boxed"

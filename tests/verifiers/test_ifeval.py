@@ -76,7 +76,7 @@ def test_languages_by_langdetect_seeded():
 
 
 @pytest.mark.parametrize("kind, params, text, ok", [
-    # issue 21's bugs, each with the verdict a user of IFEval expects
+    # bugs users reported, each with the verdict a user of IFEval expects
     ("postscript", {}, "body.\n\np.s. bye", True),
     ("postscript", {}, "Body.\n\n**P.S.** Bye", True),
     ("postscript", {}, "Body, that is all. P.S. Bye", True),

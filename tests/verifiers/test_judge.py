@@ -131,7 +131,7 @@ def test_the_key_comes_from_the_secret_the_endpoint_names(fake, endpoints, monke
     ({"endpoint": "file:///etc/shadow"}, "no judge endpoint named"),
 ])
 def test_a_config_can_name_no_url_file_or_environment_variable(fake, params, message):
-    """The exploits of issue 12 (a file:// judge reading any file, SSRF, any variable sent as a key): a run's
+    """The judge exploits a red team found (a file:// judge reading any file, SSRF, any variable sent as a key): a run's
     config can only name an endpoint staff registered; anything else is a field error at submit time."""
     from training.config import TrainConfig
     from training.fields import FieldErrors

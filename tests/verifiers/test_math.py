@@ -275,7 +275,7 @@ def test_an_answer_math_verify_cannot_read_in_time_scores_0_with_the_reason():
     assert v(r"\boxed{3}", {"answer": "3"}).score == 1.0  # the pool still works afterwards
 
 
-# (completion, answer extracted, read as) — issue 21: markers mid-line, display blocks, sentences, markdown
+# (completion, answer extracted, read as) — reported bugs: markers mid-line, display blocks, sentences, markdown
 MARKERS = [
     ("so the Final Answer: $x=3$ done", "x=3", "latex"),
     ("We get\nAnswer:\n$$\nx = 3\n$$\nThat is all.", "x = 3", "latex"),

@@ -109,7 +109,7 @@ def test_combine_rewards_rejects_bad_spec_naming_item():
 
 @pytest.mark.parametrize("name", ["subprocess:Popen", "builtins:eval", "os:system", "training.verifiers.base:_resolve"])
 def test_a_reward_spec_cannot_name_arbitrary_code(name, tmp_path, monkeypatch):
-    """The exploit of issue 12: a dotted path to any importable callable. Refused at submit (a field error) and
+    """The registry exploit a red team found: a dotted path to any importable callable. Refused at submit (a field error) and
     when built (the worker), unless the operator allows its module; nothing runs."""
     from training.config import TrainConfig
     from training.fields import FieldErrors

@@ -1,4 +1,4 @@
-"""Training engines behind one interface (DESIGN §9): ``run_engine(cfg, out_dir, sink, should_stop)``.
+"""Training engines behind one interface (docs/architecture.md#engines-and-distribution): ``run_engine(cfg, out_dir, sink, should_stop)``.
 
 - ``seedbed``: Seedbed's own loop (``training.loop.train``), in this process;
 - ``trl``: TRL's ``GRPOTrainer`` under ``torchrun --nproc-per-node N`` (``training.engines.trl``);

@@ -1,6 +1,6 @@
 """``engine: command``: any trainer, through the JSONL event contract (``training.engines.events``).
 
-A config may never name code or a command line (DESIGN §9), so commands are the operator's: a YAML or JSON
+A config may never name code or a command line (docs/architecture.md#engines-and-distribution), so commands are the operator's: a YAML or JSON
 file named by the ``SEEDBED_COMMANDS`` environment variable of the web app and the workers maps a name to an
 argument list, and a run's config names one (``command: my_trainer``):
 

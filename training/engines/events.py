@@ -1,4 +1,4 @@
-"""The JSONL event contract between an external trainer and Seedbed (DESIGN §9).
+"""The JSONL event contract between an external trainer and Seedbed (docs/architecture.md#engines-and-distribution).
 
 An engine process (TRL through Seedbed's callback, verl's ``file`` logger, or a user's own script run as
 ``engine: command``) appends one JSON object per line to an events file; Seedbed tails it and forwards each

@@ -1,4 +1,4 @@
-"""External engines are processes Seedbed owns (DESIGN §9): started in their own process group, their events
+"""External engines are processes Seedbed owns (docs/architecture.md#engines-and-distribution): started in their own process group, their events
 tailed from a JSONL file (``training.engines.events``), stopped cooperatively through a stop file, then by
 signal, and their ending recorded by Seedbed whatever their exit code.
 

@@ -26,7 +26,7 @@ from training.engines.process import run_process
 # "dr_grpo" sums and divides by a constant (max_completion_length × sequences).
 LOSS_TYPES = {"seq-mean-token-mean": "grpo", "token-mean": "dapo", "seq-mean-token-sum-norm": "dr_grpo"}
 
-# TRL's logged names -> Seedbed's (DESIGN §3); the raw names are kept too, under trl/
+# TRL's logged names -> Seedbed's (docs/architecture.md#the-training-core); the raw names are kept too, under trl/
 METRIC_NAMES = {
     "reward": "reward/mean", "reward_std": "reward/std", "frac_reward_zero_std": "frac_zero_std_groups",
     "entropy": "entropy", "completions/mean_length": "length/mean", "completions/max_length": "length/max",
@@ -148,7 +148,7 @@ def latest_trl_checkpoint(out_dir: str) -> tuple[int, str] | None:
 
 
 def map_metrics(logs: dict) -> dict[str, float]:
-    """TRL's logged values under Seedbed's names (DESIGN §3), each raw name kept under trl/.
+    """TRL's logged values under Seedbed's names (docs/architecture.md#the-training-core), each raw name kept under trl/.
 
     >>> m = map_metrics({"reward": 0.5, "rewards/math/mean": 0.25, "completions/mean_length": 7.0, "epoch": 1})
     >>> m["reward/mean"], m["reward/math/mean"], m["length/mean"], m["trl/reward"], "epoch" in m

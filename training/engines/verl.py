@@ -1,4 +1,4 @@
-"""``engine: verl``: verl's PPO trainer (``python -m verl.trainer.main_ppo``), a process Seedbed owns (DESIGN §9).
+"""``engine: verl``: verl's PPO trainer (``python -m verl.trainer.main_ppo``), a process Seedbed owns (docs/architecture.md#engines-and-distribution).
 
 A verl run, step by step (``run_verl``):
 1. the task becomes verl's parquet files in the run's folder (``write_verl_data``): each row a chat prompt, its

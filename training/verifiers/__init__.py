@@ -1,4 +1,4 @@
-"""Verifiers: ``(completion, example) -> VerifierResult(score, details)``, registered by name (DESIGN §4).
+"""Verifiers: ``(completion, example) -> VerifierResult(score, details)``, registered by name (docs/architecture.md#verifiers).
 
 Built in: ``exact``, ``regex``, ``math`` (math-verify in worker processes), ``code`` (a sandbox), ``ifeval``
 (instruction constraints), ``judge`` (a generative reward model). Users add their own with

@@ -1,4 +1,4 @@
-"""The verifier contract and registry (DESIGN §4).
+"""The verifier contract and registry (docs/architecture.md#verifiers).
 
 A verifier is a callable ``v(completion: str, example: dict) -> VerifierResult``. It is registered under a name
 with :func:`register_verifier` and built with :func:`get_verifier`, which binds its parameters once and
@@ -145,7 +145,7 @@ VERIFIER_MODULES_ENV = "SEEDBED_VERIFIER_MODULES"
 def allowed_verifier_modules() -> tuple[str, ...]:
     """The modules whose callables a reward spec may name by dotted path ``"pkg.mod:fn"``: those the operator
     lists in $SEEDBED_VERIFIER_MODULES (comma-separated; a package allows its submodules). None by default:
-    a config names code only where the operator said so (DESIGN §9)."""
+    a config names code only where the operator said so (docs/architecture.md#projects-and-trust)."""
     return tuple(m.strip() for m in os.environ.get(VERIFIER_MODULES_ENV, "").split(",") if m.strip())
 
 

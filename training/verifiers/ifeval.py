@@ -29,7 +29,7 @@ from typing import Callable
 from training.verifiers.base import Param, VerifierError, VerifierResult, register_verifier
 
 _BULLET = re.compile(r"^[ \t]*[*-][ \t]+\S", re.MULTILINE)
-MAX_COUNT = 1_000_000  # every min/max/exact and paragraph index is bounded (DESIGN §9)
+MAX_COUNT = 1_000_000  # every min/max/exact and paragraph index is bounded (docs/architecture.md#projects-and-trust)
 MAX_TEXT_PARAM = 10_000  # characters in a keyword, phrase, marker or prompt
 
 CHECKS: dict[str, Callable[[str, dict], tuple[bool, str]]] = {}

@@ -2,7 +2,7 @@
 
 Every request carries ``Authorization: Bearer <token>`` (``python manage.py api_token USERNAME`` or the API
 tokens page). The endpoints are thin: they call the same services and selectors as the forms, so the API and
-the forms cannot disagree and the same checks apply (DESIGN §9). Errors:
+the forms cannot disagree and the same checks apply (docs/architecture.md#projects-and-trust). Errors:
 - 400 ``{"errors": {"<field>": "<message>"}}`` for bad input (nothing is created);
 - 401 without a valid token, 403 when the caller's role in the project is too low, 404 for what is not in
   the caller's projects (missing and not-yours look the same), 409 when the object's state forbids the action.

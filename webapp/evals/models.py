@@ -1,4 +1,4 @@
-"""Evaluation jobs: base model and checkpoints sampled n times per held-out problem (DESIGN §6).
+"""Evaluation jobs: base model and checkpoints sampled n times per held-out problem (docs/architecture.md#dashboards).
 
 Results are stored per (model, problem) as (n, c) plus a few completions with their verdicts, so pass@k for
 any k <= n can be recomputed later (training.passk). Only ``services.py`` changes a job's status.

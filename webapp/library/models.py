@@ -1,4 +1,4 @@
-"""What staff register for runs to name (DESIGN §9: a config names, it never points). Judge endpoints first:
+"""What staff register for runs to name (docs/architecture.md#projects-and-trust: a config names, it never points). Judge endpoints first:
 a run's reward spec says ``{"name": "judge", "params": {"endpoint": "<name>"}}``; the URL and the secret's
 name are kept here, edited in the admin by staff only."""
 from django.conf import settings

@@ -13,7 +13,7 @@ class ProjectsConfig(AppConfig):
 
         from .services import on_user_saved
 
-        # every user gets a personal project, made with the user (DESIGN §9)
+        # every user gets a personal project, made with the user (docs/architecture.md#projects-and-trust)
         post_save.connect(on_user_saved, sender=get_user_model(), dispatch_uid="projects.personal_project")
         # the reserved projects exist whenever the tables do: a data migration makes them, and this makes them
         # again on a database emptied since (``flush``, as tests do), before any request can ask for the name

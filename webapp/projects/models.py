@@ -1,4 +1,4 @@
-"""Projects, their members and what they did (DESIGN §9).
+"""Projects, their members and what they did (docs/architecture.md#projects-and-trust).
 
 Every run, sweep and evaluation belongs to one project. A member's role says what they may do there:
 viewers read, members launch and stop the project's work, admins also manage its members. Staff see and may

@@ -1,4 +1,4 @@
-"""Who may see what (DESIGN §9): every read of a run, sweep or evaluation goes through ``visible`` or
+"""Who may see what (docs/architecture.md#projects-and-trust): every read of a run, sweep or evaluation goes through ``visible`` or
 ``get_visible`` with the acting user; a non-member gets 404, not the data."""
 from __future__ import annotations
 

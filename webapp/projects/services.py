@@ -1,4 +1,4 @@
-"""Projects' writes and the one permission check every acting service makes (DESIGN §9).
+"""Projects' writes and the one permission check every acting service makes (docs/architecture.md#projects-and-trust).
 
 ``require_role`` is called by the services that act for a user (launch, kill, resume, cancel, policy change,
 members): a non-member gets Http404 (as for a read), a member whose role is too low gets PermissionDenied

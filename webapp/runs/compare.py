@@ -1,4 +1,4 @@
-"""Compare any runs, across sweeps (issue 19): their curves of one metric overlaid (step or wall-time axis, the app's
+"""Compare any runs, across sweeps: their curves of one metric overlaid (step or wall-time axis, the app's
 smoothing), a config diff that shows only the keys that differ, and a summary row per run: final (mean of the last
 10 % of steps), smoothed final and best smoothed (the app's smoothing: the page recomputes them with the
 browser's setting; the server's are for its default, debiased EMA 0.6), best bucket mean, mean over the run,

@@ -1,4 +1,4 @@
-"""Runs and what training leaves behind (DESIGN §2). A run may belong to a sweep (webapp.sweeps): that
+"""Runs and what training leaves behind (docs/architecture.md#a-runs-life). A run may belong to a sweep (webapp.sweeps): that
 foreign key is all this app knows of sweeps.
 
 Only ``services.py`` changes a status; it checks the current one first (see ``LEGAL_TRANSITIONS``).

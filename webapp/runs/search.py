@@ -41,7 +41,7 @@ SORTS: dict[str, str] = {"name": "Run", "status": "Status", "created": "Created"
                          "duration": "Duration", "seed": "Seed"}
 PREFIXES = ("status", "project", "engine", "archived", "tag")
 FINAL = "final:"  # a column or sort of a metric's final value: final:reward/mean
-# The metrics every run logs (DESIGN §3), offered as final columns; any other logged key can be typed in.
+# The metrics every run logs (docs/architecture.md#the-training-core), offered as final columns; any other logged key can be typed in.
 STANDARD_METRICS = ("reward/mean", "accuracy", "entropy", "kl", "length/mean", "frac_zero_std_groups",
                     "loss/policy", "grad_norm", "step_time_s", "tokens_per_s")
 ARCHIVED_CHOICES = ("no", "yes", "all")

@@ -18,7 +18,7 @@ from . import rollups, search
 from .finals import final_mean
 from .models import Checkpoint, MetricPoint, MetricRollup, Run, Sample
 
-# The run page's charts, in display order (DESIGN §3 metric names).
+# The run page's charts, in display order (docs/architecture.md#the-training-core metric names).
 CHART_METRICS: tuple[tuple[str, ...], ...] = (
     ("reward/mean",), ("accuracy",), ("entropy",), ("length/mean",), ("kl",), ("clip/low_frac", "clip/high_frac"),
 )

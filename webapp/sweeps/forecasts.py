@@ -1,4 +1,4 @@
-"""The sweep dashboard's forecasts (issue 18): each run's forecast of a metric to its horizon with a 95 % band, and
+"""The sweep dashboard's forecasts: each run's forecast of a metric to its horizon with a 95 % band, and
 its forecast final and P(near-best) as the ``bayes`` policy computes them (``policies.forecast_paths``), for any
 sweep: with the sweep's own bayes config when it has one, otherwise the bayes defaults (min_peers 1: every other
 run is a peer) on the sweep's horizon.

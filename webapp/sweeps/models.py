@@ -1,4 +1,4 @@
-"""Sweeps (DESIGN §2, §5): one config (or a small grid) x N seeds, its launch plan, every policy decision,
+"""Sweeps (docs/architecture.md#a-sweeps-decisions): one config (or a small grid) x N seeds, its launch plan, every policy decision,
 RL-health alerts. Runs (``webapp.runs``) point at their sweep; only ``webapp.sweeps.services`` writes here.
 """
 from __future__ import annotations

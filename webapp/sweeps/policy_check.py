@@ -1,5 +1,5 @@
 """One check of a sweep's early-stopping policy: what ``make_policy(sweep.policy)`` decides now from the stored
-curves, feeding it only the points stored since the last check (issue 15: a check of 64 runs x 100 k steps must
+curves, feeding it only the points stored since the last check (a check of 64 runs x 100 k steps must
 not read them all). Reads only; ``services.sweep_apply_policy`` stores the decisions and the state.
 
 What a check decides is the *replay*: a fresh policy fed every stored point of the policy metric in step order

@@ -1,5 +1,5 @@
 """What would policy X have done? A policy replayed on a finished sweep's stored curves (``policies.replay``), read
-only: no run, decision or plan is touched (issue 18 item 5).
+only: no run, decision or plan is touched.
 
 The policy config is checked as the sweep form checks it (``services.policy_config_for``: FieldErrors keyed
 ``policy.<key>``, its horizon the sweep's ``total_steps``). The curves are the chart tier's (``rollups.bucketed``): at

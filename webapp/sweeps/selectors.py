@@ -1,7 +1,7 @@
 """Read queries for the sweep dashboard: bucketed curves of every seed, the runs table, decisions, alerts,
 samples side by side, and the policy's next decision points.
 
-Long series are downsampled in the database (DESIGN §6): steps fall into buckets of ``width`` consecutive
+Long series are downsampled in the database (docs/architecture.md#dashboards): steps fall into buckets of ``width`` consecutive
 steps, bucket b = floor((step - 1) / width), and each bucket keeps its first and last step, its min, max and
 mean, and the wall time of its last point. Drawing min and max per bucket keeps a one-step spike visible
 however long the run; the mean feeds smoothing and the across-seeds band. The bucket width is fixed per page

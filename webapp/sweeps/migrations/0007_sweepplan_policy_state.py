@@ -2,7 +2,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    """A policy check saves the policy's curves and goes on from them at the next check (issue 15)."""
+    """A policy check saves the policy's curves and goes on from them at the next check."""
 
     dependencies = [("sweeps", "0006_sweep_project_required")]
     operations = [

@@ -4,7 +4,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    """A decision keeps the further numbers its rule used (issue 18: the bayes rule's probability and forecast)."""
+    """A decision keeps the further numbers its rule used (the bayes rule's probability and forecast)."""
 
     dependencies = [
         ('sweeps', '0007_sweepplan_policy_state'),

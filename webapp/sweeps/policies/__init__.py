@@ -1,4 +1,4 @@
-"""Early-stopping policies for seed sweeps (DESIGN §5).
+"""Early-stopping policies for seed sweeps (docs/architecture.md#early-stopping).
 
 Pure Python, importing no Django, so a sweep can be replayed offline (``replay``, ``bench/early_stopping.py``)
 and the database layer can feed a policy the curves it stores and apply what it decides. The package:

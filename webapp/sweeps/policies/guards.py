@@ -1,4 +1,4 @@
-"""Health guards: per-run stop rules on RL-health metrics that compose with any ranking policy (issue 18).
+"""Health guards: per-run stop rules on RL-health metrics that compose with any ranking policy.
 
 A ranking policy (median, ASHA, bayes ...) compares a run with its peers on one metric. A guard looks at one run
 alone, on the metric that shows it is broken, and stops it whatever its rank says. Each guard is a fold over the
