@@ -576,10 +576,7 @@ def main(argv: list[str] | None = None) -> int:
                                               f"standard errors of the best", gate=False)
         out(f"\n{time.perf_counter() - started:.0f} s")
         if args.save:
-            path = os.path.join(ROOT, "bench", "curves", f"early_stopping_{time.strftime('%Y-%m-%d')}.txt")
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write("\n".join(lines) + "\n")
-            print(f"saved {path}")
+            save_output(lines)
         return 0 if held else 1
     if args.budget:
         import budget_table
@@ -633,11 +630,16 @@ def main(argv: list[str] | None = None) -> int:
                                 trade_off(contested), out)
     out(f"\n{time.perf_counter() - started:.0f} s")
     if args.save:
-        path = os.path.join(ROOT, "bench", "curves", f"early_stopping_{time.strftime('%Y-%m-%d')}.txt")
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write("\n".join(lines) + "\n")
-        print(f"saved {path}")
+        save_output(lines)
     return 0
+
+
+def save_output(lines: list[str]) -> None:
+    """What the bench printed, kept as bench/curves/early_stopping_<date>.txt."""
+    path = os.path.join(ROOT, "bench", "curves", f"early_stopping_{time.strftime('%Y-%m-%d')}.txt")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")
+    print(f"saved {path}")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from typing import Any, Optional, Sequence, get_args, get_origin
 from training.data import DATA_SUFFIXES, data_fields_error, is_file_task, task_error, task_params_error
 from training.fields import RANGE_KEYS, FieldErrors, coerce, range_error, range_text
 from training.guards import reward_hacking_error
+from training.memory import read_model_config
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "preset": ("grpo", "dapo", "dr_grpo"),
@@ -397,13 +398,11 @@ class TrainConfig:
 
 def model_context_length(model_dir: str) -> int | None:
     """The longest sequence a model folder's config declares (None when it declares none or is unreadable)."""
-    try:
-        with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
+    data = read_model_config(model_dir)
+    if data is None:
         return None
     for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
-        value = data.get(key) if isinstance(data, dict) else None
+        value = data.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return None

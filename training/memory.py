@@ -91,14 +91,20 @@ def model_shape_of(config) -> ModelShape:
     return model_shape(config.to_dict())
 
 
-def read_model_shape(model_dir: str) -> ModelShape | None:
-    """``model_shape`` of a model folder's config.json; None when it has none (or not a decoder's)."""
+def read_model_config(model_dir: str) -> dict | None:
+    """A model folder's config.json as a dict; None when it is missing, unreadable or not an object."""
     try:
         with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as fh:
             config = json.load(fh)
     except (OSError, ValueError):
         return None
-    shape = model_shape(config) if isinstance(config, dict) else None
+    return config if isinstance(config, dict) else None
+
+
+def read_model_shape(model_dir: str) -> ModelShape | None:
+    """``model_shape`` of a model folder's config.json; None when it has none (or not a decoder's)."""
+    config = read_model_config(model_dir)
+    shape = model_shape(config) if config else None
     return shape if shape and shape.hidden and shape.layers and shape.vocab else None
 
 
