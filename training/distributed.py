@@ -41,6 +41,7 @@ from typing import Callable
 
 import torch
 
+from training.sink import NullSink
 
 
 @dataclass
@@ -248,7 +249,7 @@ def decoder_layers(model) -> list:
 # One rank: python -m training.distributed <run folder>
 # ----------------------------------------------------------------------------------------------------------
 
-class EventSink:
+class EventSink(NullSink):
     """Rank 0's sink: the loop's events as lines of the JSONL contract (training.engines.events), which the
     supervising process (``run_distributed``) forwards to the run's own sink."""
 
@@ -362,9 +363,8 @@ def run_distributed(cfg, out_dir: str, sink, should_stop: Callable[[], bool], *,
     proc_dir = out_dir if node_rank == 0 else os.path.join(out_dir, "nodes", str(node_rank))
     status, step = run_process(torchrun_command(cfg, out_dir, node_rank=node_rank, master=master), out_dir=out_dir,
                                sink=sink, should_stop=should_stop, env=env, proc_dir=proc_dir,
-                               on_ranks=getattr(sink, "on_ranks", None))
-    if hasattr(sink, "flush_ranks"):
-        sink.flush_ranks()
+                               on_ranks=sink.on_ranks)
+    sink.flush_ranks()
     return status, max(step, start)
 
 

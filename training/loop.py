@@ -120,7 +120,7 @@ def report_ranks(world: World, sink, step: int) -> None:
     every few seconds and always the last one."""
     if world.size > 1:
         ranks = rank_report(world, step)
-        if ranks and hasattr(sink, "on_ranks"):
+        if ranks:
             sink.on_ranks(step, ranks)
 
 
@@ -131,8 +131,7 @@ def report_signals(sink, step: int, roll, metrics: dict) -> None:
         return
     for name, key in (("completion", "hacking/same_completion_share"), ("reason", "hacking/paid_reason_share")):
         metrics[key] = roll.signals[name]["share"] if roll.signals[name] else 0.0
-    if hasattr(sink, "on_completion_signals"):
-        sink.on_completion_signals(step, roll.signals)
+    sink.on_completion_signals(step, roll.signals)
 
 
 def compute_precision(cfg, device):

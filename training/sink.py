@@ -3,8 +3,13 @@
 The worker implements it to write to the database; the CLI implements it with JSONL files. Every method
 must be cheap or buffer internally: the loop calls them synchronously. ``flush()`` is called before the loop
 returns, so a sink that batches must write everything out there (nothing emitted before a clean stop is lost).
-A sink may also take ``on_completion_signals(step, signals)``: what the reward-hacking guard reads of each step's
-completions (``training.guards.completion_signals``), sent only for a run that asks for that guard.
+
+Every caller calls every method of ``Sink`` it needs, without probing: a sink subclasses ``NullSink`` and
+overrides the events it keeps (the others are ignored). The events some runs only send:
+``on_completion_signals`` (what the reward-hacking guard reads of each step's completions,
+``training.guards.completion_signals``, sent only for a run that asks for that guard), ``on_engine_config`` (an
+external engine's resolved config, once), ``on_ranks`` / ``flush_ranks`` (each rank's progress in a distributed
+run; ``flush_ranks`` writes the last report out at the end).
 """
 from __future__ import annotations
 
@@ -19,19 +24,29 @@ class Sink(Protocol):
     def on_samples(self, step: int, rows: list[dict]) -> None: ...
     def on_checkpoint(self, step: int, path: str) -> None: ...
     def on_log(self, line: str) -> None: ...
+    def on_completion_signals(self, step: int, signals: dict) -> None: ...
+    def on_engine_config(self, config: dict) -> None: ...
+    def on_ranks(self, step: int, ranks: list[dict]) -> None: ...
+    def flush_ranks(self) -> None: ...
     def flush(self) -> None: ...
 
 
 class NullSink:
+    """Every event ignored: the base of every sink, which overrides what it keeps."""
+
     def truncate_after(self, step): pass
     def on_metrics(self, step, metrics): pass
     def on_samples(self, step, rows): pass
     def on_checkpoint(self, step, path): pass
     def on_log(self, line): pass
+    def on_completion_signals(self, step, signals): pass
+    def on_engine_config(self, config): pass
+    def on_ranks(self, step, ranks): pass
+    def flush_ranks(self): pass
     def flush(self): pass
 
 
-class JsonlSink:
+class JsonlSink(NullSink):
     """Writes metrics.jsonl and samples.jsonl under ``out_dir`` (the CLI's sink).
 
     On resume the files are truncated back to the checkpoint's step so an interrupted-then-resumed run

@@ -14,6 +14,8 @@ import sys
 import time
 import traceback
 
+from training.sink import NullSink
+
 EXIT_SUCCEEDED = 0
 EXIT_STOPPED = 10
 EXIT_FAILED = 1
@@ -210,16 +212,11 @@ def run_in_forked_child(run_id: int, log_path: str, node: list[str] = (), report
             os._exit(code)
 
 
-class NodeSink:
+class NodeSink(NullSink):
     """The sink of a node other than node 0 of a multi-node run: the run's events come from node 0's rank 0;
     this node only logs."""
 
-    def truncate_after(self, step): pass
-    def on_metrics(self, step, metrics): pass
-    def on_samples(self, step, rows): pass
-    def on_checkpoint(self, step, path): pass
     def on_log(self, line): print(line, flush=True)
-    def flush(self): pass
 
 
 def silence_progress_bars() -> None:

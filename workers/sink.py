@@ -9,11 +9,12 @@ from __future__ import annotations
 import time
 
 from training.guards import RewardHackingGuard, SilentRunGuard
+from training.sink import NullSink
 from webapp.runs import services
 from webapp.runs.services import TransitionError
 
 
-class DatabaseSink:
+class DatabaseSink(NullSink):
     # max_points: a flush's size when points come faster than every flush_every_s; a flush costs about the same
     # few statements whatever its size (one upsert of the points, one per level of the chart tier), so bigger
     # flushes write more points per second (PostgreSQL: ~32 k points/s in flushes of 500, ~57 k in 5,000)

@@ -1,5 +1,6 @@
 """Helpers of the training-core tests (the ``tiny_model_dir`` fixture comes from tests/conftest.py)."""
 from tests.conftest import REPO  # noqa: F401  (re-exported for the CLI tests)
+from training.sink import NullSink
 
 
 def small_config(**overrides):
@@ -10,7 +11,7 @@ def small_config(**overrides):
     return TrainConfig.from_dict(base)
 
 
-class ListSink:
+class ListSink(NullSink):
     """Keeps everything the loop emits, in memory."""
 
     def __init__(self):

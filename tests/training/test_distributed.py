@@ -26,12 +26,13 @@ from training.ranks import torchrun_command
 from training.engines import run_engine
 from training.engines.process import EngineFailed
 from training.fields import FieldErrors
+from training.sink import NullSink
 
 PARAM_ATOL = 1e-5
 GRAD_NORM_RTOL = 1e-4
 
 
-class ListSink:
+class ListSink(NullSink):
     def __init__(self):
         self.metrics, self.checkpoints, self.logs, self.ranks, self.truncated = {}, [], [], [], []
 

@@ -16,9 +16,10 @@ from training.engines import engine_errors, run_engine
 from training.engines.events import EventReader, parse_event
 from training.engines.process import EngineFailed, run_process
 from training.fields import FieldErrors
+from training.sink import NullSink
 
 
-class ListSink:
+class ListSink(NullSink):
     """Collects what an engine emits, with the time each metric arrived."""
 
     def __init__(self):

@@ -18,7 +18,7 @@ from training.fields import FieldErrors
 from training.guards import (REWARD_HACKING, RewardHackingGuard, RewardHackingParams, completion_signals,
                              eval_trend, reward_hacking_error, top_completion, top_paid_reason, window_means)
 from training.loop import train
-from training.sink import JsonlSink
+from training.sink import JsonlSink, NullSink
 
 HACKABLE = "tests.training.hackable"
 LENGTH_BONUS = [{"name": f"{HACKABLE}:length_bonus"}]
@@ -207,7 +207,7 @@ def test_asking_for_the_trend_rule_without_periodic_evaluation_is_an_error():
 
 # --- real runs --------------------------------------------------------------------------------------------------
 
-class Recorder:
+class Recorder(NullSink):
     """Keeps the metrics and the completion signals a run's loop emits, in order."""
 
     def __init__(self):

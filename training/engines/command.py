@@ -85,4 +85,4 @@ def run_command(cfg, out_dir: str, sink, should_stop):
     sink.truncate_after(0)  # a command has no resume contract: each attempt starts over
     return run_process(command_argv(cfg, out_dir), out_dir=out_dir, sink=sink, should_stop=should_stop,
                        env={**os.environ, "SEEDBED_CONFIG": config_path},
-                       on_engine_config=getattr(sink, "on_engine_config", None))
+                       on_engine_config=sink.on_engine_config)

@@ -197,7 +197,7 @@ def run_trl(cfg, out_dir: str, sink, should_stop):
         env["SEEDBED_JUDGE_ENDPOINTS"] = judges
     env["PYTHONPATH"] = os.pathsep.join([_project_root(), *filter(None, [env.get("PYTHONPATH")])])
     status, step = run_process(trl_command(cfg, out_dir), out_dir=out_dir, sink=sink, should_stop=should_stop,
-                               env=env, on_engine_config=getattr(sink, "on_engine_config", None))
+                               env=env, on_engine_config=sink.on_engine_config)
     return status, max(step, start)
 
 

@@ -31,6 +31,7 @@ import sys
 
 from training.engines.events import MAX_TEXT
 from training.engines.process import EVENTS_FILE, inside, run_process
+from training.sink import NullSink
 
 VERL_PYTHON_ENV = "SEEDBED_VERL_PYTHON"
 VERL_MAIN = "verl.trainer.main_ppo"
@@ -391,7 +392,7 @@ def read_rollouts(path: str, limit: int) -> list[dict]:
     return rows
 
 
-class VerlProgress:
+class VerlProgress(NullSink):
     """The run's sink, plus verl's files: when step N's metrics arrive (verl logs a step after saving its
     checkpoint and queueing its rollout dump), a new checkpoint goes to ``on_checkpoint`` and the rollouts of
     the steps before N to ``on_samples``; ``flush`` (the end) collects the rest."""
@@ -417,6 +418,9 @@ class VerlProgress:
 
     def truncate_after(self, step):
         self.sink.truncate_after(step)
+
+    def on_engine_config(self, config):
+        self.sink.on_engine_config(config)
 
     def flush(self):
         self._collect(before=None)
@@ -449,8 +453,7 @@ def run_verl(cfg, out_dir: str, sink, should_stop):
     prompt_length = write_verl_data(cfg, out_dir)
     overrides = verl_overrides(cfg, out_dir, prompt_length=prompt_length)
     composed = compose_verl_config(overrides)  # verl's schema checks every key before any GPU is touched
-    if hasattr(sink, "on_engine_config"):
-        sink.on_engine_config(composed)
+    sink.on_engine_config(composed)
     resumed_at = latest_checkpoint_step(out_dir) or 0
     sink.truncate_after(resumed_at)  # verl resumes from its last checkpoint; the steps after it are redone
     sink.on_log(f"verl: {'resuming after step ' + str(resumed_at) if resumed_at else 'starting'}; "
