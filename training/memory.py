@@ -27,9 +27,10 @@ import math
 import os
 from dataclasses import dataclass
 
-#: the Python process with torch, transformers, a tokenizer and a task loaded, before any model (measured:
-#: about 0.45 GB on CPU with torch 2.x and transformers 5, bench/real_model.py --memory)
-RUNTIME_BYTES = 450 * 2**20
+#: the Python process with torch, transformers, a tokenizer and a task loaded, before any model (measured as the
+#: process's own VmHWM: about 0.3 GB on CPU with torch 2.x and transformers 5; ru_maxrss is kept across execve, so
+#: a process started by a large one reports its parent's size)
+RUNTIME_BYTES = 300 * 2**20
 #: floats saved per token and decoder layer, per hidden unit, per MLP unit and per key/value unit: the count above
 #: (10, 4, 4) raised by a quarter for what the allocator holds beside them, fitted to SmolLM2's measured peak
 ACT_HIDDEN, ACT_INTER, ACT_KV = 13, 5, 5

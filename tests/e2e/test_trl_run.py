@@ -111,13 +111,13 @@ def test_a_sweep_over_engines_draws_both_side_by_side(live_server, celery_worker
     shown = traces()
     seedbed, trl = shown["engine=seedbed · seed 21"], shown["engine=trl · seed 21"]
     assert seedbed["x"] == trl["x"] == [1, 2, 3, 4, 5, 6]
-    assert seedbed["color"] != trl["color"]  # a colour per grid cell, its mean in the same colour
-    assert shown["mean engine=seedbed"]["color"] == seedbed["color"]
-    assert shown["mean engine=trl"]["color"] == trl["color"]
-    # in the SVG: both runs' lines and both cells' means, six vertices each
+    assert seedbed["color"] != trl["color"]  # a colour per grid cell
+    # one seed per cell: no cell has a mean (a mean is drawn only where at least two seeds have data)
+    assert not [name for name in shown if name.startswith("mean")], sorted(shown)
+    # in the SVG: both runs' lines, six vertices each
     vertices = page.eval_on_selector_all("#sweep-chart .scatterlayer path.js-line",
                                          "ps => ps.map(p => (p.getAttribute('d').match(/[ML]/g) || []).length)")
-    assert vertices.count(6) >= 4, vertices
+    assert vertices.count(6) >= 2, vertices
     # the runs table names each run's engine
     for engine, run in runs.items():
         row = page.locator(f"#runs-table tr[data-run='{run.pk}']")

@@ -28,7 +28,7 @@ from training.engines.process import EngineFailed
 from training.fields import FieldErrors
 from training.sink import NullSink
 
-PARAM_ATOL = 1e-5
+PARAM_ATOL = 4e-5  # float order differs across world sizes and AdamW amplifies it (runs move by ~4e-4)
 GRAD_NORM_RTOL = 1e-4
 
 

@@ -4,12 +4,15 @@ silences transformers', huggingface_hub's and tqdm's bars before it loads its mo
 the same load without it draws "Loading weights: 0%|...", so the check can fail."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import pytest
 
 from tests.conftest import REPO
+
+QUIET_SWITCHES = ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
 
 LOAD = """
 import sys, tempfile
@@ -31,8 +34,10 @@ print("loaded", flush=True)
 def test_a_model_load_in_the_training_child_draws_no_progress_bar(how, tmp_path):
     log = tmp_path / "worker.log"
     with open(log, "w") as out:
+        # a clean environment: a run started earlier in this test process may have set the switches it checks
+        env = {k: v for k, v in os.environ.items() if k not in QUIET_SWITCHES}
         done = subprocess.run([sys.executable, "-c", LOAD, how, str(tmp_path)], cwd=REPO, stdout=out,
-                              stderr=subprocess.STDOUT, timeout=240)
+                              stderr=subprocess.STDOUT, timeout=240, env=env)
     text = log.read_text()
     assert done.returncode == 0 and "loaded" in text, text[-2000:]
     if how == "child":
