@@ -142,7 +142,9 @@ HUGE_MATH = {
 def test_math_megabyte_completion_scores_0_within_the_time_limit(math_strict, name):
     result, seconds = _seconds(lambda: math_strict(HUGE_MATH[name], {"answer": "3"}))
     assert result.score == 0.0 and result.details["reason"], (name, result.details)
-    assert seconds < math_strict.pool.deadline_s, (name, seconds)
+    # the pool kills a worker at its deadline; the answer follows within the kill and a respawn (under a loaded
+    # machine a few tens of milliseconds past it), never a hang
+    assert seconds < math_strict.pool.deadline_s + 1.0, (name, seconds)
 
 
 def test_math_latex_slow_to_parse_scores_0_with_a_timeout_reason(math_strict):
