@@ -26,8 +26,8 @@ from training.verifiers.base import VerifierError
 from training.verifiers.workers import TaskFailed, WorkerPool, _Worker
 
 SANDBOX_USER = "seedbed-sandbox"
-_SERVER_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_server.py")
-_SERVER_IN_SANDBOX = "/seedbed/sandbox_server.py"
+_SERVER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_server")  # run by its __main__
+_SERVER_IN_SANDBOX = "/seedbed/sandbox_server"
 _BWRAP_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_KILL", "CAP_DAC_OVERRIDE", "CAP_FOWNER")
 
 
@@ -78,7 +78,7 @@ def bwrap_command(python: str, prefix: str, tmp_mb: int = 0) -> list[str] | None
         cmd += ["--ro-bind", prefix, prefix]
     if not python.startswith((prefix + "/", "/usr/")):
         cmd += ["--ro-bind", python, python]
-    cmd += ["--ro-bind", _SERVER_FILE, _SERVER_IN_SANDBOX, "--proc", "/proc", "--dev", "/dev",
+    cmd += ["--ro-bind", _SERVER_DIR, _SERVER_IN_SANDBOX, "--proc", "/proc", "--dev", "/dev",
             "--perms", "0755"]
     if tmp_mb:
         cmd += ["--size", str(tmp_mb * 1024 * 1024)]
@@ -165,7 +165,7 @@ class SandboxServerProcess(_Worker):
             cmd = bwrap_command(python, prefix, tmp_mb) + [python, "-I", _SERVER_IN_SANDBOX, str(uid), str(gid),
                                                            "bwrap", str(tmp_mb)]
         else:
-            cmd = [python, "-I", _SERVER_FILE, str(uid), str(gid), "host"]
+            cmd = [python, "-I", _SERVER_DIR, str(uid), str(gid), "host"]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_clean_env(),
                                      close_fds=True, start_new_session=True)
         self.conn = _JsonConn(self.proc)

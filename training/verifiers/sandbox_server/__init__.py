@@ -1,0 +1,44 @@
+"""The sandbox fork server: runs untrusted Python programs against tests, one run at a time, and reports
+raw outcomes.
+
+Standard library only: it runs as ``python -I sandbox_server UID GID MODE [TMP_MB]`` (this folder, through its
+``__main__.py``) with a clean environment, inside bubblewrap's namespaces when available (MODE ``bwrap``, with a
+private /tmp of TMP_MB) or directly on the host (MODE ``host``). It is trusted (root, or the caller's uid); everything it forks is not.
+
+Protocol: JSON lines. Start-up: the server prints ``{"ready": true, "layers": {...}}``. Then for each line
+read on stdin, ``{"id", "code", "setup", "program_names", "entry_point", "steps", "timeout_s", "memory_mb",
+"max_output_kb", "max_processes", "max_report_kb"}``, it prints one line ``{"id", "status", "reports",
+"output_tail", "wall_s", "tmp_full", ...}``. ``steps`` carry only what the test process must *compute* (a
+statement to run, an expression to evaluate, a function to call with arguments): expected values of
+``assert x == <literal>`` never enter a sandbox, and the trusted host compares.
+
+Per run: a fresh directory owned by the sandbox uid and two forked children, each in its own session and
+process group, with rlimits (CPU, address space, processes, file size, open files, core 0), only its own fds,
+groups dropped, uid/gid switched, not dumpable, no_new_privs, a seccomp filter (no network sockets, ptrace,
+process_vm_*, namespaces, mount, exec, io_uring, bpf, ...) and a clean environment:
+
+* the program process runs the set-up code and the program, then answers ``get``/``call`` requests from the
+  test process, one JSON line each way on a pipe pair (fds 3 and 4): all it ever gives is JSON;
+* the test process runs the set-up code and the steps, reaching the program only through that pipe pair and
+  decoding its answers as plain data (:func:`from_wire`), and writes one JSON report per step (its value or
+  error, and whether it reached the program) on the only pipe to the server (fd 3), which the program
+  process has no way to reach.
+
+The server reads the reports until the test process exits or the wall-clock timeout, then kills both
+groups and every process of the sandbox uid, reaps orphans (it is a child subreaper), notes whether the
+run filled /tmp, and deletes the run directory (and, in host mode, anything the uid left in /tmp and
+/dev/shm).
+
+The modules: :mod:`.server` (the trusted side: the runs' processes, their limits, reading reports, killing and
+cleaning up), :mod:`.harness` (the two sandboxed processes), :mod:`.wire` (the plain-data values and line I/O
+between them) and :mod:`.seccomp` (the filter). See docs/architecture.md#verifiers.
+"""
+from __future__ import annotations
+
+from .harness import ProgramError, ProgramFault
+from .seccomp import SeccompFilter, build_seccomp_filter, install_seccomp
+from .server import Server, main
+from .wire import _to_wire, from_wire
+
+__all__ = ["ProgramError", "ProgramFault", "SeccompFilter", "Server", "_to_wire", "build_seccomp_filter",
+           "from_wire", "install_seccomp", "main"]

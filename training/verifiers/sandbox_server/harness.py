@@ -1,0 +1,290 @@
+"""The two sandboxed processes of a run, each forked by the server and already locked down when these run
+(docs/architecture.md#verifiers): the program process runs the model's program and answers ``get``/``call``
+requests; the test process runs the example's tests, reaching the program only through JSON, and writes one
+report per step on a pipe the program process cannot reach. Standard library only."""
+from __future__ import annotations
+
+import json
+
+from .wire import _describe, _finish, _read_line, _to_wire, _write_all, from_wire
+
+
+def _program_harness(req: dict, request_fd: int, reply_fd: int) -> None:
+    """Run the set-up code and the program (compiled on its own), then serve ``get``/``call`` requests, one
+    JSON line each way. A set-up stub the program did not redefine is no name of the program's.
+
+    Everything here is the program's to tamper with (it shares the process): nothing it sends is trusted.
+    """
+    import builtins
+    dumps, loads = json.dumps, json.loads
+
+    def send(obj) -> None:
+        _write_all(reply_fd, (dumps(obj) + "\n").encode())
+
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    try:
+        if req.get("setup"):
+            exec(compile(req["setup"], "<setup_code>", "exec", dont_inherit=True), namespace)
+        stubs = {name: namespace.get(name) for name in req.get("program_names", ())}
+        exec(compile(req["code"], "<program>", "exec", dont_inherit=True), namespace)
+    except BaseException as exc:  # SystemExit too: a program that exits before the tests fails them
+        send({"program_error": _describe(exc)})
+        _finish()
+    for name, stub in stubs.items():
+        if stub is not None and namespace.get(name) is stub:
+            del namespace[name]
+    send({"program_ok": True})
+    buf = bytearray()
+    while True:
+        line = _read_line(request_fd, buf, 1 << 30)
+        if line is None:  # the test process is done
+            _finish()
+        req = loads(line)
+        n, name = req["n"], req["name"]
+        if name not in namespace:
+            send({"n": n, "missing": True})
+            continue
+        target = namespace[name]
+        if req["op"] == "get" and type(target) is type(json) and type(getattr(target, "__name__", None)) is str:
+            send({"n": n, "module": target.__name__})  # the tests import their own copy
+            continue
+        if req["op"] == "get" and not callable(target):
+            try:
+                send({"n": n, "value": _to_wire(target)})
+            except BaseException as exc:
+                send({"n": n, "unsendable": _describe(exc)})
+            continue
+        if req["op"] == "get":
+            send({"n": n, "callable": True})
+            continue
+        try:
+            value = target(*[from_wire(a) for a in req["args"]],
+                           **{k: from_wire(v) for k, v in req["kwargs"].items()})
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt too: reported, not obeyed
+            try:
+                message = str(exc)[:400]
+            except BaseException:
+                message = "<unprintable exception>"
+            send({"n": n, "error": message, "type": type(exc).__name__})
+            continue
+        try:
+            send({"n": n, "value": _to_wire(value)})
+        except BaseException as exc:
+            send({"n": n, "unsendable": _describe(exc)})
+
+
+# ---- the test process: runs the example's tests, reaching the program only through JSON ------------
+
+
+class ProgramFault(BaseException):
+    """The program process could not give a plain-data answer (it ended, sent something malformed or a value
+    that is not plain data, or has no such name). A BaseException, so that a test's ``except Exception`` never takes it for an
+    error the test expected."""
+
+
+class ProgramError(Exception):
+    """The program raised an exception of a class the tests cannot name (its own, or a non-builtin one)."""
+
+
+def _exception_for(type_name: str, message: str) -> BaseException:
+    """The program's exception re-raised in the test process: the builtin class of that name when it is an
+    ``Exception`` (so ``except ValueError`` in a test works), never StopIteration (which would silently end
+    an iteration in the tests), SystemExit or KeyboardInterrupt (those become a ProgramFault)."""
+    import builtins
+    cls = getattr(builtins, type_name, None) if type(type_name) is str else None
+    if isinstance(cls, type) and issubclass(cls, BaseException) and not issubclass(cls, Exception):
+        return ProgramFault(f"the program raised {type_name}: {message}")
+    if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(
+            cls, (StopIteration, StopAsyncIteration)):
+        try:
+            return cls(message)
+        except BaseException:
+            pass
+    if type(type_name) is str and type_name.isidentifier() and len(type_name) <= 100:
+        return type(type_name, (ProgramError,), {})(message)  # its name as the program called it, for reasons
+    return ProgramError(message)
+
+
+class _ProgramLink:
+    """The test process's end of the two pipes to the program process."""
+
+    def __init__(self, request_fd: int, reply_fd: int, cap: int):
+        self.request_fd, self.reply_fd, self.cap = request_fd, reply_fd, cap
+        self.buf = bytearray()
+        self.count = 0
+        self.broken = ""
+        self.greeted: str | None = None  # "" once the program ran to its end, else why not; None: not read yet
+        self.answers = 0  # the program's answers so far (a value, a function, a result or its exception)
+
+    def _receive(self) -> dict:
+        try:
+            line = _read_line(self.reply_fd, self.buf, self.cap)
+            if line is None:
+                raise ProgramFault("the program process ended (it exited or was killed)")
+            reply = json.loads(line)
+            if type(reply) is not dict:
+                raise ValueError("not an object")
+            return reply
+        except ProgramFault as exc:
+            self.broken = str(exc)
+            raise
+        except BaseException as exc:  # ValueError, RecursionError, MemoryError: the program's doing
+            self.broken = f"the program process sent a malformed message ({_describe(exc)[:120]})"
+            raise ProgramFault(self.broken) from None
+
+    def greeting(self) -> str:
+        """"" once the program ran to its end, else why not (read once: the program's first line)."""
+        if self.greeted is None:
+            self.greeted = self._greeting()
+        return self.greeted
+
+    def _greeting(self) -> str:
+        try:
+            hello = self._receive()
+        except ProgramFault as exc:
+            return str(exc)
+        if hello == {"program_ok": True}:
+            return ""
+        if set(hello) == {"program_error"} and type(hello["program_error"]) is str:
+            self.broken = f"program raised {hello['program_error'][:300]}"
+            return self.broken
+        self.broken = "the program process sent a malformed greeting"
+        return self.broken
+
+    def ask(self, request: dict) -> dict:
+        if self.greeting() or self.broken:  # (set-up code may ask before the steps do)
+            raise ProgramFault(self.broken or self.greeting())
+        self.count += 1
+        request["n"] = self.count
+        try:
+            _write_all(self.request_fd, (json.dumps(request) + "\n").encode())
+        except OSError:
+            self.broken = "the program process ended (it exited or was killed)"
+            raise ProgramFault(self.broken) from None
+        reply = self._receive()
+        if reply.get("n") != self.count:
+            self.broken = "the program process answered out of turn"
+            raise ProgramFault(self.broken)
+        return reply
+
+    def value(self, reply: dict):
+        if set(reply) == {"n", "unsendable"} and type(reply["unsendable"]) is str:
+            raise ProgramFault(f"the program's answer is not plain JSON data ({reply['unsendable'][:200]})")
+        if set(reply) != {"n", "value"}:
+            raise ProgramFault("the program process sent a malformed answer")
+        try:
+            value = from_wire(reply["value"])
+        except BaseException as exc:
+            raise ProgramFault(f"the program's answer is not plain JSON data ({_describe(exc)[:200]})") from None
+        self.answers += 1
+        return value
+
+    def call(self, name: str, args: tuple, kwargs: dict):
+        try:
+            request = {"op": "call", "name": name, "args": [_to_wire(a) for a in args],
+                       "kwargs": {k: _to_wire(v) for k, v in kwargs.items()}}
+        except (TypeError, ValueError) as exc:
+            raise ProgramFault(f"the tests passed {name}() an argument that is not plain data ({exc})") from None
+        reply = self.ask(request)
+        if set(reply) == {"n", "missing"}:
+            raise ProgramFault(f"name {name!r} is not defined by the program")
+        if set(reply) == {"n", "error", "type"} and type(reply["error"]) is str:
+            self.answers += 1
+            raise _exception_for(reply["type"], reply["error"][:400])
+        return self.value(reply)
+
+
+def _proxy(link: _ProgramLink, name: str):
+    """A function of the test process standing for the program's ``name``: JSON arguments out, a JSON value back."""
+    def call(*args, **kwargs):
+        return link.call(name, args, kwargs)
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+class _TestGlobals(dict):
+    """The tests' namespace. A name neither the tests nor the set-up code defines, and no builtin, is looked up
+    in the program process: a function there becomes a proxy, plain data comes back as a copy, a module is
+    the test process's own import of it. Builtins come first, so a program's ``abs = ...`` or ``isinstance =
+    ...`` never reaches the tests."""
+
+    def __init__(self, link: _ProgramLink, builtins_module, forced: tuple = ()):
+        super().__init__(__name__="__main__", __builtins__=builtins_module)
+        self._link, self._builtins = link, builtins_module
+        self._forced = frozenset(forced)  # the entry point: the program's even when a builtin has its name
+        # The program's functions, once it confirmed them; kept out of the dict itself, so that every lookup
+        # comes here and counts as reaching the program (``assert callable(f)`` does, ``assert True or f``
+        # does not).
+        self._proxies: dict = {}
+
+    def __missing__(self, name):
+        proxy = self._proxies.get(name)
+        if proxy is not None:
+            self._link.answers += 1
+            return proxy
+        if name not in self._forced and hasattr(self._builtins, name):
+            raise KeyError(name)
+        reply = self._link.ask({"op": "get", "name": name})
+        if set(reply) == {"n", "missing"}:
+            # not NameError: a test's ``except Exception`` (expecting the program to raise) must not take it
+            raise ProgramFault(f"name {name!r} is not defined by the program")
+        if set(reply) == {"n", "callable"} and reply["callable"] is True:
+            self._link.answers += 1
+            proxy = self._proxies[name] = _proxy(self._link, name)
+            return proxy
+        if set(reply) == {"n", "module"} and type(reply["module"]) is str:
+            # A module the program imported (tests that lean on its ``import math``): the test process's own
+            # copy of it, from the read-only installation, never the program's object.
+            module = reply["module"]
+            if not all(part.isidentifier() for part in module.split(".")):
+                raise ProgramFault("the program process sent a malformed module name")
+            import importlib
+            try:
+                value = importlib.import_module(module)
+            except ImportError:
+                raise ProgramFault(f"the program's module {module[:100]!r} cannot be imported by the tests") from None
+            self[name] = value
+            return value
+        return self._link.value(reply)
+
+
+def _tests_harness(req: dict, report_fd: int, request_fd: int, reply_fd: int) -> None:
+    """Run the set-up code, then each step against the program process; one JSON line per step on
+    ``report_fd``, which the program process has no way to reach. Never returns."""
+    import builtins
+
+    def emit(obj) -> None:
+        _write_all(report_fd, (json.dumps(obj) + "\n").encode())
+
+    link = _ProgramLink(request_fd, reply_fd, int(req["max_report_kb"]) * 1024)
+    entry = req.get("entry_point")
+    namespace = _TestGlobals(link, builtins, (entry,) if entry else ())
+    emit({"setup_ok": True})
+    if req.get("setup"):
+        try:
+            exec(compile(req["setup"], "<setup_code>", "exec", dont_inherit=True), namespace)
+        except BaseException as exc:
+            emit({"setup_error": _describe(exc)})
+            _finish()
+    for name in req.get("program_names", ()):  # the set-up's stubs (and the entry point) are the program's
+        namespace.pop(name, None)
+    problem = link.greeting()
+    emit({"program_error": problem} if problem else {"program_ok": True})
+    if problem:
+        _finish()
+    for i, step in enumerate(req["steps"]):
+        answers = link.answers
+        try:
+            if step["kind"] == "exec":
+                exec(compile(step["src"], f"<test {i}>", "exec", dont_inherit=True), namespace)
+                value = None
+            elif step["kind"] == "eval":
+                value = eval(compile(step["src"], f"<test {i}>", "eval", dont_inherit=True), namespace)
+            else:  # call
+                value = link.call(step["entry"], tuple(step["args"]), {})
+            report = {"i": i, "value": _to_wire(value)}
+        except BaseException as exc:
+            report = {"i": i, "error": _describe(exc)}
+        report["used"] = link.answers > answers  # whether the step reached the program at all
+        emit(report)
+    _finish()
