@@ -1,45 +1,27 @@
-"""The ``math`` verifier: final-answer extraction plus math-verify, run in worker processes.
+"""The ``math`` verifier: final-answer extraction plus math-verify, run in worker processes
+(docs/architecture.md#verifiers).
 
 Two modes (``mode``). **strict** (the default, for training: format is part of the reward) reads the answer
 in the form the run's prompt asks for; **lenient** hands the whole completion to Math-Verify's own extraction
 (the last mathematical expression, after its "final answer is" / box / "Answer:" priorities), as TRL's and
 open-r1's rewards read it: what pass@k of a base model needs.
 
-Extraction, strict (in the trusted parent, cheap), in the form the run's prompt asks for (``extract``; the forms
-are :mod:`training.verifiers.answers`, shared with ``reasoning_gym``): ``boxed`` (the default) takes the
-completion's last ``\\boxed{...}`` (or ``\\fbox{...}``), with braces matched, together with the boxes joined
-to it ("``\\boxed{-2}`` and ``\\boxed{1}``": one answer, the set {-2, 1}, as Math-Verify reads it) unless a
-"final answer is" marker follows them, and when there is none the configurable fallback (default: what follows the last "Answer:" / "Final answer:" / "the
-answer is" marker, mid-line too, up to its sentence's end or across the display block it opens);
-``answer_tag`` the last ``<answer>...</answer>``; ``hash`` the text after the last ``####`` (GSM8K);
-``last_number`` the last number; ``auto`` tries boxed, then an answer tag, then ``####``, then the fallback.
-``details["method"]`` names the form that matched. After a marker the answer runs to the end of its sentence:
-math spans joined as Math-Verify joins them (``$-3$ and $2$``, up to six, by ",", "and" or "or") are one answer,
-a set, and the rest of the sentence is read for a hedge. A hedge scores 0 wherever it is written (in a box,
-between boxes or spans, after a marker, before or after a box in its sentence): candidates joined by "or", a "/"
-between two separate math spans, an uncertain word ("maybe", "probably", "?") — except a complete list that
-Math-Verify reads as one set equal to a gold of several values (``$x = -3$ or $x = 2$`` for the gold ``-3, 2``).
-No answer scores 0; so do more than :data:`MAX_BOXES` different boxes, an answer over :data:`MAX_ANSWER_CHARS`,
-TeX programming in the answer (``\\def``, ``#``, a ``%`` comment: checker tampering), and an answer whose
-parsing or comparison times out (reason "answer timed out"; a gold that times out is a :class:`VerifierError`). A box's content, or a math span's after a marker,
-is read as LaTeX (``\\$`` in it is a dollar sign); plain text after a marker as Math-Verify reads an "Answer:"
-line (``1 000`` is 1000, ``2,5`` is 2.5; :func:`parse_input`); the gold as LaTeX, or as a prose number when it
-is one with a space or comma (:func:`gold_input`).
+Extraction, strict (in the trusted parent, cheap): :mod:`training.verifiers.math_extract` (the answer forms,
+hedges, too many boxes, too long an answer, checker tampering). An answer whose parsing or comparison times out
+scores 0 (reason "answer timed out"); a gold that times out is a :class:`VerifierError`.
 
 Checking, fast: when gold and answer both fall in the small grammar of :mod:`math_fastpath` (integers,
 decimals, fractions, percentages, simple radicals, ``x = v``), the parent decides exactly in microseconds,
 and only where that module's rules give math-verify's own verdict; anything else, or too close to call, goes
 to math-verify.
 
-Checking, general: ``math_verify.verify(parse(gold), parse(answer))``, gold first (math-verify's relation
-is not symmetric: a gold set accepts an unordered list, a gold interval fixes its bounds), pair by pair over
-what each parse gives (a sympy object and its normalised string, :func:`verify_any`), so an answer sympy cannot
-compare (``12:00``) still equals the same text. math-verify times out with SIGALRM, which only works on a
-process's main thread, so checks run in a :class:`WorkerPool` whose workers do exactly that, under an outer
-deadline that kills a stuck worker. Pairs travel in chunks (one message per chunk, not per pair); a worker
-stops starting new pairs once a chunk has used its time budget, and a chunk that times out is retried one pair
-per task so only the stuck pair fails. Math-verify's own timeout on the answer is a 0 (the answer's fault); on
-the gold, the outer deadline, or a dead worker it raises :class:`VerifierError`: the verifier could not judge.
+Checking, general: :mod:`training.verifiers.math_equivalence` (``math_verify.verify(parse(gold),
+parse(answer))``, on a worker process's main thread, where its SIGALRM timeout works), in a :class:`WorkerPool`
+under an outer deadline that kills a stuck worker. Pairs travel in chunks (one message per chunk, not per pair);
+a worker stops starting new pairs once a chunk has used its time budget, and a chunk that times out is retried
+one pair per task so only the stuck pair fails. Math-verify's own timeout on the answer is a 0 (the answer's
+fault); on the gold, the outer deadline, or a dead worker it raises :class:`VerifierError`: the verifier could
+not judge.
 
 Agreement with Math-Verify 0.9.0 (``tests/verifiers/test_math_peer.py``): never a 1 where it gives 0; a 0 where
 it gives 1 only for the :data:`INTENTIONAL_DIFFERENCES` (listed in :class:`MathVerifier`'s docstring and the
@@ -47,52 +29,34 @@ README).
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
 import re
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from itertools import product
 
-from training.verifiers.answers import extract as extract_form
-from training.verifiers.answers import (MAX_TAIL, final_answer_is_after, final_boxed_spans, find_boxed,
-                                        find_boxed_spans, marked_answer)
+from training.verifiers.answers import find_boxed
 from training.verifiers.base import Param, VerifierError, VerifierResult, register_verifier
+from training.verifiers.math_equivalence import (READ_AS, check_chunk_in_worker, check_in_worker, gold_input,
+                                                 parse_input, verify_any)
+from training.verifiers.math_extract import (_UNCERTAIN, EXTRACT, MAX_ANSWER_CHARS, MAX_BOXES, TEX_PROGRAMMING,
+                                             _text_hedge, extract_answer)
 from training.verifiers.math_fastpath import decide, parse_fast
 from training.verifiers.workers import TaskFailed, TaskTimeout, WorkerPool
 
-MAX_CHUNK = 16  # pairs per pool message: one round trip per chunk instead of per pair
+# (re-exported: the verifier's public names, as callers and tests import them from here)
+__all__ = ["EXTRACT", "INTENTIONAL_DIFFERENCES", "MAX_ANSWER_CHARS", "MAX_BOXES", "MODES", "READ_AS",
+           "TEX_PROGRAMMING", "IntentionalDifference", "MathVerifier", "_text_hedge", "check_chunk_in_worker",
+           "check_in_worker", "extract_answer", "find_boxed", "gold_input", "intentional_difference",
+           "parse_input", "verify_any"]
 
-# Hedges. Uncertain words: always a hedge. "or" between candidates: a hedge unless Math-Verify reads the
-# candidates as one set (a box's content, boxes or math spans it joins) and the gold is that set of values.
-_UNCERTAIN = re.compile(r"\b(?:maybe|possibly|probably|perhaps)\b|\?", re.IGNORECASE)
-_OR = re.compile(r"\b(?:or|either)\b|\\(?:lor|vee)\b", re.IGNORECASE)
-# two separate math spans with "/" between them ("$3$/$4$"): candidates, not a fraction
-_SLASH_BETWEEN_SPANS = re.compile(r"(?:(?<!\\)\$|\\\)|\})\s*/\s*(?:(?<!\\)\$|\\\(|\\boxed|\\fbox)")
-# after an answer, in its sentence: another candidate ("or 4", "/ $4$", "or \boxed{4}")
-_ALTERNATIVE_AFTER = re.compile(r"(?:\b(?:or|either)\b|\\(?:lor|vee)\b|/)\s*(?:\$|\\\(|\\\[|\\boxed|\\fbox|\\[dt]?frac|"
-                                r"\\sqrt|[-−+]?\.?[0-9])", re.IGNORECASE)
-# right before a box, in its sentence: a candidate and "or" ("3 or \boxed{4}"), or an uncertain word
-_ALTERNATIVE_BEFORE = re.compile(r"(?:[0-9]|(?<!\\)\$|\\\)|\})\s*(?:\bor\b|/)$", re.IGNORECASE)
-_UNCERTAIN_BEFORE = re.compile(r"\b(?:maybe|possibly|probably|perhaps)\b[\s:,]*$", re.IGNORECASE)
-_SENTENCE_START = re.compile(r"(?<!\\)[.;!?](?=\s)|\n")
-# TeX programming in an answer: macro definitions, conditionals, a macro parameter "#", a "%" comment that hides
-# the rest of its line. No answer needs them; they make the checker read something else than what is written
-# ("\\boxed{4 # 3}" and "\\boxed{\\let\\four=3 \\four}" are 3 to Math-Verify, "4 %" + newline + "3" is 3 to a box)
-_TEX_COMMANDS = (r"\\(?:[egx]?def|let|futurelet|(?:re)?newcommand|providecommand|DeclareMathOperator|"
-                 r"catcode|input|include|csname|expandafter|makeatletter|else|fi|"
-                 r"if(?:false|true|x|num|dim|case|mmode|defined|odd|cat))(?![a-zA-Z])")
-TEX_PROGRAMMING = re.compile(_TEX_COMMANDS)  # (the commands alone: reasoning_gym's answers may hold "#" and "%")
-_TAMPERING = re.compile(_TEX_COMMANDS + r"|(?<!\\)#|(?<!\\)%[^\n]*\n")
-MAX_BOXES = 6  # different boxed answers a completion may hold: Math-Verify joins at most six boxes into one answer
-MAX_ANSWER_CHARS = 2000  # an answer longer than this is none (a display block longer than it is no answer either)
-# extract -> the answer forms tried in order (the first that gives an answer wins); "boxed" and "auto" end with
-# the fallback (the "Answer:" line unless fallback is "none"), the others are exactly the form the prompt asked for
-EXTRACT = {"boxed": ("boxed",), "answer_tag": ("answer_tag",), "hash": ("hash",), "last_number": ("last_number",),
-           "auto": ("boxed", "answer_tag", "hash")}
+MAX_CHUNK = 16  # pairs per pool message: one round trip per chunk instead of per pair
+# Plain-text answers that Math-Verify reads after "Answer:" exactly as the fast path reads them (an integer,
+# comma-grouped or not, a decimal, a percentage, a/b), closing punctuation allowed ("12."), but not after a/b:
+# Math-Verify reads "19/7." as 19/7.0, a float.
+_FAST_TEXT = re.compile(r"-?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?|\.\d+%?)[.;!]?|-?\d+/\d+[;!]?")
+
 # How the answer is found. strict: in the form the prompt asked for (a box or an answer marker by default), so
 # format is part of the reward; lenient: the last mathematical expression anywhere, as Math-Verify finds it.
 MODES = ("strict", "lenient")
@@ -159,310 +123,6 @@ def intentional_difference(details: dict, mode: str) -> IntentionalDifference | 
     return next((d for d in INTENTIONAL_DIFFERENCES if d.reason == details.get("reason") and mode in d.modes), None)
 
 
-_MATH_SPANS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
-
-
-def _tidy(answer: str) -> tuple[str, str, str]:
-    """``(answer, checked, read_as)`` for an answer taken from the text: a math span's content, read as LaTeX,
-    or plain text, read as text (:func:`parse_input`) as written (``checked``: "19/7." is 19/7.0 to
-    Math-Verify) and shown without its closing punctuation (``answer``).
-
-    >>> _tidy("$12$."), _tidy("$$\\nx = 3\\n$$"), _tidy("1 000.")
-    (('12', '12', 'latex'), ('x = 3', 'x = 3', 'latex'), ('1 000', '1 000.', 'text'))
-    """
-    answer = answer.strip()
-    span = answer.rstrip(".").strip()
-    for opener, closer in _MATH_SPANS:
-        if len(span) > len(opener) + len(closer) and span.startswith(opener) and span.endswith(closer):
-            content = span[len(opener):-len(closer)].strip()
-            return content, content, "latex"
-    return answer.rstrip(".;!").strip(), answer, "text"
-
-
-def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxed: str = "last",
-                   extract: str = "boxed") -> dict:
-    """Pick the final answer (``mode="strict"``). Returns {"answer": str|None, "checked": str|None, "method":
-    ..., "n_boxed": int, "reason": ..., "read_as": ...}; ``method`` is the form that gave it (boxed,
-    answer_tag, hash, last_number, answer_line); ``checked`` the text math-verify reads, as ``read_as``
-    (:func:`parse_input`): a box's or a math span's content as LaTeX, plain text as written, as text.
-
-    Boxes: the last box and the boxes joined to it (:func:`training.verifiers.answers.final_boxed_group`) are
-    one answer, a set or tuple written ``a, b``, as Math-Verify reads them.
-
-    >>> extract_answer(r"I think \\boxed{3}. Wait: that was wrong. \\boxed{4}.")["answer"]
-    '4'
-    >>> extract_answer(r"The roots are \\boxed{-2} and \\boxed{1}.")["answer"]
-    '-2, 1'
-    >>> extract_answer("Work...\\nAnswer: $12$.")["answer"], extract_answer("no idea")["answer"]
-    ('12', None)
-    >>> text = "<answer>3</answer> so #### 1,234"
-    >>> [extract_answer(text, extract=e)["answer"] for e in ("hash", "auto", "last_number")]
-    ['1,234', '3', '1234']
-    """
-    spans = find_boxed_spans(completion)
-    boxed = [content for _, _, content in spans]
-    info = {"answer": None, "checked": None, "method": None, "n_boxed": len(boxed), "reason": None,
-            "read_as": "text", "parts": 1, "hedge": None}
-    forms = EXTRACT[extract] + (("answer_line",) if extract in ("boxed", "auto") and fallback == "answer_line" else ())
-    if "boxed" in forms and len(set(boxed)) > MAX_BOXES:
-        info["reason"] = "too many different boxed answers"
-        return info
-    for form in forms:
-        if form == "boxed":
-            if not boxed:
-                continue
-            if "answer_line" in forms and final_answer_is_after(completion, spans[-1][1]):
-                continue  # "… the final answer is X" after the boxes: Math-Verify ranks them alike, the later wins
-            group_spans = final_boxed_spans(completion, spans)
-            group = [content for _, _, content in group_spans]
-            if multiple_boxed == "reject" and set(boxed) - set(group):
-                info["reason"] = "several different boxed answers"
-                return info
-            # an empty box ends the search: no answer
-            info["answer"] = info["checked"] = ", ".join(group) if all(group) else ""
-            if _UNESCAPED_DOLLAR.search(info["answer"]):  # a box across math delimiters: "\\boxed{12 $ and $13}"
-                info["checked"] = "".join(f"\\boxed{{{content}}}, " for content in group)[:-2]
-            info["method"], info["read_as"], info["parts"] = "boxed", "latex", len(group)
-            info["hedge"] = _boxes_hedge(completion, group_spans)
-            break
-        if form == "answer_line":
-            marked = marked_answer(completion)
-            if marked is None:
-                continue
-            if len(marked.spans) > 1:  # spans Math-Verify joins into one answer: it reads them together
-                info["answer"], info["checked"], info["read_as"] = ", ".join(marked.spans), marked.text, "latex"
-                info["parts"] = len(marked.spans)
-            else:
-                info["answer"], info["checked"], info["read_as"] = _tidy(marked.text)
-            info["method"], info["hedge"] = form, _marked_hedge(marked, info["read_as"])
-            break
-        answer = extract_form(completion, form)
-        if answer is not None:
-            (info["answer"], info["checked"], info["read_as"]), info["method"] = _tidy(answer), form
-            info["hedge"] = _text_hedge(info["answer"], info["read_as"])
-            break
-    if info["answer"] and len(info["checked"]) > MAX_ANSWER_CHARS:
-        info["answer"], info["reason"] = None, "answer too long"
-    elif info["answer"] and _TAMPERING.search(info["checked"]):
-        info["answer"], info["reason"] = None, "checker tampering"
-    if not info["answer"]:
-        info["answer"] = None
-        info["reason"] = info["reason"] or "no final answer found"
-    return info
-
-
-def _text_hedge(text: str, read_as: str) -> str | None:
-    """How an answer hedges (None: it does not): ``"uncertain"`` (maybe, probably, "?"), ``"alternative"``
-    (candidates Math-Verify does not read as one set: "or" in prose, "/" between math spans) or ``"set"``
-    ("or" inside LaTeX, which Math-Verify reads as a set: ``3 \\text{ or } 4`` is {3, 4})."""
-    if _UNCERTAIN.search(text):
-        return "uncertain"
-    if _SLASH_BETWEEN_SPANS.search(text):
-        return "alternative"
-    if _OR.search(text):
-        return "set" if read_as == "latex" else "alternative"
-    return None
-
-
-def _worst(*hedges: str | None) -> str | None:
-    for kind in ("uncertain", "alternative", "set"):
-        if kind in hedges:
-            return kind
-    return None
-
-
-def _marked_hedge(marked, read_as: str) -> str | None:
-    """How the answer after a marker hedges: in its spans, what joins them, or the rest of its sentence."""
-    if not marked.spans:
-        return _text_hedge(marked.text, read_as)
-    tail = marked.tail
-    return _worst(*(_text_hedge(span, "latex") for span in marked.spans),
-                  "set" if any(_OR.search(joiner) for joiner in marked.joiners) else None,
-                  "uncertain" if _UNCERTAIN.search(tail) else None,
-                  "alternative" if _ALTERNATIVE_AFTER.search(tail) else None)
-
-
-def _boxes_hedge(completion: str, group_spans: list[tuple[int, int, str]]) -> str | None:
-    """How the final boxes hedge: in a box, between the boxes, or in their sentence right before the first
-    ("maybe \\boxed{3}", "3 or \\boxed{4}") or after the last ("\\boxed{3} or 4", "\\boxed{3}?")."""
-    hedges = [_text_hedge(content, "latex") for _, _, content in group_spans]
-    for (_, end, _), (start, _, _) in zip(group_spans, group_spans[1:]):
-        between = completion[end:start]
-        hedges.append("uncertain" if _UNCERTAIN.search(between) else "alternative" if "/" in between
-                      else "set" if _OR.search(between) else None)  # Math-Verify reads joined boxes as a set
-    first, last = group_spans[0][0], group_spans[-1][1]
-    head = completion[max(0, first - 80):first]
-    head = head[max((m.end() for m in _SENTENCE_START.finditer(head)), default=0):].rstrip(" \t$([\\")
-    stop = _SENTENCE_START.search(completion, last, last + MAX_TAIL)
-    tail = completion[last:stop.end() if stop else last + MAX_TAIL].lstrip(" \t$)]\\")
-    hedges += ["uncertain" if _UNCERTAIN_BEFORE.search(head) or _UNCERTAIN.search(tail) else None,
-               "alternative" if _ALTERNATIVE_BEFORE.search(head) or _ALTERNATIVE_AFTER.search(tail) else None]
-    return _worst(*hedges)
-
-
-# ---- runs in the worker processes -------------------------------------------------------------------
-
-_UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
-# A plain number as Math-Verify reads one in prose (its ExprExtractionConfig): thousands groups after a space
-# or a comma ("1 000", "-1,234.5"), or a decimal comma ("2,5"). As LaTeX "1 000" is 1*000 and "2,5" a set.
-_PROSE_NUMBER = re.compile(r"-?(?:[1-9]\d{0,2}(?:[ ,]\d{3})+(?:\.\d+)?|\d+,\d{1,2})")
-# Plain-text answers that Math-Verify reads after "Answer:" exactly as the fast path reads them (an integer,
-# comma-grouped or not, a decimal, a percentage, a/b), closing punctuation allowed ("12."), but not after a/b:
-# Math-Verify reads "19/7." as 19/7.0, a float.
-_FAST_TEXT = re.compile(r"-?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?|\.\d+%?)[.;!]?|-?\d+/\d+[;!]?")
-READ_AS = ("latex", "text", "completion")
-
-
-def _has_math(text: str) -> bool:
-    return bool(_UNESCAPED_DOLLAR.search(text)) or "\\boxed" in text or "\\fbox" in text
-
-
-def parse_input(text: str, read_as: str) -> str:
-    """The string handed to ``math_verify.parse`` for an answer read as ``read_as``, so that it parses as
-    Math-Verify parses that answer where the completion gives it.
-
-    ``latex`` (a box's content, a math span's): wrapped in ``$…$`` unless it holds a math delimiter already
-    (an unescaped ``$`` — ``\\$`` is a dollar sign — or a box). ``text`` (plain text after an answer marker,
-    in an answer tag, after ``####``): as the text of an "Answer:" line, so ``1 000`` is 1000, ``2,5`` is 2.5,
-    a ``$…$`` span in it is found as Math-Verify finds it, and LaTeX outside ``$…$`` means what it means to
-    Math-Verify there. ``completion`` (mode lenient): as it is.
-
-    >>> parse_input("1 000", "text"), parse_input("1 000", "latex"), parse_input(r"\\$16", "latex")
-    ('Answer: 1 000', '$1 000$', '$\\\\$16$')
-    """
-    if read_as == "completion":
-        return text
-    text = text.strip()
-    if read_as == "text":
-        return f"Answer: {text}"
-    return text if _has_math(text) else f"${text}$"
-
-
-def gold_input(gold: str) -> str:
-    """The string handed to ``math_verify.parse`` for a gold answer: LaTeX (datasets write ``\\frac{1}{2}``
-    without dollars; wrapped as :func:`parse_input` wraps a box), except a plain number with a space or comma
-    in it, which reads as Math-Verify reads numbers in prose (``1 000`` is 1000, ``2,5`` is 2.5).
-
-    >>> gold_input("1 000"), gold_input(r"\\frac{1}{2}"), gold_input("$x$")
-    ('1 000', '$\\\\frac{1}{2}$', '$x$')
-    """
-    gold = gold.strip()
-    return gold if _PROSE_NUMBER.fullmatch(gold) else parse_input(gold, "latex")
-
-
-@functools.lru_cache(maxsize=4096)
-def _parse_gold(gold: str, timeout_s: int):
-    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
-    return parse(gold_input(gold), [LatexExtractionConfig(), ExprExtractionConfig()],
-                 parsing_timeout=timeout_s, raise_on_error=True)
-
-
-def _is_nan_or_zoo(obj) -> bool:
-    from sympy import Basic, nan, zoo
-    return isinstance(obj, Basic) and (obj == nan or obj == zoo)
-
-
-def verify_any(gold_parsed: list, answer_parsed: list, float_rounding: int, timeout_s: int) -> tuple[bool, str | None]:
-    """``(correct, why)``: Math-Verify's ``verify(gold, answer)`` over every (gold, answer) pair of the two
-    parses (each a sympy object and its string), correct when any pair is equal — its own rule, as in
-    ``math_verify.grader.verify``, with one difference: a timeout raises ``TimeoutException`` (the caller
-    reports that it could not judge) instead of counting as "not equal". A pair that sympy cannot compare
-    (``12:00`` parses to ``zoo``; ``zoo == zoo`` raises) is not equal, and the next pair is tried: the two
-    strings, equal when the normalised texts are.
-    """
-    from math_verify import verify
-    from math_verify.errors import TimeoutException
-
-    failed = None
-    for gold, answer in product(gold_parsed, answer_parsed):
-        try:
-            if verify(gold, answer, float_rounding=float_rounding, timeout_seconds=timeout_s, raise_on_error=True):
-                return True, None
-        except TimeoutException:
-            raise
-        except Exception as exc:  # sympy could not compare this pair: not the same answer; try the next pair
-            failed = failed or f"comparison failed: {type(exc).__name__}"
-    return False, failed or "not equivalent to the gold answer"
-
-
-def check_in_worker(gold: str, answer: str, float_rounding: int, timeout_s: int,
-                    same_text_shortcut: bool = True, read_as: str = "latex") -> dict:
-    """math-verify on this process's main thread. Returns {"status": ok|timeout|bad_gold, ...}.
-
-    The gold is read by :func:`gold_input`, the answer as ``read_as`` (:func:`parse_input`)."""
-    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
-    from math_verify.errors import TimeoutException
-
-    start = time.perf_counter()
-    try:
-        gold_parsed = _parse_gold(gold, timeout_s)
-    except TimeoutException:
-        return {"status": "timeout", "where": "parsing the gold answer"}
-    except Exception as exc:  # the gold is data we were given: not parseable means we cannot judge
-        return {"status": "bad_gold", "error": f"{type(exc).__name__}: {exc}"}
-    if not gold_parsed:
-        return {"status": "bad_gold", "error": "math-verify extracted nothing from the gold answer"}
-    answer_input = parse_input(answer, read_as)
-    if same_text_shortcut and answer_input == gold_input(gold) and not _is_nan_or_zoo(gold_parsed[0]):
-        # The same text parses to the same objects, which math-verify's first test (a == b) accepts: skip
-        # the second parse and the comparison. (For nan / zoo that test raises instead: no shortcut.)
-        return {"status": "ok", "correct": True, "gold_parsed": str(gold_parsed[0]),
-                "answer_parsed": str(gold_parsed[0]), "why": None, "gold_multi": _is_several_values(gold_parsed[0]),
-                "check_s": round(time.perf_counter() - start, 6)}
-    try:
-        answer_parsed = parse(answer_input, [LatexExtractionConfig(), ExprExtractionConfig()],
-                              parsing_timeout=timeout_s, raise_on_error=True)
-    except TimeoutException:  # the model's own answer is too slow to read: a 0, with the reason
-        return _answer_timed_out(gold_parsed, "parsing the answer", start)
-    except Exception as exc:  # malformed model output: a wrong answer, not an infrastructure failure
-        return {"status": "ok", "correct": False, "gold_parsed": str(gold_parsed[-1]),
-                "answer_parsed": None, "why": f"answer not parseable: {type(exc).__name__}"}
-    if not answer_parsed:
-        return {"status": "ok", "correct": False, "gold_parsed": str(gold_parsed[-1]), "answer_parsed": None,
-                "why": "answer not parseable"}
-    try:
-        correct, why = verify_any(gold_parsed, answer_parsed, float_rounding, timeout_s)
-    except TimeoutException:
-        return _answer_timed_out(gold_parsed, "comparing", start)
-    return {"status": "ok", "correct": correct, "gold_parsed": str(gold_parsed[0]),
-            "answer_parsed": str(answer_parsed[0]), "why": why, "answer_text": str(answer_parsed[-1]),
-            "gold_multi": _is_several_values(gold_parsed[0]), "check_s": round(time.perf_counter() - start, 6)}
-
-
-def _answer_timed_out(gold_parsed: list, where: str, start: float) -> dict:
-    """The reply for an answer math-verify could not read or compare in time: wrong, reason "answer timed
-    out" (Math-Verify's own verdict on a timeout is False too). A gold that times out is the verifier's
-    problem instead (status "timeout": VerifierError)."""
-    return {"status": "ok", "correct": False, "gold_parsed": str(gold_parsed[0]), "answer_parsed": None,
-            "why": "answer timed out", "timed_out": where, "check_s": round(time.perf_counter() - start, 6)}
-
-
-def _is_several_values(obj) -> bool:
-    """Whether a parsed gold is a set of values, a tuple or an interval (what "$x = -3$ or $x = 2$" may equal)."""
-    from sympy import FiniteSet, Interval, Tuple
-    return isinstance(obj, Interval) or (isinstance(obj, (FiniteSet, Tuple)) and len(obj.args) >= 2)
-
-
-def check_chunk_in_worker(pairs: list[tuple[str, str, str]], float_rounding: int, timeout_s: int,
-                          budget_s: float) -> list[dict | None]:
-    """:func:`check_in_worker` on each (gold, answer, read_as) key (read_as "latex" when left out); None for
-    the keys not started within ``budget_s``.
-
-    The first pair always runs, so every chunk makes progress; the budget keeps a chunk (at most ``budget_s``
-    plus one item's worst case, 3 x timeout_s) inside the pool's outer deadline.
-    """
-    start = time.perf_counter()
-    replies: list[dict | None] = []
-    for i, (gold, answer, *how) in enumerate(pairs):
-        if i and time.perf_counter() - start > budget_s:
-            replies.extend([None] * (len(pairs) - i))
-            break
-        replies.append(check_in_worker(gold, answer, float_rounding, timeout_s, read_as=how[0] if how else "latex"))
-    return replies
-
-
-# ---- the verifier (parent side) -------------------------------------------------------------------
-
 def _cache_key(key: tuple[str, str, str]) -> tuple:
     """The result cache's key for a (gold, answer, read_as) check: a long answer (mode lenient checks whole
     completions) by its digest, so a full cache holds bounded memory."""
@@ -479,8 +139,8 @@ def shared_pool(processes: int, deadline_s: float) -> WorkerPool:
     key = (processes, float(deadline_s))
     with _POOLS_LOCK:
         if key not in _POOLS:
-            _POOLS[key] = WorkerPool("training.verifiers.math_answer:check_chunk_in_worker", processes=processes,
-                                     deadline_s=deadline_s)
+            _POOLS[key] = WorkerPool("training.verifiers.math_equivalence:check_chunk_in_worker",
+                                     processes=processes, deadline_s=deadline_s)
         return _POOLS[key]
 
 

@@ -3,7 +3,8 @@ raw outcomes.
 
 Standard library only: it runs as ``python -I sandbox_server UID GID MODE [TMP_MB]`` (this folder, through its
 ``__main__.py``) with a clean environment, inside bubblewrap's namespaces when available (MODE ``bwrap``, with a
-private /tmp of TMP_MB) or directly on the host (MODE ``host``). It is trusted (root, or the caller's uid); everything it forks is not.
+private /tmp of TMP_MB) or directly on the host (MODE ``host``). It is trusted (root, or the caller's uid);
+everything it forks is not.
 
 Protocol: JSON lines. Start-up: the server prints ``{"ready": true, "layers": {...}}``. Then for each line
 read on stdin, ``{"id", "code", "setup", "program_names", "entry_point", "steps", "timeout_s", "memory_mb",

@@ -7,17 +7,22 @@ import importlib.util
 import os
 import sys
 
-if __package__:  # python -m training.verifiers.sandbox_server
-    from .server import main
-else:
-    _HERE = os.path.dirname(os.path.abspath(__file__))
-    if sys.path and os.path.abspath(sys.path[0]) == _HERE:
-        del sys.path[0]
-    _spec = importlib.util.spec_from_file_location("sandbox_server", os.path.join(_HERE, "__init__.py"),
-                                                   submodule_search_locations=[_HERE])
-    _package = importlib.util.module_from_spec(_spec)
-    sys.modules["sandbox_server"] = _package
-    _spec.loader.exec_module(_package)
-    main = _package.main
 
-main(sys.argv)
+def _load_main():
+    """The server's ``main``, from this folder loaded as the package ``sandbox_server``."""
+    if __package__:  # python -m training.verifiers.sandbox_server
+        from .server import main
+        return main
+    here = os.path.dirname(os.path.abspath(__file__))
+    if sys.path and os.path.abspath(sys.path[0]) == here:
+        del sys.path[0]
+    spec = importlib.util.spec_from_file_location("sandbox_server", os.path.join(here, "__init__.py"),
+                                                  submodule_search_locations=[here])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules["sandbox_server"] = package
+    spec.loader.exec_module(package)
+    return package.main
+
+
+if __name__ == "__main__":  # (imported, e.g. by the doctest walk over training/, it does nothing)
+    _load_main()(sys.argv)

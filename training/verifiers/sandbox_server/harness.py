@@ -78,8 +78,8 @@ def _program_harness(req: dict, request_fd: int, reply_fd: int) -> None:
 
 class ProgramFault(BaseException):
     """The program process could not give a plain-data answer (it ended, sent something malformed or a value
-    that is not plain data, or has no such name). A BaseException, so that a test's ``except Exception`` never takes it for an
-    error the test expected."""
+    that is not plain data, or has no such name). A BaseException, so that a test's ``except Exception`` never
+    takes it for an error the test expected."""
 
 
 class ProgramError(Exception):
