@@ -170,13 +170,14 @@ def cmd_eval(args) -> int:
 
 
 def cmd_bootstrap(args) -> int:
-    from training.tiny import bootstrap_tiny, ensure_tiny_model
+    from training.tiny import bootstrap_tiny, ensure_tiny_model, tiny_cache_root
 
     log = lambda s: print(s, file=sys.stderr)  # noqa: E731
     if args.force:
         info = bootstrap_tiny(args.out, task=args.task, seed=args.seed, log=log)
     else:
-        info = ensure_tiny_model(args.out, task=args.task, seed=args.seed, log=log)
+        # a clean clone on a machine that built this recipe before copies that build (training/tiny.py)
+        info = ensure_tiny_model(args.out, task=args.task, seed=args.seed, log=log, cache_root=tiny_cache_root())
         if info is None:
             print(f"tiny model already at {args.out} (use --force to rebuild)", file=sys.stderr)
             return 0

@@ -13,8 +13,12 @@ page how far the build is.
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import importlib.util
 import json
 import os
+import platform
+import shutil
 import string
 import time
 
@@ -133,11 +137,94 @@ def _progress_path(out_dir: str) -> str:
     return os.path.abspath(out_dir).rstrip("/") + ".progress.json"
 
 
-def ensure_tiny_model(out_dir: str, *, log=print, **build) -> dict | None:
+# --- a cache of builds outside the project folder, keyed by the recipe ------------------------------------------
+
+# The training-core modules a build runs (bootstrap_tiny and what it imports: the task, the held-out evaluation
+# that decides when the warm-up stops, generation, the verifiers); tests/training/test_tiny_cache.py checks this
+# list holds every training module a fresh build loads.
+TINY_RECIPE_MODULES = (
+    "training", "training.algorithms", "training.benchmarks", "training.data", "training.evaluate",
+    "training.fields", "training.models", "training.names", "training.passk", "training.prompts", "training.rollout",
+    "training.routing", "training.tiny", "training.verifiers", "training.verifiers.answers", "training.verifiers.base",
+    "training.verifiers.code", "training.verifiers.hybrid", "training.verifiers.ifeval", "training.verifiers.judge",
+    "training.verifiers.math_answer", "training.verifiers.math_equivalence", "training.verifiers.math_extract",
+    "training.verifiers.math_fastpath", "training.verifiers.reasoning_gym",
+    "training.verifiers.sandbox", "training.verifiers.sandbox_server", "training.verifiers.sandbox_server.harness",
+    "training.verifiers.sandbox_server.seccomp", "training.verifiers.sandbox_server.server",
+    "training.verifiers.sandbox_server.wire", "training.verifiers.simple", "training.verifiers.workers")
+TINY_RECIPE_PACKAGES = ("torch", "transformers", "tokenizers")
+
+
+def tiny_recipe_digest(build: dict, *, modules=TINY_RECIPE_MODULES) -> str:
+    """What decides the built weights, hashed: the source of ``modules``, the versions of the libraries that
+    compute them, the Python, the machine's architecture and core count, and the build's arguments (task, seed, ...)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    digest = hashlib.sha256()
+    for name in sorted(modules):
+        origin = importlib.util.find_spec(name).origin
+        digest.update(f"{name}\0".encode())
+        with open(origin, "rb") as fh:
+            digest.update(fh.read())
+    for package in TINY_RECIPE_PACKAGES:
+        try:
+            digest.update(f"{package}=={version(package)}\0".encode())
+        except PackageNotFoundError:
+            digest.update(f"{package} missing\0".encode())
+    # the build uses every core, and float sums split over another number of threads give other weights
+    digest.update(f"{platform.python_version()} {platform.machine()} {os.cpu_count()} cores\0".encode())
+    digest.update(json.dumps(build, sort_keys=True).encode())
+    return digest.hexdigest()[:24]
+
+
+def tiny_cache_root() -> str | None:
+    """Where built tiny models are kept across clones of the project on this machine: $SEEDBED_TINY_CACHE
+    ("off" for none), else $XDG_CACHE_HOME/seedbed/tiny-models (~/.cache/seedbed/tiny-models)."""
+    env = os.environ.get("SEEDBED_TINY_CACHE")
+    if env == "off":
+        return None
+    if env:
+        return env
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "seedbed", "tiny-models")
+
+
+def _copy_model_folder(source: str, out_dir: str, prefix: str) -> None:
+    """``source``'s files into ``out_dir``, replaced whole (atomic_folder): a reader never sees half a copy."""
+    with atomic_folder(out_dir, prefix=prefix) as staging:
+        shutil.copytree(source, staging, dirs_exist_ok=True)
+
+
+def _keep_in_cache(out_dir: str, cached: str, log) -> None:
+    """Copy a finished build into the cache; a cache that cannot be written costs the next clone a build only."""
+    try:
+        _copy_model_folder(out_dir, cached, prefix=".tiny-cache-")
+    except OSError as exc:
+        log(f"could not keep the tiny model in the cache {cached}: {exc}")
+
+
+def ensure_tiny_model(out_dir: str, *, log=print, cache_root: str | None = None, **build) -> dict | None:
     """Make sure ``out_dir`` holds the built-in tiny model; build it if no other process is doing so, else
-    wait for that one (``build``: bootstrap_tiny's task/seed/...). Returns the build's info when this call built it, None when it was already there."""
+    wait for that one (``build``: bootstrap_tiny's task/seed/...). Returns the build's info when this call built it, None when it was already there.
+
+    With ``cache_root`` (the set-up's ``bootstrap-tiny`` passes ``tiny_cache_root()``), a build of the same recipe
+    (``tiny_recipe_digest``) kept there is copied instead of built, and a new build is kept there for the next
+    clone; a changed recipe has another key, so it is built afresh."""
     import torch
+    cached = os.path.join(cache_root, tiny_recipe_digest(build)) if cache_root else None
+
     def make() -> dict:
+        if cached and tiny_model_ready(cached):
+            log(f"the built-in tiny model of this recipe is in the cache: copying {cached} to {out_dir}")
+            _copy_model_folder(cached, out_dir, prefix=_STAGING_PREFIX)
+            with open(os.path.join(out_dir, READY_FILE)) as fh:
+                return {**json.load(fh), "cached": cached}
+        info = build_here()
+        if cached:
+            _keep_in_cache(out_dir, cached, log)
+        return info
+
+    def build_here() -> dict:
         log(f"building the built-in tiny model in {out_dir} (once; about a minute on two idle cores)")
         started = time.time()
 
