@@ -9,7 +9,7 @@ from django.views.generic import RedirectView
 
 from webapp import builtin_model, status
 from webapp.api import views as api_views
-from webapp.api.api import api
+from webapp.api.endpoints import api
 
 
 def _token_authenticated(urls):
