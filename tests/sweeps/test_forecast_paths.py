@@ -7,7 +7,7 @@ import random
 import pytest
 
 from webapp.sweeps.policies import make_policy, parse_config, replay
-from webapp.sweeps.policies.bayes import frozen_from_details
+from webapp.sweeps.policies.bayes import frozen_from_details, policy_numbers
 from webapp.sweeps.policies.forecast_paths import path_steps, sweep_forecasts
 
 CONFIG = {"name": "bayes", "metric": "m", "max_steps": 200, "min_peers": 2}
@@ -35,7 +35,7 @@ def test_forecasts_and_probabilities_are_the_policys_own(mode):
     curves = noisy_curves({"a": 0.8, "b": 0.7, "c": 0.75, "d": 0.3}, 90)
     curves["e"] = noisy_curves({"e": 0.9}, 40, seed=1)["e"]  # killed at step 40: out of the race
     policy = policy_fed(config, curves, ended={"e"})
-    numbers = policy.numbers()
+    numbers = policy_numbers(policy)
     assert set(numbers.p) == {"a", "b", "c", "d"}
 
     got = sweep_forecasts(curves, params=parse_config(config), horizons={}, out_of_race={"e"})

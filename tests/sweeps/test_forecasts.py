@@ -16,6 +16,7 @@ from webapp.runs.models import Run, RunStatus
 from webapp.sweeps import services
 from webapp.sweeps.models import PolicyDecision
 from webapp.sweeps.policies import make_policy, parse_config
+from webapp.sweeps.policies.bayes import policy_numbers
 from webapp.sweeps.policies.forecast_paths import sweep_forecasts
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
@@ -77,9 +78,9 @@ def test_the_forecasts_are_the_policys_numbers_and_the_killed_run_is_out_of_the_
         for step, value in points:
             policy.observe(run_id, step, value)
     policy.mark_stopped(runs[4].pk)
-    for run_id, p in policy.probabilities().items():
+    for run_id, p in policy_numbers(policy).p.items():
         assert answer["runs"][str(run_id)]["p"] == pytest.approx(p, rel=1e-5, abs=1e-9)
-    assert set(policy.probabilities()) == {r.pk for r in runs[:4]}
+    assert set(policy_numbers(policy).p) == {r.pk for r in runs[:4]}
 
 
 def test_the_runs_table_shows_forecast_final_and_p_near_best(client_in, live_sweep):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from training.fields import FieldErrors
-from webapp.sweeps.policies import STOP, make_policy, replay
+from webapp.sweeps.policies import STOP, make_policy, replay, saved_state, stored_config
 from webapp.sweeps.policies.guards import GuardFold, GuardParams, parse_guards
 
 MAX = 40
@@ -95,7 +95,7 @@ def test_saved_guard_state_goes_on_as_if_every_point_had_been_fed():
     first = make_policy(config)
     part = feed(first, series, range(1, 12))
     restored = make_policy(config)
-    restored.load_state(first.save_state())
+    saved_state.load_state(restored, saved_state.save_state(first))
     for run_id, d in first.stopped.items():  # what decide set up is not in the state; the database re-tells it
         restored.stopped[run_id] = d
     part += feed(restored, series, range(12, MAX + 1))
@@ -135,9 +135,9 @@ def test_bad_guards_get_field_errors_that_name_them(guards, key, fragment):
 def test_a_manual_sweep_keeps_its_guards_and_needs_max_steps_for_them():
     config = {"name": "manual", "max_steps": MAX, "guards": [{"kind": "zero_std"}], "min_peers": 9}
     policy = make_policy(config)
-    assert policy.stored_config(config) == {"name": "manual", "max_steps": MAX, "guards": [{"kind": "zero_std"}]}
+    assert stored_config(policy, config) == {"name": "manual", "max_steps": MAX, "guards": [{"kind": "zero_std"}]}
     assert policy.reads_curves and policy.next_check(3, MAX) == 8
-    assert make_policy({}).reads_curves is False and make_policy({}).stored_config({}) == {}
+    assert make_policy({}).reads_curves is False and stored_config(make_policy({}), {}) == {}
     with pytest.raises(FieldErrors) as caught:
         make_policy({"name": "manual", "guards": [{"kind": "zero_std"}]})
     assert "max_steps" in caught.value.errors

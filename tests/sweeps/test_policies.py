@@ -8,7 +8,7 @@ import pytest
 
 from training.fields import FieldErrors
 from webapp.sweeps.policies import (Decision, debiased_ema, make_policy, replay,
-                                    running_mean, smooth)
+                                    running_mean, saved_state, smooth, stored_config)
 
 
 def constant_curves(levels: dict, steps: int) -> dict:
@@ -345,13 +345,13 @@ def test_each_policy_says_what_it_does_and_when_it_looks_next(config, described,
     total = config.get("max_steps", 10)
     assert {last: policy.next_check(last, total) for last in checks} == checks
     assert policy.reads_curves == bool(config)
-    assert policy.stored_config(config) == config  # manual keeps nothing: {} stays {}
+    assert stored_config(policy, config) == config  # manual keeps nothing: {} stays {}
 
 
 def test_an_empty_config_is_manual_and_a_manual_config_is_stored_as_empty():
     assert make_policy({}).decide() == []
     manual = make_policy({"name": "manual", "metric": "m", "max_steps": 10})
-    assert manual.stored_config({"name": "manual", "metric": "m", "max_steps": 10}) == {}
+    assert stored_config(manual, {"name": "manual", "metric": "m", "max_steps": 10}) == {}
 
 
 # --- bayes: a promised risk ---------------------------------------------------------------------------------
@@ -481,9 +481,9 @@ def test_bayes_state_saved_mid_sweep_and_restored_decides_as_the_policy_that_saw
         for run_id, points in curves.items():
             whole.observe(run_id, *points[t - 1])
             restored.observe(run_id, *points[t - 1])
-    saved = json.loads(json.dumps(restored.save_state()))
+    saved = json.loads(json.dumps(saved_state.save_state(restored)))
     restored = make_policy(config)
-    restored.load_state(saved)
+    saved_state.load_state(restored, saved)
     decided = {"whole": [], "restored": []}
     for t in range(15, 41):
         for name, policy in (("whole", whole), ("restored", restored)):

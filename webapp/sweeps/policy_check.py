@@ -12,13 +12,13 @@ the start. Points before ``judged_up_to`` were judged by an earlier check: they 
 The saved state. Nothing ``decide`` sets up (stops, rung records, extension credits) carries from one replay to
 the next: each starts those afresh at ``judged_up_to``. Before its first ``decide`` a replay holds only what
 observing left: each run's smoothed curve (and the threshold rule's best value so far, a fold over the curve). So a
-check saves the curves as they stand once every point before ``judged_up_to`` is in (``Policy.save_state``), and
+check saves the curves as they stand once every point before ``judged_up_to`` is in (``saved_state.save_state``), and
 as ``policy_step`` only grows, the next check's replay observes those same points before its first ``decide``.
 That check restores the curves, reads each run's points after its last fed step (an indexed read on (run, key,
 step)) and runs the replay's loop over them: it decides at the same steps, on the same curves, from the same
 fresh start, so it decides the same as the replay.
 
-A restored curve keeps of its past only what a later judgment can read (``Policy.history_steps``): the median rule
+A restored curve keeps of its past only what a later judgment can read (``saved_state.history_steps``): the median rule
 compares a run at its last step with its peers' values there, and a run that logs nothing more (stopped, queued)
 or started late stands below its peers' last steps; ASHA reads every run at its rungs; the threshold rule reads
 last values only. Each curve keeps a checkpoint (value and smoother state) at those steps; a value not kept is
@@ -57,6 +57,8 @@ from webapp.runs.models import MetricPoint, Run, RunStatus
 
 from .models import PolicyDecision, Sweep, SweepPlan
 from .policies import EXTEND, STOP, Decision, HistoryMissing, Policy, make_policy
+from .policies import saved_state
+from .policies.simulator import Simulator, feed_by_step
 
 log = logging.getLogger("seedbed.sweeps")
 
@@ -99,7 +101,7 @@ def policy_check(*, sweep: Sweep, plan: SweepPlan, rebuild: bool = False) -> Pol
                 return check
             why = "a run's points were discarded during the check"
     fresh = make_policy(sweep.policy)
-    fresh.keep_history_at(fresh.history_steps())
+    saved_state.keep_history_at(fresh, saved_state.history_steps(fresh))
     check = _replay(fresh, sweep, plan, runs, stored)
     check.rebuilt = why
     log.info("sweep %s: policy check fed all %s points (%s)", sweep.pk, check.points_read, why)
@@ -125,11 +127,11 @@ def _restored(sweep: Sweep, plan: SweepPlan, runs: dict[int, Run], stored: dict)
         return None, "saved past the plan's policy_step"
     policy = make_policy(sweep.policy)
     try:
-        policy.load_state(saved["curves"])
+        saved_state.load_state(policy, saved["curves"])
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         return None, f"unreadable ({exc!r})"
     stops = _stops(stored)
-    for run_id, fed in policy.last_steps().items():
+    for run_id, fed in saved_state.last_steps(policy).items():
         run, stop = runs.get(run_id), stops.get(run_id)
         if run is None:
             return None, f"run {run_id} is no longer in the sweep"
@@ -184,11 +186,11 @@ def _points_after(metrics: list[str], runs: dict[int, Run], fed: dict[int, int],
 
 def _refill(policy: Policy, metric: str) -> int:
     """Read again the stored points a restored curve needs to know its value at a step the coming decides read
-    (``Policy.missing_history``): one query per step and starting checkpoint, steps in order, so a value put back
+    (``saved_state.missing_history``): one query per step and starting checkpoint, steps in order, so a value put back
     is the start of the next one (a run that started late moves a few steps up its peers' past per check).
     Returns how many points it read."""
     read = 0
-    for step, starts in policy.missing_history():
+    for step, starts in saved_state.missing_history(policy):
         by_start = defaultdict(list)
         for run_id, start in starts.items():
             by_start[start].append(run_id)
@@ -200,7 +202,7 @@ def _refill(policy: Policy, metric: str) -> int:
                 values[run_id].append(value)
                 read += 1
             for run_id in run_ids:
-                policy.refill(run_id, step, values[run_id])
+                saved_state.refill(policy, run_id, step, values[run_id])
     return read
 
 
@@ -209,9 +211,9 @@ def _snapshot(policy: Policy, sweep: Sweep, plan: SweepPlan) -> tuple[dict, int]
     order the replay creates them in (by first step, then run id: its feed is ordered by step and run), and
     return the state the next check goes on from (and how many points were read again)."""
     reread = _refill(policy, policy.params.metric)
-    policy.order_runs(lambda run_id, curve: (curve.first_step, run_id))
+    saved_state.order_runs(policy, lambda run_id, curve: (curve.first_step, run_id))
     state = {"version": STATE_VERSION, "config": sweep.policy, "epoch": plan.policy_epoch,
-             "judged_up_to": plan.policy_step, "curves": policy.save_state()}
+             "judged_up_to": plan.policy_step, "curves": saved_state.save_state(policy)}
     return state, reread
 
 
@@ -220,23 +222,14 @@ def _replay(policy: Policy, sweep: Sweep, plan: SweepPlan, runs: dict[int, Run],
     judged_up_to = plan.policy_step
     stops = _stops(stored)
     _tell_known(policy, runs, stored)
-    fed = policy.last_steps()
+    fed = saved_state.last_steps(policy)
     rows = _points_after(policy.metrics(), runs, fed, stops, judged_up_to)
-    decisions: list[Decision] = []
-    state, reread, current_step, points = None, 0, None, 0
-    for run_id, step, value, key in rows.iterator(chunk_size=5000):
-        if step != current_step and current_step is not None and current_step >= judged_up_to:
-            decisions += policy.decide()  # every run's point at current_step is in
-        if state is None and step >= judged_up_to:
-            state, reread = _snapshot(policy, sweep, plan)
-        current_step = step
-        points += 1
-        stop = stops.get(run_id)
-        if stop is None or step <= stop.step:
-            policy.observe(run_id, step, value, key)
-    if state is None:
-        state, reread = _snapshot(policy, sweep, plan)
-    decisions += policy.decide()
+    simulator = Simulator(policy, stops={run_id: stop.step for run_id, stop in stops.items()})
+    snapshot: list = []  # the state and the points read again, once every point before judged_up_to is in
+    current_step, points = feed_by_step(simulator, rows.iterator(chunk_size=5000), decide_from=judged_up_to,
+                                        on_reaching=lambda: snapshot.extend(_snapshot(policy, sweep, plan)))
+    state, reread = snapshot
+    decisions = simulator.decisions
     live = [r.last_step for r in runs.values() if r.status == RunStatus.RUNNING and r.kill_requested_at is None]
     # with no run live: the last step stored (of the rows not read, only those of stopped runs between their stop
     # and judged_up_to, which can only matter below judged_up_to, where the plan's policy_step stays)

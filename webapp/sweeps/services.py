@@ -33,7 +33,7 @@ from . import alerts as alert_rules
 from .policies.budget import BudgetUse, budget_error, committed_steps
 from .policies.feasibility import NOTE_MARK, policy_cannot_act_cached
 from .models import Alert, FreeSlotUse, PolicyDecision, Sweep, SweepPlan
-from .policies import EXTEND, STOP, Decision, make_policy
+from .policies import EXTEND, STOP, Decision, make_policy, stored_config
 from .policy_check import policy_check
 
 log = logging.getLogger("seedbed.sweeps")
@@ -115,7 +115,7 @@ def policy_config_for(policy: Optional[dict], *, total_steps: int, free_slot_use
         built = make_policy(config)
     except FieldErrors as exc:
         raise FieldErrors({f"policy.{key}": message for key, message in exc.errors.items()}) from exc
-    return built.stored_config(config)
+    return stored_config(built, config)
 
 
 @transaction.atomic

@@ -2,11 +2,14 @@
 
 Pure Python, importing no Django, so a sweep can be replayed offline (``replay``, ``bench/early_stopping.py``)
 and the database layer can feed a policy the curves it stores and apply what it decides. The package:
-``smoothing`` (curves), ``calibrated`` and ``bayes`` (the ``bayes`` rule), ``forecast`` (the drawn trend paths), ``parameters`` (one
-dataclass per policy), ``rules`` (the policies), ``replay``.
+``smoothing`` and ``curves`` (each run's smoothed curve; ``SweepCurves``, what a rule reads), ``stopping_rules``
+(each rule a pure function over the curves, its formula in its docstring, registered in ``STOP_RULES``),
+``calibrated`` and ``bayes`` (the ``bayes`` rule), ``forecast`` (the drawn trend paths), ``parameters`` (one
+dataclass per policy), ``rules`` (``Policy`` and the registry of names), ``saved_state`` (the curves between
+checks), ``replay``.
 Callers never test a policy's kind: ``describe()`` says what it does, ``next_check(last_step, total_steps)``
-when it looks at a run next, ``reads_curves`` whether it needs the curves at all, ``stored_config``
-what a sweep keeps of its config (nothing, for manual).
+when it looks at a run next, ``waiting`` why it cannot decide about one now, ``reads_curves`` whether it needs the
+curves at all, ``stored_config(policy, config)`` what a sweep keeps of its config (nothing, for manual).
 
     policy = make_policy({"name": "median", "metric": "reward/mean", "mode": "max", "max_steps": 40})
     policy.observe("seed-3", step=12, value=0.41)      # one call per logged point, any run order
@@ -39,11 +42,12 @@ Steps: a run with ``max_steps`` steps logs steps ``1 .. max_steps`` (the trainin
 is the k-th completed step); points must arrive in increasing step order per run, and a repeated or older step is ignored, so the database
 layer may feed the same rows twice.
 
-Between checks (``webapp.sweeps.policy_check``): ``save_state()`` gives the curves as JSON, keeping of each run's
-past only what a later judgment can read (``history_steps``: where runs stand for the median rule, the rungs for
-ASHA), and ``load_state`` puts them into a fresh policy, which then goes on observing from each run's last point as
-if it had observed every point; a value of the past it does not keep raises ``HistoryMissing`` unless ``refill``
-put it back (``missing_history`` says which). What ``decide`` sets up is not saved.
+Between checks (``webapp.sweeps.policy_check``): ``saved_state.save_state(policy)`` gives the curves as JSON,
+keeping of each run's past only what a later judgment can read (``saved_state.history_steps``: where runs stand
+for the median rule, the rungs for ASHA), and ``load_state`` puts them into a fresh policy, which then goes on
+observing from each run's last point as if it had observed every point; a value of the past it does not keep
+raises ``HistoryMissing`` unless ``refill`` put it back (``missing_history`` says which). What ``decide`` sets up
+is not saved. ``simulator`` feeds a policy and collects its decisions, for the live check and ``replay`` alike.
 
 Extensions (optional, ``extend_survivors_by: N`` > 0): every stop frees a slot; ``decide`` then proposes to
 extend the best live run (highest smoothed value at its latest step, past the grace period, not extended
@@ -54,12 +58,15 @@ from __future__ import annotations
 
 from .parameters import AshaParams, BayesParams, CommonParams, ManualParams, MedianParams, ThresholdParams
 from .replay import ReplayResult, replay
+from . import saved_state
 from .rules import (EXTEND, POLICY_NAMES, STOP, Decision, HistoryMissing, Policy, make_policy, params_help,
-                    parse_config)
+                    parse_config, stored_config)
+from .stopping_rules import STOP_RULES
 from .smoothing import debiased_ema, running_mean, smooth
 
 __all__ = [
     "Decision", "Policy", "CommonParams", "ManualParams", "MedianParams", "AshaParams", "ThresholdParams",
     "BayesParams", "make_policy", "parse_config", "params_help", "replay", "ReplayResult", "debiased_ema",
-    "running_mean", "smooth", "POLICY_NAMES", "STOP", "EXTEND", "HistoryMissing",
+    "running_mean", "smooth", "POLICY_NAMES", "STOP", "EXTEND", "HistoryMissing", "STOP_RULES", "saved_state",
+    "stored_config",
 ]

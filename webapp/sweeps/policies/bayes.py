@@ -16,9 +16,11 @@ import numpy as np
 from . import calibrated
 from .calibrated import Prediction, SeedFold
 from .parameters import BayesParams
+from .curves import SweepCurves
 from .rules import STOP, Decision, Policy, _RunCurve
+from .stopping_rules import STOP_RULES
 
-__all__ = ["BayesPolicy", "sweep_numbers", "SweepNumbers"]
+__all__ = ["BayesPolicy", "bayes_stops", "policy_numbers", "sweep_numbers", "SweepNumbers"]
 
 
 class SweepNumbers:
@@ -84,6 +86,7 @@ class BayesPolicy(Policy):
         self.folds: dict[Hashable, SeedFold] = {}
         self.frozen: dict[Hashable, tuple[Prediction, list]] = {}
         self.sign = 1.0 if params.mode == "max" else -1.0
+        self._memo.update(folds=self.folds, frozen=self.frozen)  # what bayes_stops reads
 
     def _observe_main(self, run_id: Hashable, step: int, value: float) -> bool:
         taken = super()._observe_main(run_id, step, value)
@@ -129,58 +132,78 @@ class BayesPolicy(Policy):
         return (f"waiting for peers in the race: {n} of {p.min_peers} (a run killed or failed before its end is "
                 f"not one)" if n < p.min_peers else None)
 
-    def _current(self) -> dict[Hashable, tuple[float, float, float]]:
-        """(level, noise, fraction) of every seed running or finished, with two points or more."""
-        out = {}
-        for run_id, fold in self.folds.items():
-            horizon = self.horizon(run_id)
-            if fold.n_diffs >= 1 and (run_id not in self.stopped or fold.step >= horizon):
-                out[run_id] = (fold.level, fold.noise, min(1.0, fold.step / horizon))
-        return out
-
-    def numbers(self) -> SweepNumbers:
-        """The calibrated numbers as they stand (the dashboard's, for the same curves and stops)."""
-        p: BayesParams = self.params  # type: ignore[assignment]
-        return sweep_numbers(self._current(), self.frozen, window=p.final_window(), tolerance=p.tolerance)
-
-    def probabilities(self) -> dict[Hashable, float]:
-        """P(near-best) of every seed in the race."""
-        return self.numbers().p
-
     def _find_stops(self) -> list[Decision]:
-        p: BayesParams = self.params  # type: ignore[assignment]
-        judged = [run_id for run_id, _ in self.judgeable_runs()]
-        if not judged:
-            return []
-        numbers = self.numbers()
-        peers = len(numbers.order) - 1
-        candidates = [numbers.column(r) for r in judged if r in numbers.preds and peers >= p.min_peers]
-        if not candidates:
-            return []
-        stopped = [numbers.column(r) for r in self.frozen]
-        chosen = calibrated.choose_stops(numbers.worths, p.tolerance, p.risk, candidates, stopped)
-        levels = [[r, numbers.preds[r].level] for r in numbers.order if r not in self.frozen]
-        best = max(numbers.order, key=lambda r: numbers.p[r])
-        best_mid = numbers.interval(best, self.sign)[0]
-        stops = []
-        for column, prob, lost in chosen:
-            run_id = numbers.order[column]
-            pred = numbers.preds[run_id]
-            mid, low, high = numbers.interval(run_id, self.sign)
-            step = self.curves[run_id].last_step
-            self.frozen[run_id] = (pred, levels)
-            stops.append(Decision(
-                run_id=run_id, action=STOP, rule=self.rule, step=step, value=mid, threshold=best_mid,
-                n_peers=peers,
-                details={"probability": prob, "loss": lost, "risk": p.risk, "tolerance": p.tolerance,
-                         "forecast": mid, "ci_low": low, "ci_high": high, "horizon": self.horizon(run_id),
-                         "prediction": pred.to_json(), "levels": levels,
-                         "peers": [[r, numbers.p[r]] for r in numbers.order if r != run_id]},
-                reason=(f"bayes: P(near-best) = {prob:.3f}; with it stopped P(every near-best seed is stopped) = "
-                        f"{lost:.3f} <= risk {p.risk:g}; at step {step} its worth forecast "
-                        f"{self.format_value(mid)} (95 % {low:.4g} to {high:.4g}) vs the likeliest best seed's "
-                        f"{best_mid:.4g}, of {peers} peers")))
-        return stops
+        return bayes_stops(self._view(), self.params, self._memo)
+
+
+def policy_numbers(policy: BayesPolicy) -> SweepNumbers:
+    """The calibrated numbers of a bayes policy as they stand (the dashboard's, for the same curves and stops)."""
+    return _numbers(policy._view(), policy.params, policy._memo)
+
+
+def _current(sweep: SweepCurves, folds: dict[Hashable, SeedFold]) -> dict[Hashable, tuple[float, float, float]]:
+    """(level, noise, fraction) of every seed running or finished, with two points or more."""
+    out = {}
+    for run_id, fold in folds.items():
+        horizon = sweep.horizon(run_id)
+        if fold.n_diffs >= 1 and (run_id not in sweep.stopped or fold.step >= horizon):
+            out[run_id] = (fold.level, fold.noise, min(1.0, fold.step / horizon))
+    return out
+
+
+def _numbers(sweep: SweepCurves, p: BayesParams, memo: dict) -> SweepNumbers:
+    return sweep_numbers(_current(sweep, memo["folds"]), memo["frozen"], window=p.final_window(),
+                         tolerance=p.tolerance)
+
+
+def bayes_stops(sweep: SweepCurves, p: BayesParams, memo: dict) -> list[Decision]:
+    """``bayes``: a promised risk. With W_j the worth (noise-free final) of seed j drawn jointly from its calibrated
+    predictive distribution (``calibrated``: level + scale·z, z from the drift table) and N = {j : W_j >= max_k W_k
+    − ``tolerance``} the near-best seeds, the candidates c (live, past grace, before their horizon, with at least
+    ``min_peers`` peers in the race) are taken in increasing P(c in N) and each is stopped while
+
+        loss(S) = P(N ⊆ S) <= ``risk``,   S = the seeds stopped so far, this one included
+
+    (``calibrated.choose_stops``, on Monte Carlo draws with a fixed seed). ``memo``: ``folds`` (run ->
+    ``calibrated.SeedFold``, fed by the policy's ``observe``) and ``frozen`` (a stopped seed's prediction then, and
+    every seed's level then), which this rule adds its stops to."""
+    judged = [run_id for run_id, _ in sweep.judgeable()]
+    if not judged:
+        return []
+    frozen = memo["frozen"]
+    sign = 1.0 if p.mode == "max" else -1.0
+    numbers = _numbers(sweep, p, memo)
+    peers = len(numbers.order) - 1
+    candidates = [numbers.column(r) for r in judged if r in numbers.preds and peers >= p.min_peers]
+    if not candidates:
+        return []
+    stopped = [numbers.column(r) for r in frozen]
+    chosen = calibrated.choose_stops(numbers.worths, p.tolerance, p.risk, candidates, stopped)
+    levels = [[r, numbers.preds[r].level] for r in numbers.order if r not in frozen]
+    best = max(numbers.order, key=lambda r: numbers.p[r])
+    best_mid = numbers.interval(best, sign)[0]
+    stops = []
+    for column, prob, lost in chosen:
+        run_id = numbers.order[column]
+        pred = numbers.preds[run_id]
+        mid, low, high = numbers.interval(run_id, sign)
+        step = sweep.curves[run_id].last_step
+        frozen[run_id] = (pred, levels)
+        stops.append(Decision(
+            run_id=run_id, action=STOP, rule="bayes", step=step, value=mid, threshold=best_mid,
+            n_peers=peers,
+            details={"probability": prob, "loss": lost, "risk": p.risk, "tolerance": p.tolerance,
+                     "forecast": mid, "ci_low": low, "ci_high": high, "horizon": sweep.horizon(run_id),
+                     "prediction": pred.to_json(), "levels": levels,
+                     "peers": [[r, numbers.p[r]] for r in numbers.order if r != run_id]},
+            reason=(f"bayes: P(near-best) = {prob:.3f}; with it stopped P(every near-best seed is stopped) = "
+                    f"{lost:.3f} <= risk {p.risk:g}; at step {step} its worth forecast "
+                    f"{sweep.format_value(mid)} (95 % {low:.4g} to {high:.4g}) vs the likeliest best seed's "
+                    f"{best_mid:.4g}, of {peers} peers")))
+    return stops
+
+
+STOP_RULES["bayes"] = bayes_stops
 
 
 def frozen_from_details(details: dict) -> Optional[tuple[Prediction, list]]:

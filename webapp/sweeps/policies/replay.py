@@ -1,4 +1,5 @@
-"""Offline replay: recorded curves fed to a fresh policy as a live sweep would produce them."""
+"""Offline replay: recorded curves fed to a fresh policy (through the ``simulator``) as a live sweep would produce
+them, under its slots."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,6 +7,7 @@ from typing import Hashable, Optional, Sequence
 
 from .budget import may_start_seed
 from .rules import STOP, Decision, make_policy
+from .simulator import Simulator
 
 
 @dataclass
@@ -48,6 +50,7 @@ def replay(policy_config: dict, curves: dict[Hashable, Sequence[tuple[int, float
     every started run ran, committed = the rest of the running and queued runs).
     """
     policy = make_policy(policy_config)
+    simulator = Simulator(policy)
     others = {metric: by_run for metric, by_run in (other_metrics or {}).items() if metric in policy.metrics()}
     other_at = {(metric, run_id): 0 for metric, by_run in others.items() for run_id in by_run}
     limit = concurrency or (len(curves) if parallel else 1)
@@ -62,7 +65,6 @@ def replay(policy_config: dict, curves: dict[Hashable, Sequence[tuple[int, float
     freed = False  # new seeds go only into a slot a run left (as the live scheduler's sweep_fill_slots)
     position: dict[Hashable, int] = {}
     running: list[Hashable] = []
-    decisions: list[Decision] = []
     stopped_at: dict[Hashable, int] = {}
     while True:
         while queued and len(running) < limit:
@@ -79,16 +81,15 @@ def replay(policy_config: dict, curves: dict[Hashable, Sequence[tuple[int, float
             break
         for run_id in list(running):
             step, value = curves[run_id][position[run_id]]
-            policy.observe(run_id, int(step), float(value), policy.params.metric or None)
+            simulator.feed(run_id, int(step), float(value), policy.params.metric or None)
             for metric, by_run in others.items():
                 points, k = by_run.get(run_id, ()), other_at.get((metric, run_id), 0)
                 while k < len(points) and points[k][0] <= step:
-                    policy.observe(run_id, int(points[k][0]), float(points[k][1]), metric)
+                    simulator.feed(run_id, int(points[k][0]), float(points[k][1]), metric)
                     k += 1
                 other_at[(metric, run_id)] = k
             position[run_id] += 1
-        for decision in policy.decide():
-            decisions.append(decision)
+        for decision in simulator.decide():
             if decision.action == STOP:
                 stopped_at[decision.run_id] = decision.step
                 if decision.run_id in running:
@@ -97,5 +98,5 @@ def replay(policy_config: dict, curves: dict[Hashable, Sequence[tuple[int, float
         ended = [run_id for run_id in running if position[run_id] >= len(curves[run_id])]
         freed = freed or bool(ended)
         running = [run_id for run_id in running if run_id not in ended]
-    return ReplayResult(decisions=decisions, stopped_at=stopped_at, steps_run=dict(position),
+    return ReplayResult(decisions=simulator.decisions, stopped_at=stopped_at, steps_run=dict(position),
                         total_steps=sum(len(curves[run_id]) for run_id in position))

@@ -1,0 +1,56 @@
+"""The policy engine stays small (docs/architecture.md, "Early stopping"): no module of
+``webapp/sweeps/policies`` over 500 lines, ``Policy`` with at most 8 public methods (no registered policy adds
+one), and every stopping rule registered as a function with its formula in its docstring."""
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+from webapp.sweeps.policies import POLICY_NAMES, STOP_RULES, Policy, make_policy
+
+POLICIES = Path(__file__).resolve().parents[2] / "webapp" / "sweeps" / "policies"
+MAX_LINES = 500
+MAX_PUBLIC_METHODS = 8
+
+
+def public_methods(cls: type) -> set[str]:
+    """Names not starting with "_" that are functions or properties on ``cls`` or its bases (attributes such as
+    ``rule`` are not methods)."""
+    return {name for name, value in inspect.getmembers(cls)
+            if not name.startswith("_") and (inspect.isfunction(value) or isinstance(value, property))}
+
+
+def test_no_policy_module_is_over_500_lines():
+    sizes = {path.name: len(path.read_text().splitlines()) for path in POLICIES.glob("*.py")}
+    assert len(sizes) > 5, sizes  # the folder was found
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_policy_has_at_most_8_public_methods_and_no_rule_adds_one():
+    base = public_methods(Policy)
+    assert len(base) <= MAX_PUBLIC_METHODS, sorted(base)
+    for name in POLICY_NAMES:
+        config = {"name": name, "metric": "m", "max_steps": 10, **({"patience": 3} if name == "threshold" else {})}
+        cls = type(make_policy(config))
+        assert public_methods(cls) <= base, (name, sorted(public_methods(cls) - base))
+
+
+def test_the_counter_sees_a_public_method_a_subclass_adds():
+    class Chatty(Policy):
+        def shout(self):
+            return "!"
+
+        @property
+        def loud(self):
+            return True
+    assert public_methods(Chatty) - public_methods(Policy) == {"shout", "loud"}
+
+
+def test_every_policy_has_a_registered_stopping_rule_with_its_formula():
+    assert set(STOP_RULES) == set(POLICY_NAMES)
+    for name, rule in STOP_RULES.items():
+        assert inspect.isfunction(rule), name
+        assert len(inspect.signature(rule).parameters) == 3, name  # (sweep, params, memo)
+        assert f"``{name}``" in (rule.__doc__ or ""), f"{name}: its docstring names the rule"
+    for name in ("median", "asha", "threshold", "bayes"):  # the rules that compare: a formula with a relation
+        assert any(op in STOP_RULES[name].__doc__ for op in ("<=", ">=", "<", ">")), name

@@ -1,0 +1,73 @@
+"""One simulator (docs/architecture.md, "Early stopping"): the same curves give the same decisions through the live
+check (stored points, ``policy_check``), the offline replay (``policies.replay``: the what-if replay and the
+feasibility check use it) and the benchmark's path (``bench/early_stopping.py``'s ``seedbed_method``)."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from webapp.runs import services as run_services
+from webapp.sweeps import policy_check as check_module
+from webapp.sweeps import services
+from webapp.sweeps.models import SweepPlan
+from webapp.sweeps.policies import STOP, replay
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench"))
+import early_stopping  # noqa: E402
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+
+METRIC = "reward/mean"
+STEPS = 24
+POLICIES = {
+    "median": {"name": "median", "grace_steps": 6, "min_peers": 2},
+    "asha": {"name": "asha", "min_steps": 4, "eta": 2, "min_peers": 1},
+    "threshold": {"name": "threshold", "lower_bound": 0.3, "patience": 6, "min_peers": 0},
+    "bayes": {"name": "bayes", "grace_steps": 6, "min_peers": 2, "risk": 0.2},
+}
+
+
+@pytest.fixture(scope="module")
+def curves():
+    """Six seeds of the benchmark's synthetic sweeps (saturating, collapsing, plateauing, late-blooming curves)."""
+    [sweep] = early_stopping.synthetic_sweeps(seed=7, n_sweeps=1, n_seeds=6, steps=STEPS)
+    return sweep
+
+
+def comparable(decision, index: dict) -> tuple:
+    """A decision with run ids as seed indexes (also among a bayes stop's peers and levels)."""
+    details = dict(decision.details)
+    for key in ("peers", "levels"):
+        if key in details:
+            details[key] = [[index[run_id], *rest] for run_id, *rest in details[key]]
+    return (index[decision.run_id], decision.action, decision.rule, decision.step, decision.value,
+            decision.threshold, decision.n_peers, decision.extra_steps, decision.reason, details)
+
+
+def live_check_decisions(config, policy: dict, curves: dict) -> list[tuple]:
+    """Every seed runs at once and has logged its whole curve; one check of the stored points decides."""
+    sweep = services.sweep_create(config={**config, "total_steps": STEPS}, seeds=range(len(curves)),
+                                  concurrency=len(curves), policy={**policy, "metric": METRIC})
+    runs = list(sweep.runs.order_by("pk"))
+    for run, points in zip(runs, curves.values()):
+        run_services.run_start(run_id=run.pk, worker="test:1")
+        run_services.run_metrics_append(run_id=run.pk, points=[(step, METRIC, value) for step, value in points])
+    check = check_module.policy_check(sweep=sweep, plan=SweepPlan.objects.get(sweep=sweep))
+    index = {run.pk: i for i, run in enumerate(runs)}
+    return [comparable(d, index) for d in check.decisions]
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_the_live_check_the_replay_and_the_bench_decide_the_same_on_the_same_curves(config, curves, name):
+    policy = POLICIES[name]
+    index = {run_id: i for i, run_id in enumerate(curves)}
+    replayed = replay({**policy, "metric": METRIC, "mode": "max", "max_steps": STEPS}, curves)
+    from_replay = [comparable(d, index) for d in replayed.decisions]
+    assert from_replay, f"{name} decided nothing on these curves: the comparison would prove nothing"
+    assert live_check_decisions(config, policy, curves) == from_replay
+    # the bench's path: the stopped seeds and the points each ran
+    bench = early_stopping.seedbed_method(policy)(curves)
+    assert bench == {run_id: step for run_id, step in replayed.stopped_at.items()}
+    assert {index[run_id] for run_id in bench} == {i for i, action, *_ in from_replay if action == STOP}
