@@ -7,7 +7,12 @@ This guard reads the test modules' source (nothing is imported or run): the sele
 modules of the engine-specific code, and a module that touches the database and uses an engine-specific construct
 itself, or calls a service or selector whose own code issues engine-specific SQL, is marked, or is listed in
 ``SETS_THE_SCENE_ONLY`` with the reason it need not be. It sees direct uses only: a test that reaches such code
-through a URL is not seen, and is marked by reading it (the reviewed list is the modules' ``pytestmark`` lines)."""
+through a URL is not seen, and is marked by reading it (the reviewed list is the modules' ``pytestmark`` lines).
+
+A module may mark test by test instead of as a whole: then every one of its tests whose own code (with the module's
+helpers and fixtures it reaches) uses such code is marked, a parametrized one on at least one of its cases (the
+sample that runs the engine's part again: the other cases vary only what the test computes over the same queries).
+Long cases that only repeat the same SQL over other data run once, on SQLite."""
 from __future__ import annotations
 
 import ast
@@ -57,6 +62,20 @@ SETS_THE_SCENE_ONLY = {
     "tests/workers/test_train_run.py": "the training process's life on a real worker (folders, checkpoints, "
                                        "signals); the claim, heartbeat and lost-run services run on PostgreSQL "
                                        "in tests/runs/test_services.py and tests/workers/test_sink.py",
+}
+
+# The same, test by test, in modules that mark test by test.
+TRIALS_RUN_ON_POSTGRES = ("a trial's claim and queue run on PostgreSQL in test_the_worker_side_claims_a_queued_trial_once "
+                          "and test_a_second_trial_waits_for_the_first")
+TESTS_THAT_SET_THE_SCENE_ONLY = {
+    "tests/library/test_model_trials.py::test_a_viewer_sees_the_model_but_no_form_and_a_non_member_gets_404":
+        f"who may see and try a model (a page and 403/404s); {TRIALS_RUN_ON_POSTGRES}",
+    "tests/library/test_model_trials.py::test_a_model_still_importing_cannot_be_tried":
+        f"refused by validation before anything is written; {TRIALS_RUN_ON_POSTGRES}",
+    "tests/library/test_model_trials.py::test_a_trial_that_cannot_run_fails_and_says_why":
+        f"the model's errors (a prompt too long, no weights); {TRIALS_RUN_ON_POSTGRES}",
+    "tests/library/test_model_trials.py::test_smollm2_is_tried_through_its_chat_template":
+        f"SmolLM2's chat template and reply; {TRIALS_RUN_ON_POSTGRES}",
 }
 
 # The code that is engine-specific is tested in these; they must stay in the selection.
@@ -143,6 +162,55 @@ class Module:
         names = self.names()
         return sorted((names & OWN_CONSTRUCTS) | (names & set(ENGINE_MODULES)) | (names & functions))
 
+    @property
+    def marked_whole(self) -> bool:
+        """``postgres`` in the module's ``pytestmark``: every test of the module is selected."""
+        return any(isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in node.targets)
+                   and "mark.postgres" in self._segment(node) for node in self.tree.body)
+
+    def tests(self) -> list[ast.FunctionDef]:
+        """The module's test functions, and those of its test classes."""
+        found = []
+        for node in self.tree.body:
+            inside = node.body if isinstance(node, ast.ClassDef) and node.name.startswith("Test") else [node]
+            found += [n for n in inside if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                      and n.name.startswith("test")]
+        return found
+
+    def test_marked(self, test: ast.FunctionDef) -> bool:
+        """``postgres`` on the test, or on one case of its parametrization (``pytest.param(..., marks=...)``)."""
+        return any("mark.postgres" in self._segment(d) for d in test.decorator_list)
+
+    def test_reasons(self, test: ast.FunctionDef, functions: set[str]) -> list[str]:
+        """What makes this test's outcome the engine's: the engine-specific names its own code, and the module's
+        helpers, classes and fixtures it reaches, refer to (an engine module counts through its import alias)."""
+        helpers = {n.name: n for n in self.tree.body
+                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n not in self.tests()}
+        aliases = {}
+        for node in self.tree.body:
+            if isinstance(node, ast.ImportFrom):
+                aliases |= {a.asname or a.name: f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                aliases |= {a.asname or a.name: a.name for a in node.names}
+        reached, todo = [test], [test]
+        while todo:  # the test, its fixtures (by argument name) and the helpers they call, transitively
+            node = todo.pop()
+            used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                used |= {a.arg for a in node.args.args}
+            for name in used:
+                if name in helpers and helpers[name] not in reached:
+                    reached.append(helpers[name])
+                    todo.append(helpers[name])
+        names = set()
+        for node in reached:
+            for n in ast.walk(node):
+                if isinstance(n, ast.Attribute):
+                    names.add(n.attr)
+                elif isinstance(n, ast.Name):
+                    names |= {n.id, aliases.get(n.id, n.id)}
+        return sorted((names & OWN_CONSTRUCTS) | (names & set(ENGINE_MODULES)) | (names & functions))
+
 
 def modules_in_the_postgres_phase() -> list[Module]:
     return [Module(path) for path in sorted(TESTS.rglob("test_*.py"))
@@ -175,3 +243,27 @@ def test_every_module_using_engine_specific_code_is_marked_or_says_why_not():
     stale = sorted(name for name in SETS_THE_SCENE_ONLY if not (ROOT / name).exists() or Module(ROOT / name).marked
                    or not Module(ROOT / name).reasons(functions))
     assert not stale, f"SETS_THE_SCENE_ONLY lists modules that are gone, now marked, or need no reason: {stale}"
+
+
+def test_a_module_marking_test_by_test_marks_every_test_using_engine_specific_code():
+    functions = engine_specific_functions()
+    per_test = [m for m in modules_in_the_postgres_phase()
+                if m.touches_the_database and m.marked and not m.marked_whole and m.name not in SETS_THE_SCENE_ONLY]
+    # the selection's own samples are judged here: the policy check's random replays run on PostgreSQL in two cases
+    assert "tests/sweeps/test_policy_check.py" in {m.name for m in per_test}
+    unmarked, needless = {}, []
+    for m in per_test:
+        for test in m.tests():
+            name, why = f"{m.name}::{test.name}", m.test_reasons(test, functions)
+            if name in TESTS_THAT_SET_THE_SCENE_ONLY:
+                if m.test_marked(test) or not why:
+                    needless.append(name)
+            elif why and not m.test_marked(test):
+                unmarked[name] = why
+    assert not unmarked, ("these tests use engine-specific code in a module that marks test by test: mark them "
+                          "pytest.mark.postgres (a parametrized one on one of its cases at least), or list them in "
+                          f"TESTS_THAT_SET_THE_SCENE_ONLY with why: {unmarked}")
+    gone = sorted(name for name in TESTS_THAT_SET_THE_SCENE_ONLY if not any(
+        f"{m.name}::{t.name}" == name for m in per_test for t in m.tests()))
+    assert not needless and not gone, (f"TESTS_THAT_SET_THE_SCENE_ONLY lists tests now marked or needing no reason "
+                                       f"{needless}, or gone or no longer in a module marking test by test {gone}")
