@@ -1,0 +1,50 @@
+"""Every write to runs (HackSoft style): keyword-only, atomic, status checked before it changes; one module per
+concern, each re-exported here so ``from webapp.runs import services`` keeps working (docs/architecture.md#layers).
+
+Tasks are enqueued with ``transaction.on_commit`` and carry ids only; the worker re-reads the row. A run that
+belongs to a sweep is sent to a worker by its sweep (webapp.sweeps.services.sweep_fill_slots), which hears of
+freed slots through ``signals.slots_changed``.
+
+- ``config``: a request's config validated, and the queue it needs;
+- ``dispatch``: creating a run, sending its task, and the reconciler's pass that sends it again;
+- ``lifecycle``: claim, heartbeat, how a run ended, requeue, kill, resume;
+- ``recovery``: the lost-run pass and automatic restarts; ``disk_full``: restarts once a full disk has room;
+- ``gang``: the node tasks of a multi-node run;
+- ``annotations``: names, notes, tags, archive;
+- ``metrics``, ``samples``, ``engine_config``, ``run_warnings``, ``ranks``, ``checkpoints``: what training reports.
+"""
+from __future__ import annotations
+
+from .annotations import MAX_NAME, MAX_NOTES, MAX_TAG, MAX_TAGS, TAG_CHARS, parse_tags, run_annotate, run_archive
+from .checkpoints import _best_checkpoint_steps, run_checkpoint_add, run_checkpoints_prune
+from .config import as_config, parse_config, queue_for
+from .disk_full import DISK_FULL, _folder_bytes, runs_restart_after_disk_full
+from .dispatch import (WAITING_FOR_QUEUE, _runs_whose_message_was_lost, _send_run, _unless_sent_unrecorded,
+                       run_create, run_dispatch, runs_redispatch)
+from .engine_config import (MAX_ENGINE_CONFIG_CHARS, MAX_ENGINE_VALUE_CHARS, bounded_engine_config,
+                            run_engine_config_set)
+from .gang import (run_nnodes, run_node_errors, run_node_exit, run_node_gang, run_node_heartbeat, run_node_master,
+                   run_node_release, run_node_take)
+from .lifecycle import (KILLABLE_STATUSES, run_finish, run_heartbeat, run_held_by, run_kill, run_record_exit,
+                        run_requeue, run_resume, run_start)
+from .metrics import METRIC_ROWS_PER_INSERT, run_discard_after, run_metrics_append
+from .ranks import MAX_RANKS_STORED, run_ranks_set
+from .recovery import _restart, restart_backoff_s, runs_mark_lost
+from .run_warnings import run_warning_add
+from .samples import run_samples_append
+from .transitions import TransitionError, _after_end, _locked, _move
+
+__all__ = [
+    "DISK_FULL", "KILLABLE_STATUSES", "MAX_ENGINE_CONFIG_CHARS", "MAX_ENGINE_VALUE_CHARS", "MAX_NAME", "MAX_NOTES",
+    "MAX_RANKS_STORED", "MAX_TAG", "MAX_TAGS", "METRIC_ROWS_PER_INSERT", "TAG_CHARS", "TransitionError",
+    "WAITING_FOR_QUEUE", "as_config", "bounded_engine_config", "parse_config", "parse_tags", "queue_for",
+    "restart_backoff_s", "run_annotate", "run_archive", "run_checkpoint_add", "run_checkpoints_prune", "run_create",
+    "run_discard_after", "run_dispatch", "run_engine_config_set", "run_finish", "run_heartbeat", "run_held_by",
+    "run_kill", "run_metrics_append", "run_nnodes", "run_node_errors", "run_node_exit", "run_node_gang",
+    "run_node_heartbeat", "run_node_master", "run_node_release", "run_node_take", "run_ranks_set",
+    "run_record_exit", "run_requeue", "run_resume", "run_samples_append", "run_start", "run_warning_add",
+    "runs_mark_lost", "runs_redispatch", "runs_restart_after_disk_full",
+    # (private helpers a few tests call directly)
+    "_after_end", "_best_checkpoint_steps", "_folder_bytes", "_locked", "_move", "_restart",
+    "_runs_whose_message_was_lost", "_send_run", "_unless_sent_unrecorded",
+]

@@ -1,0 +1,49 @@
+"""A request's config as the one schema (training.config) has it, its paths and caps checked, and the queue it
+needs (docs/architecture.md#a-runs-life)."""
+from __future__ import annotations
+
+from django.conf import settings
+
+from training.config import TrainConfig
+from training.fields import FieldErrors
+from webapp.runs.capacity import check_caps
+from webapp.runs.selectors import config_path_error
+
+
+def parse_config(data: dict, *, user=None, project=None, dry_run: bool = True) -> TrainConfig:
+    """A request's config, validated by the one schema (training.config), its paths inside the allowed folders
+    (settings.SEEDBED_DATA_ROOTS) and, for ``user``, inside what they may read (another project's checkpoints
+    and library models are not found); ``task: dataset:<name>`` takes the entry's file, mapping and split (the
+    run's ``project``'s entry first); with ``dry_run``, a dataset's first reference answer must be rewarded by
+    the run's verifiers (training.reward_dry_run). Raises FieldErrors with per-field messages."""
+    from webapp.datasets.selectors import resolve_dataset_config
+
+    data = resolve_dataset_config(data, user=user, project=project)
+    errors = {}
+    if isinstance(data, dict):
+        for name in ("model_path", "data_path"):
+            value = data.get(name)
+            problem = config_path_error(user=user, path=value) if isinstance(value, str) else ""
+            if problem:
+                errors[name] = problem
+    if errors:
+        raise FieldErrors(errors)
+    cfg = TrainConfig.from_dict(data, check_paths=True, roots=settings.SEEDBED_DATA_ROOTS, dry_run=dry_run)
+    check_caps(cfg, queue=queue_for(cfg))  # no more than the workers of its queue have (webapp.runs.capacity)
+    return cfg
+
+
+def as_config(config: TrainConfig | dict, *, user=None, project=None, dry_run: bool = True) -> TrainConfig:
+    """A config as the one schema (training.config) has it: a TrainConfig passes as it is (a request parsed it
+    once, in its form, for its user), a mapping is parsed and validated (``parse_config``)."""
+    return config if isinstance(config, TrainConfig) else parse_config(config, user=user, project=project,
+                                                                       dry_run=dry_run)
+
+
+def queue_for(cfg: TrainConfig) -> str:
+    """Slot kind a run needs: cuda -> gpu, cpu -> cpu, auto -> the deployment's choice."""
+    if cfg.device == "cuda" or cfg.rollout_engine == "vllm":
+        return "gpu"
+    if cfg.device == "cpu":
+        return "cpu"
+    return settings.SEEDBED_AUTO_QUEUE

@@ -1,0 +1,66 @@
+"""A run that failed on a full disk restarts by itself once its disk has room again
+(docs/architecture.md#where-state-lives)."""
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.db import transaction
+
+from webapp.projects.services import audit
+from webapp.runs.models import Run, RunStatus
+
+from .lifecycle import run_resume
+
+log = logging.getLogger("seedbed.runs")
+
+
+DISK_FULL = "no space left on device under "  # how workers.runner.disk_full_message starts a run's error
+
+
+@transaction.atomic
+def runs_restart_after_disk_full(*, min_free_bytes: int | None = None) -> list[int]:
+    """Failed runs whose error is a full disk, with restarts left (max_restarts): once their folder's disk has
+    ``min_free_bytes`` free again (default settings.SEEDBED_DISK_RESUME_MB), and room for two of its last
+    checkpoint, back to the queue, to resume from their last whole checkpoint; counted as a restart, recorded
+    in the run's activity. The maintenance pass calls it, so writing resumes by itself once space is freed."""
+    from workers.runner import disk_free, human_bytes
+
+    need = settings.SEEDBED_DISK_RESUME_MB * 1e6 if min_free_bytes is None else min_free_bytes
+    restarted = []
+    for run in Run.objects.select_for_update().filter(status=RunStatus.FAILED, error__startswith=DISK_FULL):
+        allowed = int(run.config.get("max_restarts", 0))
+        if run.restarts >= allowed or run.kill_requested_at is not None:
+            continue
+        last = run.checkpoints.order_by("-step").values_list("step", "path").first()
+        step = last[0] if last else 0
+        free = disk_free(str(run.folder))
+        if free is None or free < max(need, 2 * (_folder_bytes(last[1]) if last else 0)):
+            continue
+        why = (run.error.splitlines() or [""])[0]
+        run_resume(run_id=run.pk)
+        run.refresh_from_db()
+        run.restarts += 1
+        run.dispatch_note = (f"restart {run.restarts} of {allowed}, from step {step}: {why}; "
+                             f"{human_bytes(free)} free now")
+        run.save(update_fields=["restarts", "dispatch_note"])
+        audit(project=run.project_id, actor="reconciler", action="run.restart", target_type="run", target_id=run.pk,
+              reason=why, from_step=step, restart=run.restarts, of=allowed, free=human_bytes(free))
+        log.warning("run %s: disk has %s free again; restart %s of %s from step %s", run.pk, human_bytes(free),
+                    run.restarts, allowed, step)
+        restarted.append(run.pk)
+    return restarted
+
+
+def _folder_bytes(path: str) -> int:
+    """What the files under ``path`` take (0 when it is gone)."""
+    import os
+
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                pass
+    return total

@@ -1,0 +1,245 @@
+"""A run's life on the worker's side and the user's: claim, heartbeat, how it ended, requeue, kill and resume
+(docs/architecture.md#a-runs-life, docs/architecture.md#a-kills-path)."""
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from training.fields import FieldErrors
+from webapp.projects.models import Role
+from webapp.projects.services import audit, require_role
+from webapp.runs.capacity import check_caps
+from webapp.runs.models import ENDED_STATUSES, RESUMABLE_STATUSES, Run, RunStatus
+from webapp.runs.signals import slots_changed
+
+from .dispatch import run_dispatch
+from .recovery import _restart
+from .transitions import TransitionError, _after_end, _locked, _move
+
+log = logging.getLogger("seedbed.runs")
+
+
+@transaction.atomic
+def run_start(*, run_id: int, worker: str) -> str:
+    """Claim a run for a worker slot. Returns what the task should do: "start", "resume" or "skip".
+
+    - queued -> running: "start" (the loop resumes by itself if a checkpoint exists, e.g. a resumed kill);
+    - lost, or running with a heartbeat older than the lost threshold (its worker died and the broker
+      re-delivered the task) -> running: "resume";
+    - ended, or running with a fresh heartbeat (another slot has it), or queued with a kill request: "skip".
+    """
+    run = _locked(run_id)
+    now = timezone.now()
+    stale_before = now - timedelta(seconds=settings.SEEDBED_LOST_AFTER_S)
+    if run.status == RunStatus.QUEUED:
+        action = "start"
+    elif run.status == RunStatus.LOST or (
+            run.status == RunStatus.RUNNING and (run.heartbeat_at is None or run.heartbeat_at < stale_before)):
+        action = "resume"
+    else:
+        return "skip"
+    if run.kill_requested_at is not None:
+        return "skip"
+    _move(run, RunStatus.RUNNING)
+    run.worker = worker
+    run.started_at = run.started_at or now
+    run.dispatched_at = run.dispatched_at or now  # its message came: sent, even if the sender never recorded it
+    run.heartbeat_at = now
+    run.attempts += 1
+    run.error = ""
+    run.ranks = []  # this attempt's ranks report themselves (it may run on another number of them)
+    run.save()
+    log.info("run %s: %s on %s (attempt %s)", run.pk, action, worker, run.attempts)
+    return action
+
+
+def run_held_by(*, run_id: int, claim: tuple) -> bool:
+    """Whether ``claim`` ((worker, attempt), set when a worker started the run) is still the run's."""
+    worker, attempts = claim
+    return Run.objects.filter(pk=run_id, worker=worker, attempts=attempts).exists()
+
+
+@transaction.atomic
+def run_heartbeat(*, run_id: int, pid: int | None = None, worker: str | None = None) -> bool:
+    """Record that the run's process is alive. Returns False when the run is no longer ``running`` (it was
+    declared lost, or ended) or, given ``worker``, no longer held by that worker (taken over elsewhere): the
+    worker must then stop it."""
+    updates = {"heartbeat_at": timezone.now()}
+    if pid is not None:
+        updates["pid"] = pid
+    held = Run.objects.filter(pk=run_id, status=RunStatus.RUNNING)
+    if worker is not None:
+        held = held.filter(worker=worker)
+    return held.update(**updates) == 1
+
+
+@transaction.atomic
+def run_finish(*, run_id: int, status: str, error: str = "") -> Run:
+    """End a running run with ``status`` (succeeded, failed, killed or lost) and hand its slot on."""
+    if status not in ENDED_STATUSES:
+        raise ValueError(f"{status!r} is not an end status")
+    run = _locked(run_id)
+    if status == RunStatus.SUCCEEDED and run.status == RunStatus.RUNNING and run.last_step < run.total_steps:
+        # Its total_steps was raised while it ran (a sweep policy extending a survivor): the loop finished the
+        # total it started with; queue it again to resume from its final checkpoint up to the new total.
+        _move(run, RunStatus.QUEUED)
+        run.worker, run.pid, run.enqueued_at = "", None, None
+        run.save()
+        _after_end(run)
+        log.info("run %s: extended to %s steps; queued to resume", run.pk, run.total_steps)
+        return run
+    _move(run, status)
+    run.ended_at = timezone.now()
+    run.error = error
+    if status == RunStatus.KILLED and not run.killed_by:
+        run.killed_by, run.kill_reason = "system", run.kill_reason or "stopped"
+    run.save()
+    _after_end(run)
+    log.info("run %s: %s", run.pk, status)
+    return run
+
+
+@transaction.atomic
+def run_record_exit(*, run_id: int, outcome: str, forced: bool = False, detail: str = "",
+                    worker: str | None = None) -> str:
+    """A running run's training process exited: decide how the run ended and record it; returns its status.
+
+    ``outcome`` is what the process reported: "succeeded" (it trained every step), "stopped" (it stopped
+    cleanly when asked), "failed" (an error it raised itself; ``detail`` says how) or "signaled" (a signal it
+    did not ask for killed it: the out-of-memory killer's SIGKILL, a SIGSEGV; ``detail``'s first line names
+    it); ``forced``: its worker terminated it after the kill grace period. A kill request makes it killed,
+    whatever the exit; a clean stop nobody asked for is its worker shutting down: back to the queue, to resume
+    from its checkpoint; a signal is a lost attempt, restarted from the last checkpoint as when its worker is
+    lost (``max_restarts``), and past them the run ends lost naming the signal. A run that is no longer running
+    (declared lost meanwhile, or ended elsewhere) is left as it is.
+    """
+    run = _locked(run_id)
+    if run.status != RunStatus.RUNNING or (worker is not None and run.worker != worker):
+        return run.status  # ended meanwhile, or another worker holds it now: not this process's to record
+    if forced or run.kill_requested_at is not None:
+        return run_finish(run_id=run_id, status=RunStatus.KILLED,
+                          error="terminated after the kill grace period" if forced else "").status
+    if outcome == "succeeded":
+        return run_finish(run_id=run_id, status=RunStatus.SUCCEEDED).status
+    if outcome == "stopped":
+        return run_requeue(run_id=run_id, reason="worker shut down; resumes from its checkpoint").status
+    if outcome == "signaled":
+        cause, _, tail = detail.partition("\n")
+        cause = cause[:300]  # (one line, in the restart's note)
+        allowed = int(run.config.get("max_restarts", 0))
+        if run.restarts < allowed:
+            _restart(run, cause, allowed, lost="")
+            return run.status
+        gave_up = f"; gave up after {run.restarts} automatic restart(s)" if allowed else ""
+        return run_finish(run_id=run_id, status=RunStatus.LOST,
+                          error=cause + gave_up + (f"\n{tail}" if tail else "")).status
+    return run_finish(run_id=run_id, status=RunStatus.FAILED, error=detail).status
+
+
+@transaction.atomic
+def run_requeue(*, run_id: int, reason: str) -> Run:
+    """A running run was stopped cleanly because its worker is shutting down (it saved a checkpoint):
+    back to the queue, sent again, so the next worker resumes it."""
+    run = _locked(run_id)
+    _move(run, RunStatus.QUEUED)
+    run.error = reason
+    run.worker, run.pid = "", None
+    run.save()
+    run_dispatch(run=run)
+    log.info("run %s: requeued (%s)", run.pk, reason)
+    return run
+
+
+KILLABLE_STATUSES = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
+
+
+@transaction.atomic
+def run_kill(*, run_id: int, user=None, killed_by: str = "", reason: str = "") -> Run:
+    """Kill a queued or running run, for ``user`` (a member of its project) or for the system (``killed_by``
+    names it, e.g. "policy:asha"). Running: set the flag the loop reads through should_stop() (status becomes
+    killed when it exits, or when the worker terminates it after the grace period). Queued: killed at once.
+    Any other run, or one already being killed, is refused with TransitionError and left as it is."""
+    run = _locked(run_id)
+    if user is not None:
+        require_role(user, run.project_id, Role.MEMBER)
+        killed_by = killed_by or f"user:{user.get_username()}"
+    if run.status not in KILLABLE_STATUSES:
+        raise TransitionError(f"run {run.pk} already ended ({run.status}); only a queued or running run can be "
+                              "killed")
+    if run.kill_requested_at is not None:
+        raise TransitionError(f"run {run.pk} is already being killed (requested by {run.killed_by})")
+    run.kill_requested_at = timezone.now()
+    run.killed_by = killed_by or "system"
+    run.kill_reason = reason
+    audit(project=run.project_id, user=user, actor=run.killed_by if user is None else "", action="run.kill",
+          target_type="run", target_id=run.pk, reason=reason, at_step=run.last_step)
+    if run.status == RunStatus.QUEUED:
+        _move(run, RunStatus.KILLED)
+        run.ended_at = run.kill_requested_at
+        run.save()
+        _after_end(run)
+    else:
+        run.save()
+    log.info("run %s: kill requested by %s (%s)", run.pk, killed_by, reason or "no reason given")
+    return run
+
+
+@transaction.atomic
+def run_resume(*, run_id: int, user=None, nproc_per_node: int | None = None, nnodes: int | None = None) -> Run:
+    """Put a killed, lost or failed run back in the queue, for ``user`` (a member of its project); the worker
+    resumes it from its last checkpoint. Any other run is refused, loudly (a running one stays running, its
+    pending kill stays pending). A seedbed run may resume on another number of ranks (``nproc_per_node``,
+    ``nnodes``): its checkpoints load at any world size (training.distributed); one rank trains with strategy
+    none, several keep the run's strategy (ddp when it had none)."""
+    run = _locked(run_id)
+    if user is not None:
+        require_role(user, run.project_id, Role.MEMBER)
+    if run.status not in RESUMABLE_STATUSES:
+        raise TransitionError(f"run {run.pk} is {run.status}; only a killed, lost or failed run can be resumed")
+    ranks_before = (run.config.get("nproc_per_node") or 1) * (run.config.get("nnodes") or 1)
+    if nproc_per_node is not None or nnodes is not None:
+        run.config = _config_on_ranks(run, nproc_per_node, nnodes)
+    # how it had ended goes into the run's history (its Activity) before the run's own fields are cleared
+    ended = {"was": run.status, "at_step": run.last_step, "killed_by": run.killed_by, "reason": run.kill_reason,
+             "error": (run.error.strip().splitlines() or [""])[-1][:200]}
+    ranks_now = (run.config.get("nproc_per_node") or 1) * (run.config.get("nnodes") or 1)
+    if ranks_now != ranks_before:
+        ended["ranks"] = f"{ranks_before} -> {ranks_now}"
+    _move(run, RunStatus.QUEUED)
+    run.kill_requested_at, run.killed_by, run.kill_reason = None, "", ""
+    run.ended_at, run.enqueued_at, run.error = None, None, ""
+    run.save()
+    audit(project=run.project_id, user=user, action="run.resume", target_type="run", target_id=run.pk,
+          **{k: v for k, v in ended.items() if v not in ("", None)})
+    if run.sweep_id is None:
+        run_dispatch(run=run)
+    else:
+        slots_changed.send(sender=Run, run=run)
+    return run
+
+
+def _config_on_ranks(run: Run, nproc_per_node: int | None, nnodes: int | None) -> dict:
+    """The run's config with its ranks changed, validated by the schema (a bad number is a TransitionError
+    naming the field; nothing is changed)."""
+    from training.config import TrainConfig
+    from training.fields import FieldErrors
+
+    if run.engine != "seedbed":
+        raise TransitionError(f"run {run.pk} runs on engine {run.engine}; only a seedbed run resumes on other ranks")
+    config = dict(run.config)
+    config["nproc_per_node"] = int(nproc_per_node if nproc_per_node is not None else config.get("nproc_per_node") or 1)
+    config["nnodes"] = int(nnodes if nnodes is not None else config.get("nnodes") or 1)
+    if config["nproc_per_node"] * config["nnodes"] == 1:
+        config["strategy"] = "none"
+    elif config.get("strategy", "none") == "none":
+        config["strategy"] = "ddp"
+    try:
+        cfg = TrainConfig.from_dict(config, check_paths=False)
+        check_caps(cfg, queue=run.queue)
+    except FieldErrors as exc:
+        raise TransitionError("cannot resume on those ranks: " + "; ".join(f"{k}: {v}" for k, v in exc.errors.items()))
+    return config

@@ -1,0 +1,113 @@
+"""The reconciler's lost-run pass: a running run whose heartbeat went stale, or whose worker is known dead, is
+restarted from its last checkpoint (max_restarts, with a backoff) or ends lost (docs/architecture.md#where-state-lives)."""
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from webapp.projects.services import audit
+from webapp.runs.models import Run, RunStatus
+
+from .transitions import _after_end, _move
+
+log = logging.getLogger("seedbed.runs")
+
+
+@transaction.atomic
+def runs_mark_lost(*, older_than_s: float | None = None) -> list[int]:
+    """Mark running runs whose heartbeat is older than ``older_than_s`` (default: settings) as lost."""
+    age = settings.SEEDBED_LOST_AFTER_S if older_than_s is None else older_than_s
+    cutoff = timezone.now() - timedelta(seconds=age)
+    gone = _workers_gone()
+    stale = Run.objects.select_for_update().filter(status=RunStatus.RUNNING).filter(
+        Q(heartbeat_at__lt=cutoff) | Q(worker__in=gone, heartbeat_at__lt=timezone.now() - timedelta(
+            seconds=min(age, 2 * settings.SEEDBED_HEARTBEAT_S))))
+    lost = []
+    for run in stale:
+        why = f"no heartbeat since {run.heartbeat_at.isoformat()} (more than {age:g} s)"
+        if run.worker in gone:
+            why = f"its worker {run.worker} stopped reporting (dead: no liveness for {_gone_after_s():g} s)"
+        allowed = int(run.config.get("max_restarts", 0))
+        if run.kill_requested_at is not None:  # the kill was asked for: it ends killed, by whoever asked
+            _move(run, RunStatus.KILLED)
+            run.ended_at = timezone.now()
+            run.error = f"its worker was lost before the kill took effect ({why})"
+            run.save()
+            _after_end(run)
+        elif run.restarts < allowed:
+            _restart(run, why, allowed)
+        else:
+            _move(run, RunStatus.LOST)
+            run.ended_at = timezone.now()
+            run.error = why + (f"; gave up after {run.restarts} automatic restart(s)" if allowed else "")
+            run.save()
+            _after_end(run)
+        lost.append(run.pk)
+    if lost:
+        log.warning("runs whose worker was lost (stale heartbeat or dead worker): %s", lost)
+        _clean_after_lost(set(lost), gone)
+    return lost
+
+
+def _gone_after_s() -> float:
+    from workers.recovery import GONE_AFTER_S
+
+    return GONE_AFTER_S
+
+
+def _workers_gone() -> set[str]:
+    """The workers of running runs known dead (their own liveness stamp expired: workers.recovery), so their runs
+    are recovered within seconds rather than after SEEDBED_LOST_AFTER_S; a worker not known is not among them."""
+    workers = set(Run.objects.filter(status=RunStatus.RUNNING).exclude(worker="").values_list("worker", flat=True))
+    if not workers:
+        return set()
+    from workers.recovery import workers_gone
+
+    return workers_gone(workers)
+
+
+def _clean_after_lost(run_ids: set[int], gone: set[str]) -> None:
+    """Once the lost runs are recorded: their dead workers' unacknowledged messages leave the broker (the
+    reconciler sends each restarted run anew), and the dead workers' liveness stamps are dropped."""
+    def clean() -> None:
+        from workers.recovery import drop_unacked, forget
+
+        drop_unacked(run_ids)
+        if gone:
+            forget(gone)
+
+    transaction.on_commit(clean)
+
+
+def restart_backoff_s(restart: int) -> float:
+    """The wait before a lost run's ``restart``-th automatic restart: SEEDBED_RESTART_BACKOFF_S, twice as long
+    each next time, never more than SEEDBED_RESTART_BACKOFF_MAX_S (10, 20, 40, 60, 60 ... by default)."""
+    base = settings.SEEDBED_RESTART_BACKOFF_S * 2 ** min(max(restart - 1, 0), 30)
+    return min(base, max(settings.SEEDBED_RESTART_BACKOFF_MAX_S, settings.SEEDBED_RESTART_BACKOFF_S))
+
+
+def _restart(run: Run, why: str, allowed: int, lost: str = "worker lost") -> None:
+    """Back to the queue after its worker was lost (or its training process killed by a signal: ``lost`` "",
+    ``why`` names it), to resume from its last checkpoint after a backoff (the reconciler sends it then); the
+    restart is recorded on the run's page (by the reconciler, or by the worker that saw the signal). A sweep's
+    run keeps its slot."""
+    step = run.checkpoints.order_by("-step").values_list("step", flat=True).first() or 0
+    run.restarts += 1
+    delay = restart_backoff_s(run.restarts)
+    _move(run, RunStatus.QUEUED)
+    now = timezone.now()
+    actor = "reconciler" if lost else f"worker:{run.worker}"[:200]
+    run.worker, run.pid = "", None
+    run.enqueued_at, run.dispatched_at, run.retry_at = now, None, now + timedelta(seconds=delay)
+    run.dispatch_note = (f"restart {run.restarts} of {allowed} in {delay:g} s, from step {step}: "
+                         + (f"{lost} ({why})" if lost else why))
+    run.save()
+    audit(project=run.project_id, actor=actor, action="run.restart", target_type="run", target_id=run.pk,
+          reason=f"{lost}: {why}" if lost else why, from_step=step, restart=run.restarts, of=allowed, after_s=delay)
+    log.warning("run %s: %s; restart %s of %s from step %s in %g s", run.pk, f"{lost} ({why})" if lost else why,
+                run.restarts, allowed, step, delay)
