@@ -22,10 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Hashable, Optional, Sequence
 
-import math
-
 from .bayes import sweep_numbers
-from .calibrated import Prediction
+from .calibrated import Prediction, SeedFold
 from .forecast import Forecast, TrendStats, Z95, mix, shape_fits, shape_weights
 from .parameters import BayesParams
 
@@ -75,12 +73,12 @@ def path_steps(last_step: float, horizon: int, points: int = PATH_POINTS) -> lis
 
 
 def _seed_inputs(points: Sequence[tuple[float, float]], window: int, sign: float) -> tuple[float, float]:
-    """(level, noise) of a run's points as ``calibrated.SeedFold`` folds them: the mean of the last ``window``
-    values, sqrt(sum of squared first differences / (2 (n - 1))); in the policy's sign."""
-    values = [sign * float(v) for _, v in points]
-    tail = values[-window:]
-    d2 = sum((b - a) ** 2 for a, b in zip(values, values[1:]))
-    return sum(tail) / len(tail), math.sqrt(d2 / (2.0 * (len(values) - 1)))
+    """(level, noise) of a run's points, in the policy's sign, folded by the policy's own ``calibrated.SeedFold``
+    (the mean of the last ``window`` values; sqrt(sum of squared first differences / (2 (n - 1))))."""
+    fold = SeedFold(window)
+    for step, value in points:
+        fold.add(step, sign * float(value))
+    return fold.level, fold.noise
 
 
 def sweep_forecasts(curves: dict[Hashable, Sequence[tuple[float, float]]], *, params: BayesParams,
