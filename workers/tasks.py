@@ -407,23 +407,20 @@ def _send_node_again(task, run_id: int, node_rank: int, dispatch: str, queue: st
 
 @app.task(name="workers.tasks.maintenance", ignore_result=True)
 def maintenance() -> dict:
-    """Periodic (celery beat): mark runs with a stale heartbeat lost, then check every sweep with running runs
-    (its policy and its alerts)."""
+    """Periodic (celery beat): the reconciler's pass (``workers.reconciler.reconcile``: lost runs, runs sent again,
+    runs restarted after a full disk), then check every sweep with running runs (its policy and its alerts), then
+    expire old idempotency keys; the pass is recorded for the /status page."""
+    from workers.reconciler import reconcile
+
     close_old_connections()
-    lost = services.runs_mark_lost()
-    redispatched = services.runs_redispatch()
-    try:  # a run that failed on a full disk restarts once there is space again
-        disk_restarted = services.runs_restart_after_disk_full()
-    except Exception:
-        log.exception("maintenance: could not restart the runs that failed on a full disk")
-        disk_restarted = []
+    repaired = reconcile()
     stopped = {}
     for sweep_id in Sweep.objects.filter(runs__status=RunStatus.RUNNING).values_list("pk", flat=True).distinct():
         try:
             stopped[sweep_id] = sweep_services.sweep_check(sweep_id=sweep_id)
         except Exception:  # one sweep's failure must not stop the others' checks (or the lost-run marking)
             log.exception("sweep %s: check failed", sweep_id)
-    result = {"lost": lost, "redispatched": redispatched, "stopped": stopped, "disk_restarted": disk_restarted}
+    result = {**repaired, "stopped": stopped}
     try:
         from webapp.api.idempotency import keys_expire
 

@@ -1,0 +1,34 @@
+"""The reconciler: the part of the maintenance pass (``workers.tasks.maintenance``, every
+``SEEDBED_MAINTENANCE_EVERY_S``) that repairs what differs between the database, which is the source of truth, and
+the broker and the workers (docs/architecture.md#where-state-lives). Each step is idempotent and safe in several
+processes at once, so a missed or doubled pass only delays a repair:
+
+- ``runs_mark_lost``: a running run whose heartbeat went stale, or whose worker is known dead, is marked lost and,
+  with restarts left, queued again to resume from its last checkpoint (recorded with the actor "reconciler");
+- ``runs_redispatch``: a queued run whose message the broker never took (or lost) is sent again; one whose
+  message the broker holds but whose dispatch was never recorded is stamped, not sent twice;
+- ``runs_restart_after_disk_full``: a run that failed on a full disk restarts once there is space again.
+
+Its pass is recorded with the rest of the maintenance pass (``webapp.status``, the /status page).
+"""
+from __future__ import annotations
+
+import logging
+
+from webapp.runs import services
+
+log = logging.getLogger("seedbed.workers")
+
+
+def reconcile() -> dict[str, list[int]]:
+    """One pass: ``{"lost": [...], "redispatched": [...], "disk_restarted": [...]}``, the run ids each step
+    acted on. Lost runs are marked first, so a run restarted by this pass is sent by the same pass once its
+    back-off is over (a later one otherwise)."""
+    lost = services.runs_mark_lost()
+    redispatched = services.runs_redispatch()
+    try:  # a run that failed on a full disk restarts once there is space again
+        disk_restarted = services.runs_restart_after_disk_full()
+    except Exception:  # reading a folder's disk may fail: the other repairs stand, the next pass tries again
+        log.exception("reconciler: could not restart the runs that failed on a full disk")
+        disk_restarted = []
+    return {"lost": lost, "redispatched": redispatched, "disk_restarted": disk_restarted}
