@@ -114,23 +114,74 @@ def memory_config(model_dir: str, steps: int, seed: int, shape: tuple[int, int, 
         "device": "cpu", **knobs})
 
 
-def run_memory(model_dir: str, steps: int, seed: int, shape: tuple[int, int, int], knobs: dict) -> dict:
+def unchunked_logprobs(model, batch, *, temperature: float):
+    """The loop's log-probs and entropy [B, T] the way it computed them before its output layer was chunked: the
+    model's own [B, T, V] logits, one log-softmax over them (no gradients; one row at a time, so checking costs
+    the memory of one row's logits)."""
+    import torch
+
+    from training.rollout import _full_logits, token_logprobs
+
+    P, T = batch.prompt_ids.shape[1], batch.completion_ids.shape[1]
+    logps, entropies = [], []
+    with torch.no_grad():
+        for i in range(batch.completion_ids.shape[0]):
+            row = batch.index(torch.tensor([i]))
+            mask = torch.cat([row.prompt_mask, row.completion_mask.long()], dim=1)
+            logits = _full_logits(model, row, mask, P, T)
+            logp, entropy = token_logprobs(logits, None, row.completion_ids, temperature=temperature,
+                                           with_entropy=True, chunk_logits=logits.numel())
+            logps.append(logp)
+            entropies.append(entropy)
+    return torch.cat(logps), torch.cat(entropies)
+
+
+def relative(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(a), abs(b), 1e-12)
+
+
+def run_memory(model_dir: str, steps: int, seed: int, shape: tuple[int, int, int], knobs: dict,
+               check: bool = False) -> dict:
     """Seedbed's loop on the memory workload: per step its loss, entropy, the masked log-probs the loss saw, the
-    sequence shape and the peak RSS so far; the whole run's peak RSS and s/step."""
+    sequence shape and the peak RSS so far; the whole run's peak RSS and s/step. ``check``: each micro-batch's
+    log-probs, entropy and loss also computed the un-chunked way (``unchunked_logprobs``) on the same sequences
+    and weights, and per step the largest differences: relative for the loss and the entropy (the micro-batch's
+    masked mean), absolute and relative (L2 over the step's tokens) for the log-probs."""
     import torch
 
     import training.loop as loop
+    from training.distributed import Parallel
     from training.sink import NullSink
 
     cfg = memory_config(model_dir, steps, seed, shape, knobs)
     seen: list[torch.Tensor] = []
-    policy_loss = loop.policy_loss
+    policy_loss, forward = loop.policy_loss, Parallel.forward
+    pending: list = []  # check: the micro-batch's (un-chunked log-probs, their entropy, the loop's entropy)
+    diffs = {"loss": 0.0, "entropy": 0.0, "logp_abs": 0.0, "sq_diff": 0.0, "sq_ref": 0.0}
+
+    def checking_forward(self, batch):
+        logp, entropy = forward(self, batch)
+        pending.append((*unchunked_logprobs(self.full_model, batch, temperature=cfg.temperature), entropy))
+        return logp, entropy
 
     def recording_policy_loss(logp, old_logp, advantages, mask, **kw):  # the log-probs the loss was given
         seen.append(logp.detach()[mask > 0].double().clone())
-        return policy_loss(logp, old_logp, advantages, mask, **kw)
+        loss, stats = policy_loss(logp, old_logp, advantages, mask, **kw)
+        if check:
+            ref_logp, ref_entropy, entropy = pending.pop()
+            ref_loss = policy_loss(ref_logp, old_logp, advantages, mask, **kw)[0]
+            on = mask > 0
+            a, b = logp.detach()[on].double(), ref_logp[on].double()
+            diffs["loss"] = max(diffs["loss"], relative(loss.item(), ref_loss.item()))
+            diffs["entropy"] = max(diffs["entropy"], relative(float(entropy[on].mean()), float(ref_entropy[on].mean())))
+            diffs["logp_abs"] = max(diffs["logp_abs"], float((a - b).abs().max()) if len(a) else 0.0)
+            diffs["sq_diff"] += float(((a - b) ** 2).sum())
+            diffs["sq_ref"] += float((b ** 2).sum())
+        return loss, stats
 
     loop.policy_loss = recording_policy_loss
+    if check:
+        Parallel.forward = checking_forward
     per_step = []
 
     class RecordingSink(NullSink):
@@ -141,6 +192,11 @@ def run_memory(model_dir: str, steps: int, seed: int, shape: tuple[int, int, int
                              "logp_sum": float(logp.sum()), "logp": logp.tolist(), "length": m["length/mean"],
                              "seconds": m["step_time_s"],
                              "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+            if check:  # this step's largest differences from the un-chunked path, then start again
+                per_step[-1]["unchunked"] = {"loss": diffs["loss"], "entropy": diffs["entropy"],
+                                             "logp_abs": diffs["logp_abs"],
+                                             "logp_rel_l2": (diffs["sq_diff"] / max(diffs["sq_ref"], 1e-30)) ** 0.5}
+                diffs.update(loss=0.0, entropy=0.0, logp_abs=0.0, sq_diff=0.0, sq_ref=0.0)
             print("STEP " + json.dumps(per_step[-1]), file=sys.stderr, flush=True)  # a killed run's steps so far
 
     with tempfile.TemporaryDirectory() as out:
@@ -199,7 +255,7 @@ def run_trl(model_dir: str, steps: int, seed: int, out: str) -> dict:
 
 
 def child(engine: str, steps: int, seed: int, threads: int, problems: int, samples: int,
-          shape: tuple[int, int, int] = (4, 8, 64), knobs: dict | None = None) -> None:
+          shape: tuple[int, int, int] = (4, 8, 64), knobs: dict | None = None, check: bool = False) -> None:
     import torch
 
     from training.loop import load_model
@@ -208,7 +264,7 @@ def child(engine: str, steps: int, seed: int, threads: int, problems: int, sampl
     torch.set_num_threads(threads)
     model_dir = ensure_smollm2()
     if engine == "memory":  # nothing else loaded first: the peak RSS is the training run's own
-        print("RESULT " + json.dumps(run_memory(model_dir, steps, seed, shape, knobs or {})))
+        print("RESULT " + json.dumps(run_memory(model_dir, steps, seed, shape, knobs or {}, check)))
         return
     load_model(model_dir, "cpu")  # warm transformers' lazy imports outside the timed region, for both alike
     if engine == "base":
@@ -235,6 +291,7 @@ def memory_main(args, shape: tuple[int, int, int], knobs: dict) -> None:
     per-step figures, the peak, and with --compare the largest relative difference from a recorded run."""
     argv = [sys.executable, __file__, "--child", "memory", "--steps", str(args.steps), "--seed", str(args.seed),
             "--threads", str(args.threads), "--shape", args.shape] + [a for kv in args.set for a in ("--set", kv)]
+    argv += ["--check-unchunked"] if args.check_unchunked else []
     proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT)  # its stderr: each step as it ends
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode or not line:
@@ -242,7 +299,9 @@ def memory_main(args, shape: tuple[int, int, int], knobs: dict) -> None:
     res = json.loads(line[0][7:])
     for s in res["steps"]:
         print(f"step {s['step']:3d}  loss {s['loss']:+.8f}  entropy {s['entropy']:.8f}  logp sum "
-              f"{s['logp_sum']:+.6f}  length {s['length']:5.1f}  {s['seconds']:6.2f} s  RSS {s['rss_mb']:6.0f} MB")
+              f"{s['logp_sum']:+.6f}  length {s['length']:5.1f}  {s['seconds']:6.2f} s  RSS {s['rss_mb']:6.0f} MB"
+              + ("  un-chunked: loss {loss:.1e} entropy {entropy:.1e} logp abs {logp_abs:.1e} rel L2 "
+                 "{logp_rel_l2:.1e}".format(**s["unchunked"]) if "unchunked" in s else ""))
     print(f"shape {args.shape} knobs {json.dumps(knobs)}: peak RSS {res['peak_rss_mb']:.0f} MB, "
           f"{res['s_per_step']:.2f} s/step over {args.steps} steps ({args.threads} threads, load "
           f"{os.getloadavg()[0]:.1f})")
@@ -260,9 +319,7 @@ def compare_steps(ref: list[dict], new: list[dict]) -> dict:
     """The largest relative difference per quantity over the steps; the log-probs token by token, each step's
     sorted (micro-batches take a minibatch's rows grouped by prompt: the same tokens in another order; sorting
     moves no value further from its match than the largest difference of a matching)."""
-    def rel(a: float, b: float) -> float:
-        return abs(a - b) / max(abs(a), abs(b), 1e-12)
-
+    rel = relative
     worst = {"loss": 0.0, "entropy": 0.0, "logp": 0.0}
     for r, n in zip(ref, new):
         worst["loss"] = max(worst["loss"], rel(r["loss"], n["loss"]))
@@ -288,11 +345,14 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KNOB=JSON", help="--memory: a config knob")
     ap.add_argument("--record", default="", help="--memory: write the per-step values (JSON) here")
     ap.add_argument("--compare", default="", help="--memory: per-step values to compare with (a --record file)")
+    ap.add_argument("--check-unchunked", action="store_true",
+                    help="--memory: each step's loss, entropy and log-probs against the un-chunked path's")
     args = ap.parse_args()
     shape = tuple(int(x) for x in args.shape.split("x"))
     knobs = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)}
     if args.child:
-        child(args.child, args.steps, args.seed, args.threads, args.problems, args.samples, shape, knobs)
+        child(args.child, args.steps, args.seed, args.threads, args.problems, args.samples, shape, knobs,
+              args.check_unchunked)
         return
     if args.memory:
         memory_main(args, shape, knobs)
