@@ -31,7 +31,7 @@ NOT_IN_THE_POSTGRES_PHASE = ("e2e",)
 ENGINE_SPECIFIC_SQL = re.compile(
     r"select_for_update|\bcursor\b|connection\.vendor|connection\.ops|RawSQL|\.extra\(|\.raw\(|IntegrityError"
     r"|bulk_create|ignore_conflicts|update_conflicts|__i?contains|__iexact|__i?startswith|__i?endswith|has_key"
-    r"|Lower\(|Upper\(|\.update\([^()]*\)\s*==\s*1|status=[\w.]+\)\.update\(")
+    r"|Lower\(|Upper\(|\.update\((?:[^()]|\([^()]*\))*\)\s*==\s*1|status=[\w.]+\)\.update\(")
 PRODUCTION = ("webapp", "workers")
 
 # What a test module's own code may use that makes its outcome the engine's: the constraint error, the
@@ -76,6 +76,9 @@ TESTS_THAT_SET_THE_SCENE_ONLY = {
         f"the model's errors (a prompt too long, no weights); {TRIALS_RUN_ON_POSTGRES}",
     "tests/library/test_model_trials.py::test_smollm2_is_tried_through_its_chat_template":
         f"SmolLM2's chat template and reply; {TRIALS_RUN_ON_POSTGRES}",
+    "tests/workers/test_multinode.py::test_a_two_node_run_starts_as_a_gang_trains_and_is_killed_from_the_ui":
+        "a 2-node run's training, run page and kill from a browser; its gang forms through the claims that "
+        "test_two_half_started_runs_never_deadlock and test_the_oldest_waiting_run_forms_first_... run on PostgreSQL",
 }
 
 # The code that is engine-specific is tested in these; they must stay in the selection.
@@ -90,28 +93,60 @@ MUST_BE_SELECTED = (
 
 def engine_specific_functions() -> set[str]:
     """Public functions of webapp/ and workers/ whose own body, or a private helper of their module that they
-    call, matches ``ENGINE_SPECIFIC_SQL`` (migrations left out: their tests are matched by MigrationExecutor)."""
-    found = set()
+    call, matches ``ENGINE_SPECIFIC_SQL`` (migrations left out: their tests are matched by MigrationExecutor), or
+    calls such a function or method of the job core (``jobs.claim(...)``, ``RUN_JOB.locked(pk)``: the apps' claims,
+    row locks and lost passes are the core's, reached through the apps' own functions)."""
+    core = {name for path, name in _engine_specific_functions(_with_core_methods(ENGINE_SPECIFIC_SQL))
+            if JOB_CORE in path.parts}
+    with_methods = _with_core_methods(ENGINE_SPECIFIC_SQL)
+    through_the_core = re.compile(with_methods.pattern + r"|\bjobs\.(?:" + "|".join(sorted(core)) + r")\(")
+    return {name for _, name in _engine_specific_functions(through_the_core if core else with_methods)}
+
+
+JOB_CORE = "jobs"  # webapp/jobs/
+
+
+def _with_core_methods(pattern: re.Pattern) -> re.Pattern:
+    """``pattern``, and a call of a method of the job core's classes matching it (``kind.locked(pk)``)."""
+    methods = set()
+    for path in (ROOT / "webapp" / JOB_CORE).rglob("*.py"):
+        source = path.read_text()
+        methods |= {f.name for c in ast.parse(source).body if isinstance(c, ast.ClassDef) for f in c.body
+                    if isinstance(f, ast.FunctionDef) and pattern.search(ast.get_source_segment(source, f) or "")}
+    return re.compile(pattern.pattern + r"|\.(?:" + "|".join(sorted(methods)) + r")\(") if methods else pattern
+
+
+def _engine_specific_functions(pattern: re.Pattern) -> set[tuple[Path, str]]:
+    """(file, name) of the public functions ``engine_specific_functions`` describes, for ``pattern``; a private
+    helper imported from a sibling module (``from .transitions import _locked``) counts as the module's own."""
+    modules = {}
     for top in PRODUCTION:
         for path in (ROOT / top).rglob("*.py"):
-            if "migrations" in path.parts:
-                continue
-            source = path.read_text()
-            defs = {node.name: node for node in ast.parse(source).body  # module-level: what tests call
-                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
-            hit = {name for name, node in defs.items()
-                   if ENGINE_SPECIFIC_SQL.search(ast.get_source_segment(source, node) or "")}
-            grown = True
-            while grown:  # through private helpers only: a public callee is tested, and selected, on its own
-                grown = False
-                for name, node in defs.items():
-                    calls = {c.func.id for c in ast.walk(node) if isinstance(c, ast.Call)
-                             and isinstance(c.func, ast.Name) and c.func.id.startswith("_")}
-                    if name not in hit and calls & hit:
-                        hit.add(name)
-                        grown = True
-            found |= {name for name in hit if not name.startswith("_")}
-    return found
+            if "migrations" not in path.parts:
+                source = path.read_text()
+                tree = ast.parse(source)
+                defs = {node.name: node for node in tree.body  # module-level: what tests call
+                        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+                imported = {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom)
+                            for a in node.names if a.name.startswith("_")}
+                hit = {name for name, node in defs.items() if pattern.search(ast.get_source_segment(source, node) or "")}
+                modules[path] = (defs, imported, hit)
+    private_hits, grown = set(), True
+    while grown:  # through private helpers only: a public callee is tested, and selected, on its own
+        grown = False
+        for defs, imported, hit in modules.values():
+            known = hit | (imported & private_hits)
+            for name, node in defs.items():
+                calls = {c.func.id for c in ast.walk(node) if isinstance(c, ast.Call)
+                         and isinstance(c.func, ast.Name) and c.func.id.startswith("_")}
+                if name not in hit and calls & known:
+                    hit.add(name)
+                    grown = True
+            new = {name for name in hit if name.startswith("_")} - private_hits
+            if new:
+                private_hits |= new
+                grown = True
+    return {(path, name) for path, (_, _, hit) in modules.items() for name in hit if not name.startswith("_")}
 
 
 class Module:
