@@ -24,7 +24,8 @@ from django.db import close_old_connections, connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from webapp.evals import services  # noqa: E402
-from webapp.evals.models import EvalJob, EvalModel, EvalResult, EvalStatus  # noqa: E402
+from webapp.evals.models import EVAL_JOB, EvalJob, EvalModel, EvalResult, EvalStatus  # noqa: E402
+from webapp.jobs import claimed  # noqa: E402
 
 log = logging.getLogger("seedbed.workers")
 # Samples generated per stored chunk: large enough to batch well, small enough that a chunk (and so a
@@ -151,14 +152,9 @@ def eval_job(job_id: int) -> str:
 
     close_old_connections()
     worker = f"{socket.gethostname()}:{os.getpid()}"
-    try:
-        action = services.eval_start(job_id=job_id, worker=worker)
-    except EvalJob.DoesNotExist:
-        log.warning("eval %s: no such job; task dropped", job_id)
-        return "missing"
-    if action == "skip":
-        log.info("eval %s: nothing to do (ended, cancelled or held by another slot)", job_id)
-        return "skip"
+    action = claimed(EVAL_JOB, pk=job_id, take=lambda: services.eval_start(job_id=job_id, worker=worker))
+    if action in ("missing", "skip"):
+        return action
     # One slot, one job: as many threads as a training run's child gets.
     torch.set_num_threads(int(os.environ.get("SEEDBED_TORCH_THREADS", "1")))
     with Heartbeat(job_id):

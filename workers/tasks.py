@@ -26,8 +26,9 @@ ensure_django()
 from django.conf import settings  # noqa: E402
 from django.db import close_old_connections, connections  # noqa: E402
 
+from webapp.jobs import claimed  # noqa: E402
 from webapp.runs import services  # noqa: E402
-from webapp.runs.models import Run, RunStatus  # noqa: E402
+from webapp.runs.models import RUN_JOB, Run, RunStatus  # noqa: E402
 from webapp.sweeps import services as sweep_services  # noqa: E402
 from webapp.sweeps.models import Sweep  # noqa: E402
 
@@ -207,14 +208,9 @@ def train_run(self, run_id: int, dispatch: str = "", node_rank: int | None = Non
              "" if node_rank is None else f" for node {node_rank}")
     if node_rank is not None:
         return train_node(self, run_id, dispatch, node_rank, worker, attempt)
-    try:
-        action = services.run_start(run_id=run_id, worker=worker)
-    except Run.DoesNotExist:
-        log.warning("run %s: no such run; task dropped", run_id)
-        return "missing"
-    if action == "skip":
-        log.info("run %s: nothing to do (already ended or held by another slot)", run_id)
-        return "skip"
+    action = claimed(RUN_JOB, pk=run_id, take=lambda: services.run_start(run_id=run_id, worker=worker))
+    if action in ("missing", "skip"):
+        return action
     out = run_dir(run_id)
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / "worker.log"

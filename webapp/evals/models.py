@@ -5,8 +5,12 @@ any k <= n can be recomputed later (training.passk). Only ``services.py`` change
 """
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.db import models
+
+from webapp.jobs import JobKind
 
 
 class EvalStatus(models.TextChoices):
@@ -104,6 +108,11 @@ class EvalJob(models.Model):
     @property
     def progress(self) -> float:
         return self.done_units / self.total_units if self.total_units else 0.0
+
+
+# What the job core (webapp.jobs) needs to claim, heartbeat, recover and resend evaluations: their states.
+EVAL_JOB = JobKind(name="eval", model=EvalJob, transitions=EVAL_TRANSITIONS, ended=EVAL_ENDED,
+                   stop_field="cancel_requested_at", log=logging.getLogger("seedbed.evals"))
 
 
 class EvalModel(models.Model):

@@ -9,7 +9,6 @@ import logging
 import math
 import os
 from dataclasses import dataclass
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -21,6 +20,7 @@ from training.fields import FieldErrors
 from training.prompts import PromptTemplate
 from training.passk import MAX_N, doubling_ks
 from training.verifiers import check_reward_spec
+from webapp import jobs
 from webapp.datasets.selectors import dataset_for_task
 from webapp.projects.models import Role
 from webapp.projects.services import audit, default_project, require_role
@@ -29,7 +29,7 @@ from webapp.runs.selectors import allowed_path
 from webapp.runs.services import queue_for
 from webapp.sweeps.models import Sweep
 
-from .models import EVAL_TRANSITIONS, EvalJob, EvalModel, EvalResult, EvalStatus
+from .models import EVAL_JOB, EvalJob, EvalModel, EvalResult, EvalStatus
 
 log = logging.getLogger("seedbed.evals")
 
@@ -39,8 +39,7 @@ MAX_SEED = 2**32 - 1  # as a run's seed (TrainConfig.seed)
 BASE_KEY = "base"
 
 
-class EvalTransitionError(Exception):
-    """A status change the job's current status does not allow."""
+EvalTransitionError = jobs.TransitionError  # (the job core's, shared with runs: one name callers may catch)
 
 
 @dataclass(frozen=True)
@@ -293,54 +292,31 @@ def _send_job(job_id: int, queue: str) -> None:
 
 
 def eval_jobs_redispatch(*, older_than_s: float = 5.0) -> list[int]:
-    """Queued jobs whose task the broker never took are sent again (a duplicate finds the job claimed)."""
-    cutoff = timezone.now() - timedelta(seconds=older_than_s)
-    pending = list(EvalJob.objects.filter(status=EvalStatus.QUEUED, enqueued_at__lt=cutoff,
-                                          dispatched_at__isnull=True).values_list("pk", "queue"))
-    for job_id, queue in pending:
-        with transaction.atomic():
-            _send_job(job_id, queue)
-    return [pk for pk, _ in pending]
+    """Queued jobs whose task the broker never took are sent again (the job core's pass, webapp.jobs.passes; a
+    duplicate finds the job claimed)."""
+    return jobs.send_again(EVAL_JOB, jobs.never_taken(EVAL_JOB, older_than_s=older_than_s), _send_job)
 
 
 # --- the worker's side ----------------------------------------------------------------------------------------
 
 def _move(job: EvalJob, new_status: str) -> None:
-    if new_status not in EVAL_TRANSITIONS[job.status]:
-        raise EvalTransitionError(f"eval {job.pk} is {job.status}; it cannot become {new_status}")
-    job.status = new_status
+    EVAL_JOB.move(job, new_status)
 
 
-@transaction.atomic
 def eval_start(*, job_id: int, worker: str) -> str:
-    """Claim a job for a worker slot: "start" (queued), "resume" (lost, or running with a stale heartbeat:
-    the results already stored are kept) or "skip" (ended, held by a live slot, or cancelled)."""
-    job = EvalJob.objects.select_for_update().get(pk=job_id)
-    now = timezone.now()
-    stale_before = now - timedelta(seconds=settings.SEEDBED_LOST_AFTER_S)
-    if job.cancel_requested_at is not None:
-        return "skip"
-    if job.status == EvalStatus.QUEUED:
-        action = "start"
-    elif job.status == EvalStatus.LOST or (
-            job.status == EvalStatus.RUNNING and (job.heartbeat_at is None or job.heartbeat_at < stale_before)):
-        action = "resume"
-    else:
-        return "skip"
-    _move(job, EvalStatus.RUNNING)
-    job.worker, job.heartbeat_at, job.error = worker, now, ""
-    job.started_at = job.started_at or now
-    job.ended_at = None
-    job.attempts += 1
-    job.save()
-    log.info("eval %s: %s on %s (attempt %s)", job.pk, action, worker, job.attempts)
-    return action
+    """Claim a job for a worker slot (the job core's claim, webapp.jobs.claims): "start" (queued), "resume" (lost,
+    or running with a stale heartbeat: the results already stored are kept) or "skip" (ended, held by a live slot,
+    or cancelled)."""
+    return jobs.claim(EVAL_JOB, pk=job_id, worker=worker, prepare=_reopen)
+
+
+def _reopen(job: EvalJob, now) -> None:
+    job.ended_at = None  # (a lost job resumed by its redelivered task had ended)
 
 
 def eval_heartbeat(*, job_id: int) -> bool:
     """Record that the job is alive; False when it should stop (cancel requested, or no longer running)."""
-    alive = EvalJob.objects.filter(pk=job_id, status=EvalStatus.RUNNING, cancel_requested_at__isnull=True)
-    return alive.update(heartbeat_at=timezone.now()) == 1
+    return jobs.heartbeat(EVAL_JOB, pk=job_id, also={"cancel_requested_at__isnull": True})
 
 
 @transaction.atomic
@@ -407,20 +383,10 @@ def eval_resume(*, job_id: int, user=None) -> EvalJob:
     return job
 
 
-@transaction.atomic
 def eval_jobs_mark_lost(*, older_than_s: float | None = None) -> list[int]:
-    """Running jobs whose heartbeat is older than the lost threshold become lost (a re-delivered task
-    resumes them, keeping the results stored so far)."""
-    age = settings.SEEDBED_LOST_AFTER_S if older_than_s is None else older_than_s
-    cutoff = timezone.now() - timedelta(seconds=age)
-    lost = []
-    stale = EvalJob.objects.select_for_update().filter(status=EvalStatus.RUNNING, heartbeat_at__lt=cutoff)
-    for job in stale.order_by("pk"):
-        _move(job, EvalStatus.LOST)
-        job.ended_at = timezone.now()
-        job.error = f"no heartbeat since {job.heartbeat_at.isoformat()} (more than {age:g} s)"
-        job.save()
-        lost.append(job.pk)
+    """Running jobs whose heartbeat is older than the lost threshold become lost (the job core's pass,
+    webapp.jobs.passes; a re-delivered task resumes them, keeping the results stored so far)."""
+    lost = jobs.mark_lost(EVAL_JOB, older_than_s=older_than_s)
     if lost:
         log.warning("eval jobs marked lost (stale heartbeat): %s", lost)
     return lost

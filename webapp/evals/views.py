@@ -6,12 +6,13 @@ import json
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
 from training.fields import FieldErrors
 from webapp.api.idempotency import FORM_FIELD, form_launch, new_form_token
+from webapp.jobs.views import transition_view
 from webapp.projects.selectors import get_visible
 from webapp.runs.models import Run
 from webapp.runs.views import can_act, launched_redirect
@@ -160,23 +161,16 @@ def eval_export(request: HttpRequest, job_id: int, fmt: str) -> HttpResponse:
     return resp
 
 
-@require_POST
-def eval_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
-    visible_job(request, job_id)
-    try:
-        services.eval_cancel(job_id=job_id, user=request.user)
-        messages.info(request, f"Cancel requested for evaluation {job_id}.")
-    except services.EvalTransitionError as exc:
-        messages.error(request, str(exc))
-    return redirect("evals:detail", job_id=job_id)
+def _cancel(request: HttpRequest, job_id: int) -> str:
+    services.eval_cancel(job_id=job_id, user=request.user)
+    return f"Cancel requested for evaluation {job_id}."
 
 
-@require_POST
-def eval_resume(request: HttpRequest, job_id: int) -> HttpResponse:
-    visible_job(request, job_id)
-    try:
-        services.eval_resume(job_id=job_id, user=request.user)
-        messages.info(request, f"Evaluation {job_id} queued again; it keeps the results stored so far.")
-    except services.EvalTransitionError as exc:
-        messages.error(request, str(exc))
-    return redirect("evals:detail", job_id=job_id)
+def _resume(request: HttpRequest, job_id: int) -> str:
+    services.eval_resume(job_id=job_id, user=request.user)
+    return f"Evaluation {job_id} queued again; it keeps the results stored so far."
+
+
+# a user's transitions (the job core's view, webapp.jobs.views): refused loudly, on the job's page
+eval_cancel = transition_view(visible=visible_job, act=_cancel, page="evals:detail", pk_name="job_id")
+eval_resume = transition_view(visible=visible_job, act=_resume, page="evals:detail", pk_name="job_id")

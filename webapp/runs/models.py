@@ -1,14 +1,18 @@
 """Runs and what training leaves behind (docs/architecture.md#a-runs-life). A run may belong to a sweep (webapp.sweeps): that
 foreign key is all this app knows of sweeps.
 
-Only ``services.py`` changes a status; it checks the current one first (see ``LEGAL_TRANSITIONS``).
+Only ``services`` changes a status; it checks the current one first (see ``LEGAL_TRANSITIONS``, moved by the job
+core, webapp.jobs, as ``RUN_JOB`` declares).
 """
 from __future__ import annotations
 
+import logging
 import uuid
 
 from django.conf import settings
 from django.db import models
+
+from webapp.jobs import JobKind
 
 
 class RunStatus(models.TextChoices):
@@ -192,6 +196,11 @@ class Run(models.Model):
         n = int(self.config.get("nproc_per_node") or 1)
         name = f"command {self.config.get('command')}" if self.engine == "command" else self.engine
         return f"{name} · {n} process{'' if n == 1 else 'es'}"
+
+
+# What the job core (webapp.jobs) needs to claim, heartbeat, recover and resend runs: their states.
+RUN_JOB = JobKind(name="run", model=Run, transitions=LEGAL_TRANSITIONS, ended=ENDED_STATUSES,
+                  stop_field="kill_requested_at", log=logging.getLogger("seedbed.runs"))
 
 
 class MetricPoint(models.Model):

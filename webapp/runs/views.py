@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from training.fields import FieldErrors
 from webapp.api.idempotency import FORM_FIELD, form_launch, new_form_token
+from webapp.jobs.views import transition_view
 from webapp.projects.models import Role
 from webapp.projects.selectors import audit_trail, get_visible, has_role, visible
 
@@ -287,31 +288,24 @@ def run_series(request: HttpRequest, run_id: int) -> JsonResponse:
     return JsonResponse({"series": selectors.run_series_range(run_id=run_id, keys=keys, from_step=lo, to_step=hi)})
 
 
-@require_POST
-def run_kill(request: HttpRequest, run_id: int) -> HttpResponse:
-    visible_run(request, run_id)
+def _kill(request: HttpRequest, run_id: int) -> str:
     reason = request.POST.get("reason", "").strip()[:1000] or "killed from the run page"
-    try:
-        services.run_kill(run_id=run_id, user=request.user, reason=reason)
-        messages.info(request, f"Kill requested for run {run_id}.")
-    except services.TransitionError as exc:
-        messages.error(request, str(exc))
-    return redirect("runs:detail", run_id=run_id)
+    services.run_kill(run_id=run_id, user=request.user, reason=reason)
+    return f"Kill requested for run {run_id}."
 
 
-@require_POST
-def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
-    visible_run(request, run_id)
+def _resume(request: HttpRequest, run_id: int) -> str:
     ranks = request.POST.get("nproc_per_node", "")
-    try:
-        if ranks and not (ranks.isdigit() and 1 <= int(ranks) <= 64):
-            raise services.TransitionError(f"nproc_per_node: a number of ranks from 1 to 64; got {ranks[:20]!r}")
-        services.run_resume(run_id=run_id, user=request.user, nproc_per_node=int(ranks) if ranks else None)
-        messages.info(request, f"Run {run_id} queued again; it resumes from its last checkpoint"
-                      + (f" on {ranks} rank(s) per node." if ranks else "."))
-    except services.TransitionError as exc:
-        messages.error(request, str(exc))
-    return redirect("runs:detail", run_id=run_id)
+    if ranks and not (ranks.isdigit() and 1 <= int(ranks) <= 64):
+        raise services.TransitionError(f"nproc_per_node: a number of ranks from 1 to 64; got {ranks[:20]!r}")
+    services.run_resume(run_id=run_id, user=request.user, nproc_per_node=int(ranks) if ranks else None)
+    return (f"Run {run_id} queued again; it resumes from its last checkpoint"
+            + (f" on {ranks} rank(s) per node." if ranks else "."))
+
+
+# a user's transitions (the job core's view, webapp.jobs.views): refused loudly, on the run's page
+run_kill = transition_view(visible=visible_run, act=_kill, page="runs:detail", pk_name="run_id")
+run_resume = transition_view(visible=visible_run, act=_resume, page="runs:detail", pk_name="run_id")
 
 
 @require_GET

@@ -11,9 +11,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from training.config import TrainConfig
+from webapp import jobs
 from webapp.projects.models import Role
 from webapp.projects.services import audit, project_for_launch, require_role
-from webapp.runs.models import Run, RunStatus
+from webapp.runs.models import RUN_JOB, Run, RunStatus
 
 from .config import as_config, queue_for
 from .gang import run_nnodes
@@ -91,29 +92,19 @@ def _send_run(run_id: int, queue: str) -> None:
 
 def runs_redispatch(*, older_than_s: float = 5.0) -> list[int]:
     """The reconciler's pass (maintenance, every few seconds; safe in several processes at once): queued runs
-    whose task the broker never took are sent again. A duplicate delivery is harmless: the task claims the
-    run (``run_start``) and a second copy finds it held and does nothing. A launch whose message the broker
-    holds but whose dispatch was never recorded (the web process died between the send and ``sent()``) is
-    stamped, not sent twice; a run a worker started (or a kill reached) since it was listed is left alone."""
-    cutoff = timezone.now() - timedelta(seconds=older_than_s)
-    pending = list(Run.objects.filter(status=RunStatus.QUEUED, enqueued_at__lt=cutoff, dispatched_at__isnull=True,
-                                      kill_requested_at__isnull=True)
-                   .filter(Q(retry_at__isnull=True) | Q(retry_at__lte=timezone.now())).values_list("pk", "queue"))
+    whose task the broker never took are sent again (the job core's ``never_taken`` and ``send_again``,
+    webapp.jobs.passes). A duplicate delivery is harmless: the task claims the run (``run_start``) and a second
+    copy finds it held and does nothing. A launch whose message the broker holds but whose dispatch was never
+    recorded (the web process died between the send and ``sent()``) is stamped, not sent twice; a run a worker
+    started (or a kill reached) since it was listed is left alone. A restart waiting out its backoff waits."""
+    pending = jobs.never_taken(RUN_JOB, older_than_s=older_than_s,
+                               also=Q(retry_at__isnull=True) | Q(retry_at__lte=timezone.now()))
     pending = _unless_sent_unrecorded(pending)
     pending += _runs_whose_message_was_lost(exclude={pk for pk, _ in pending})
-    sent_again = []
-    for run_id, queue in pending:
-        with transaction.atomic():
-            if not Run.objects.select_for_update().filter(pk=run_id, status=RunStatus.QUEUED,
-                                                          kill_requested_at__isnull=True).exists():
-                continue  # started, killed or ended since it was listed: nothing to send
-            Run.objects.filter(pk=run_id).update(dispatched_at=None)
-            _send_run(run_id, queue)
-            sent_again.append((run_id, queue))
-    pending = sent_again
-    if pending:
-        log.info("runs sent again (the broker had not taken them, or lost them): %s", [pk for pk, _ in pending])
-    return [pk for pk, _ in pending]
+    sent_again = jobs.send_again(RUN_JOB, pending, _send_run)
+    if sent_again:
+        log.info("runs sent again (the broker had not taken them, or lost them): %s", sent_again)
+    return sent_again
 
 
 def _unless_sent_unrecorded(pending: list[tuple[int, str]]) -> list[tuple[int, str]]:

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from training.fields import FieldErrors
+from webapp import jobs
 from webapp.projects.models import Role
 from webapp.projects.services import audit, require_role
 from webapp.runs.capacity import check_caps
-from webapp.runs.models import ENDED_STATUSES, RESUMABLE_STATUSES, Run, RunStatus
+from webapp.runs.models import ENDED_STATUSES, RESUMABLE_STATUSES, RUN_JOB, Run, RunStatus
 from webapp.runs.signals import slots_changed
 
 from .dispatch import run_dispatch
@@ -23,38 +22,22 @@ from .transitions import TransitionError, _after_end, _locked, _move
 log = logging.getLogger("seedbed.runs")
 
 
-@transaction.atomic
 def run_start(*, run_id: int, worker: str) -> str:
-    """Claim a run for a worker slot. Returns what the task should do: "start", "resume" or "skip".
+    """Claim a run for a worker slot (the job core's claim, webapp.jobs.claims). Returns what the task should do:
+    "start", "resume" or "skip".
 
     - queued -> running: "start" (the loop resumes by itself if a checkpoint exists, e.g. a resumed kill);
     - lost, or running with a heartbeat older than the lost threshold (its worker died and the broker
       re-delivered the task) -> running: "resume";
     - ended, or running with a fresh heartbeat (another slot has it), or queued with a kill request: "skip".
     """
-    run = _locked(run_id)
-    now = timezone.now()
-    stale_before = now - timedelta(seconds=settings.SEEDBED_LOST_AFTER_S)
-    if run.status == RunStatus.QUEUED:
-        action = "start"
-    elif run.status == RunStatus.LOST or (
-            run.status == RunStatus.RUNNING and (run.heartbeat_at is None or run.heartbeat_at < stale_before)):
-        action = "resume"
-    else:
-        return "skip"
-    if run.kill_requested_at is not None:
-        return "skip"
-    _move(run, RunStatus.RUNNING)
-    run.worker = worker
-    run.started_at = run.started_at or now
+    return jobs.claim(RUN_JOB, pk=run_id, worker=worker, prepare=_fresh_attempt)
+
+
+def _fresh_attempt(run: Run, now) -> None:
+    """What a claim resets on a run besides the job core's fields."""
     run.dispatched_at = run.dispatched_at or now  # its message came: sent, even if the sender never recorded it
-    run.heartbeat_at = now
-    run.attempts += 1
-    run.error = ""
     run.ranks = []  # this attempt's ranks report themselves (it may run on another number of them)
-    run.save()
-    log.info("run %s: %s on %s (attempt %s)", run.pk, action, worker, run.attempts)
-    return action
 
 
 def run_held_by(*, run_id: int, claim: tuple) -> bool:
@@ -63,18 +46,11 @@ def run_held_by(*, run_id: int, claim: tuple) -> bool:
     return Run.objects.filter(pk=run_id, worker=worker, attempts=attempts).exists()
 
 
-@transaction.atomic
 def run_heartbeat(*, run_id: int, pid: int | None = None, worker: str | None = None) -> bool:
     """Record that the run's process is alive. Returns False when the run is no longer ``running`` (it was
     declared lost, or ended) or, given ``worker``, no longer held by that worker (taken over elsewhere): the
     worker must then stop it."""
-    updates = {"heartbeat_at": timezone.now()}
-    if pid is not None:
-        updates["pid"] = pid
-    held = Run.objects.filter(pk=run_id, status=RunStatus.RUNNING)
-    if worker is not None:
-        held = held.filter(worker=worker)
-    return held.update(**updates) == 1
+    return jobs.heartbeat(RUN_JOB, pk=run_id, worker=worker, updates={"pid": pid} if pid is not None else None)
 
 
 @transaction.atomic

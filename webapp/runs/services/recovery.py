@@ -10,8 +10,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from webapp import jobs
 from webapp.projects.services import audit
-from webapp.runs.models import Run, RunStatus
+from webapp.runs.models import RUN_JOB, Run, RunStatus
 
 from .transitions import _after_end, _move
 
@@ -20,38 +21,40 @@ log = logging.getLogger("seedbed.runs")
 
 @transaction.atomic
 def runs_mark_lost(*, older_than_s: float | None = None) -> list[int]:
-    """Mark running runs whose heartbeat is older than ``older_than_s`` (default: settings) as lost."""
+    """The job core's lost pass (webapp.jobs.passes.mark_lost) for runs: running runs whose heartbeat is older than
+    ``older_than_s`` (default: settings), or whose worker is known dead (after two heartbeats), are recovered
+    (``_recover``)."""
     age = settings.SEEDBED_LOST_AFTER_S if older_than_s is None else older_than_s
-    cutoff = timezone.now() - timedelta(seconds=age)
     gone = _workers_gone()
-    stale = Run.objects.select_for_update().filter(status=RunStatus.RUNNING).filter(
-        Q(heartbeat_at__lt=cutoff) | Q(worker__in=gone, heartbeat_at__lt=timezone.now() - timedelta(
-            seconds=min(age, 2 * settings.SEEDBED_HEARTBEAT_S))))
-    lost = []
-    for run in stale:
-        why = f"no heartbeat since {run.heartbeat_at.isoformat()} (more than {age:g} s)"
-        if run.worker in gone:
-            why = f"its worker {run.worker} stopped reporting (dead: no liveness for {_gone_after_s():g} s)"
-        allowed = int(run.config.get("max_restarts", 0))
-        if run.kill_requested_at is not None:  # the kill was asked for: it ends killed, by whoever asked
-            _move(run, RunStatus.KILLED)
-            run.ended_at = timezone.now()
-            run.error = f"its worker was lost before the kill took effect ({why})"
-            run.save()
-            _after_end(run)
-        elif run.restarts < allowed:
-            _restart(run, why, allowed)
-        else:
-            _move(run, RunStatus.LOST)
-            run.ended_at = timezone.now()
-            run.error = why + (f"; gave up after {run.restarts} automatic restart(s)" if allowed else "")
-            run.save()
-            _after_end(run)
-        lost.append(run.pk)
+    dead_worker = Q(worker__in=gone, heartbeat_at__lt=timezone.now() - timedelta(
+        seconds=min(age, 2 * settings.SEEDBED_HEARTBEAT_S)))
+    lost = jobs.mark_lost(RUN_JOB, older_than_s=age, also=dead_worker,
+                          on_stale=lambda run, age_s: _recover(run, age_s, gone))
     if lost:
         log.warning("runs whose worker was lost (stale heartbeat or dead worker): %s", lost)
         _clean_after_lost(set(lost), gone)
     return lost
+
+
+def _recover(run: Run, age: float, gone: set[str]) -> None:
+    """A run whose worker was lost: killed when a kill was asked for, restarted while it has restarts left
+    (max_restarts), else lost."""
+    why = jobs.stale_why(run, age)
+    if run.worker in gone:
+        why = f"its worker {run.worker} stopped reporting (dead: no liveness for {_gone_after_s():g} s)"
+    allowed = int(run.config.get("max_restarts", 0))
+    if run.kill_requested_at is not None:  # the kill was asked for: it ends killed, by whoever asked
+        _move(run, RunStatus.KILLED)
+        run.ended_at = timezone.now()
+        run.error = f"its worker was lost before the kill took effect ({why})"
+        run.save()
+        _after_end(run)
+    elif run.restarts < allowed:
+        _restart(run, why, allowed)
+    else:
+        jobs.declare_lost(RUN_JOB, run, why + (f"; gave up after {run.restarts} automatic restart(s)" if allowed
+                                               else ""))
+        _after_end(run)
 
 
 def _gone_after_s() -> float:

@@ -1,24 +1,22 @@
-"""A run's status moves, checked against LEGAL_TRANSITIONS (docs/architecture.md#a-runs-life): the one place that
-changes ``Run.status``, and what follows a run's end (its sweep hands its slot on)."""
+"""A run's status moves, checked by the job core against the transitions ``RUN_JOB`` declares
+(docs/architecture.md#a-runs-life, webapp.jobs): the one place that changes ``Run.status``, and what follows a
+run's end (its sweep hands its slot on)."""
 from __future__ import annotations
 
-from webapp.runs.models import LEGAL_TRANSITIONS, Run
+from webapp.jobs import TransitionError
+from webapp.runs.models import RUN_JOB, Run
 from webapp.runs.signals import slots_changed
 
-
-class TransitionError(Exception):
-    """A service was asked for a status change the run's current status does not allow."""
+__all__ = ["TransitionError", "_after_end", "_locked", "_move"]
 
 
 def _move(run: Run, new_status: str) -> None:
     """Change ``run.status`` in memory after checking the transition is legal (caller saves)."""
-    if new_status not in LEGAL_TRANSITIONS[run.status]:
-        raise TransitionError(f"run {run.pk} is {run.status}; it cannot become {new_status}")
-    run.status = new_status
+    RUN_JOB.move(run, new_status)
 
 
 def _locked(run_id: int) -> Run:
-    return Run.objects.select_for_update().get(pk=run_id)
+    return RUN_JOB.locked(run_id)
 
 
 def _after_end(run: Run) -> None:
