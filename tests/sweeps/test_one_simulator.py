@@ -71,3 +71,41 @@ def test_the_live_check_the_replay_and_the_bench_decide_the_same_on_the_same_cur
     bench = early_stopping.seedbed_method(policy)(curves)
     assert bench == {run_id: step for run_id, step in replayed.stopped_at.items()}
     assert {index[run_id] for run_id in bench} == {i for i, action, *_ in from_replay if action == STOP}
+
+
+LONG = 2_400  # the sweep's charts read 8-step buckets from this length on (selectors.bucket_width)
+WIDTH = 8
+
+
+def bucket_means(points: list, width: int) -> list:
+    """The chart tier's buckets of a curve, computed here from the raw points: (last step, mean) per bucket of
+    ``width`` steps, bucket b holding steps (b*width, (b+1)*width]."""
+    buckets: dict[int, list] = {}
+    for step, value in points:
+        buckets.setdefault((step - 1) // width, []).append((step, value))
+    return [(max(s for s, _ in b), sum(v for _, v in b) / len(b)) for _, b in sorted(buckets.items())]
+
+
+@pytest.mark.parametrize("policy", [{"name": "median", "grace_steps": 240, "min_peers": 2},
+                                    {"name": "asha", "min_steps": 240, "eta": 2, "min_peers": 1}],
+                         ids=["median", "asha"])
+def test_a_sweep_of_long_runs_is_checked_on_the_chart_tier_as_the_replay_decides_on_its_buckets(config, policy):
+    [curves] = early_stopping.synthetic_sweeps(seed=11, n_sweeps=1, n_seeds=4, steps=LONG)
+    sweep = services.sweep_create(config={**config, "total_steps": LONG}, seeds=range(4), concurrency=4,
+                                  policy={**policy, "metric": METRIC})
+    runs = list(sweep.runs.order_by("pk"))
+    assert check_module.tier_width({run.pk: run for run in runs}) == WIDTH
+    for run, points in zip(runs, curves.values()):
+        run_services.run_start(run_id=run.pk, worker="test:1")
+        run_services.run_metrics_append(run_id=run.pk, points=[(step, METRIC, value) for step, value in points])
+    check = check_module.policy_check(sweep=sweep, plan=SweepPlan.objects.get(sweep=sweep))
+    assert check.rebuilt == f"read from the chart tier ({WIDTH}-step buckets)"
+    assert check.points_read == 4 * LONG // WIDTH  # buckets, not the 9,600 points
+    index = {run.pk: i for i, run in enumerate(runs)}
+    live = [(index[d.run_id], d.action, d.rule, d.step, d.n_peers, d.value, d.threshold) for d in check.decisions]
+    replayed = replay({**policy, "metric": METRIC, "mode": "max", "max_steps": LONG},
+                      {i: bucket_means(points, WIDTH) for i, points in enumerate(curves.values())})
+    expected = [(d.run_id, d.action, d.rule, d.step, d.n_peers, d.value, d.threshold) for d in replayed.decisions]
+    assert expected, "the replay decided nothing: the comparison would prove nothing"
+    assert [row[:5] for row in live] == [row[:5] for row in expected]
+    assert [x for row in live for x in row[5:]] == pytest.approx([x for row in expected for x in row[5:]], rel=1e-9)

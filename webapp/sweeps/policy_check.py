@@ -2,6 +2,11 @@
 curves, feeding it only the points stored since the last check (a check of 64 runs x 100 k steps must
 not read them all). Reads only; ``services.sweep_apply_policy`` stores the decisions and the state.
 
+It reads the curves the sweep's charts read (the metric tier, ``runs.rollups``, at ``tier_width``): up to 400
+planned steps that is every stored point, and all that follows is about that case; a sweep of longer runs is
+read as its charts' buckets (``_from_tier``: at most 400 bucket means per run and metric, all of them at every
+check, so it keeps no state). Either way the points go through the one simulator (``policies.simulator``).
+
 What a check decides is the *replay*: a fresh policy fed every stored point of the policy metric in step order
 across runs, ``decide`` called after each step from ``judged_up_to`` (the plan's ``policy_step``) on, so a run is
 judged at every step at which its peers have values whatever the moment of the check (a fast run is compared with
@@ -53,6 +58,7 @@ from typing import Optional
 
 from django.db.models import Q
 
+from webapp.runs import rollups
 from webapp.runs.models import MetricPoint, Run, RunStatus
 
 from .models import PolicyDecision, Sweep, SweepPlan
@@ -87,9 +93,13 @@ class PolicyCheck:
 
 def policy_check(*, sweep: Sweep, plan: SweepPlan, rebuild: bool = False) -> PolicyCheck:
     """What ``make_policy(sweep.policy)`` decides now (the replay: see the module docstring), going on from
-    ``plan.policy_state`` unless it cannot be used or ``rebuild`` says to feed every point. Stores nothing."""
+    ``plan.policy_state`` unless it cannot be used or ``rebuild`` says to feed every point. Stores nothing. A sweep
+    whose runs are longer than the chart tier's exact reach is read from the tier instead (``_from_tier``)."""
     runs = {run.pk: run for run in sweep.runs.all()}
     stored = {(d.run_id, d.action): d for d in sweep.decisions.all()}
+    width = tier_width(runs)
+    if width > 1:
+        return _from_tier(sweep, plan, runs, stored, width)
     policy, why = (None, "asked to") if rebuild else _restored(sweep, plan, runs, stored)
     if policy is not None:
         try:
@@ -106,6 +116,37 @@ def policy_check(*, sweep: Sweep, plan: SweepPlan, rebuild: bool = False) -> Pol
     check.rebuilt = why
     log.info("sweep %s: policy check fed all %s points (%s)", sweep.pk, check.points_read, why)
     return check
+
+
+def tier_width(runs: dict[int, Run]) -> int:
+    """The bucket width the sweep's charts read its curves at once its longest run has run its planned steps
+    (``selectors.bucket_width``: 1, the raw points, up to 400 steps; 8 from 2,400 steps). Planned, not reached, so
+    that a sweep is read at one width throughout (an extension may widen it)."""
+    from .selectors import bucket_width
+
+    return bucket_width(max([max(run.total_steps, run.last_step) for run in runs.values()] or [0]))
+
+
+def _from_tier(sweep: Sweep, plan: SweepPlan, runs: dict[int, Run], stored: dict, width: int) -> PolicyCheck:
+    """The check of a sweep of long runs, read from the chart tier as the dashboards read it: a fresh policy fed
+    every run's complete buckets of ``width`` steps (a bucket's mean at its last step: at most 400 points per run
+    and metric, whatever the runs' length, so no state is kept between checks), deciding after each of their steps
+    from ``judged_up_to`` on, as the what-if replay does on the same buckets. A live run's last bucket is fed once
+    it is complete (its mean still moves until then); an ended run's, as it is."""
+    policy = make_policy(sweep.policy)
+    stops = _stops(stored)
+    _tell_known(policy, runs, stored)
+    rows = rollups.bucketed(run_ids=list(runs), keys=policy.metrics(), width=width)
+    points = sorted(((run_id, b[2], b[4] / b[3], key) for (run_id, key), buckets in rows.items() for b in buckets
+                     if runs[run_id].is_ended or runs[run_id].last_step >= (b[0] + 1) * width),
+                    key=lambda point: (point[1], point[0], point[3]))  # (step, run, key), as the raw feed
+    simulator = Simulator(policy, stops={run_id: stop.step for run_id, stop in stops.items()})
+    current_step, read = feed_by_step(simulator, points, decide_from=plan.policy_step)
+    live = [r.last_step // width * width for r in runs.values()
+            if r.status == RunStatus.RUNNING and r.kill_requested_at is None]
+    complete = min(live) if live else max(current_step if current_step is not None else 0, 0)
+    return PolicyCheck(decisions=simulator.decisions, complete=complete, state={}, epoch=plan.policy_epoch,
+                       rebuilt=f"read from the chart tier ({width}-step buckets)", points_read=read)
 
 
 def _stops(stored: dict) -> dict[int, PolicyDecision]:
