@@ -21,7 +21,7 @@ from typing import Any, Optional, Sequence, get_args, get_origin
 
 from training.data import DATA_SUFFIXES, data_fields_error, is_file_task, task_error, task_params_error
 from training.fields import RANGE_KEYS, FieldErrors, coerce, range_error, range_text
-from training.guards import reward_hacking_error
+from training.reward_hacking import reward_hacking_error
 from training.memory import read_model_config
 
 CHOICES: dict[str, tuple[str, ...]] = {

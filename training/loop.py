@@ -21,7 +21,7 @@ from training.checkpoint import latest_checkpoint, load_trainer_state, save_chec
 from training.config import TrainConfig
 from training.data import data_generator_seed, default_rewards, prompt_source
 from training.distributed import SINGLE, Parallel, World, rank_report
-from training.guards import completion_signals
+from training.reward_hacking import completion_signals
 from training.evaluate import decode_completions, evaluate_examples, is_correct
 from training.rollout import RolloutBatch, concat_batches, make_rollout_engine, sequence_logprobs
 from training.routing import RoutingReplay
@@ -162,7 +162,7 @@ class Rollouts:
     n_generated: int             # completions generated this step, all ranks
     index: torch.Tensor | None = None  # [B] each sequence's place in the step's global batch (-1: padding)
     n_total: int = 0             # sequences in the step's global batch, all ranks
-    signals: dict | None = None  # reward-hacking guard: training.guards.completion_signals of this rank's completions
+    signals: dict | None = None  # for the reward-hacking guard: completion_signals of this rank's completions
 
 
 def check_fits_context(model, prompt_tokens: int, max_new_tokens: int) -> None:

@@ -7,7 +7,7 @@ returns, so a sink that batches must write everything out there (nothing emitted
 Every caller calls every method of ``Sink`` it needs, without probing: a sink subclasses ``NullSink`` and
 overrides the events it keeps (the others are ignored). The events some runs only send:
 ``on_completion_signals`` (what the reward-hacking guard reads of each step's completions,
-``training.guards.completion_signals``, sent only for a run that asks for that guard), ``on_engine_config`` (an
+``training.reward_hacking.completion_signals``, sent only for a run that asks for that guard), ``on_engine_config`` (an
 external engine's resolved config, once), ``on_ranks`` / ``flush_ranks`` (each rank's progress in a distributed
 run; ``flush_ranks`` writes the last report out at the end).
 """
@@ -54,7 +54,8 @@ class JsonlSink(NullSink):
     """
 
     def __init__(self, out_dir: str, echo=None, reward_hacking_guard: dict | None = None, eval_problems: int = 0):
-        from training.guards import RewardHackingGuard, SilentRunGuard
+        from training.reward_hacking import RewardHackingGuard
+        from training.silent_run import SilentRunGuard
 
         self.guard = SilentRunGuard()  # its warnings go to echo (the CLI prints them) and warnings.jsonl
         self.hacking = RewardHackingGuard.from_config(reward_hacking_guard, eval_problems)  # the run's, if asked

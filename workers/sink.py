@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import time
 
-from training.guards import RewardHackingGuard, SilentRunGuard
+from training.reward_hacking import RewardHackingGuard
+from training.silent_run import SilentRunGuard
 from training.sink import NullSink
 from webapp.runs import services
 from webapp.runs.services import TransitionError

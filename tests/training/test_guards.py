@@ -1,4 +1,4 @@
-"""Guards against silent waste (training.guards), fed by hand and through the CLI's sink on a real run built to
+"""Guards against silent waste (training.silent_run), fed by hand and through the CLI's sink on a real run built to
 fail that way: the tiny arithmetic model answers with bare digits, which the math verifier (it wants a final
 answer marker such as \\boxed{}) never rewards."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from tests.conftest import REPO, tiny_config
-from training.guards import NO_SIGNAL, ZERO_REWARD, SilentRunGuard
+from training.silent_run import NO_SIGNAL, ZERO_REWARD, SilentRunGuard
 
 
 def feed(guard, steps, reward, zero_std=1.0, reason="no final answer found"):

@@ -1,8 +1,8 @@
-"""The reward-hacking guard (training.guards): each pure rule on hand-made numbers, its config's bounds, and real
-runs on the tiny arithmetic task. The exploitable run's reward pays for length (tests.training.hackable, allowed
+"""The reward-hacking guard (training.reward_hacking): each pure rule on hand-made numbers, its config's bounds, and
+real runs on the tiny arithmetic task. The exploitable run's reward pays for length (tests.training.hackable, allowed
 through $SEEDBED_VERIFIER_MODULES as an operator's own verifier would be): the policy learns to write six digits
-whatever the sum, its reward climbs to 0.9 and its held-out accuracy goes to 0; the guard catches it with each
-rule. The healthy run's reward is the task's own (exact answers): the guard stays quiet."""
+whatever the sum, its reward climbs to 0.9 and its held-out accuracy goes to 0; the guard catches it with each rule.
+The healthy run's reward is the task's own (exact answers): the guard stays quiet."""
 from __future__ import annotations
 
 import json
@@ -15,9 +15,10 @@ import pytest
 from tests.conftest import REPO, tiny_config
 from training.config import TrainConfig, field_specs
 from training.fields import FieldErrors
-from training.guards import (REWARD_HACKING, RewardHackingGuard, RewardHackingParams, completion_signals,
-                             eval_trend, reward_hacking_error, top_completion, top_paid_reason, window_means)
 from training.loop import train
+from training.reward_hacking import (REWARD_HACKING, RewardHackingGuard, RewardHackingParams, completion_signals,
+                                     eval_trend, reward_hacking_error, top_completion, top_paid_reason,
+                                     window_means)
 from training.sink import JsonlSink, NullSink
 
 HACKABLE = "tests.training.hackable"

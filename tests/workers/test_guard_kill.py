@@ -1,4 +1,4 @@
-"""A guard that stops its run (training.guards' reward-hacking guard with action stop) goes through the normal
+"""A guard that stops its run (training.reward_hacking's guard with action stop) goes through the normal
 kill path from the worker's sink: the warning on the run, run_kill with killed_by guard:reward_hacking, the flag
 the loop's should_stop() reads; the run page and the sweep's alerts say so with the numbers. Real database, the
 sink's own methods fed what the loop sends (the real run through a worker is in tests/e2e)."""
@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from tests.conftest import tiny_config
-from training.guards import completion_signals
+from training.reward_hacking import completion_signals
 from webapp.runs import services
 from webapp.runs.models import Run, RunStatus
 from webapp.sweeps import services as sweep_services

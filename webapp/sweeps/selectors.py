@@ -188,8 +188,8 @@ def sweep_decisions(*, sweep_id: int) -> list[dict]:
 
 
 def sweep_alerts(*, sweep_id: int) -> list[dict]:
-    """The RL-health alerts of the sweep's runs, then its runs' guard warnings (training.guards: e.g. reward 0
-    for every sample of the first steps)."""
+    """The RL-health alerts of the sweep's runs, then its runs' guard warnings (training.silent_run: e.g. reward 0
+    for every sample of the first steps; training.reward_hacking)."""
     alerts = [{"id": a.pk, "run_id": a.run_id, "seed": a.run.seed, "kind": a.kind, "label": a.get_kind_display(),
                "metric": a.metric, "step": a.step, "value": a.value, "bound": a.bound, "message": a.message}
               for a in Alert.objects.filter(sweep_id=sweep_id).select_related("run").order_by("created_at", "id")]

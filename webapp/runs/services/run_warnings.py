@@ -12,7 +12,8 @@ log = logging.getLogger("seedbed.runs")
 
 @transaction.atomic
 def run_warning_add(*, run_id: int, warning: dict) -> bool:
-    """Store a guard's warning on the run (training.guards), once per kind; False when the run had it already."""
+    """Store a guard's warning on the run (training.silent_run, training.reward_hacking), once per kind; False
+    when the run had it already."""
     run = _locked(run_id)
     if any(w.get("kind") == warning.get("kind") for w in run.warnings):
         return False
