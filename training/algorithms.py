@@ -370,7 +370,9 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, estimator: str = "k3", *,
         k̂ · exp(logp − old_logp),
 
     and the weight is NOT detached — the gradient flows through the ratio as well as through k̂.
-    The report uses it with k3; the weighting applies unchanged to any estimator here.
+    The report derives it for k3 only, and a run's config allows it with k3 only (``unbiased_kl`` with another
+    ``kl_estimator`` is a field error, ``TrainConfig.validate``); this function weights whatever estimate it is
+    given and leaves that choice to the config.
 
     Shapes: ``logp``, ``ref_logp`` (and ``old_logp``) [B, T]; returns [B, T]. ``ref_logp`` and ``old_logp``
     are constants (detached). No clamping: pass finite log-probs on padding (e.g. 0) and reduce with

@@ -1,9 +1,12 @@
 """The training child process: forked by the ``train_run`` task (or ``python -m workers.runner RUN_ID``).
 
 It runs in its own session (process group), so the worker can terminate the whole group if a kill is not
-honoured within the grace period. It runs ``training.loop.train`` with a
-DatabaseSink and a should_stop() that reads the run's kill flag. Exit codes tell the parent task how it
-ended; the parent, not this process, records the run's final status.
+honoured within the grace period. It runs the run's engine, ``training.engines.run_engine`` (Seedbed's loop,
+``training.loop.train``, or an external engine the run names: TRL, verl, a registered command), with a
+DatabaseSink (a node other than node 0 of a multi-node run only logs: ``NodeSink``) and a should_stop() that
+reads the run's kill flag. Exit codes (``EXIT_SUCCEEDED``, ``EXIT_STOPPED``, ``EXIT_FAILED``) tell the parent task
+how it ended, and a failure's one-line cause goes to it through a pipe; the parent, not this process, records the
+run's final status (docs/architecture.md#a-runs-life).
 """
 from __future__ import annotations
 
