@@ -33,9 +33,19 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "device": ("auto", "cpu", "cuda"),
     "precision": ("fp32", "bf16"),
     "chat_template": ("auto", "on", "off"),
-    "engine": ("seedbed", "trl", "verl", "command"),  # training.engines.ENGINES
     "strategy": ("none", "ddp", "fsdp"),  # training.ranks.STRATEGIES
 }
+
+
+
+def choices_of(name: str) -> tuple[str, ...]:
+    """The values a choice knob takes (``CHOICES``; the engine's: the registered engines, training.engines);
+    () for any other knob."""
+    if name == "engine":
+        from training.engines import engine_names
+
+        return tuple(engine_names())
+    return CHOICES.get(name, ())
 
 
 def _f(default: Any, help: str, **meta: Any) -> Any:
@@ -293,8 +303,8 @@ class TrainConfig:
             check_paths = False
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name in CHOICES and value not in CHOICES[f.name]:
-                e[f.name] = f"must be one of {', '.join(CHOICES[f.name])}; got {value!r}"
+            if choices_of(f.name) and value not in choices_of(f.name):
+                e[f.name] = f"must be one of {', '.join(choices_of(f.name))}; got {value!r}"
             message = range_error(value, f.metadata)
             if message:
                 e[f.name] = message
@@ -498,11 +508,11 @@ def field_specs() -> list[dict]:
         ann = f.type if not isinstance(f.type, str) else _ANNOTATIONS[f.type]
         optional = get_origin(ann) is not None and type(None) in get_args(ann)
         base = next(a for a in get_args(ann) if a is not type(None)) if optional else ann
-        kind = "choice" if f.name in CHOICES else {bool: "bool", int: "int", float: "float", str: "str",
+        kind = "choice" if choices_of(f.name) else {bool: "bool", int: "int", float: "float", str: "str",
                                                     list: "json", dict: "json"}[base]
         suggestions = TASK_SUGGESTIONS if f.name == "task" else ()
         specs.append({"name": f.name, "kind": kind, "default": getattr(defaults, f.name), "suggestions": suggestions,
-                      "help": f.metadata["help"], "choices": list(CHOICES.get(f.name, ())),
+                      "help": f.metadata["help"], "choices": list(choices_of(f.name)),
                       "optional": optional, "range": range_text(f.metadata),
                       "bounds": {k: f.metadata[k] for k in RANGE_KEYS if k in f.metadata}})
     return specs

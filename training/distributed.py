@@ -1,7 +1,8 @@
 """Training beyond one process (docs/architecture.md#engines-and-distribution): torchrun ranks, DDP or FSDP2, sharded (DCP) checkpoints.
 
-A Seedbed run with ``nproc_per_node × nnodes`` > 1 is ``torchrun ... -m training.distributed <run folder>``
-(``run_distributed`` builds and supervises the command; ``main`` is one rank). Every rank runs the same loop
+A Seedbed run with ``nproc_per_node × nnodes`` > 1 is ``torchrun ... -m training.engines.seedbed <run folder>``
+(``training.engines.seedbed.run_distributed`` builds and supervises the command; its ``main`` is one rank; this
+module is what the loop needs to share a step, below it). Every rank runs the same loop
 (``training.loop.train``) with a ``World`` saying which share of the step is its own:
 
 - the step's prompts and every row's sampling seed are drawn from generators that are identical on every rank,
@@ -30,14 +31,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import os
 import signal
 import socket
-import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
@@ -246,12 +244,12 @@ def decoder_layers(model) -> list:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# One rank: python -m training.distributed <run folder>
+# One rank's sink and stop (the rank itself: training.engines.seedbed.main)
 # ----------------------------------------------------------------------------------------------------------
 
 class EventSink(NullSink):
     """Rank 0's sink: the loop's events as lines of the JSONL contract (training.engines.events), which the
-    supervising process (``run_distributed``) forwards to the run's own sink."""
+    supervising process (``training.engines.seedbed.run_distributed``) forwards to the run's own sink."""
 
     def __init__(self, writer):
         self.writer = writer
@@ -309,67 +307,3 @@ def rank_report(world: World, step: int) -> list[dict] | None:
     return [{"rank": int(r), "local_rank": int(lr), "host": world.hosts[int(r)], "pid": int(pid), "step": int(s),
              "time": t, "rss_mb": rss} for r, lr, pid, s, t, rss in rows]
 
-
-def main(argv: list[str]) -> int:
-    from training.engines.events import EventWriter
-    from training.engines.process import rank_setup
-    from training.loop import train
-    from training.sink import NullSink
-
-    out_dir = argv[1]
-    cfg = rank_setup(out_dir)
-    world = world_from_env(cfg.device)
-    sink = EventSink(EventWriter(os.environ["SEEDBED_EVENTS"])) if world.is_main else NullSink()
-    try:
-        result = train(cfg, out_dir, sink, RankStop(world, os.environ.get("SEEDBED_STOP_FILE", "")), world=world)
-        sink.on_log(f"rank {world.rank}: {result.status} at step {result.step}")
-    finally:
-        if torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
-    return 0
-
-
-# ----------------------------------------------------------------------------------------------------------
-# The supervising side (the run's training process on the worker)
-# ----------------------------------------------------------------------------------------------------------
-
-def run_distributed(cfg, out_dir: str, sink, should_stop: Callable[[], bool], *, node_rank: int = 0,
-                    master: tuple[str, int] | None = None):
-    """Run (or resume, from the newest checkpoint) a multi-rank Seedbed run as this node's torchrun; returns
-    (status, last step). Node 0's rank 0 writes the events; on other nodes the sink only gets the log."""
-    from training.checkpoint import latest_checkpoint
-    from training.ranks import torchrun_command, world_size
-    from training.engines.process import run_process
-
-    out_dir = os.path.abspath(out_dir)
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "seedbed_config.json"), "w", encoding="utf-8") as fh:
-        json.dump(cfg.to_dict(), fh, indent=2, sort_keys=True)
-    if not cfg.model_path:  # the built-in tiny model: built once, before any rank loads it
-        from training.tiny import ensure_tiny_model
-
-        ensure_tiny_model(cfg.resolved_model_path(), log=sink.on_log)
-    resume = latest_checkpoint(out_dir)
-    start = resume[0] if resume else 0
-    if node_rank == 0:
-        sink.truncate_after(start)
-    sink.on_log(f"{'resuming at step ' + str(start) if resume else 'starting'}: {cfg.total_steps} steps on "
-                f"{world_size(cfg)} ranks ({cfg.nnodes} node(s) × {cfg.nproc_per_node}, strategy {cfg.strategy})")
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", os.environ.get("SEEDBED_TORCH_THREADS", "1"))
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
-    # node 0's files are the run folder's own; another node's go beside them (one machine may run two nodes)
-    proc_dir = out_dir if node_rank == 0 else os.path.join(out_dir, "nodes", str(node_rank))
-    status, step = run_process(torchrun_command(cfg, out_dir, node_rank=node_rank, master=master), out_dir=out_dir,
-                               sink=sink, should_stop=should_stop, env=env, proc_dir=proc_dir,
-                               on_ranks=sink.on_ranks)
-    sink.flush_ranks()
-    return status, max(step, start)
-
-
-if __name__ == "__main__":
-    code = main(sys.argv)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)

@@ -25,16 +25,9 @@ from training.reward_hacking import completion_signals
 from training.evaluate import decode_completions, evaluate_examples, is_correct
 from training.rollout import RolloutBatch, concat_batches, make_rollout_engine, sequence_logprobs
 from training.routing import RoutingReplay
-from training.sink import Sink
+from training.sink import Sink, TrainResult
 from training.tiny import ensure_tiny_model
 from training.verifiers import build_reward
-
-
-@dataclass
-class TrainResult:
-    status: str  # "succeeded" or "stopped"
-    step: int    # last completed step
-    out_dir: str
 
 
 def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], bool] = lambda: False,

@@ -1,5 +1,5 @@
 """How many ranks a Seedbed run has and how they start: the config's rules for them and the torchrun command
-(training.distributed runs the ranks). No torch here: the web process validates configs with it."""
+(training.engines.seedbed runs the ranks). No torch here: the web process validates configs with it."""
 from __future__ import annotations
 
 import sys
@@ -44,4 +44,4 @@ def torchrun_command(cfg, out_dir: str, *, node_rank: int = 0, master: tuple[str
         host, port = master
         cmd += ["--nnodes", str(cfg.nnodes), "--node-rank", str(node_rank), "--master-addr", host,
                 "--master-port", str(port)]
-    return cmd + ["-m", "training.distributed", out_dir]
+    return cmd + ["-m", "training.engines.seedbed", out_dir]

@@ -15,7 +15,17 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import Protocol
+
+
+@dataclass
+class TrainResult:
+    """How a run's training ended (``training.loop.train``, ``training.engines.run_engine``)."""
+
+    status: str  # "succeeded" or "stopped"
+    step: int    # last completed step
+    out_dir: str
 
 
 class Sink(Protocol):

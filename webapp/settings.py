@@ -260,7 +260,7 @@ SEEDBED_RUNS_DIR = SEEDBED_HOME / "runs"
 SEEDBED_LIBRARY_DIR = SEEDBED_HOME / "library"
 # The folders a config submitted through the web app or the API may name as model_path or data_path: the
 # built-in models and shared data under $SEEDBED_HOME, the library and run folders (where membership decides,
-# webapp.runs.selectors.config_path_error), and the folders the operator adds. Never the rest of $SEEDBED_HOME
+# webapp.projects.paths.config_path_error), and the folders the operator adds. Never the rest of $SEEDBED_HOME
 # (the database, the secret key, the admin password, logs).
 SEEDBED_DATA_ROOTS = [str(SEEDBED_HOME / "models"), str(SEEDBED_HOME / "data"), str(SEEDBED_LIBRARY_DIR),
                       str(SEEDBED_RUNS_DIR)] + [p for p in os.environ.get("SEEDBED_DATA_ROOTS", "").split(os.pathsep)

@@ -279,19 +279,10 @@ def main(argv: list[str]) -> int:
             print(f"run {run_id}: removed checkpoints it never recorded (steps {stale})", flush=True)
     print(f"run {run_id}: training in {out_dir}" + ("" if node_rank is None else f" as node {node_rank}"), flush=True)
     try:
-        if node_rank is None:
-            sink = DatabaseSink(run_id, claim=claim, reward_hacking_guard=cfg.reward_hacking_guard,
-                                 eval_problems=cfg.eval_problems)
-            result = run_engine(cfg, out_dir, sink, should_stop=stop)
-        else:
-            from training.distributed import run_distributed
-            from training.loop import TrainResult
-
-            sink = DatabaseSink(run_id, claim=claim, reward_hacking_guard=cfg.reward_hacking_guard,
-                                 eval_problems=cfg.eval_problems) \
-                if node_rank == 0 else NodeSink()
-            status, step = run_distributed(cfg, out_dir, sink, stop, node_rank=node_rank, master=master)
-            result = TrainResult(status, step, out_dir)
+        # one node of a run over several machines: node 0 keeps the run's sink, another only its log
+        sink = DatabaseSink(run_id, claim=claim, reward_hacking_guard=cfg.reward_hacking_guard,
+                             eval_problems=cfg.eval_problems) if not node_rank else NodeSink()
+        result = run_engine(cfg, out_dir, sink, should_stop=stop, node_rank=node_rank, master=master)
     except Exception as exc:
         # the cause first to the parent (a pipe: it reaches the run's error even when the disk under the log is
         # full), then to the log; a full disk is named as such, with the space left

@@ -1,5 +1,5 @@
-// Run and sweep forms: nnodes and strategy only for the seedbed engine, command only for engine command
-// (webapp/runs/forms.py engine_fields marks them). A hidden field is disabled, so it is not sent
+// Run and sweep forms: a knob is hidden under the engines that lack it (data-engine-lacks, the engine registry's
+// Engine.lacks, written by webapp/runs/forms.py engine_fields). A hidden field is disabled, so it is not sent
 // and takes its default; a field the server found wrong stays shown. Without this script every field is shown
 // and the server's validation decides.
 (function () {
@@ -7,9 +7,8 @@
   const engine = form.querySelector("[data-engine-select]");
   if (!engine) return;
   function sync() {
-    for (const el of form.querySelectorAll("[data-engine-only], [data-engine-not]")) {
-      const applies = el.dataset.engineOnly ? engine.value === el.dataset.engineOnly
-                                            : engine.value !== el.dataset.engineNot;
+    for (const el of form.querySelectorAll("[data-engine-lacks]")) {
+      const applies = !el.dataset.engineLacks.split(" ").includes(engine.value);
       const box = el.closest(".field");
       const hide = !applies && !box.classList.contains("has-error");
       box.hidden = hide;

@@ -113,7 +113,9 @@ def test_the_engine_select_offers_the_engines_this_server_runs(client_in, monkey
     # the engine knobs come first, with the main ones; the script shows nproc/command only where they apply
     assert html.index('name="engine"') < html.index('name="model_path"') < html.index("Every other knob")
     assert html.index('name="task"') < html.index('name="data_path"') < html.index("Every other knob")
-    assert 'data-engine-only="command"' in html and html.count('data-engine-only="seedbed"') == 2  # nnodes, strategy
+    # each knob some engine lacks names those engines (the registry's Engine.lacks)
+    assert 'data-engine-lacks="seedbed trl verl"' in html  # command
+    assert html.count('data-engine-lacks="trl verl command"') == 2  # nnodes, strategy
     assert "seedbed/engine_fields" in html
     assert "seedbed/engine_fields" in client_in.get(reverse("sweeps:new")).content.decode()
 
@@ -172,3 +174,24 @@ def test_a_broken_command_list_leaves_the_form_working(client_in, tmp_path, monk
     html = response.content.decode()
     assert response.status_code == 200 and "command" not in options_of(html, "engine")
     assert "the operator&#x27;s command list cannot be read" in html and "needs argv" in html
+
+
+def test_an_engine_registered_by_one_declaration_is_offered_hidden_knobs_and_all_and_launches(
+        client_in, model_dir, monkeypatch):
+    """The form reads the engine registry (training.engines): a throw-away engine registered here, and nothing else
+    changed, is a choice with its label, hides the knobs it lacks, and a run of it launches."""
+    import training.engines as registry
+
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # what this test adds is gone after it
+    registry.register_engine(registry.Engine(name="toy", label="toy: a throw-away engine", run=lambda *a: ("succeeded", 0),
+                                             lacks={"dual_clip": "the toy engine has no dual clip"}))
+    html = client_in.get(reverse("runs:new")).content.decode()
+    assert options_of(html, "engine")[-1] == "toy" and ">toy: a throw-away engine</option>" in html
+    assert re.search(r'name="dual_clip"[^>]*data-engine-lacks="(?:\w+ )*toy"', html) or \
+        re.search(r'data-engine-lacks="(?:\w+ )*toy"[^>]*name="dual_clip"', html)
+    errors = field_errors(client_in.post(reverse("runs:new"), form_post(model_path=model_dir, engine="toy",
+                                                                        dual_clip="3")))
+    assert errors == {"dual_clip": "the toy engine has no dual clip"}
+    response = client_in.post(reverse("runs:new"), form_post(model_path=model_dir, engine="toy", name="toy run"))
+    run = Run.objects.get(name="toy run")
+    assert response.status_code == 302 and run.config["engine"] == "toy" and run.engine_entry.label.startswith("toy")

@@ -186,4 +186,4 @@ def test_torchrun_commands_for_one_node_and_for_node_one_of_two():
     assert "--standalone" not in two
     assert [two[two.index(f) + 1] for f in ("--nnodes", "--node-rank", "--master-addr", "--master-port")] == \
         ["2", "1", "10.0.0.5", "29411"]
-    assert two[-3:] == ["-m", "training.distributed", "/r"]
+    assert two[-3:] == ["-m", "training.engines.seedbed", "/r"]

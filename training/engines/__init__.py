@@ -1,90 +1,168 @@
-"""Training engines behind one interface (docs/architecture.md#engines-and-distribution): ``run_engine(cfg, out_dir, sink, should_stop)``.
+"""Training engines, one registry (docs/architecture.md#engines-and-distribution): ``run_engine(cfg, out_dir, sink,
+should_stop)`` trains a config with the engine it names.
 
-- ``seedbed``: Seedbed's own loop (``training.loop.train``), in this process;
-- ``trl``: TRL's ``GRPOTrainer`` under ``torchrun --nproc-per-node N`` (``training.engines.trl``);
-- ``verl``: ``python -m verl.trainer.main_ppo`` with hydra overrides (``training.engines.verl``; GPU only);
-- ``command``: a trainer of the operator's, registered by name (``training.engines.command``), that writes
-  the JSONL event contract (``training.engines.events``).
+Each engine is one module of this package that declares ``ENGINE = Engine(...)`` at its top level: its name, the
+form's label, the knobs it lacks, whether this server can run it, its own config rules, how it launches and how
+its metrics arrive. Built in:
 
-The external ones are processes Seedbed owns (``training.engines.process``). A config names its engine and
-the engine's own knobs come from Seedbed's: a knob the engine does not have is a field error naming the
-engine (``engine_errors``), never silently dropped.
+- ``seedbed`` (``training.engines.seedbed``): Seedbed's own loop, in this process or under torchrun;
+- ``trl`` (``training.engines.trl``): TRL's ``GRPOTrainer`` under ``torchrun --nproc-per-node N``;
+- ``verl`` (``training.engines.verl``): ``python -m verl.trainer.main_ppo`` with hydra overrides (GPU only);
+- ``command`` (``training.engines.command``): a trainer of the operator's, registered by name, that writes the
+  JSONL event contract (``training.engines.events``).
+
+The form (``webapp.runs.forms``), the config check (``TrainConfig.validate`` through ``engine_errors``), the run
+page and the worker read this registry, so a new engine is a new module here (copy ``command.py``) plus its tests.
+The registry finds the modules by reading the package's files for that declaration, and imports only those, when
+first asked (an engine module imports this package, never the other way round at import time).
 """
 from __future__ import annotations
 
-import importlib.util
-from typing import Callable
+import importlib
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
 
-ENGINES = ("seedbed", "trl", "verl", "command")
+METRICS_IN_PROCESS = "in process"  # Engine.metrics: the loop calls the run's sink itself
+METRICS_FROM_EVENTS = "events file"  # Engine.metrics: JSONL events the engine appends, run_process tails to the sink
+
+_DECLARES_ENGINE = re.compile(r"^ENGINE\s*=\s*Engine\(", re.M)
+
+
+def _always() -> bool:
+    return True
+
+
+def _no_errors(cfg) -> dict[str, str]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One trainer Seedbed can run a config with.
+
+    ``run(cfg, out_dir, sink, should_stop, node_rank=None, master=None)`` trains (or resumes) and returns
+    (status, last step); ``node_rank``/``master`` place one node of a run that spans machines (``nodes``).
+    ``lacks`` maps each knob the engine does not have to the field error for a value other than its default (the
+    form hides those knobs under this engine); ``errors(cfg)`` adds the engine's other rules. ``launch`` and
+    ``metrics`` say how it starts and how its metrics reach the run (``METRICS_IN_PROCESS`` or
+    ``METRICS_FROM_EVENTS``, then how), for the doctor and the docs. ``resolved_config`` titles the run page's section of the engine's own resolved config
+    ("" when it has none besides Seedbed's; ``{command}`` is the config's command)."""
+
+    name: str
+    label: str
+    run: Callable
+    lacks: Mapping[str, str] = field(default_factory=dict)
+    errors: Callable[[object], dict] = _no_errors
+    available: Callable[[], bool] = _always
+    launch: str = ""
+    metrics: str = METRICS_FROM_EVENTS
+    resolved_config: str = ""
+    version: tuple[str, str] | tuple[()] = ()  # (key of its version in its resolved config, what it versions)
+    nodes: bool = False  # spans several machines (nnodes > 1), one node task per worker
+    resumes_on_other_ranks: bool = False  # its checkpoints load at any number of ranks
+    order: int = 100  # the form lists engines by this, then by name
+
+    def config_errors(self, cfg) -> dict[str, str]:
+        """Field errors of ``cfg`` under this engine: each knob it lacks set away from its default, then its rules."""
+        defaults = type(cfg)()
+        e = {knob: message for knob, message in self.lacks.items() if getattr(cfg, knob) != getattr(defaults, knob)}
+        for knob, message in self.errors(cfg).items():
+            e.setdefault(knob, message)
+        return e
+
+
+def one_node_lacks(name: str, *, command: bool = True) -> dict[str, str]:
+    """The knobs an engine other than seedbed lacks: several machines, the loop's ranks strategy, and (unless it is
+    the command engine) a command."""
+    lacks = {"nnodes": f"the {name} engine runs on one node here; several nodes are for engine seedbed",
+             "strategy": f"the {name} engine chooses its own parallelism; ddp and fsdp are for engine seedbed"}
+    if command:
+        lacks["command"] = "only for engine command"
+    return lacks
+
+
+_REGISTRY: dict[str, Engine] = {}
+_discovered = False
+
+
+def register_engine(engine: Engine) -> Engine:
+    """Add (or replace) an engine by its name; returns it."""
+    _REGISTRY[engine.name] = engine
+    return engine
+
+
+def unregister_engine(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+def engine_modules() -> list[str]:
+    """The modules of this package that declare an engine (``ENGINE = Engine(...)`` at their top level)."""
+    found = []
+    for folder in __path__:
+        for entry in sorted(os.listdir(folder)):
+            if entry.endswith(".py") and not entry.startswith("_"):
+                with open(os.path.join(folder, entry), encoding="utf-8") as fh:
+                    if _DECLARES_ENGINE.search(fh.read()):
+                        found.append(f"{__name__}.{entry[:-3]}")
+    return found
+
+
+def _discover() -> None:
+    global _discovered
+    if not _discovered:
+        for module in engine_modules():
+            engine = importlib.import_module(module).ENGINE
+            _REGISTRY.setdefault(engine.name, engine)
+        _discovered = True
+
+
+def engines() -> list[Engine]:
+    """Every registered engine, in the form's order."""
+    _discover()
+    return sorted(_REGISTRY.values(), key=lambda e: (e.order, e.name))
+
+
+def engine_names() -> list[str]:
+    return [e.name for e in engines()]
+
+
+def engine_named(name: str) -> Engine:
+    """The engine called ``name``; KeyError naming the registered ones when there is none."""
+    _discover()
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown engine {name!r}; registered: {', '.join(engine_names())}")
+    return _REGISTRY[name]
 
 
 def engine_errors(cfg) -> dict[str, str]:
     """Field errors of ``cfg`` for its engine: knobs the engine lacks, settings it needs."""
-    e: dict[str, str] = {}
-    if cfg.engine == "seedbed":
-        from training.ranks import distributed_errors
-
-        e.update(distributed_errors(cfg))
-        if cfg.command:
-            e["command"] = "only for engine command"
-        return e
-    if cfg.nnodes != 1:
-        e["nnodes"] = f"the {cfg.engine} engine runs on one node here; several nodes are for engine seedbed"
-    if cfg.strategy == "fsdp":
-        e["strategy"] = f"the {cfg.engine} engine chooses its own parallelism; fsdp is for engine seedbed"
-    if cfg.engine != "command" and cfg.command:
-        e["command"] = "only for engine command"
-    if cfg.engine == "trl":
-        from training.engines.trl import trl_errors
-
-        e.update(trl_errors(cfg))
-    elif cfg.engine == "verl":
-        from training.engines.verl import verl_errors
-
-        e.update(verl_errors(cfg))
-    elif cfg.engine == "command":
-        from training.engines.command import command_errors
-
-        e.update(command_errors(cfg))
-    return e
+    return engine_named(cfg.engine).config_errors(cfg)
 
 
 def available_engines() -> list[str]:
-    """The engines this machine can run: seedbed always; trl when TRL is installed; verl when verl is
-    installed and a CUDA GPU is present; command when the operator registered at least one command."""
-    found = ["seedbed"]
-    if importlib.util.find_spec("trl") is not None:
-        found.append("trl")
-    from training.engines.verl import verl_available
-
-    if verl_available():
-        found.append("verl")
-    from training.engines.command import registered_commands
-
-    if registered_commands():
-        found.append("command")
-    return found
+    """The engines this machine can run (each engine's ``available``: seedbed always; trl when TRL is installed;
+    verl when verl is installed and a CUDA GPU is present; command when the operator registered a command)."""
+    return [e.name for e in engines() if e.available()]
 
 
-def run_engine(cfg, out_dir: str, sink, should_stop: Callable[[], bool] = lambda: False):
-    """Train ``cfg`` with its engine; returns a ``training.loop.TrainResult``."""
-    from training.loop import TrainResult, train
+def engine_knobs_lacked() -> dict[str, list[str]]:
+    """knob -> the engines that lack it, for every knob some engine lacks (the form hides it under those)."""
+    out: dict[str, list[str]] = {}
+    for engine in engines():
+        for knob in engine.lacks:
+            out.setdefault(knob, []).append(engine.name)
+    return out
 
-    if cfg.engine == "seedbed":
-        from training.distributed import run_distributed
-        from training.ranks import world_size
 
-        if world_size(cfg) == 1:
-            return train(cfg, out_dir, sink, should_stop)
-        status, step = run_distributed(cfg, out_dir, sink, should_stop)
-        return TrainResult(status, step, out_dir)
-    if cfg.engine == "trl":
-        from training.engines.trl import run_trl as run
-    elif cfg.engine == "verl":
-        from training.engines.verl import run_verl as run
-    elif cfg.engine == "command":
-        from training.engines.command import run_command as run
-    else:
-        raise ValueError(f"unknown engine {cfg.engine!r}")
-    status, step = run(cfg, out_dir, sink, should_stop)
+def run_engine(cfg, out_dir: str, sink, should_stop: Callable[[], bool] = lambda: False, *,
+               node_rank: int | None = None, master: tuple[str, int] | None = None):
+    """Train ``cfg`` with its engine; returns a ``training.sink.TrainResult``. ``node_rank``/``master``: this
+    process is one node of a run over several machines (an engine with ``nodes``)."""
+    from training.sink import TrainResult
+
+    engine = engine_named(cfg.engine)
+    placement = {} if node_rank is None else {"node_rank": node_rank, "master": master}
+    status, step = engine.run(cfg, out_dir, sink, should_stop, **placement)
     return TrainResult(status, step, out_dir)

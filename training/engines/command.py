@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 
+from training.engines import METRICS_FROM_EVENTS, Engine, one_node_lacks
 from training.engines.process import EVENTS_FILE, STOP_FILE, run_process
 
 COMMANDS_ENV = "SEEDBED_COMMANDS"
@@ -86,3 +87,18 @@ def run_command(cfg, out_dir: str, sink, should_stop):
     return run_process(command_argv(cfg, out_dir), out_dir=out_dir, sink=sink, should_stop=should_stop,
                        env={**os.environ, "SEEDBED_CONFIG": config_path},
                        on_engine_config=sink.on_engine_config)
+
+
+def commands_registered() -> bool:
+    """At least one command is registered (the engine is offered); a broken list offers none (the form says why)."""
+    try:
+        return bool(registered_commands())
+    except (OSError, ValueError):
+        return False
+
+
+ENGINE = Engine(
+    name="command", label="command: a trainer the operator registered", run=run_command, order=30,
+    lacks=one_node_lacks("command", command=False), errors=command_errors, available=commands_registered,
+    launch="the operator's registered argv ($SEEDBED_COMMANDS), a process group Seedbed owns",
+    metrics=METRICS_FROM_EVENTS + " (the JSONL event contract)", resolved_config="{command}'s resolved config")

@@ -37,28 +37,11 @@ class EngineFailed(RuntimeError):
     """The engine's process exited with an error while nobody asked it to stop."""
 
 
-def _die_with_parent(sig: int = signal.SIGKILL) -> None:
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
     except OSError:
         pass
-
-
-def rank_setup(out_dir: str):
-    """The start of a rank that torchrun launched for a run (TRL's or Seedbed's own): it dies with torchrun's agent
-    (no orphaned ranks), takes the threads its supervisor gave it, and reads the run's config from the folder
-    (``seedbed_config.json``, written by the supervisor). Returns the TrainConfig."""
-    import json
-
-    import torch
-
-    from training.config import TrainConfig
-
-    _die_with_parent()
-    with open(os.path.join(out_dir, "seedbed_config.json"), encoding="utf-8") as fh:
-        cfg = TrainConfig.from_dict(json.load(fh), check_paths=False)
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    return cfg
 
 
 def kill_leftover(out_dir: str) -> bool:
@@ -164,7 +147,7 @@ def run_process(argv: Sequence[str], *, out_dir: str, sink, should_stop: Callabl
                    "SEEDBED_STOP_FILE": os.path.join(proc_dir, STOP_FILE)}
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(list(argv), cwd=proc_dir, env=environment, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
+                                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent)
     with open(os.path.join(proc_dir, PID_FILE), "w", encoding="utf-8") as fh:
         fh.write(str(proc.pid))
     sink.on_log(f"engine started (pid {proc.pid}): {' '.join(argv)}")

@@ -19,6 +19,7 @@ import os
 import re
 import sys
 
+from training.engines import METRICS_FROM_EVENTS, Engine, one_node_lacks
 from training.engines.process import run_process
 
 # Seedbed's loss aggregation -> TRL's loss_type (trl/trainer/grpo_trainer.py, _compute_loss): "grpo" averages
@@ -53,27 +54,31 @@ def updates_per_step(cfg) -> int:
     return cfg.ppo_epochs * minibatch(cfg)[1]
 
 
+_LACKS_TEXT = "the trl engine (TRL's GRPOTrainer) has no {what}; use engine seedbed"
+
+#: Seedbed knobs TRL's GRPOTrainer does not have: under engine trl each must keep its default
+LACKS = {
+    **one_node_lacks("trl"),
+    "dual_clip": _LACKS_TEXT.format(what="dual clip (its delta is an upper bound on the ratio, not dual clip)"),
+    "keep_sampling_mask": _LACKS_TEXT.format(what="keep sampling mask"),
+    "keep_routing": _LACKS_TEXT.format(what="keep routing"),
+    "dynamic_sampling": _LACKS_TEXT.format(what="dynamic sampling"),
+    "stop": _LACKS_TEXT.format(what="stop strings"),
+    "micro_batch_size": _LACKS_TEXT.format(what="micro_batch_size here (each process takes its minibatch in one "
+                                                "pass; gradient_checkpointing lowers its memory)"),
+}
+
+
 def trl_errors(cfg) -> dict[str, str]:
-    """Field errors for the knobs TRL's GRPOTrainer does not have (or not in this form)."""
+    """Field errors for the values TRL's GRPOTrainer cannot run (beyond the knobs it lacks, ``LACKS``)."""
     e: dict[str, str] = {}
     if not trl_installed():
         e["engine"] = "trl is not installed on this server (pip install trl, the version in pyproject.toml)"
-    lacks = "the trl engine (TRL's GRPOTrainer) has no {what}; use engine seedbed"
     if cfg.adv_estimator != "grpo":
-        e["adv_estimator"] = lacks.format(what=f"{cfg.adv_estimator} advantage estimator (only grpo's group baseline)")
-    if cfg.dual_clip is not None:
-        e["dual_clip"] = lacks.format(what="dual clip (its delta is an upper bound on the ratio, not dual clip)")
+        e["adv_estimator"] = _LACKS_TEXT.format(what=f"{cfg.adv_estimator} advantage estimator (only grpo's group "
+                                                     "baseline)")
     if cfg.kl_estimator != "k3":
-        e["kl_estimator"] = lacks.format(what=f"{cfg.kl_estimator} KL estimator (it estimates KL with k3)")
-    for name, what in (("keep_sampling_mask", "keep sampling mask"), ("keep_routing", "keep routing"),
-                       ("dynamic_sampling", "dynamic sampling")):
-        if getattr(cfg, name):
-            e[name] = lacks.format(what=what)
-    if cfg.stop:
-        e["stop"] = lacks.format(what="stop strings")
-    if cfg.micro_batch_size:
-        e["micro_batch_size"] = lacks.format(what="micro_batch_size here (each process takes its minibatch in one "
-                                                  "pass; gradient_checkpointing lowers its memory)")
+        e["kl_estimator"] = _LACKS_TEXT.format(what=f"{cfg.kl_estimator} KL estimator (it estimates KL with k3)")
     size, _ = minibatch(cfg)
     batch = cfg.prompts_per_step * cfg.group_size
     if batch % size:
@@ -203,3 +208,11 @@ def run_trl(cfg, out_dir: str, sink, should_stop):
 
 def _project_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+ENGINE = Engine(
+    name="trl", label="trl: TRL's GRPOTrainer, under torchrun", run=run_trl, order=10, lacks=LACKS,
+    errors=trl_errors, available=trl_installed,
+    launch="torchrun --standalone --nproc-per-node N -m training.engines.trl_main, a process group Seedbed owns",
+    metrics=METRICS_FROM_EVENTS + " (rank 0's trainer callback)",
+    resolved_config="TRL's resolved GRPOConfig", version=("trl_version", "TRL"))

@@ -15,7 +15,7 @@ import time
 import torch
 
 from training.engines.events import EventWriter
-from training.engines.process import rank_setup
+from training.engines.rank import rank_setup
 from training.engines.trl import map_metrics, trl_args, updates_per_step
 
 MAX_BUILTIN_ROWS = 50_000  # generated tasks: rows of the TRL dataset (TRL's sampler cycles over them)

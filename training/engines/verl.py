@@ -29,6 +29,7 @@ import math
 import os
 import sys
 
+from training.engines import METRICS_FROM_EVENTS, Engine, one_node_lacks
 from training.engines.events import MAX_TEXT
 from training.engines.process import EVENTS_FILE, inside, run_process
 from training.sink import NullSink
@@ -99,15 +100,11 @@ def hydra_safe(text: str) -> bool:
 
 
 def verl_errors(cfg) -> dict[str, str]:
-    """Field errors of ``cfg`` under engine verl: knobs verl lacks (``LACKS``) set away from their defaults, values
-    verl cannot run, and verl's availability on this server."""
+    """Field errors of ``cfg`` under engine verl: values verl cannot run, and verl's availability on this server
+    (the knobs verl lacks, ``LACKS``, are the registry's: ``ENGINE.lacks``)."""
     e: dict[str, str] = {}
     if not verl_available():
         e["engine"] = "verl needs verl and a CUDA GPU on this server"
-    defaults = type(cfg)()
-    for name, why in LACKS.items():
-        if getattr(cfg, name) != getattr(defaults, name):
-            e[name] = f"the verl engine has no {name}: {why}; use engine seedbed"
     if cfg.rollout_engine != "vllm":
         e["rollout_engine"] = "the verl engine samples with vLLM: set vllm"
     if cfg.device == "cpu":
@@ -461,3 +458,13 @@ def run_verl(cfg, out_dir: str, sink, should_stop):
     return run_process([verl_python(), "-m", VERL_MAIN, *overrides], out_dir=out_dir,
                        sink=VerlProgress(sink, out_dir, cfg.samples_per_step, resumed_at), should_stop=should_stop,
                        env=verl_env(out_dir), grace_s=GRACE_S, term_s=TERM_S)
+
+
+ENGINE = Engine(
+    name="verl", label="verl: verl's trainer (GPU)", run=run_verl, order=20,
+    lacks={**one_node_lacks("verl"),
+           **{name: f"the verl engine has no {name}: {why}; use engine seedbed" for name, why in LACKS.items()}},
+    errors=verl_errors, available=verl_available,
+    launch=f"$SEEDBED_VERL_PYTHON -m {VERL_MAIN} with hydra overrides, a process group Seedbed owns",
+    metrics=METRICS_FROM_EVENTS + " (verl's own file logger)", resolved_config="verl's resolved config",
+    version=("verl_version", "verl"))

@@ -16,7 +16,7 @@ from training.fields import FieldErrors
 from training.names import child_path, path_component_error, require_path_component
 from webapp.projects.models import Role
 from webapp.projects.services import audit, project_for_launch, require_role
-from webapp.runs.selectors import allowed_path
+from webapp.projects.paths import allowed_path
 
 from .models import DatasetEntry
 

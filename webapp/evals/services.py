@@ -25,7 +25,7 @@ from webapp.datasets.selectors import dataset_for_task
 from webapp.projects.models import Role
 from webapp.projects.services import audit, default_project, require_role
 from webapp.runs.models import Checkpoint, Run
-from webapp.runs.selectors import allowed_path
+from webapp.projects.paths import allowed_path
 from webapp.runs.services import queue_for
 from webapp.sweeps.models import Sweep
 

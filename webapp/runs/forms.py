@@ -17,9 +17,8 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from training.config import PRESETS, TrainConfig, field_specs
-from training.engines import available_engines
+from training.engines import available_engines, engine_knobs_lacked, engine_named
 from training.engines.command import registered_commands
-from training.engines.trl import trl_installed
 from training.fields import FieldErrors
 from training.verifiers.base import verifier_params_help
 from webapp.projects.models import Role
@@ -47,27 +46,24 @@ class DatalistInput(forms.TextInput):
         return mark_safe(f'{html}<datalist id="{list_id}">{options}</datalist>')
 
 
-ENGINE_LABELS = {"seedbed": "seedbed: Seedbed's own loop", "trl": "trl: TRL's GRPOTrainer, under torchrun",
-                 "verl": "verl: verl's trainer (GPU)", "command": "command: a trainer the operator registered"}
-
-
 def offered_engines() -> tuple[list[str], dict[str, dict], str]:
     """What this server's form offers: the engines it can run (``training.engines.available_engines``), the
     operator's commands, and a problem with the operator's command list ("" when none)."""
     try:
-        return available_engines(), registered_commands(), ""
+        commands, problem = registered_commands(), ""
     except (OSError, ValueError) as exc:  # the operator's command file is unreadable or malformed
-        engines = ["seedbed", *(["trl"] if trl_installed() else [])]
-        return engines, {}, f"the operator's command list cannot be read: {exc}"
+        commands, problem = {}, f"the operator's command list cannot be read: {exc}"
+    return available_engines(), commands, problem
 
 
 def engine_fields(fields: dict, *, engine: str, command: str) -> None:
-    """The engine as a select of the engines this server runs (a value it cannot run, e.g. a checkpoint's from
-    another server, stays selected and is refused by the schema, naming the engine), the command as a select
-    of the registered commands. static/seedbed/engine_fields.js shows nproc_per_node and command only where
-    they apply; without it both are shown, and the schema decides (``training.engines.engine_errors``)."""
+    """The engine as a select of the engines this server runs, labelled by the registry (a value it cannot run,
+    e.g. a checkpoint's from another server, stays selected and is refused by the schema, naming the engine), the
+    command as a select of the registered commands. Every knob some engine lacks (``Engine.lacks``) names those
+    engines in ``data-engine-lacks``: static/seedbed/engine_fields.js hides it under them; without the script every
+    knob is shown, and the schema decides (``training.engines.engine_errors``)."""
     engines, commands, problem = offered_engines()
-    choices = [(e, ENGINE_LABELS.get(e, e)) for e in engines]
+    choices = [(e, engine_named(e).label) for e in engines]
     if engine and engine not in engines:
         choices.append((engine, f"{engine} (not available on this server)"))
     fields["engine"].widget = forms.Select(choices=choices, attrs={"data-engine-select": "true"})
@@ -76,14 +72,13 @@ def engine_fields(fields: dict, *, engine: str, command: str) -> None:
     names = list(commands)
     if command and command not in commands:
         names.append(command)
-    fields["command"].widget = forms.Select(choices=[("", "–")] + [(n, n) for n in names],
-                                            attrs={"data-engine-only": "command"})
+    fields["command"].widget = forms.Select(choices=[("", "–")] + [(n, n) for n in names])
     fields["command"].help_text = (problem or "For engine command: " + (
         "; ".join(f"{n}: {c['help']}" if c["help"] else n for n, c in commands.items())
         if commands else "no command is registered on this server") + ".")
-    for name in ("nnodes", "strategy"):  # several ranks and machines: Seedbed's own loop (training.distributed)
+    for name, lacking in engine_knobs_lacked().items():
         if name in fields:
-            fields[name].widget.attrs["data-engine-only"] = "seedbed"
+            fields[name].widget.attrs["data-engine-lacks"] = " ".join(lacking)
 
 
 def project_field(user) -> forms.ModelChoiceField:

@@ -176,6 +176,22 @@ class Run(models.Model):
         return self.config.get("engine") or "seedbed"
 
     @property
+    def engine_entry(self):
+        """The run's engine in the registry (``training.engines.Engine``); None when this server has none of that
+        name (a run made elsewhere)."""
+        from training.engines import engine_named
+
+        try:
+            return engine_named(self.engine)
+        except KeyError:
+            return None
+
+    @property
+    def resumes_on_other_ranks(self) -> bool:
+        """Its engine's checkpoints load at any number of ranks (the run page's resume offers other ranks)."""
+        return bool(self.engine_entry and self.engine_entry.resumes_on_other_ranks)
+
+    @property
     def rank_rows(self) -> list[dict]:
         """The ranks table of the run page: each rank's host, pid, step and seconds since it last reported."""
         import time
@@ -187,14 +203,14 @@ class Run(models.Model):
     @property
     def engine_label(self) -> str:
         """"trl · 2 processes", "command my_trainer · 1 process", "seedbed", "seedbed · 4 ranks (2 nodes), ddp"."""
-        if self.engine == "seedbed":
+        if self.engine_entry is not None and self.engine_entry.nodes:  # ranks over machines, a strategy
             per_node, nodes = int(self.config.get("nproc_per_node") or 1), int(self.config.get("nnodes") or 1)
             if per_node * nodes == 1:
-                return "seedbed"
+                return self.engine
             where = f" ({nodes} nodes)" if nodes > 1 else ""
-            return f"seedbed · {per_node * nodes} ranks{where}, {self.config.get('strategy')}"
+            return f"{self.engine} · {per_node * nodes} ranks{where}, {self.config.get('strategy')}"
         n = int(self.config.get("nproc_per_node") or 1)
-        name = f"command {self.config.get('command')}" if self.engine == "command" else self.engine
+        name = f"{self.engine} {self.config['command']}" if self.config.get("command") else self.engine
         return f"{name} · {n} process{'' if n == 1 else 'es'}"
 
 

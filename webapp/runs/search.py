@@ -28,7 +28,7 @@ import typing
 from typing import Any, Iterable, Mapping
 from urllib.parse import urlencode
 
-from training.config import CHOICES, TrainConfig
+from training.config import TrainConfig, choices_of
 
 from .models import RunStatus
 
@@ -207,7 +207,7 @@ def _prefix_problem(token: str, prefix: str, value: str) -> str | None:
         return f"“{token}”: no value after {prefix}:"
     if prefix == "tag" and not _TAG.match(value):
         return f"“{token}”: a tag is 1 to 40 letters, digits or _-.:/+"
-    allowed = {"status": RunStatus.values, "engine": CHOICES["engine"], "archived": ARCHIVED_CHOICES}.get(prefix)
+    allowed = {"status": RunStatus.values, "engine": choices_of("engine"), "archived": ARCHIVED_CHOICES}.get(prefix)
     if allowed is not None and value.lower() not in allowed:
         return f"“{token}”: {prefix} is one of {', '.join(allowed)}"
     return None

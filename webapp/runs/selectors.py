@@ -12,6 +12,7 @@ from django.db.models import Case, DurationField, ExpressionWrapper, F, Q, Query
 from django.db.models.functions import Coalesce, Lower, Now, NullIf
 from django.utils import timezone
 
+from webapp.projects.paths import allowed_path, config_path_error  # noqa: F401 (the runs app's callers use these names)
 from webapp.projects.selectors import visible
 
 from . import rollups, search
@@ -276,22 +277,23 @@ def run_live_state(*, run_id: int, since_step: int = 0, samples_since_step: int 
     }
 
 
-ENGINE_CONFIG_TITLES = {"trl": "TRL's resolved GRPOConfig", "verl": "verl's resolved config"}
-ENGINE_VERSIONS = {"trl_version": "TRL", "verl_version": "verl"}
-ENGINE_CONFIG_HEAD = ("engine", *ENGINE_VERSIONS, "_trimmed")  # shown in the section's summary line
-
-
 def run_engine_config(*, run: Run) -> dict | None:
-    """The run page's section of the engine's own resolved config (None for the seedbed engine, which has no
-    other config than Seedbed's): its title, whether it is stored yet, the engine's version and its settings
-    as (key, text) rows in key order, each value as JSON unless it is a string."""
-    if run.engine == "seedbed":
+    """The run page's section of the engine's own resolved config (None for an engine with no other config than
+    Seedbed's, ``Engine.resolved_config``): its title, whether it is stored yet, the engine's version and its
+    settings as (key, text) rows in key order, each value as JSON unless it is a string."""
+    from training.engines import engines
+
+    engine = run.engine_entry
+    if engine is not None and not engine.resolved_config:
         return None
     stored = run.engine_config or {}
-    title = ENGINE_CONFIG_TITLES.get(run.engine) or f"{run.config.get('command') or run.engine}'s resolved config"
-    version = next((f"{label} {stored[key]}" for key, label in ENGINE_VERSIONS.items() if stored.get(key)), "")
+    title = (engine.resolved_config if engine else "{command}'s resolved config").format(
+        command=run.config.get("command") or run.engine)
+    versions = dict(e.version for e in engines() if e.version)  # key in the resolved config -> what it versions
+    version = next((f"{label} {stored[key]}" for key, label in versions.items() if stored.get(key)), "")
+    head = ("engine", *versions, "_trimmed")  # shown in the section's summary line
     rows = [(key, value if isinstance(value, str) else json.dumps(value))
-            for key, value in sorted(stored.items()) if key not in ENGINE_CONFIG_HEAD]
+            for key, value in sorted(stored.items()) if key not in head]
     return {"title": title, "stored": bool(stored), "version": version, "rows": rows,
             "trimmed": stored.get("_trimmed", ""), "ended": run.is_ended}
 
@@ -336,55 +338,14 @@ def run_prompt_preview(*, run: Run) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"[:500]}
 
 
-def config_path_error(*, user, path: str) -> str:
-    """"" when ``user`` may name ``path`` in a config: a run's folder (its checkpoints) only when they may read
-    that run, a library folder only when they may read its project; other allowed folders are shared. (The
-    allowed folders themselves are checked by the config schema, training.config.outside_roots.)"""
-    from django.conf import settings
-
-    from webapp.projects.selectors import visible_projects
-
-    from training.config import nul_error
-
-    if not path or user is None:
-        return ""
-    if nul_error(path):  # os.path.realpath raises on one
-        return nul_error(path)
-    real = os.path.realpath(path)
-    for base, kind in ((settings.SEEDBED_RUNS_DIR, "run"), (settings.SEEDBED_LIBRARY_DIR, "project")):
-        base = os.path.realpath(base)
-        if not real.startswith(base.rstrip(os.sep) + os.sep):
-            continue
-        owner = os.path.relpath(real, base).split(os.sep)[0]
-        if kind == "run":  # runs/<uid>/...
-            try:
-                uid = uuid.UUID(owner)
-            except ValueError:
-                return f"not found in your projects: {path}"
-            readable = visible(Run.objects.all(), user).filter(uid=uid).exists()
-        else:
-            readable = visible_projects(user).filter(name=owner).exists()
-        if not readable:
-            return f"not found in your projects: {path}"
-    return ""
-
-
-def allowed_path(*, user, value, field: str, missing: str) -> str:
-    """A path a user names in a request (a model folder, a data file): stripped, inside the allowed folders
-    (settings.SEEDBED_DATA_ROOTS) and readable by the user (``config_path_error``); FieldErrors on ``field``
-    otherwise (``missing`` when it is empty)."""
-    from django.conf import settings
-
-    from training.config import outside_roots
-    from training.fields import FieldErrors
-
-    if not isinstance(value, str) or not value.strip():
-        raise FieldErrors({field: missing})
-    value = value.strip()
-    problem = outside_roots(value, settings.SEEDBED_DATA_ROOTS) or config_path_error(user=user, path=value)
-    if problem:
-        raise FieldErrors({field: problem})
-    return value
+def run_folder_readable(user, owner: str) -> bool:
+    """A run's folder (runs/<uid>/..., its checkpoints): readable by whoever may read the run
+    (registered with webapp.projects.paths by RunsConfig.ready)."""
+    try:
+        uid = uuid.UUID(owner)
+    except ValueError:
+        return False
+    return visible(Run.objects.all(), user).filter(uid=uid).exists()
 
 
 EXPORT_CHUNK = 5000

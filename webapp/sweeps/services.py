@@ -344,6 +344,11 @@ def sweep_apply_policy(*, sweep_id: int) -> list[PolicyDecision]:
     return new
 
 
+def on_points_discarding(sender, *, run_id: int, step: int, **_) -> None:
+    """Receiver of ``webapp.runs.signals.points_discarding`` (connected in SweepsConfig.ready)."""
+    policy_points_discarded(run_id=run_id, step=step)
+
+
 def policy_points_discarded(*, run_id: int, step: int) -> None:
     """``runs.services.run_discard_after`` is about to delete the run's points after ``step`` (a resumed run
     restarts from its checkpoint): a saved policy state may have fed some of them, so the run's sweep's

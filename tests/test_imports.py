@@ -1,0 +1,212 @@
+"""Imports go one way (docs/architecture.md#layers): ``training`` imports no web code, the apps only the apps to
+their left (projects ← datasets/library ← runs ← sweeps ← evals ← api), and no module of ``training`` imports
+itself back through another.
+
+The graph is read from the source with ``ast``: every ``import`` and ``from … import``, at module level and inside
+functions (a function-level import is a dependency too, only a later one). ``from a import b`` where ``a.b`` is a
+module is an edge to ``a.b``; importing ``a.b.c`` also runs ``a/__init__.py`` and ``a/b/__init__.py``, which are
+edges of their own. Each failing test prints the offending edges as ``importer -> imported (file:line)``.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("training", "webapp", "workers", "seedbed_client")
+
+#: the apps, left to right: an app may import only the apps of a lower layer
+APP_LAYERS = {"projects": 0, "datasets": 1, "library": 1, "runs": 2, "sweeps": 3, "evals": 4, "api": 5}
+WEB_CODE = ("webapp", "workers", "django", "celery", "rest_framework", "ninja")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+@functools.lru_cache(maxsize=None)
+def project_modules() -> dict[str, Path]:
+    """Every module of the project's packages (migrations included: they are code the apps run)."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            found[module_name(path)] = path
+    return found
+
+
+def imported_names(tree: ast.AST, module: str, is_package: bool) -> list[tuple[str, int]]:
+    """(dotted name, line) of every import in the tree, relative ones resolved; ``from a import b`` gives
+    ``a.b`` (the caller keeps it only if it is a module, else falls back to ``a``)."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".") if is_package else module.split(".")[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            out.append((source, node.lineno))
+            out += [(f"{source}.{alias.name}", node.lineno) for alias in node.names]
+    return out
+
+
+def with_parents(name: str) -> list[str]:
+    """``a.b.c`` -> ``a``, ``a.b``, ``a.b.c``: importing a module runs its packages' ``__init__`` first."""
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+@functools.lru_cache(maxsize=None)
+def import_graph() -> dict[str, dict[str, int]]:
+    """module -> {imported project module or external top-level name: first line}."""
+    modules = project_modules()
+    graph: dict[str, dict[str, int]] = {}
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        edges: dict[str, int] = {}
+        for name, line in imported_names(tree, module, path.name == "__init__.py"):
+            for target in with_parents(name):
+                if target in modules:
+                    if target != module and not module.startswith(target + "."):
+                        edges.setdefault(target, line)
+                elif target == name.split(".")[0]:  # an outside package, by its top-level name
+                    edges.setdefault(target, line)
+        graph[module] = edges
+    return graph
+
+
+def where(module: str, line: int) -> str:
+    return f"{project_modules()[module].relative_to(ROOT)}:{line}"
+
+
+def edge_text(importer: str, imported: str) -> str:
+    return f"{importer} -> {imported} ({where(importer, import_graph()[importer][imported])})"
+
+
+def app_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "webapp" and len(parts) > 1 and parts[1] in APP_LAYERS else None
+
+
+def test_the_graph_sees_module_and_function_level_imports():
+    graph = import_graph()
+    assert "training.config" in graph["training.loop"]  # module level
+    assert "training.engines" in graph["workers.runner"]  # inside main()
+    assert "torch" in graph["training.loop"] and "django" in graph["webapp.runs.models"]
+
+
+def test_training_imports_no_web_code():
+    bad = [edge_text(m, t) for m, edges in import_graph().items() if m.split(".")[0] == "training"
+           for t in edges if t.split(".")[0] in WEB_CODE]
+    assert bad == [], "training imports web code:\n" + "\n".join(bad)
+
+
+#: Imports against the app order that are still there, each with the reason it is not removed yet. The test fails
+#: on any other, and on one of these once it is gone (take it off the list: the list only shrinks).
+KNOWN_APP_DEBTS = {
+    # the library's model page lists the runs and checkpoints made from a model: a section the runs app should
+    # contribute to that page instead
+    ("webapp.library.selectors", "webapp.runs.models"),
+    # the idempotency keys of form posts live in the API app; they belong below every app that takes a post
+    ("webapp.runs.views", "webapp.api.idempotency"),
+    ("webapp.sweeps.views", "webapp.api.idempotency"),
+    ("webapp.evals.views", "webapp.api.idempotency"),
+    # run_discard_after tells the sweeps app directly until it sends runs.signals.points_discarding
+    ("webapp.runs.services.metrics", "webapp.sweeps.services"),
+}
+
+
+def app_order_violations() -> set[tuple[str, str]]:
+    """(importer, imported module) of every import from an app to an app of its own layer or one to its right;
+    only the deepest module of an import (``webapp.runs.models``, not also the package ``webapp.runs``)."""
+    found = set()
+    for module, edges in import_graph().items():
+        app = app_of(module)
+        targets = [t for t in edges if app and app_of(t) and app_of(t) != app and APP_LAYERS[app_of(t)] >= APP_LAYERS[app]]
+        found |= {(module, t) for t in targets if not any(o.startswith(t + ".") for o in targets)}
+    return found
+
+
+def test_apps_import_only_the_apps_to_their_left():
+    found = app_order_violations()
+    bad = sorted(edge_text(m, t) for m, t in found - KNOWN_APP_DEBTS)
+    assert bad == [], "imports against the app order (projects <- datasets/library <- runs <- sweeps <- evals <- api):\n" \
+        + "\n".join(bad)
+    assert sorted(KNOWN_APP_DEBTS - found) == [], "no longer imported: take these off KNOWN_APP_DEBTS"
+
+
+def cycles(graph: dict[str, dict[str, int]], within: str) -> list[list[str]]:
+    """The strongly connected components of more than one module among the modules under ``within`` (Tarjan)."""
+    nodes = [m for m in graph if m == within or m.startswith(within + ".")]
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in nodes:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in nodes:
+        if v not in index:
+            visit(v)
+    return found
+
+
+#: Circles inside training/ still there, each with why (the test fails on any other, and once one is gone)
+KNOWN_CIRCLES = [
+    # the verifier registry loads the built-in verifiers on first use, and each registers itself with it
+    ["training.verifiers.base", "training.verifiers.code", "training.verifiers.ifeval", "training.verifiers.judge",
+     "training.verifiers.math_answer", "training.verifiers.reasoning_gym", "training.verifiers.sandbox",
+     "training.verifiers.simple"],
+    # data.encode_prompt renders with prompts.PLAIN; prompts.first_question reads an example through data
+    ["training.data", "training.prompts"],
+    # rollout.make_rollout_engine builds the vLLM engine, which subclasses rollout's batch types
+    ["training.rollout", "training.rollout_vllm"],
+]
+
+
+def test_no_import_circles_inside_training():
+    graph = import_graph()
+    found = cycles(graph, "training")
+    lines = []
+    for component in found:
+        if component in KNOWN_CIRCLES:
+            continue
+        lines.append("circle: " + ", ".join(component))
+        lines += ["  " + edge_text(m, t) for m in component for t in graph[m] if t in component]
+    assert lines == [], "\n".join(lines)
+    assert [c for c in KNOWN_CIRCLES if c not in found] == [], "gone: take these off KNOWN_CIRCLES"
+
+
+def test_the_circle_finder_finds_a_circle():
+    graph = {"training.a": {"training.b": 1}, "training.b": {"training.c": 1}, "training.c": {"training.a": 1},
+             "training.d": {"training.a": 1}}
+    assert cycles(graph, "training") == [["training.a", "training.b", "training.c"]]
