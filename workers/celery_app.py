@@ -60,8 +60,6 @@ app.conf.update(
     beat_schedule={
         "maintenance": {"task": "workers.tasks.maintenance", "schedule": MAINTENANCE_EVERY_S,
                         "options": {"queue": MAINTENANCE_QUEUE, "expires": MAINTENANCE_EVERY_S * 2}},
-        "eval-maintenance": {"task": "workers.eval_tasks.eval_maintenance", "schedule": MAINTENANCE_EVERY_S,
-                             "options": {"queue": MAINTENANCE_QUEUE, "expires": MAINTENANCE_EVERY_S * 2}},
     },
     beat_schedule_filename=str(seedbed_home() / "celerybeat-schedule"),
     timezone="UTC",

@@ -165,7 +165,8 @@ def eval_job(job_id: int) -> str:
 
 @app.task(name="workers.eval_tasks.eval_maintenance", ignore_result=True)
 def eval_maintenance() -> dict:
-    """Periodic (celery beat): jobs with a stale heartbeat are marked lost and, within an attempt cap,
-    queued again to resume from their stored results."""
+    """Jobs with a stale heartbeat are marked lost and, within an attempt cap, queued again to resume from their
+    stored results. The maintenance beat runs this through the job core (workers.tasks.maintenance); the task
+    stays for a message an older beat sent."""
     close_old_connections()
     return services.eval_jobs_recover()

@@ -26,7 +26,7 @@ ensure_django()
 from django.conf import settings  # noqa: E402
 from django.db import close_old_connections, connections  # noqa: E402
 
-from webapp.jobs import claimed  # noqa: E402
+from webapp.jobs import claimed, recover_all  # noqa: E402
 from webapp.runs import services  # noqa: E402
 from webapp.runs.models import RUN_JOB, Run, RunStatus  # noqa: E402
 from webapp.sweeps import services as sweep_services  # noqa: E402
@@ -404,12 +404,14 @@ def _send_node_again(task, run_id: int, node_rank: int, dispatch: str, queue: st
 @app.task(name="workers.tasks.maintenance", ignore_result=True)
 def maintenance() -> dict:
     """Periodic (celery beat): the reconciler's pass (``workers.reconciler.reconcile``: lost runs, runs sent again,
-    runs restarted after a full disk), then check every sweep with running runs (its policy and its alerts), then
+    runs restarted after a full disk) and every other job kind's (``webapp.jobs.recover_all``: evaluations'), then
+    check every sweep with running runs (its policy and its alerts), then
     expire old idempotency keys; the pass is recorded for the /status page."""
     from workers.reconciler import reconcile
 
     close_old_connections()
     repaired = reconcile()
+    repaired.update({f"{kind}_jobs": done for kind, done in recover_all().items()})  # evaluations and later kinds
     stopped = {}
     for sweep_id in Sweep.objects.filter(runs__status=RunStatus.RUNNING).values_list("pk", flat=True).distinct():
         try:

@@ -155,3 +155,24 @@ def test_a_refused_transition_is_shown_on_the_page_for_both_kinds(user, model_di
     response = client.post(f"/evals/{job.pk}/resume/", follow=True)
     assert f"eval {job.pk} is succeeded; it cannot become queued" in response.content.decode()
     assert Run.objects.get(pk=run.pk).status == RunStatus.SUCCEEDED
+
+
+def broken_pass():
+    raise RuntimeError("the broker is down")
+
+
+def test_the_maintenance_beat_runs_every_declared_kinds_pass_and_one_failure_stops_none(settings):
+    """Evaluations are recovered by the one maintenance beat because EVAL_JOB names its pass; a kind whose pass
+    fails is reported as such and the others still run."""
+    assert jobs.KINDS["eval"] is EVAL_JOB and "run" not in jobs.KINDS  # (runs: the reconciler, first)
+    stale = new_eval(status="running", attempts=1,
+                     heartbeat_at=timezone.now() - timedelta(seconds=settings.SEEDBED_LOST_AFTER_S + 5))
+    jobs.JobKind("broken", EvalJob, EVAL_JOB.transitions, EVAL_JOB.ended, "cancel_requested_at",
+                 recover="tests.jobs.test_job_core.broken_pass")
+    try:
+        done = jobs.recover_all()
+    finally:
+        jobs.KINDS.pop("broken")
+    assert done["eval"]["lost"] == [stale.pk] and done["eval"]["resumed"] == [stale.pk]
+    assert done["broken"] == {"error": "RuntimeError: the broker is down"}
+    assert EvalJob.objects.get(pk=stale.pk).status == EvalStatus.QUEUED

@@ -112,7 +112,8 @@ class EvalJob(models.Model):
 
 # What the job core (webapp.jobs) needs to claim, heartbeat, recover and resend evaluations: their states.
 EVAL_JOB = JobKind(name="eval", model=EvalJob, transitions=EVAL_TRANSITIONS, ended=EVAL_ENDED,
-                   stop_field="cancel_requested_at", log=logging.getLogger("seedbed.evals"))
+                   stop_field="cancel_requested_at", recover="webapp.evals.services.eval_jobs_recover",
+                   log=logging.getLogger("seedbed.evals"))
 
 
 class EvalModel(models.Model):

@@ -3,6 +3,7 @@ went stale are handed to the kind (declared lost, by default), and queued jobs w
 are sent again. Both are safe in several processes at once: each job is re-read under its lock."""
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Callable, Iterable
 
@@ -10,8 +11,11 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
-from .states import JobKind
+from .states import KINDS, JobKind
+
+log = logging.getLogger("seedbed.jobs")
 
 
 def declare_lost(kind: JobKind, job, why: str) -> None:
@@ -71,3 +75,17 @@ def send_again(kind: JobKind, pending: Iterable[tuple[int, str]], send: Callable
             send(pk, queue)
             sent.append(pk)
     return sent
+
+
+def recover_all() -> dict[str, object]:
+    """The one maintenance beat's job passes: each registered kind's ``recover`` (its lost and resend passes, and
+    what else the kind recovers), by kind name, in the order the kinds were declared; one kind's failure is logged
+    and reported, and does not stop the others'."""
+    done: dict[str, object] = {}
+    for name, kind in list(KINDS.items()):
+        try:
+            done[name] = import_string(kind.recover)()
+        except Exception as exc:  # (the next pass, seconds later, tries again)
+            log.exception("maintenance: the %s pass failed", name)
+            done[name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+    return done

@@ -10,6 +10,11 @@ JOB_FIELDS = ("status", "queue", "enqueued_at", "dispatched_at", "started_at", "
               "attempts", "error")
 
 
+# The kinds with a maintenance pass, by name, as their models' modules declared them (Django imports every app's
+# models at start-up, so a declared kind is known to the maintenance beat without a list of its own).
+KINDS: dict[str, "JobKind"] = {}
+
+
 class TransitionError(Exception):
     """A service was asked for a status change the job's current status does not allow (or an action its state
     refuses: killing a run that ended, cancelling one already being cancelled)."""
@@ -21,7 +26,9 @@ class JobKind:
     model with ``JOB_FIELDS``), its ``transitions`` (from-status -> statuses a service may move it to; anything else
     is refused), its ``ended`` statuses, and ``stop_field``: the field a stop request (a kill, a cancel) sets,
     which makes a claim skip the job. The status names the core moves between are ``queued``, ``running`` and
-    ``lost``."""
+    ``lost``. ``recover``: the dotted path of the kind's maintenance pass (no arguments; returns what it did, for
+    the status page): a kind that names one is registered (``KINDS``) and the one maintenance beat runs it
+    (``passes.recover_all``)."""
 
     name: str
     model: type
@@ -31,6 +38,7 @@ class JobKind:
     queued: str = "queued"
     running: str = "running"
     lost: str = "lost"
+    recover: str = ""
     log: logging.Logger = field(default=logging.getLogger("seedbed.jobs"), compare=False)
 
     def __post_init__(self) -> None:
@@ -40,6 +48,8 @@ class JobKind:
                              f"(missing: {sorted(unknown | {self.queued, self.running, self.lost} - set(self.transitions))})")
         if not self.ended <= set(self.transitions):
             raise ValueError(f"{self.name}: ended statuses {sorted(self.ended - set(self.transitions))} are not statuses")
+        if self.recover:
+            KINDS[self.name] = self
 
     def move(self, job, new_status: str) -> None:
         """Change ``job.status`` in memory after checking the transition is legal (the caller saves); an illegal
