@@ -26,7 +26,7 @@ from training.fields import FieldErrors, range_error
 from webapp.projects.models import Role
 from webapp.projects.services import audit, project_for_launch, require_role
 from webapp.runs import services as run_services
-from webapp.runs.capacity import FRESH_FOR_S
+from webapp.runs.capacity import FRESH_FOR_S, check_caps
 from webapp.runs.models import MetricPoint, Run, RunStatus, WorkerCapacity
 
 from . import alerts as alert_rules
@@ -91,7 +91,7 @@ def validate_grid(grid: dict, base: TrainConfig, n_seeds: int = 1) -> list[tuple
         try:
             # the base's rewards were dry-run when it was parsed: again only for a point that changes what it saw
             cfg = TrainConfig.from_dict({**base.to_dict(), **point}, dry_run=bool(DRY_RUN_KNOBS & set(point)))
-            run_services.check_caps(cfg, queue=run_services.queue_for(cfg))  # what its workers have
+            check_caps(cfg, queue=run_services.queue_for(cfg))  # what its workers have
             checked.append((point, cfg))
         except FieldErrors as exc:
             knob = next(iter(exc.errors))
