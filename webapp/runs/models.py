@@ -94,7 +94,7 @@ class Run(models.Model):
     archived_at = models.DateTimeField(null=True, blank=True,
                                        help_text="Archived: hidden from the runs list (kept, not deleted).")
     warnings = models.JSONField(default=list, blank=True,
-                                help_text="Guards against silent waste (training.guards): e.g. reward 0 for every "
+                                help_text="Guards against silent waste (training.silent_run): e.g. reward 0 for every "
                                           "sample of the first steps, with the verifier's most common reason.")
     ranks = models.JSONField(default=list, blank=True,
                              help_text="A multi-rank run's ranks as they last reported: rank, host, pid, step, time.")
