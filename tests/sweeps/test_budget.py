@@ -6,8 +6,11 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+import numpy as np
+
 from webapp.sweeps.policies import replay
-from webapp.sweeps.policies.budget import BudgetUse, budget_error, committed_steps, may_start_seed
+from webapp.sweeps.policies.budget import BudgetUse, budget_error, committed_steps, may_start_seed, stops_fund_a_seed
+from webapp.sweeps.policies.calibrated import continuing_gain, fresh_seed_gain, worth_continuing
 
 pytestmark = pytest.mark.postgres  # the migration test: again on PostgreSQL
 
@@ -50,6 +53,39 @@ def test_a_budget_from_the_initial_runs_up_is_valid_and_none_is_valid_without_ne
     assert budget_error(4, initial_runs=4, new_seeds=True) == budget_error(None, initial_runs=4, new_seeds=False) == ""
 
 
+def test_stops_are_worth_making_only_when_what_they_free_starts_a_new_seed():
+    use = BudgetUse(budget_runs=8, run_steps=100, spent=500, committed=250)  # 50 steps left
+    assert stops_fund_a_seed(use, freed=50) and not stops_fund_a_seed(use, freed=49)
+
+
+# --- the value of compute (bayes with a budget) ---------------------------------------------------------------------
+
+def test_a_seeds_gain_is_its_expected_improvement_on_the_other_kept_seeds_best():
+    # 2 draws x 3 seeds; seed 0 beats the others' best (0.6) by 0.1 in the second draw only
+    worths = np.array([[0.5, 0.6, 0.2], [0.7, 0.6, 0.3]])
+    assert continuing_gain(worths, 0, kept=[0, 1, 2]) == pytest.approx(0.05)
+    assert continuing_gain(worths, 1, kept=[0, 1, 2]) == pytest.approx(0.05)  # 0.6 - 0.5, then nothing
+    assert continuing_gain(worths, 2, kept=[0, 1, 2]) == 0.0
+    assert continuing_gain(worths, 0, kept=[0, 2]) == pytest.approx((0.3 + 0.4) / 2)  # seed 1 stopped: vs seed 2
+
+
+def test_a_fresh_seed_is_a_draw_of_every_seed_in_the_race_the_stopped_ones_included():
+    draws = 2000
+    # seed 0 (stopped: not kept) would end at 0.9, seed 1 (kept) at 0.5: a fresh seed is seed 0's like half the time
+    worths = np.tile([0.9, 0.5], (draws, 1))
+    gain = fresh_seed_gain(worths, kept=[1])
+    assert gain == pytest.approx(0.5 * 0.4, abs=0.03)
+    # a sweep whose seeds all end alike: a fresh seed adds nothing
+    assert fresh_seed_gain(np.full((draws, 3), 0.7), kept=[0, 1, 2]) == 0.0
+
+
+def test_the_value_of_compute_rule_compares_gains_per_step():
+    # g_j / steps left >= g_new / run steps
+    assert worth_continuing(0.01, 50, 0.02, 100)        # 2e-4 per step either way: keep
+    assert not worth_continuing(0.0099, 50, 0.02, 100)
+    assert worth_continuing(0.0, 0, 0.02, 100)           # nothing left to save
+
+
 # --- the replay simulates it --------------------------------------------------------------------------------------
 
 def test_without_stops_a_budget_of_8_runs_with_4_slots_runs_8_seeds_to_their_ends():
@@ -71,6 +107,21 @@ def test_freed_slots_start_pool_seeds_only_while_each_can_finish_within_the_budg
     # the pool is not used up (10 curves), so the last start left less than a full run
     assert len(started) < len(curves)
     assert sum(result.steps_run.values()) + N > 3 * N - (N - max(result.stopped_at.values()))
+
+
+def test_a_late_seed_whose_stop_would_leave_its_compute_unused_runs_to_its_end_and_is_found_best():
+    # 2 slots, a budget of 2.2 runs (44 points). "bad" stops at the grace step and frees a slot for "late", the
+    # last seed the budget can pay for; "late" blooms at step 11 (0.95, above "good"'s 0.8). At its grace step it
+    # is below its peers' median (0.8 and 0.0 at step 3): the median rule stopped it, though its 17 steps left
+    # plus the 1 step the budget had left could not start another seed. Now it runs to its end and is the best.
+    late = [(step, 0.1 if step <= 10 else 0.95) for step in range(1, N + 1)]
+    curves = {"good": flat(0.8), "bad": flat(0.0), "late": late, "never": flat(0.5)}
+    result = replay(MEDIAN, curves, concurrency=2, budget=2.2, initial=2)
+    assert set(result.stopped_at) == {"bad"} and result.steps_run == {"good": N, "bad": 3, "late": N}
+    assert sum(result.steps_run.values()) <= 2.2 * N
+    # without a budget's say (every stop made) the same rule stops it at its grace step
+    unbudgeted = replay(MEDIAN, {k: curves[k] for k in ("good", "bad", "late")}, concurrency=2)
+    assert unbudgeted.stopped_at == {"bad": 3, "late": 3}
 
 
 def test_no_budget_replays_every_curve_as_before():

@@ -43,16 +43,16 @@ def full_replay(*, sweep, plan, rebuild=False) -> check_module.PolicyCheck:
     for run in runs.values():
         if run.pk not in stops and (run.is_ended or run.kill_requested_at is not None):
             policy.mark_stopped(run.pk)
-    decisions, current_step = [], None
+    decisions, current_step, budget = [], None, services.budget_use(sweep, plan)  # read once per check, as it does
     for run_id, step, value, key in (MetricPoint.objects.filter(run_id__in=list(runs), key__in=policy.metrics(),
                                                                 value__isnull=False)
                                      .order_by("step", "run_id", "key").values_list("run_id", "step", "value", "key")):
         if step != current_step and current_step is not None and current_step >= plan.policy_step:
-            decisions += policy.decide()
+            decisions += policy.decide(budget)
         current_step = step
         if run_id not in stops or step <= stops[run_id].step:
             policy.observe(run_id, step, value, key)
-    decisions += policy.decide()
+    decisions += policy.decide(budget)
     live = [r.last_step for r in runs.values() if r.status == RunStatus.RUNNING and r.kill_requested_at is None]
     return check_module.PolicyCheck(decisions=decisions, complete=min(live) if live else (current_step or 0),
                                     state=plan.policy_state, epoch=plan.policy_epoch)

@@ -141,6 +141,7 @@ def _from_tier(sweep: Sweep, plan: SweepPlan, runs: dict[int, Run], stored: dict
                      if runs[run_id].is_ended or runs[run_id].last_step >= (b[0] + 1) * width),
                     key=lambda point: (point[1], point[0], point[3]))  # (step, run, key), as the raw feed
     simulator = Simulator(policy, stops={run_id: stop.step for run_id, stop in stops.items()})
+    simulator.budget = _budget_use(sweep, plan)
     current_step, read = feed_by_step(simulator, points, decide_from=plan.policy_step)
     live = [r.last_step // width * width for r in runs.values()
             if r.status == RunStatus.RUNNING and r.kill_requested_at is None]
@@ -266,6 +267,7 @@ def _replay(policy: Policy, sweep: Sweep, plan: SweepPlan, runs: dict[int, Run],
     fed = saved_state.last_steps(policy)
     rows = _points_after(policy.metrics(), runs, fed, stops, judged_up_to)
     simulator = Simulator(policy, stops={run_id: stop.step for run_id, stop in stops.items()})
+    simulator.budget = _budget_use(sweep, plan)
     snapshot: list = []  # the state and the points read again, once every point before judged_up_to is in
     current_step, points = feed_by_step(simulator, rows.iterator(chunk_size=5000), decide_from=judged_up_to,
                                         on_reaching=lambda: snapshot.extend(_snapshot(policy, sweep, plan)))
@@ -278,3 +280,11 @@ def _replay(policy: Policy, sweep: Sweep, plan: SweepPlan, runs: dict[int, Run],
     complete = min(live) if live else max(latest, 0)
     return PolicyCheck(decisions=decisions, complete=complete, state=state, epoch=plan.policy_epoch,
                        points_read=points, points_reread=reread)
+
+
+def _budget_use(sweep: Sweep, plan: SweepPlan):
+    """The sweep's budget use now (``services.budget_use``; None without a budget): with it the policy stops a
+    seed only when the freed compute starts a new one (``Policy.decide``)."""
+    from .services import budget_use  # services imports this module
+
+    return budget_use(sweep, plan)

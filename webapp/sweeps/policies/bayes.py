@@ -14,6 +14,7 @@ from typing import Hashable, Optional
 import numpy as np
 
 from . import calibrated
+from .budget import BudgetUse, stops_fund_a_seed
 from .calibrated import Prediction, SeedFold
 from .parameters import BayesParams
 from .curves import SweepCurves
@@ -179,6 +180,9 @@ def bayes_stops(sweep: SweepCurves, p: BayesParams, memo: dict) -> list[Decision
         return []
     stopped = [numbers.column(r) for r in frozen]
     chosen = calibrated.choose_stops(numbers.worths, p.tolerance, p.risk, candidates, stopped)
+    gains: dict[int, tuple[float, float]] = {}
+    if memo.get("budget") is not None and chosen:
+        chosen, gains = _worth_a_fresh_seed(sweep, p, numbers, memo["budget"], chosen, stopped)
     levels = [[r, numbers.preds[r].level] for r in numbers.order if r not in frozen]
     best = max(numbers.order, key=lambda r: numbers.p[r])
     best_mid = numbers.interval(best, sign)[0]
@@ -199,8 +203,44 @@ def bayes_stops(sweep: SweepCurves, p: BayesParams, memo: dict) -> list[Decision
             reason=(f"bayes: P(near-best) = {prob:.3f}; with it stopped P(every near-best seed is stopped) = "
                     f"{lost:.3f} <= risk {p.risk:g}; at step {step} its worth forecast "
                     f"{sweep.format_value(mid)} (95 % {low:.4g} to {high:.4g}) vs the likeliest best seed's "
-                    f"{best_mid:.4g}, of {peers} peers")))
+                    f"{best_mid:.4g}, of {peers} peers{_fresh_seed_reason(gains.get(column), step, sweep, run_id, p)}")))
+        if column in gains:
+            stops[-1].details.update(gain=gains[column][0], fresh_gain=gains[column][1])
     return stops
+
+
+def _worth_a_fresh_seed(sweep: SweepCurves, p: BayesParams, numbers: SweepNumbers, budget: BudgetUse,
+                        chosen: list[tuple[int, float, float]], stopped: list[int]) -> tuple[list, dict]:
+    """With a budget (its freed slots start new seeds), of the stops the risk allows keep those whose rest buys less
+    of the sweep's best worth per step than a fresh seed would (``calibrated.worth_continuing``: g_j / steps left <
+    g_new / ``max_steps``), and none unless the steps they free start a new seed (``budget.stops_fund_a_seed``).
+    Returns them with their loss again (the set is smaller) and column -> (g_j, g_new)."""
+    worths = numbers.worths
+    kept = [j for j in range(worths.shape[1]) if j not in stopped]
+    fresh = calibrated.fresh_seed_gain(worths, kept)
+    gains, worth_stopping = {}, []
+    for column, prob, _ in chosen:
+        run_id = numbers.order[column]
+        left = max(sweep.horizon(run_id) - sweep.curves[run_id].last_step, 0)
+        gains[column] = (calibrated.continuing_gain(worths, column, kept), fresh)
+        if not calibrated.worth_continuing(gains[column][0], left, fresh, p.max_steps):
+            worth_stopping.append((column, prob, left))
+    if not stops_fund_a_seed(budget, sum(left for _, _, left in worth_stopping)):
+        return [], {}
+    out, so_far = [], list(stopped)
+    for column, prob, _ in worth_stopping:
+        so_far.append(column)
+        out.append((column, prob, calibrated.loss(worths, p.tolerance, so_far)))
+    return out, gains
+
+
+def _fresh_seed_reason(gains: Optional[tuple[float, float]], step: int, sweep: SweepCurves, run_id: Hashable,
+                       p: BayesParams) -> str:
+    if gains is None:
+        return ""
+    left = sweep.horizon(run_id) - step
+    return (f"; its rest ({left} steps) adds {gains[0]:.2g} to the best seed's expected worth, a fresh seed "
+            f"{gains[1]:.2g} in {p.max_steps}")
 
 
 STOP_RULES["bayes"] = bayes_stops

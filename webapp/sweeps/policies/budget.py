@@ -90,6 +90,20 @@ def may_start_seed(*, budget_runs: float, run_steps: int, spent: int, committed:
     return spent + committed + run_steps <= budget_runs * run_steps + EPS
 
 
+def stops_fund_a_seed(use: BudgetUse, freed: int) -> bool:
+    """With a budget, is a set of stops worth making? Only if the compute it frees starts a new seed: stopping runs
+    whose rest would then go unused loses their chance of ending best and buys nothing, so a policy makes its
+    ranking stops only when ``left + freed >= run_steps`` (``freed``: the steps the stopped runs had left to their
+    ends; ``left`` already counts them as committed). Guards' stops (a broken run) are made whatever the budget.
+
+    >>> stops_fund_a_seed(BudgetUse(8, 100, 500, 250), freed=60)   # left 50 + 60 freed: a new seed fits
+    True
+    >>> stops_fund_a_seed(BudgetUse(8, 100, 500, 250), freed=40)   # 90 < 100: the 40 steps would go unused
+    False
+    """
+    return use.left + freed >= use.run_steps
+
+
 def budget_error(budget_runs, *, initial_runs: int, new_seeds: bool) -> str:
     """Why ``budget_runs`` is not a valid budget ("" when it is), for a sweep of ``initial_runs`` runs whose
     freed slots start new seeds (``new_seeds``). A budget is only read when freed slots start new seeds, and

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Hashable, Optional, Sequence
 
-from .budget import may_start_seed
+from .budget import BudgetUse, may_start_seed
 from .rules import STOP, Decision, make_policy
 from .simulator import Simulator
 
@@ -89,7 +89,9 @@ def replay(policy_config: dict, curves: dict[Hashable, Sequence[tuple[int, float
                     k += 1
                 other_at[(metric, run_id)] = k
             position[run_id] += 1
-        for decision in simulator.decide():
+        use = None if budget is None else BudgetUse(budget, run_points, spent=sum(position.values()), committed=sum(
+            len(curves[r]) - position[r] for r in running) + sum(len(curves[r]) for r in queued))
+        for decision in simulator.decide(use):
             if decision.action == STOP:
                 stopped_at[decision.run_id] = decision.step
                 if decision.run_id in running:

@@ -12,6 +12,7 @@ from typing import Hashable, Iterable, Optional
 
 from training.fields import FieldErrors
 
+from .budget import BudgetUse, stops_fund_a_seed
 from .curves import Checkpoint, HistoryMissing, RunCurve, SweepCurves, too_few_peers
 from .decision import EXTEND, STOP, Decision
 from .guards import GuardFold, guard_reason
@@ -95,13 +96,20 @@ class Policy:
         rebuilds a policy from stored metrics calls this for every run that already ended before ``decide``."""
         self.stopped.setdefault(run_id, None)
 
-    def decide(self) -> list[Decision]:
+    def decide(self, budget: Optional[BudgetUse] = None) -> list[Decision]:
         """New decisions since the last call: stops first (the guards', then the ranking's), then any extensions
-        the stops paid for."""
+        the stops paid for. ``budget``: the sweep's budget use now, when its freed slots start new seeds: a rule
+        that ranks seeds against their peers (median, asha, bayes) then stops only if what it frees starts a new
+        seed (``budget.stops_fund_a_seed``), and ``bayes`` weighs each seed's rest against a fresh seed (its rule
+        reads ``memo["budget"]``); a bound's or a guard's stop is made whatever the budget."""
         stops = self._find_guard_stops()
         for decision in stops:
             self.stopped[decision.run_id] = decision
+        self._memo["budget"] = budget
         ranked = self._find_stops()
+        if budget is not None and self.compares_peers and ranked and not stops_fund_a_seed(budget, sum(
+                max(self._view().horizon(d.run_id) - self.curves[d.run_id].last_step, 0) for d in ranked)):
+            ranked = []  # bayes_stops makes this check itself before it freezes a stop
         for decision in ranked:
             self.stopped[decision.run_id] = decision
         stops += ranked

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Callable, Hashable, Iterable, Optional
 
+from .budget import BudgetUse
 from .decision import Decision
 from .rules import Policy
 
@@ -30,6 +31,7 @@ class Simulator:
         self.policy = policy
         self.stops = stops or {}
         self.decisions: list[Decision] = []
+        self.budget: Optional[BudgetUse] = None
 
     def feed(self, run_id: Hashable, step: int, value: float, metric: Optional[str] = None) -> None:
         """One logged point of ``metric`` (default: the policy's own)."""
@@ -37,9 +39,11 @@ class Simulator:
         if stop is None or step <= stop:
             self.policy.observe(run_id, step, value, metric)
 
-    def decide(self) -> list[Decision]:
-        """The policy's new decisions now (also appended to ``decisions``)."""
-        new = self.policy.decide()
+    def decide(self, budget: Optional[BudgetUse] = None) -> list[Decision]:
+        """The policy's new decisions now (also appended to ``decisions``); ``budget``: the sweep's budget use now
+        (default: ``self.budget``, the live check's, read once per check), for a sweep whose freed slots start new
+        seeds (``Policy.decide``)."""
+        new = self.policy.decide(budget if budget is not None else self.budget)
         self.decisions += new
         return new
 
