@@ -244,23 +244,85 @@ SCREENSHOTS = REPO / "var" / "screenshots"
 BROWSER_PASSWORD = "a-long-test-password"
 
 
-@pytest.fixture
-def chromium(monkeypatch):
-    """A headless Chromium for one test; closed afterwards, with the ORM connections opened meanwhile."""
-    from django.db import connections
-    from playwright.sync_api import sync_playwright
+class SharedChromium:
+    """One headless Chromium (and Playwright's driver) for a row of browser tests: starting both costs 2-4 s a test
+    on a loaded 2-core machine. Each test still gets contexts of its own (cookies, storage, pages), closed after
+    it; the browser is stopped after the last test of the row, as Playwright's sync API keeps an event loop running
+    in this thread meanwhile (docs/architecture.md#tests-and-benchmarks)."""
 
-    # Playwright's sync API runs an event loop in this thread; the test's ORM calls are plain blocking calls.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    def __init__(self):
+        self._playwright = self._browser = None
+        self._async_unsafe_before = None
+
+    def get(self):
+        if self._browser is not None and not self._browser.is_connected():
+            self.stop()  # it crashed or was closed: the next test gets a fresh one
+        if self._browser is None:
+            from playwright.sync_api import sync_playwright
+
+            # Playwright's sync API runs an event loop in this thread; the ORM calls of the tests and of their
+            # fixtures' set-up and tear-down are plain blocking calls.
+            self._async_unsafe_before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+            self._playwright = sync_playwright().start()
+            self._browser = self._playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                                             args=CHROMIUM_ARGS)
+        return self._browser
+
+    def end_test(self) -> None:
+        """Close what the test opened (its contexts and their pages), and the ORM connections opened meanwhile."""
+        from django.db import connections
+
+        if self._browser is not None and self._browser.is_connected():
+            for context in list(self._browser.contexts):
+                context.close()
+        # The ORM calls made while Playwright's loop runs get their own connection (another async context);
+        # close it, or PostgreSQL cannot drop the test database at the end of the session.
+        connections.close_all()
+
+    @property
+    def running(self) -> bool:
+        return self._playwright is not None
+
+    def stop(self) -> None:
+        from django.db import connections
+
         try:
-            yield browser
+            if self._browser is not None and self._browser.is_connected():
+                self._browser.close()
         finally:
-            browser.close()
-            # The ORM calls made while Playwright's loop runs get their own connection (another async context);
-            # close it, or PostgreSQL cannot drop the test database at the end of the session.
+            self._browser = None
+            if self._playwright is not None:
+                self._playwright.stop()
+                self._playwright = None
+            if self._async_unsafe_before is None:
+                os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+            else:
+                os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = self._async_unsafe_before
             connections.close_all()
+
+
+SHARED_CHROMIUM = SharedChromium()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Stops the shared Chromium after the last of a row of browser tests, before its tear-down (the session's
+    fixtures, the test database among them, are torn down with the last test)."""
+    if SHARED_CHROMIUM.running and (nextitem is None or "chromium" not in nextitem.fixturenames):
+        SHARED_CHROMIUM.stop()
+    yield
+
+
+@pytest.fixture
+def chromium():
+    """A headless Chromium for the test (the shared one, see SharedChromium); the contexts the test opened are
+    closed afterwards, with the ORM connections opened meanwhile."""
+    browser = SHARED_CHROMIUM.get()
+    try:
+        yield browser
+    finally:
+        SHARED_CHROMIUM.end_test()
 
 
 @pytest.fixture
