@@ -118,8 +118,6 @@ KNOWN_APP_DEBTS = {
     ("webapp.runs.views", "webapp.api.idempotency"),
     ("webapp.sweeps.views", "webapp.api.idempotency"),
     ("webapp.evals.views", "webapp.api.idempotency"),
-    # run_discard_after tells the sweeps app directly until it sends runs.signals.points_discarding
-    ("webapp.runs.services.metrics", "webapp.sweeps.services"),
 }
 
 

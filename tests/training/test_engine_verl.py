@@ -118,13 +118,13 @@ def test_knobs_verl_lacks_are_field_errors_naming_the_engine():
 def test_verl_errors_maps_what_verl_has_and_refuses_the_rest():
     ok = verl_config(preset="dapo", adv_estimator="rloo", kl_coef=0.1, kl_estimator="k1", dual_clip=3.0,
                      minibatch_size=16, ppo_epochs=2)
-    assert {k: v for k, v in verl.verl_errors(ok).items() if k != "engine"} == {}
+    assert {k: v for k, v in verl.ENGINE.config_errors(ok).items() if k != "engine"} == {}  # its rules and lacks
     bad = dataclasses.replace(ok, keep_routing=True, keep_sampling_mask=True, overlong_filtering=True,
                               max_gen_batches=5, stop=["</answer>"], eval_k=[1], max_verifier_error_rate=0.5,
                               rollout_engine="hf", device="cpu", chat_template="off", minibatch_size=6,
                               adv_estimator="reinforce_pp_baseline", norm_adv_by_std=False,
                               model_path="/srv/it's")
-    errors = verl.verl_errors(bad)
+    errors = verl.ENGINE.config_errors(bad)
     errors.pop("engine", None)
     assert set(errors) == {"keep_routing", "keep_sampling_mask", "overlong_filtering", "max_gen_batches", "stop",
                            "eval_k", "max_verifier_error_rate", "rollout_engine", "device", "chat_template",
