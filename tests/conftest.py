@@ -309,7 +309,7 @@ SHARED_CHROMIUM = SharedChromium()
 def pytest_runtest_teardown(item, nextitem):
     """Stops the shared Chromium after the last of a row of browser tests, before its tear-down (the session's
     fixtures, the test database among them, are torn down with the last test)."""
-    if SHARED_CHROMIUM.running and (nextitem is None or "chromium" not in nextitem.fixturenames):
+    if SHARED_CHROMIUM.running and (nextitem is None or "chromium" not in getattr(nextitem, "fixturenames", ())):
         SHARED_CHROMIUM.stop()
     yield
 
