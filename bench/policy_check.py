@@ -8,10 +8,12 @@ against feeding every stored point as every check did before (a check of 32 runs
 What and how: for each size (runs x steps) a sweep of running runs, each with ``steps`` points of the policy
 metric (noisy saturating curves, as bench/sweep_dashboard.py draws them), is written into a fresh SQLite database
 in a temporary $SEEDBED_HOME, or into the PostgreSQL database $DATABASE_URL names (it must hold no runs; each
-size's sweep is deleted afterwards). The points go in as raw multi-row INSERTs, the rows the ingest service writes
-(without its chart tier, which the policy does not read). The plan's ``policy_step`` is set to the last step, as
-if checks had kept up with the runs, and one check (``sweep_apply_policy``, no state yet: every point) saves the
-state. Then ``--repeat`` times: one new step for every run (``run_metrics_append``), and on those same points
+size's sweep is deleted afterwards). The points go in as raw multi-row INSERTs, the rows the ingest service writes,
+and the chart tier is rebuilt from them: a check of runs over 400 planned steps reads the tier's complete buckets
+as its points (``policy_check._buckets_after``: 32-step buckets at 10 k steps, 256-step ones at 100 k; one new
+step seldom completes one, and such a check reads nothing new). The plan's ``policy_step`` is set to the last
+step, as if checks had kept up with the runs, and one check (``sweep_apply_policy``, no state yet: every point)
+saves the state. Then ``--repeat`` times: one new step for every run (``run_metrics_append``), and on those same points
 
 - full rebuild: ``policy_check(..., rebuild=True)``: a fresh policy fed every stored point (computing only);
 - incremental: ``policy_check`` going on from the saved state (computing only, the same decisions: checked);
@@ -93,6 +95,11 @@ def build_sweep(runs: int, steps: int, rng: np.random.Generator, policy_name: st
         Run(project=sweep.project, sweep=sweep, config={**config, "seed": s}, seed=s, status=RunStatus.RUNNING,
             started_at=timezone.now(), last_step=steps, name=f"bench / seed {s}") for s in range(runs)])
     insert_points([r.pk for r in created], steps, rng)
+    from webapp.runs import rollups
+
+    with connection.cursor() as cursor:  # the chart tier, as ingest keeps it: the check reads it for long runs
+        for run in created:
+            rollups.rebuild_run(cursor, run_id=run.pk)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(f"ANALYZE {MetricPoint._meta.db_table}")

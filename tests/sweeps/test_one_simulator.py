@@ -95,14 +95,28 @@ def test_a_sweep_of_long_runs_is_checked_on_the_chart_tier_as_the_replay_decides
                                   policy={**policy, "metric": METRIC})
     runs = list(sweep.runs.order_by("pk"))
     assert check_module.tier_width({run.pk: run for run in runs}) == WIDTH
-    for run, points in zip(runs, curves.values()):
+    for run in runs:
         run_services.run_start(run_id=run.pk, worker="test:1")
-        run_services.run_metrics_append(run_id=run.pk, points=[(step, METRIC, value) for step, value in points])
-    check = check_module.policy_check(sweep=sweep, plan=SweepPlan.objects.get(sweep=sweep))
-    assert check.rebuilt == f"read from the chart tier ({WIDTH}-step buckets)"
-    assert check.points_read == 4 * LONG // WIDTH  # buckets, not the 9,600 points
+
+    def log(first: int, last: int) -> None:
+        for run, points in zip(runs, curves.values()):
+            run_services.run_metrics_append(run_id=run.pk, points=[(s, METRIC, v) for s, v in points[first - 1:last]])
+
+    log(1, 1_203)  # the last bucket (1,201-1,208) is not complete yet: it is not read
+    first = check_module.policy_check(sweep=sweep, plan=SweepPlan.objects.get(sweep=sweep))
+    assert first.rebuilt == "no saved state" and first.points_read == 4 * 1_200 // WIDTH  # buckets, not points
+    services.sweep_apply_policy(sweep_id=sweep.pk)  # policy_step 1,200
+    services.sweep_apply_policy(sweep_id=sweep.pk)  # saves the curves fed before it (the state of 8-step buckets)
+    log(1_204, LONG)
+    plan = SweepPlan.objects.get(sweep=sweep)
+    going_on = check_module.policy_check(sweep=sweep, plan=plan)
+    rebuilt = check_module.policy_check(sweep=sweep, plan=plan, rebuild=True)
+    assert going_on.rebuilt == "" and going_on.decisions == rebuilt.decisions
+    assert going_on.points_read < rebuilt.points_read == 4 * LONG // WIDTH
+    services.sweep_apply_policy(sweep_id=sweep.pk)
     index = {run.pk: i for i, run in enumerate(runs)}
-    live = [(index[d.run_id], d.action, d.rule, d.step, d.n_peers, d.value, d.threshold) for d in check.decisions]
+    live = [(index[d.run_id], d.action, d.rule, d.step, d.n_peers, d.value, d.threshold)
+            for d in sweep.decisions.order_by("pk")]
     replayed = replay({**policy, "metric": METRIC, "mode": "max", "max_steps": LONG},
                       {i: bucket_means(points, WIDTH) for i, points in enumerate(curves.values())})
     expected = [(d.run_id, d.action, d.rule, d.step, d.n_peers, d.value, d.threshold) for d in replayed.decisions]

@@ -3,9 +3,9 @@ curves, feeding it only the points stored since the last check (a check of 64 ru
 not read them all). Reads only; ``services.sweep_apply_policy`` stores the decisions and the state.
 
 It reads the curves the sweep's charts read (the metric tier, ``runs.rollups``, at ``tier_width``): up to 400
-planned steps that is every stored point, and all that follows is about that case; a sweep of longer runs is
-read as its charts' buckets (``_from_tier``: at most 400 bucket means per run and metric, all of them at every
-check, so it keeps no state). Either way the points go through the one simulator (``policies.simulator``).
+planned steps every stored point; for longer runs the charts' buckets, each complete bucket's mean a point at the
+bucket's last step (``_buckets_after``, ``_refill_from_buckets``: at most 400 per run and metric), and all that
+follows holds of those points as of stored ones. The points go through the one simulator (``policies.simulator``).
 
 What a check decides is the *replay*: a fresh policy fed every stored point of the policy metric in step order
 across runs, ``decide`` called after each step from ``judged_up_to`` (the plan's ``policy_step``) on, so a run is
@@ -93,17 +93,15 @@ class PolicyCheck:
 
 def policy_check(*, sweep: Sweep, plan: SweepPlan, rebuild: bool = False) -> PolicyCheck:
     """What ``make_policy(sweep.policy)`` decides now (the replay: see the module docstring), going on from
-    ``plan.policy_state`` unless it cannot be used or ``rebuild`` says to feed every point. Stores nothing. A sweep
-    whose runs are longer than the chart tier's exact reach is read from the tier instead (``_from_tier``)."""
+    ``plan.policy_state`` unless it cannot be used or ``rebuild`` says to feed every point. Stores nothing. The
+    points are the chart tier's at ``tier_width`` (every stored point up to 400 planned steps)."""
     runs = {run.pk: run for run in sweep.runs.all()}
     stored = {(d.run_id, d.action): d for d in sweep.decisions.all()}
     width = tier_width(runs)
-    if width > 1:
-        return _from_tier(sweep, plan, runs, stored, width)
-    policy, why = (None, "asked to") if rebuild else _restored(sweep, plan, runs, stored)
+    policy, why = (None, "asked to") if rebuild else _restored(sweep, plan, runs, stored, width)
     if policy is not None:
         try:
-            check = _replay(policy, sweep, plan, runs, stored)
+            check = _replay(policy, sweep, plan, runs, stored, width)
         except HistoryMissing as exc:
             why = f"no value kept at step {exc.args[0]}"
         else:
@@ -112,7 +110,7 @@ def policy_check(*, sweep: Sweep, plan: SweepPlan, rebuild: bool = False) -> Pol
             why = "a run's points were discarded during the check"
     fresh = make_policy(sweep.policy)
     saved_state.keep_history_at(fresh, saved_state.history_steps(fresh))
-    check = _replay(fresh, sweep, plan, runs, stored)
+    check = _replay(fresh, sweep, plan, runs, stored, width)
     check.rebuilt = why
     log.info("sweep %s: policy check fed all %s points (%s)", sweep.pk, check.points_read, why)
     return check
@@ -127,38 +125,31 @@ def tier_width(runs: dict[int, Run]) -> int:
     return bucket_width(max([max(run.total_steps, run.last_step) for run in runs.values()] or [0]))
 
 
-def _from_tier(sweep: Sweep, plan: SweepPlan, runs: dict[int, Run], stored: dict, width: int) -> PolicyCheck:
-    """The check of a sweep of long runs, read from the chart tier as the dashboards read it: a fresh policy fed
-    every run's complete buckets of ``width`` steps (a bucket's mean at its last step: at most 400 points per run
-    and metric, whatever the runs' length, so no state is kept between checks), deciding after each of their steps
-    from ``judged_up_to`` on, as the what-if replay does on the same buckets. A live run's last bucket is fed once
-    it is complete (its mean still moves until then); an ended run's, as it is."""
-    policy = make_policy(sweep.policy)
-    stops = _stops(stored)
-    _tell_known(policy, runs, stored)
-    rows = rollups.bucketed(run_ids=list(runs), keys=policy.metrics(), width=width)
-    points = sorted(((run_id, b[2], b[4] / b[3], key) for (run_id, key), buckets in rows.items() for b in buckets
-                     if runs[run_id].is_ended or runs[run_id].last_step >= (b[0] + 1) * width),
-                    key=lambda point: (point[1], point[0], point[3]))  # (step, run, key), as the raw feed
-    simulator = Simulator(policy, stops={run_id: stop.step for run_id, stop in stops.items()})
-    simulator.budget = _budget_use(sweep, plan)
-    current_step, read = feed_by_step(simulator, points, decide_from=plan.policy_step)
-    live = [r.last_step // width * width for r in runs.values()
-            if r.status == RunStatus.RUNNING and r.kill_requested_at is None]
-    complete = min(live) if live else max(current_step if current_step is not None else 0, 0)
-    return PolicyCheck(decisions=simulator.decisions, complete=complete, state={}, epoch=plan.policy_epoch,
-                       rebuilt=f"read from the chart tier ({width}-step buckets)", points_read=read)
+def _buckets_after(metrics: list[str], runs: dict[int, Run], fed: dict[int, int], width: int) -> list[tuple]:
+    """The points of the replay that the curves were not fed, read from the chart tier: each run's complete buckets
+    of ``width`` steps after the bucket it was fed last, as (run, the bucket's last step, its mean, metric), in
+    the replay's order (step, run, metric). A live run's last bucket is fed once it is complete (its mean moves
+    until then), an ended run's as it is; so what a run was fed only ever grows at its end, as with the points."""
+    after = {run_id: -(-fed[run_id] // width) * width for run_id in runs if fed.get(run_id, -1) > 0}
+    rows = rollups.bucketed(run_ids=list(runs), keys=metrics, width=width, after=after)
+    complete_to = {pk: rollups.NO_END if run.is_ended else run.last_step for pk, run in runs.items()}
+    return sorted(((run_id, b[2], b[4] / b[3], key) for (run_id, key), buckets in rows.items() for b in buckets
+                   if complete_to[run_id] >= (b[0] + 1) * width),
+                  key=lambda point: (point[1], point[0], point[3]))
 
 
 def _stops(stored: dict) -> dict[int, PolicyDecision]:
     return {run_id: d for (run_id, action), d in stored.items() if action == STOP}
 
 
-def _restored(sweep: Sweep, plan: SweepPlan, runs: dict[int, Run], stored: dict) -> tuple[Optional[Policy], str]:
+def _restored(sweep: Sweep, plan: SweepPlan, runs: dict[int, Run], stored: dict,
+              width: int) -> tuple[Optional[Policy], str]:
     """The policy with the curves of the plan's saved state, or None and why that state cannot be used."""
     saved = plan.policy_state
     if not saved:
         return None, "no saved state"
+    if saved.get("width", 1) != width:
+        return None, f"saved from {saved.get('width', 1)}-step buckets, read now from {width}-step ones"
     if saved.get("version") != STATE_VERSION:
         return None, "saved by another version"
     if saved.get("config") != sweep.policy:
@@ -248,43 +239,54 @@ def _refill(policy: Policy, metric: str) -> int:
     return read
 
 
-def _snapshot(policy: Policy, sweep: Sweep, plan: SweepPlan) -> tuple[dict, int]:
+def _snapshot(policy: Policy, sweep: Sweep, plan: SweepPlan, width: int) -> tuple[dict, int]:
     """Every point before ``judged_up_to`` is in: put back what the coming decides read, put the curves in the
     order the replay creates them in (by first step, then run id: its feed is ordered by step and run), and
     return the state the next check goes on from (and how many points were read again)."""
-    reread = _refill(policy, policy.params.metric)
+    reread = (_refill(policy, policy.params.metric) if width == 1
+              else _refill_from_buckets(policy, policy.params.metric, width))
     saved_state.order_runs(policy, lambda run_id, curve: (curve.first_step, run_id))
     state = {"version": STATE_VERSION, "config": sweep.policy, "epoch": plan.policy_epoch,
              "judged_up_to": plan.policy_step, "curves": saved_state.save_state(policy)}
+    if width > 1:
+        state["width"] = width
     return state, reread
 
 
-def _replay(policy: Policy, sweep: Sweep, plan: SweepPlan, runs: dict[int, Run], stored: dict) -> PolicyCheck:
-    """The replay's loop over the points ``policy``'s curves were not fed (all of them for a fresh policy)."""
+def _refill_from_buckets(policy: Policy, metric: str, width: int) -> int:
+    """``_refill`` for curves fed the chart tier's buckets: the bucket means whose last step lies after the
+    checkpoint and up to the step missing (the runs' whole bucket series are read: at most 400 per run)."""
+    read = 0
+    for step, starts in saved_state.missing_history(policy):
+        rows = rollups.bucketed(run_ids=list(starts), keys=[metric], width=width)
+        for run_id, start in starts.items():
+            values = [b[4] / b[3] for b in rows.get((run_id, metric), []) if start < b[2] <= step]
+            read += len(values)
+            saved_state.refill(policy, run_id, step, values)
+    return read
+
+
+def _replay(policy: Policy, sweep: Sweep, plan: SweepPlan, runs: dict[int, Run], stored: dict,
+            width: int = 1) -> PolicyCheck:
+    """The replay's loop over the points ``policy``'s curves were not fed (all of them for a fresh policy): the
+    stored points, or for ``width`` > 1 the chart tier's buckets (``_buckets_after``)."""
     judged_up_to = plan.policy_step
     stops = _stops(stored)
     _tell_known(policy, runs, stored)
     fed = saved_state.last_steps(policy)
-    rows = _points_after(policy.metrics(), runs, fed, stops, judged_up_to)
+    rows = (_points_after(policy.metrics(), runs, fed, stops, judged_up_to).iterator(chunk_size=5000) if width == 1
+            else _buckets_after(policy.metrics(), runs, fed, width))
     simulator = Simulator(policy, stops={run_id: stop.step for run_id, stop in stops.items()})
-    simulator.budget = _budget_use(sweep, plan)
     snapshot: list = []  # the state and the points read again, once every point before judged_up_to is in
-    current_step, points = feed_by_step(simulator, rows.iterator(chunk_size=5000), decide_from=judged_up_to,
-                                        on_reaching=lambda: snapshot.extend(_snapshot(policy, sweep, plan)))
+    current_step, points = feed_by_step(simulator, rows, decide_from=judged_up_to,
+                                        on_reaching=lambda: snapshot.extend(_snapshot(policy, sweep, plan, width)))
     state, reread = snapshot
     decisions = simulator.decisions
-    live = [r.last_step for r in runs.values() if r.status == RunStatus.RUNNING and r.kill_requested_at is None]
+    live = [r.last_step // width * width for r in runs.values()  # (a live run's last complete bucket)
+            if r.status == RunStatus.RUNNING and r.kill_requested_at is None]
     # with no run live: the last step stored (of the rows not read, only those of stopped runs between their stop
     # and judged_up_to, which can only matter below judged_up_to, where the plan's policy_step stays)
     latest = max([*fed.values(), current_step if current_step is not None else -1])
     complete = min(live) if live else max(latest, 0)
     return PolicyCheck(decisions=decisions, complete=complete, state=state, epoch=plan.policy_epoch,
                        points_read=points, points_reread=reread)
-
-
-def _budget_use(sweep: Sweep, plan: SweepPlan):
-    """The sweep's budget use now (``services.budget_use``; None without a budget): with it the policy stops a
-    seed only when the freed compute starts a new one (``Policy.decide``)."""
-    from .services import budget_use  # services imports this module
-
-    return budget_use(sweep, plan)
