@@ -26,7 +26,7 @@ from webapp.projects.models import Role
 from webapp.projects.services import audit, default_project, require_role
 from webapp.runs.models import Checkpoint, Run
 from webapp.projects.paths import allowed_path
-from webapp.runs.services import queue_for
+from webapp.runs.services.config import queue_for
 from webapp.sweeps.models import Sweep
 
 from .models import EVAL_JOB, EvalJob, EvalModel, EvalResult, EvalStatus
