@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from webapp.runs import services as run_services
+from webapp.runs.models import RunStatus
 from webapp.sweeps import policy_check as check_module
 from webapp.sweeps import services
 from webapp.sweeps.models import SweepPlan
@@ -123,3 +124,25 @@ def test_a_sweep_of_long_runs_is_checked_on_the_chart_tier_as_the_replay_decides
     assert expected, "the replay decided nothing: the comparison would prove nothing"
     assert [row[:5] for row in live] == [row[:5] for row in expected]
     assert [x for row in live for x in row[5:]] == pytest.approx([x for row in expected for x in row[5:]], rel=1e-9)
+
+
+def test_a_run_fed_its_unfinished_last_bucket_when_it_ended_makes_the_check_rebuild_once_it_runs_again(config):
+    [curves] = early_stopping.synthetic_sweeps(seed=12, n_sweeps=1, n_seeds=3, steps=LONG)
+    points = list(curves.values())
+    sweep = services.sweep_create(config={**config, "total_steps": LONG}, seeds=range(3), concurrency=3,
+                                  policy={"name": "median", "grace_steps": 240, "min_peers": 1, "metric": METRIC})
+    runs = list(sweep.runs.order_by("pk"))
+    for run, curve, last in zip(runs, points, (1_203, 1_600, 1_600)):
+        run_services.run_start(run_id=run.pk, worker="test:1")
+        run_services.run_metrics_append(run_id=run.pk, points=[(s, METRIC, v) for s, v in curve[:last]])
+    run_services.run_finish(run_id=runs[0].pk, status=RunStatus.KILLED)  # at step 1,203: its last bucket unfinished
+    services.sweep_apply_policy(sweep_id=sweep.pk)
+    services.sweep_apply_policy(sweep_id=sweep.pk)  # the state holds run 0 fed up to its bucket ending at 1,203
+    assert SweepPlan.objects.get(sweep=sweep).policy_state["width"] == WIDTH
+    run_services.run_resume(run_id=runs[0].pk)  # resumed from its last step: nothing is discarded
+    run_services.run_start(run_id=runs[0].pk, worker="test:1")
+    run_services.run_metrics_append(run_id=runs[0].pk, points=[(s, METRIC, v) for s, v in points[0][1_203:1_216]])
+    plan = SweepPlan.objects.get(sweep=sweep)
+    check = check_module.policy_check(sweep=sweep, plan=plan)
+    assert check.rebuilt == f"run {runs[0].pk} was fed its last bucket unfinished (step 1203) and runs again"
+    assert check.decisions == check_module.policy_check(sweep=sweep, plan=plan, rebuild=True).decisions

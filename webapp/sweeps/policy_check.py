@@ -172,6 +172,8 @@ def _restored(sweep: Sweep, plan: SweepPlan, runs: dict[int, Run], stored: dict,
             return None, f"run {run_id} was fed up to step {fed}, past its stop at step {stop.step}"
         if run.last_step < fed:
             return None, f"run {run_id} has fewer steps ({run.last_step}) than were fed ({fed})"
+        if width > 1 and fed % width and not run.is_ended:  # (its bucket's mean moves again: _buckets_after)
+            return None, f"run {run_id} was fed its last bucket unfinished (step {fed}) and runs again"
     return policy, ""
 
 
