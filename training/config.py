@@ -292,6 +292,27 @@ class TrainConfig:
         says nothing about what is there). With ``dry_run`` (a submitted run on a dataset file), the run's
         verifiers are dry-run on the first row's reference answer (training.reward_dry_run): one that does not
         score it 1 is an error on ``rewards``."""
+        e = self._path_name_errors(roots)
+        if e:
+            check_paths = False  # a path outside the roots says nothing about what is there
+        self._field_errors(e)
+        self._rules_between_fields(e)
+        if "engine" not in e:
+            from training.engines import engine_errors
+
+            for name, message in engine_errors(self).items():
+                e.setdefault(name, message)
+        self._task_errors(e)
+        if check_paths:
+            self._model_folder_errors(e)
+            self._data_file_errors(e)
+        if dry_run and check_paths and is_file_task(self.task) and not e:
+            self._dry_run_errors(e)
+        if e:
+            raise FieldErrors(e)
+
+    def _path_name_errors(self, roots: Sequence[str] | None) -> dict[str, str]:
+        """model_path and data_path: no NUL byte, and inside ``roots`` when given (before anything is looked at)."""
         e: dict[str, str] = {}
         for name in ("model_path", "data_path"):
             problem = nul_error(getattr(self, name))
@@ -299,8 +320,10 @@ class TrainConfig:
                 problem = outside_roots(getattr(self, name), roots)
             if problem:
                 e[name] = problem
-        if e:
-            check_paths = False
+        return e
+
+    def _field_errors(self, e: dict[str, str]) -> None:
+        """Each field among its choices and in its range (its metadata)."""
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if choices_of(f.name) and value not in choices_of(f.name):
@@ -308,7 +331,9 @@ class TrainConfig:
             message = range_error(value, f.metadata)
             if message:
                 e[f.name] = message
-        # --- rules between fields ----------------------------------------------------------------------
+
+    def _rules_between_fields(self, e: dict[str, str]) -> None:
+        """The rules that tie fields together (the engine's aside: training.engines)."""
         if self.eps_high < self.eps_low and "eps_high" not in e:
             e["eps_high"] = f"must be >= eps_low ({self.eps_low}); got {self.eps_high}"
         if self.unbiased_kl and self.kl_estimator != "k3":
@@ -338,11 +363,9 @@ class TrainConfig:
                 e["rewards"] = problem
         if self.rollout_engine == "vllm" and (self.keep_sampling_mask or self.keep_routing):
             e["rollout_engine"] = "vllm returns no kept-token masks or expert choices: use hf for keep_sampling_mask/keep_routing"
-        if "engine" not in e:
-            from training.engines import engine_errors
 
-            for name, message in engine_errors(self).items():
-                e.setdefault(name, message)
+    def _task_errors(self, e: dict[str, str]) -> None:
+        """The task, its parameters, the prompt texts and the data file a file task needs (named, not read)."""
         if task_error(self.task):
             e["task"] = task_error(self.task)
         elif task_params_error(self.task, self.task_params):
@@ -357,13 +380,17 @@ class TrainConfig:
         elif is_file_task(self.task) and not self.data_path:
             e["data_path"] = (f"required for {self.task}: the web app and the API fill it in from the project's "
                               "dataset library; on the command line give the dataset's file")
-        if check_paths and not self.model_path and "max_new_tokens" not in e:
+
+    def _model_folder_errors(self, e: dict[str, str]) -> None:
+        """The model folder exists and is one (the built-in tiny model when empty), its chat template when asked
+        for, and room for a prompt in its context."""
+        if not self.model_path and "max_new_tokens" not in e:
             # the built-in tiny model (once built: the first run that needs it builds it) has a short context
             context = model_context_length(default_tiny_model_dir())
             if context is not None and self.max_new_tokens >= context:
                 e["max_new_tokens"] = (f"must leave room for the prompt in the built-in tiny model's context of "
                                        f"{context} tokens; got {self.max_new_tokens}")
-        if check_paths and self.model_path:
+        if self.model_path:
             # (an empty model_path is the built-in tiny model, which the first run that needs it builds)
             model_dir = self.model_path
             if not os.path.isdir(model_dir):
@@ -380,30 +407,32 @@ class TrainConfig:
                 if context is not None and self.max_new_tokens >= context:
                     e["max_new_tokens"] = (f"must leave room for the prompt in the model's context of {context} "
                                            f"tokens; got {self.max_new_tokens}")
-        if check_paths:
-            file_task = is_file_task(self.task)
-            if file_task and self.data_path and not os.path.isfile(self.data_path):
-                e["data_path"] = f"no such file: {self.data_path}"
-            elif file_task and self.data_path and not self.data_path.endswith(DATA_SUFFIXES):
-                e["data_path"] = f"must be a .jsonl, .parquet or .csv file: {self.data_path}"
-            elif file_task and self.data_path and "data_path" not in e and "data_fields" not in e:
-                # the size limit and the first rows, streamed (bounded memory), before any run is made
-                from training.data import DatasetError, check_file_dataset
 
-                try:
-                    check_file_dataset(self.data_path, self.prompt_field, self.answer_field,
-                                       fields=self.data_fields)
-                except DatasetError as exc:
-                    e["data_path"] = str(exc).removeprefix("data_path: ")
-        if dry_run and check_paths and is_file_task(self.task) and not e:
-            # last, and only for a config valid in every other way: it builds the verifiers and reads a row
-            from training.reward_dry_run import reward_dry_run_error
+    def _data_file_errors(self, e: dict[str, str]) -> None:
+        """A file task's data file exists, has a data suffix, and its size and first rows are valid (streamed)."""
+        file_task = is_file_task(self.task)
+        if file_task and self.data_path and not os.path.isfile(self.data_path):
+            e["data_path"] = f"no such file: {self.data_path}"
+        elif file_task and self.data_path and not self.data_path.endswith(DATA_SUFFIXES):
+            e["data_path"] = f"must be a .jsonl, .parquet or .csv file: {self.data_path}"
+        elif file_task and self.data_path and "data_path" not in e and "data_fields" not in e:
+            # the size limit and the first rows, streamed (bounded memory), before any run is made
+            from training.data import DatasetError, check_file_dataset
 
-            problem = reward_dry_run_error(self)
-            if problem:
-                e["rewards"] = problem
-        if e:
-            raise FieldErrors(e)
+            try:
+                check_file_dataset(self.data_path, self.prompt_field, self.answer_field,
+                                   fields=self.data_fields)
+            except DatasetError as exc:
+                e["data_path"] = str(exc).removeprefix("data_path: ")
+
+    def _dry_run_errors(self, e: dict[str, str]) -> None:
+        """Last, for a config valid in every other way (it builds the verifiers and reads a row): the verifiers
+        dry-run on the first row's reference answer."""
+        from training.reward_dry_run import reward_dry_run_error
+
+        problem = reward_dry_run_error(self)
+        if problem:
+            e["rewards"] = problem
 
 
 def model_context_length(model_dir: str) -> int | None:

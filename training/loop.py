@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -176,95 +176,156 @@ def collect_rollouts(cfg, model, tokenizer, engine, source, reward_fn, gens, dev
     group) order."""
     G = cfg.group_size
     mine = world.shard(cfg.prompts_per_step)
-    kept, all_rewards, all_correct, all_lengths, all_trunc, samples, verifier_metrics = [], [], [], [], [], [], []
-    kept_per_batch = []  # informative groups this rank kept in each generation batch
-    seen = []  # (texts, prompts, rewards, scores, details) of each generation batch, for the reward-hacking guard
-    n_groups = n_zero_std = n_errors = 0
+    got = Generated()
     for gen_batch in range(1, cfg.max_gen_batches + 1):
         drawn = source.sample(cfg.prompts_per_step, gens["data"])
         seeds = torch.randint(0, 2**62, (len(drawn) * G,), generator=gens["sampling"])
         drawn, seeds = drawn[mine.start:mine.stop], seeds[mine.start * G:mine.stop * G].tolist()
-        examples = [ex for ex in drawn for _ in range(G)]
-        prompt_ids = [cfg.prompt_template().encode_example(tokenizer, ex) for ex in drawn]
-        check_fits_context(model, max(map(len, prompt_ids)), cfg.max_new_tokens)
-        batch = engine.generate([ids for ids in prompt_ids for _ in range(G)],
-                                max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                                top_k=cfg.top_k, generator=gens["sampling"],
-                                keep_sampling_mask=cfg.keep_sampling_mask, record_routing=cfg.keep_routing,
-                                stop=cfg.stop, row_seeds=seeds)
-        texts = decode_completions(tokenizer, batch)
-        rb = reward_fn(texts, examples)
-        n_errors += rb.errors
-        lengths = batch.lengths.cpu()
-        rewards = torch.tensor(rb.totals, dtype=torch.float32)
-        if cfg.overlong_buffer_len > 0:
-            rewards = rewards + overlong_penalty(lengths, cfg.max_new_tokens, cfg.overlong_buffer_len,
-                                                 cfg.overlong_penalty_factor)
-        correct = torch.tensor([is_correct(rb, i) for i in range(len(texts))], dtype=torch.float32)
-        usable = torch.ones(len(texts))
-        usable[torch.tensor(rb.failed, dtype=torch.bool)] = 0.0
-        if cfg.overlong_filtering:
-            usable[batch.truncated.cpu()] = 0.0
-        group_std = rewards.view(-1, G).std(dim=1)
-        informative = group_std > 0
-        n_groups += len(group_std)
-        n_zero_std += int((~informative).sum())
-        keep_groups = informative if cfg.dynamic_sampling else torch.ones_like(informative)
-        for g in torch.nonzero(keep_groups).flatten().tolist():
-            kept.append((batch, slice(g * G, (g + 1) * G), rewards[g * G:(g + 1) * G], usable[g * G:(g + 1) * G]))
-        kept_per_batch.append(int(keep_groups.sum()))
-        all_rewards.append(rewards)
-        all_correct.append(correct)
-        all_lengths.append(lengths)
-        all_trunc.append(batch.truncated.cpu())
-        verifier_metrics.append(rb.metrics())
-        if cfg.reward_hacking_guard:
-            seen.append((texts, [ex["prompt"] for ex in examples], rewards.tolist(), rb.scores, rb.details))
-        samples += [{"prompt": ex["prompt"], "completion": t, "reward": float(r), "answer": ex.get("answer"),
+        batch, examples, texts = generate_groups(cfg, model, tokenizer, engine, drawn, seeds, gens["sampling"])
+        score_groups(cfg, got, batch, examples, texts, reward_fn(texts, examples))
+        # every rank takes the same branch: the sum of kept groups is the same number on all of them
+        if not cfg.dynamic_sampling or world.all_reduce([len(got.kept)])[0] >= cfg.prompts_per_step:
+            break
+    everyone = gather_step_numbers(world, got)
+    metrics = step_metrics(cfg, everyone, gen_batch)
+    return select_kept_groups(cfg, got, everyone, metrics, batch, device, world)
+
+
+@dataclass
+class Generated:
+    """What one step's generation batches left on this rank, batch by batch (``collect_rollouts``)."""
+
+    kept: list = field(default_factory=list)  # (batch, rows, rewards, usable) of each group kept for training
+    kept_per_batch: list = field(default_factory=list)  # informative groups this rank kept in each generation batch
+    rewards: list = field(default_factory=list)  # per generation batch, per completion: reward, verdict, length,
+    correct: list = field(default_factory=list)  # truncation
+    lengths: list = field(default_factory=list)
+    truncated: list = field(default_factory=list)
+    verifier_metrics: list = field(default_factory=list)  # per generation batch: RewardBatch.metrics()
+    seen: list = field(default_factory=list)  # (texts, prompts, rewards, scores, details) for the reward-hacking guard
+    samples: list = field(default_factory=list)
+    n_groups: int = 0
+    n_zero_std: int = 0
+    n_errors: int = 0
+
+
+def generate_groups(cfg, model, tokenizer, engine, drawn, seeds, generator):
+    """Each prompt of ``drawn`` ``group_size`` times, one row seed each: (batch, examples, completion texts)."""
+    G = cfg.group_size
+    examples = [ex for ex in drawn for _ in range(G)]
+    prompt_ids = [cfg.prompt_template().encode_example(tokenizer, ex) for ex in drawn]
+    check_fits_context(model, max(map(len, prompt_ids)), cfg.max_new_tokens)
+    batch = engine.generate([ids for ids in prompt_ids for _ in range(G)],
+                            max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
+                            top_k=cfg.top_k, generator=generator,
+                            keep_sampling_mask=cfg.keep_sampling_mask, record_routing=cfg.keep_routing,
+                            stop=cfg.stop, row_seeds=seeds)
+    return batch, examples, decode_completions(tokenizer, batch)
+
+
+def score_groups(cfg, got: Generated, batch, examples, texts, rb) -> None:
+    """One generation batch's rewards (``rb`` plus overlong shaping), verdicts and usable rows into ``got``, and its
+    groups kept: the informative ones under dynamic sampling, else all."""
+    G = cfg.group_size
+    got.n_errors += rb.errors
+    lengths = batch.lengths.cpu()
+    rewards = torch.tensor(rb.totals, dtype=torch.float32)
+    if cfg.overlong_buffer_len > 0:
+        rewards = rewards + overlong_penalty(lengths, cfg.max_new_tokens, cfg.overlong_buffer_len,
+                                             cfg.overlong_penalty_factor)
+    correct = torch.tensor([is_correct(rb, i) for i in range(len(texts))], dtype=torch.float32)
+    usable = torch.ones(len(texts))
+    usable[torch.tensor(rb.failed, dtype=torch.bool)] = 0.0
+    if cfg.overlong_filtering:
+        usable[batch.truncated.cpu()] = 0.0
+    group_std = rewards.view(-1, G).std(dim=1)
+    informative = group_std > 0
+    got.n_groups += len(group_std)
+    got.n_zero_std += int((~informative).sum())
+    keep_groups = informative if cfg.dynamic_sampling else torch.ones_like(informative)
+    for g in torch.nonzero(keep_groups).flatten().tolist():
+        got.kept.append((batch, slice(g * G, (g + 1) * G), rewards[g * G:(g + 1) * G], usable[g * G:(g + 1) * G]))
+    got.kept_per_batch.append(int(keep_groups.sum()))
+    got.rewards.append(rewards)
+    got.correct.append(correct)
+    got.lengths.append(lengths)
+    got.truncated.append(batch.truncated.cpu())
+    got.verifier_metrics.append(rb.metrics())
+    if cfg.reward_hacking_guard:
+        got.seen.append((texts, [ex["prompt"] for ex in examples], rewards.tolist(), rb.scores, rb.details))
+    got.samples += [{"prompt": ex["prompt"], "completion": t, "reward": float(r), "answer": ex.get("answer"),
                      "details": d} for ex, t, r, d in zip(examples[::G], texts[::G], rewards[::G].tolist(),
                                                           rb.details[::G])]
-        # every rank takes the same branch: the sum of kept groups is the same number on all of them
-        if not cfg.dynamic_sampling or world.all_reduce([len(kept)])[0] >= cfg.prompts_per_step:
-            break
-    # every rank's numbers in one gather (one process: its own): per completion its reward, verdict, length and
-    # truncation; per rank its error, group and zero-std counts, its kept groups and its verifier metrics per batch
-    per_row = torch.stack([torch.cat(all_rewards), torch.cat(all_correct), torch.cat(all_lengths).float(),
-                           torch.cat(all_trunc).float()]).double()  # [4, n]
-    keys = sorted(verifier_metrics[0])
-    per_rank = [n_errors, n_groups, n_zero_std, *kept_per_batch, *(m[k] for m in verifier_metrics for k in keys)]
-    n, B = per_row.shape[1], len(kept_per_batch)
-    everyone = world.gather_cat(torch.cat([per_row.flatten(), torch.tensor(per_rank, dtype=torch.float64)]))
-    everyone = everyone.view(world.size, -1)
-    r_all, correct_all, lengths, trunc = everyone[:, :4 * n].view(world.size, 4, n).transpose(0, 1).reshape(4, -1)
-    n_errors, n_groups, n_zero_std = everyone[:, 4 * n:4 * n + 3].sum(0).long().tolist()
-    counts = everyone[:, 4 * n + 3:4 * n + 3 + B].long()  # [ranks, batches]: kept groups
+
+
+def gather_named(world: World, parts: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Every rank's 1-D float64 ``parts`` (each the same length on every rank) in one gather (one process: its
+    own): name -> [ranks, length]."""
+    everyone = world.gather_cat(torch.cat(list(parts.values()))).view(world.size, -1)
+    return dict(zip(parts, everyone.split([len(p) for p in parts.values()], dim=1)))
+
+
+def gather_step_numbers(world: World, got: Generated) -> dict:
+    """Every rank's numbers of the step: per completion its reward, verdict, length and truncation (``rows``:
+    [4, all ranks' completions]); the error, group and zero-std counts summed; each rank's kept groups per
+    generation batch (``kept``: [ranks, batches]); the verifier metrics of every (rank, batch) (``verifier``)."""
+    per_row = torch.stack([torch.cat(got.rewards), torch.cat(got.correct), torch.cat(got.lengths).float(),
+                           torch.cat(got.truncated).float()]).double()  # [4, n]
+    keys = sorted(got.verifier_metrics[0])
+    n = per_row.shape[1]
+    parts = gather_named(world, {
+        "rows": per_row.flatten(),
+        "counts": torch.tensor([got.n_errors, got.n_groups, got.n_zero_std], dtype=torch.float64),
+        "kept": torch.tensor(got.kept_per_batch, dtype=torch.float64),
+        "verifier": torch.tensor([m[k] for m in got.verifier_metrics for k in keys], dtype=torch.float64)})
+    n_errors, n_groups, n_zero_std = parts["counts"].sum(0).long().tolist()
+    return {"rows": parts["rows"].view(world.size, 4, n).transpose(0, 1).reshape(4, -1), "n_errors": n_errors,
+            "n_groups": n_groups, "n_zero_std": n_zero_std, "kept": parts["kept"].long(),
+            "verifier": parts["verifier"].reshape(-1, len(keys)), "verifier_keys": keys}
+
+
+def step_metrics(cfg, everyone: dict, gen_batch: int) -> dict:
+    """The step's rollout metrics from every rank's numbers (``gather_step_numbers``); too many completions the
+    verifiers could not judge fail the run."""
+    r_all, correct_all, lengths, trunc = everyone["rows"]
     n_generated = len(r_all)
-    if n_errors > cfg.max_verifier_error_rate * n_generated:
-        raise RuntimeError(f"verifier errors: {n_errors} of {n_generated} completions could not be judged, more "
-                           f"than max_verifier_error_rate={cfg.max_verifier_error_rate}")
+    if everyone["n_errors"] > cfg.max_verifier_error_rate * n_generated:
+        raise RuntimeError(f"verifier errors: {everyone['n_errors']} of {n_generated} completions could not be judged, "
+                           f"more than max_verifier_error_rate={cfg.max_verifier_error_rate}")
     metrics = {"reward/mean": r_all.mean().item(), "reward/std": r_all.std().item(),
-               "accuracy": correct_all.mean().item(), "frac_zero_std_groups": n_zero_std / n_groups,
+               "accuracy": correct_all.mean().item(),
+               "frac_zero_std_groups": everyone["n_zero_std"] / everyone["n_groups"],
                "length/mean": lengths.mean().item(), "length/max": lengths.max().item(),
                "length/clipped_frac": trunc.mean().item(), "num_gen_batches": float(gen_batch)}
-    metrics.update(reduce_verifier_metrics(everyone[:, 4 * n + 3 + B:].reshape(-1, len(keys)), keys))
-    # which kept groups make the step: the first prompts_per_step in (generation batch, rank, group) order
+    metrics.update(reduce_verifier_metrics(everyone["verifier"], everyone["verifier_keys"]))
+    return metrics
+
+
+def select_kept_groups(cfg, got: Generated, everyone: dict, metrics: dict, last_batch, device,
+                       world: World) -> Rollouts:
+    """The step's training batch: the first ``prompts_per_step`` kept groups in (generation batch, rank, group)
+    order, this rank's share of them with their advantages and loss mask (a rank with none pads with one group
+    under a zero mask: DDP needs its backward)."""
+    G = cfg.group_size
+    counts = everyone["kept"]  # [ranks, batches]: kept groups
     per_batch = counts.sum(0)
     before = (per_batch.cumsum(0) - per_batch)[None, :] + counts.cumsum(0) - counts  # [ranks, batches]: groups ahead
-    places = [int(before[world.rank, b]) + i for b, n in enumerate(kept_per_batch) for i in range(n)]
+    places = [int(before[world.rank, b]) + i for b, n in enumerate(got.kept_per_batch) for i in range(n)]
     n_kept = min(cfg.prompts_per_step, int(counts.sum()))
-    mine_kept = [(k, p) for k, p in zip(kept, places) if p < n_kept]
+    mine_kept = [(k, p) for k, p in zip(got.kept, places) if p < n_kept]
     metrics["num_groups_trained"] = float(n_kept)
-    signals = completion_signals(seen) if seen else None
+    signals = completion_signals(got.seen) if got.seen else None
+    n_generated = everyone["rows"].shape[1]
     if n_kept == 0:
-        return Rollouts(None, None, None, metrics, samples, n_generated, signals=signals)
-    padding = not mine_kept  # this rank has none: it trains on one group with a zero mask (DDP needs its backward)
-    parts = mine_kept or [((kept or [_first_group(all_rewards, batch, G)])[0], -1)]
+        return Rollouts(None, None, None, metrics, got.samples, n_generated, signals=signals)
+    padding = not mine_kept
+    parts = mine_kept or [((got.kept or [_first_group(got.rewards, last_batch, G)])[0], -1)]
     batch = concat_batches([b.index(torch.arange(sl.start, sl.stop)) for (b, sl, _, _), _ in parts])
     rewards = torch.cat([r for (_, _, r, _), _ in parts])
     advantages = group_advantages(rewards, G, cfg.adv_estimator, norm_std=cfg.norm_adv_by_std).to(device)
     loss_mask = torch.cat([u for (_, _, _, u), _ in parts]).to(device) * (0.0 if padding else 1.0)
     index = torch.tensor([p * G + j if p >= 0 else -1 for _, p in parts for j in range(G)])
-    return Rollouts(batch, advantages, loss_mask, metrics, samples, n_generated, index, n_kept * G, signals)
+    return Rollouts(batch, advantages, loss_mask, metrics, got.samples, n_generated, index, n_kept * G, signals)
 
 
 def _first_group(all_rewards, batch, G):

@@ -133,6 +133,33 @@ def run_process(argv: Sequence[str], *, out_dir: str, sink, should_stop: Callabl
     marks its processes; one node of a multi-node run has its own, beside the others' in the shared run folder."""
     out_dir = os.path.abspath(out_dir)
     proc_dir = os.path.abspath(proc_dir or out_dir)
+    proc, log_path = start_engine(argv, proc_dir, env, sink)
+    events = EventForwarder(os.path.join(proc_dir, EVENTS_FILE), out_dir, sink, step_of, on_engine_config, on_ranks)
+    stopping = StopEscalation(proc.pid, proc_dir, sink, grace_s, term_s)
+    try:
+        while proc.poll() is None:
+            events.pump()
+            stopping.tick(should_stop)
+            time.sleep(poll_s)
+    except BaseException:
+        # this process is being torn down (a signal turned into an exception, an error in the sink): never
+        # leave the engine running without its supervisor
+        _signal_group(proc.pid, signal.SIGKILL)
+        kill_marked(proc_dir)
+        proc.wait()
+        raise
+    # the leader is gone; torchrun's workers or a script's children may linger, in the group or out of it
+    _signal_group(proc.pid, signal.SIGKILL)
+    kill_marked(proc_dir)
+    events.pump()
+    sink.flush()
+    return engine_outcome(proc.returncode, stopped=stopping.stop_at is not None, should_stop=should_stop,
+                          log_path=log_path, last_step=events.last_step)
+
+
+def start_engine(argv: Sequence[str], proc_dir: str, env: dict | None, sink) -> tuple[subprocess.Popen, str]:
+    """Steps 1-2 of the module's docstring: what an earlier attempt left running is killed, its stop and events
+    files removed, and ``argv`` starts in a session of its own, output to the log; returns (process, log path)."""
     os.makedirs(proc_dir, exist_ok=True)
     if kill_leftover(proc_dir):
         sink.on_log("killed the engine processes an earlier attempt of this run left running")
@@ -151,70 +178,78 @@ def run_process(argv: Sequence[str], *, out_dir: str, sink, should_stop: Callabl
     with open(os.path.join(proc_dir, PID_FILE), "w", encoding="utf-8") as fh:
         fh.write(str(proc.pid))
     sink.on_log(f"engine started (pid {proc.pid}): {' '.join(argv)}")
-    reader = EventReader(os.path.join(proc_dir, EVENTS_FILE))
-    last_step = 0
-    stop_at = term_at = kill_at = None
+    return proc, log_path
 
-    def pump() -> None:
-        nonlocal last_step
-        events, problems = reader.read()
+
+class EventForwarder:
+    """Step 3: the engine's new events to the sink (metrics, samples, ranks, its config, checkpoints inside the
+    run folder); ``last_step`` is the last step that brought metrics."""
+
+    def __init__(self, events_path: str, out_dir: str, sink, step_of: Callable[[int], int],
+                 on_engine_config: Callable[[dict], None] | None, on_ranks: Callable[[int, list], None] | None):
+        self.reader, self.out_dir, self.sink, self.step_of = EventReader(events_path), out_dir, sink, step_of
+        self.on_engine_config, self.on_ranks = on_engine_config, on_ranks
+        self.last_step = 0
+
+    def pump(self) -> None:
+        events, problems = self.reader.read()
         for line_no, message in problems:
-            sink.on_log(f"events.jsonl line {line_no}: {message}")
+            self.sink.on_log(f"events.jsonl line {line_no}: {message}")
         for ev in events:
             if ev.log:
-                sink.on_log(ev.log)
-            if ev.engine_config is not None and on_engine_config:
-                on_engine_config(ev.engine_config)
-            if ev.step is None:
-                continue
-            step = step_of(ev.step)
-            if ev.metrics:
-                sink.on_metrics(step, ev.metrics)
-                last_step = max(last_step, step)
-            if ev.samples:
-                sink.on_samples(step, ev.samples)
-            if ev.ranks and on_ranks:
-                on_ranks(step, ev.ranks)
-            if ev.checkpoint:
-                path = ev.checkpoint if os.path.isabs(ev.checkpoint) else os.path.join(out_dir, ev.checkpoint)
-                if not inside(path, out_dir) or not os.path.isdir(path):
-                    sink.on_log(f"events.jsonl: checkpoint {ev.checkpoint!r} is not a folder inside the run's "
-                                "folder; not recorded")
-                else:
-                    sink.on_checkpoint(step, os.path.realpath(path))
+                self.sink.on_log(ev.log)
+            if ev.engine_config is not None and self.on_engine_config:
+                self.on_engine_config(ev.engine_config)
+            if ev.step is not None:
+                self.forward_step(self.step_of(ev.step), ev)
 
-    try:
-        while proc.poll() is None:
-            pump()
-            now = time.monotonic()
-            if stop_at is None and should_stop():
-                stop_at = now
-                open(os.path.join(proc_dir, STOP_FILE), "w").close()
-                sink.on_log("stop requested: asked the engine to save a checkpoint and exit")
-            if stop_at is not None and term_at is None and now - stop_at > grace_s:
-                term_at = now
-                sink.on_log(f"the engine did not exit within {grace_s:.0f} s of the stop request: SIGTERM")
-                _signal_group(proc.pid, signal.SIGTERM)
-            if term_at is not None and kill_at is None and now - term_at > term_s:
-                kill_at = now
-                _signal_group(proc.pid, signal.SIGKILL)
-            time.sleep(poll_s)
-    except BaseException:
-        # this process is being torn down (a signal turned into an exception, an error in the sink): never
-        # leave the engine running without its supervisor
-        _signal_group(proc.pid, signal.SIGKILL)
-        kill_marked(proc_dir)
-        proc.wait()
-        raise
-    # the leader is gone; torchrun's workers or a script's children may linger, in the group or out of it
-    _signal_group(proc.pid, signal.SIGKILL)
-    kill_marked(proc_dir)
-    pump()
-    sink.flush()
-    if stop_at is not None:
+    def forward_step(self, step: int, ev) -> None:
+        if ev.metrics:
+            self.sink.on_metrics(step, ev.metrics)
+            self.last_step = max(self.last_step, step)
+        if ev.samples:
+            self.sink.on_samples(step, ev.samples)
+        if ev.ranks and self.on_ranks:
+            self.on_ranks(step, ev.ranks)
+        if ev.checkpoint:
+            path = ev.checkpoint if os.path.isabs(ev.checkpoint) else os.path.join(self.out_dir, ev.checkpoint)
+            if not inside(path, self.out_dir) or not os.path.isdir(path):
+                self.sink.on_log(f"events.jsonl: checkpoint {ev.checkpoint!r} is not a folder inside the run's "
+                                 "folder; not recorded")
+            else:
+                self.sink.on_checkpoint(step, os.path.realpath(path))
+
+
+class StopEscalation:
+    """Step 4: once ``should_stop()`` says so, the stop file; ``grace_s`` later SIGTERM to the engine's group,
+    ``term_s`` after that SIGKILL. ``stop_at`` is when the stop was asked (None: never)."""
+
+    def __init__(self, pid: int, proc_dir: str, sink, grace_s: float, term_s: float):
+        self.pid, self.proc_dir, self.sink, self.grace_s, self.term_s = pid, proc_dir, sink, grace_s, term_s
+        self.stop_at = self.term_at = self.kill_at = None
+
+    def tick(self, should_stop: Callable[[], bool]) -> None:
+        now = time.monotonic()
+        if self.stop_at is None and should_stop():
+            self.stop_at = now
+            open(os.path.join(self.proc_dir, STOP_FILE), "w").close()
+            self.sink.on_log("stop requested: asked the engine to save a checkpoint and exit")
+        if self.stop_at is not None and self.term_at is None and now - self.stop_at > self.grace_s:
+            self.term_at = now
+            self.sink.on_log(f"the engine did not exit within {self.grace_s:.0f} s of the stop request: SIGTERM")
+            _signal_group(self.pid, signal.SIGTERM)
+        if self.term_at is not None and self.kill_at is None and now - self.term_at > self.term_s:
+            self.kill_at = now
+            _signal_group(self.pid, signal.SIGKILL)
+
+
+def engine_outcome(returncode: int, *, stopped: bool, should_stop: Callable[[], bool], log_path: str,
+                   last_step: int) -> tuple[str, int]:
+    """Step 6: (status, last step) of an engine that exited; EngineFailed when it failed unasked."""
+    if stopped:
         return "stopped", last_step
-    if proc.returncode != 0 and not should_stop():  # (a run declared lost meanwhile stopped, it did not fail)
+    if returncode != 0 and not should_stop():  # (a run declared lost meanwhile stopped, it did not fail)
         tail = log_tail(log_path)
-        raise EngineFailed(f"the engine exited with code {proc.returncode}: {root_cause(tail)}\n"
+        raise EngineFailed(f"the engine exited with code {returncode}: {root_cause(tail)}\n"
                            f"the end of {LOG_FILE}:\n{tail}")
-    return ("succeeded" if proc.returncode == 0 else "stopped"), last_step
+    return ("succeeded" if returncode == 0 else "stopped"), last_step

@@ -204,7 +204,7 @@ def _config_on_ranks(run: Run, nproc_per_node: int | None, nnodes: int | None) -
     from training.config import TrainConfig
     from training.fields import FieldErrors
 
-    if run.engine != "seedbed":
+    if not run.resumes_on_other_ranks:  # its engine's checkpoints load at any number of ranks (training.engines)
         raise TransitionError(f"run {run.pk} runs on engine {run.engine}; only a seedbed run resumes on other ranks")
     config = dict(run.config)
     config["nproc_per_node"] = int(nproc_per_node if nproc_per_node is not None else config.get("nproc_per_node") or 1)
