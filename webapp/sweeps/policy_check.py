@@ -279,6 +279,7 @@ def _replay(policy: Policy, sweep: Sweep, plan: SweepPlan, runs: dict[int, Run],
     rows = (_points_after(policy.metrics(), runs, fed, stops, judged_up_to).iterator(chunk_size=5000) if width == 1
             else _buckets_after(policy.metrics(), runs, fed, width))
     simulator = Simulator(policy, stops={run_id: stop.step for run_id, stop in stops.items()})
+    simulator.budget = _budget_use(sweep, plan)
     snapshot: list = []  # the state and the points read again, once every point before judged_up_to is in
     current_step, points = feed_by_step(simulator, rows, decide_from=judged_up_to,
                                         on_reaching=lambda: snapshot.extend(_snapshot(policy, sweep, plan, width)))
@@ -292,3 +293,11 @@ def _replay(policy: Policy, sweep: Sweep, plan: SweepPlan, runs: dict[int, Run],
     complete = min(live) if live else max(latest, 0)
     return PolicyCheck(decisions=decisions, complete=complete, state=state, epoch=plan.policy_epoch,
                        points_read=points, points_reread=reread)
+
+
+def _budget_use(sweep: Sweep, plan: SweepPlan):
+    """The sweep's budget use now (``services.budget_use``; None without a budget): with it the policy stops a
+    seed only when the freed compute starts a new one (``Policy.decide``)."""
+    from .services import budget_use  # services imports this module
+
+    return budget_use(sweep, plan)
