@@ -330,7 +330,7 @@ def eval_results_add(*, model_id: int, rows: list[dict], seconds: float = 0.0) -
         EvalResult(model=model, index=r["index"], prompt=r["prompt"], answer=str(r.get("answer") or ""), n=r["n"],
                    c=r["c"], samples=r.get("samples") or []) for r in rows])
     EvalModel.objects.filter(pk=model_id).update(seconds=model.seconds + seconds)
-    job = EvalJob.objects.select_for_update().get(pk=model.job_id)
+    job = EVAL_JOB.locked(model.job_id)
     job.done_units = EvalResult.objects.filter(model__job=job).count()
     job.heartbeat_at = timezone.now()
     job.save(update_fields=["done_units", "heartbeat_at"])
@@ -339,7 +339,7 @@ def eval_results_add(*, model_id: int, rows: list[dict], seconds: float = 0.0) -
 
 @transaction.atomic
 def eval_finish(*, job_id: int, status: str, error: str = "") -> EvalJob:
-    job = EvalJob.objects.select_for_update().get(pk=job_id)
+    job = EVAL_JOB.locked(job_id)
     _move(job, status)
     job.ended_at = timezone.now()
     job.error = error
@@ -352,7 +352,7 @@ def eval_finish(*, job_id: int, status: str, error: str = "") -> EvalJob:
 def eval_cancel(*, job_id: int, user=None) -> EvalJob:
     """Cancel a job (for ``user``, a member of its project): queued or lost at once; running through the flag
     the task reads between chunks."""
-    job = EvalJob.objects.select_for_update().get(pk=job_id)
+    job = EVAL_JOB.locked(job_id)
     if user is not None:
         require_role(user, job.project_id, Role.MEMBER)
     if job.is_ended and job.status != EvalStatus.LOST:
@@ -372,7 +372,7 @@ def eval_cancel(*, job_id: int, user=None) -> EvalJob:
 def eval_resume(*, job_id: int, user=None) -> EvalJob:
     """Put a lost job back in the queue (for ``user``, a member of its project); the worker evaluates only the
     problems not stored yet."""
-    job = EvalJob.objects.select_for_update().get(pk=job_id)
+    job = EVAL_JOB.locked(job_id)
     if user is not None:
         require_role(user, job.project_id, Role.MEMBER)
     _move(job, EvalStatus.QUEUED)
