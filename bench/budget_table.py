@@ -9,6 +9,10 @@ within the 8 runs (spent = points every started seed ran, committed = the rest o
 scheduler's rule, for Seedbed's policies through the what-if replay (``policies.replay``) and for the peers
 through ``run_peer`` below, which ticks the same way (each running seed logs one point, then the stopper speaks).
 
+Seedbed's policies are told the budget at each tick (``Policy.decide(budget)``, as the live check is): a ranking
+rule (median, asha, bayes) stops only when what it frees starts a new seed, and bayes only when a fresh seed
+adds more to the best worth per step than the seed's rest (``calibrated.worth_continuing``).
+
 - **best seed found**: among the seeds that ran to their end, the one with the best observed final (mean of its
   last 10 % of points, ``early_stopping.final_value``); scored by its noise-free worth.
 - **manual**: the pool's first 8 seeds to their end (the same rule, nothing stopped): the baseline.

@@ -239,8 +239,8 @@ def _fresh_seed_reason(gains: Optional[tuple[float, float]], step: int, sweep: S
     if gains is None:
         return ""
     left = sweep.horizon(run_id) - step
-    return (f"; its rest ({left} steps) adds {gains[0]:.2g} to the best seed's expected worth, a fresh seed "
-            f"{gains[1]:.2g} in {p.max_steps}")
+    return (f"; its {left} steps left would add {gains[0]:.2g} to the best seed's expected worth, a fresh seed's "
+            f"{p.max_steps} steps {gains[1]:.2g}")
 
 
 STOP_RULES["bayes"] = bayes_stops
