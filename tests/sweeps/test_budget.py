@@ -2,11 +2,12 @@
 a new seed, the what-if replay that simulates it (the same rule), and the migration from ``max_new_seeds``."""
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
-
-import numpy as np
 
 from webapp.sweeps.policies import replay
 from webapp.sweeps.policies.budget import BudgetUse, budget_error, committed_steps, may_start_seed, stops_fund_a_seed
@@ -167,3 +168,20 @@ def test_the_migration_turns_max_new_seeds_into_a_budget_of_the_initial_runs_plu
     allowed = dict(back.get_model("sweeps", "SweepPlan").objects.values_list("sweep_id", "max_new_seeds"))
     assert allowed == {sweeps[0].pk: 2, sweeps[1].pk: 0}
     migrate(leaves)
+
+
+def test_with_a_budget_every_bayes_stop_is_one_a_fresh_seed_pays_for_and_says_so():
+    # 12 seeds of one config (levels 0.3-0.8, noisy), 4 slots, a budget of 8 runs: every stop bayes makes obeys
+    # g_j / steps left < g_new / max_steps, and its reason and details give both gains
+    rng = random.Random(0)
+    curves = {f"s{i}": [(step, min(1.0, max(0.0, (0.3 + 0.5 * rng.random()) * (1 - 0.6 ** step) + rng.gauss(0, 0.02))))
+                        for step in range(1, N + 1)] for i in range(12)}
+    config = {"name": "bayes", "metric": "m", "max_steps": N, "grace_steps": 3, "min_peers": 1, "risk": 0.5}
+    result = replay(config, curves, concurrency=4, budget=8, initial=4)
+    stops = [d for d in result.decisions if d.action == "stop"]
+    assert stops and len(result.steps_run) > 8  # stops made, and they started new seeds
+    for d in stops:
+        left = d.details["horizon"] - d.step
+        assert d.details["gain"] * N < d.details["fresh_gain"] * left
+        assert "a fresh seed's" in d.reason
+    assert sum(result.steps_run.values()) <= 8 * N
