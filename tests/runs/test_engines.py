@@ -65,6 +65,8 @@ def test_the_run_page_shows_the_engine_and_its_resolved_config_once_stored(clien
     fragment_url = reverse("runs:engine_config", args=[run.pk])
     page = client_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
     assert re.search(r'id="engine-badge"[^>]*>engine: trl · 2 processes<', page)
+    # how the engine launches and how its metrics arrive, from the registry
+    assert re.search(r'id="engine-badge" title="The trainer that runs it: torchrun [^"]*; metrics: events file', page)
     assert "<h2>Seedbed's config</h2>" in page and "TRL&#x27;s resolved GRPOConfig" in page
     assert "Appears once the engine has started." in page and f'hx-get="{fragment_url}"' in page  # polled till then
     assert client_in.get(fragment_url).status_code == 200

@@ -47,8 +47,9 @@ class Engine:
     ``lacks`` maps each knob the engine does not have to the field error for a value other than its default (the
     form hides those knobs under this engine); ``errors(cfg)`` adds the engine's other rules. ``launch`` and
     ``metrics`` say how it starts and how its metrics reach the run (``METRICS_IN_PROCESS`` or
-    ``METRICS_FROM_EVENTS``, then how), for the doctor and the docs. ``resolved_config`` titles the run page's section of the engine's own resolved config
-    ("" when it has none besides Seedbed's; ``{command}`` is the config's command)."""
+    ``METRICS_FROM_EVENTS``, then how): the run page's engine badge shows them. ``resolved_config`` titles the run
+    page's section of the engine's own resolved config ("" when it has none besides Seedbed's; ``{command}`` is
+    the config's command)."""
 
     name: str
     label: str
