@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
 
 REPO = Path(__file__).resolve().parent.parent
 # Tasks of this test session travel under their own Redis key prefix, so test sessions (and a running
@@ -172,6 +173,26 @@ def tiny_config(**overrides) -> dict:
 
 
 # --- the web layer: a user, a logged-in client, a model folder the config schema accepts ---
+
+class OneIterationPBKDF2PasswordHasher(PBKDF2PasswordHasher):
+    """Django's default hasher at one iteration instead of about a million (0.3-0.7 s a password on a 2-core machine,
+    for every user a test makes and every password login it types). The hash names its iteration count
+    ("pbkdf2_sha256$1$..."), so a server process with the default settings still checks it."""
+    iterations = 1
+
+
+TEST_PASSWORD_HASHERS = ["tests.conftest.OneIterationPBKDF2PasswordHasher",
+                         "django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cheap_password_hashes():
+    """Passwords the tests set are hashed at one iteration (see OneIterationPBKDF2PasswordHasher)."""
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=TEST_PASSWORD_HASHERS):
+        yield
+
 
 @pytest.fixture(autouse=True)
 def test_folders_are_allowed_data(settings, tmp_path_factory):
