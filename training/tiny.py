@@ -211,9 +211,10 @@ def ensure_tiny_model(out_dir: str, *, log=print, cache_root: str | None = None,
     (``tiny_recipe_digest``) kept there is copied instead of built, and a new build is kept there for the next
     clone; a changed recipe has another key, so it is built afresh."""
     import torch
-    cached = os.path.join(cache_root, tiny_recipe_digest(build)) if cache_root else None
 
     def make() -> dict:
+        # (hashed here: reading the recipe imports the verifiers, which a model already there does not need)
+        cached = os.path.join(cache_root, tiny_recipe_digest(build)) if cache_root else None
         if cached and tiny_model_ready(cached):
             log(f"the built-in tiny model of this recipe is in the cache: copying {cached} to {out_dir}")
             _copy_model_folder(cached, out_dir, prefix=_STAGING_PREFIX)
