@@ -172,9 +172,13 @@ def test_with_no_seed_queued_a_freed_slot_starts_a_fresh_seed_the_budget_can_pay
 def test_a_freed_slot_starts_no_seed_the_budget_cannot_pay_for_to_its_end(config, django_capture_on_commit_callbacks):
     sweep, runs = three_running(config, django_capture_on_commit_callbacks, free_slot_use=FreeSlotUse.NEW_SEED,
                                 budget=3)
-    [decision] = services.sweep_apply_policy(sweep_id=sweep.pk)
-    assert decision.run_id == runs[2].pk and sweep.runs.count() == 3
-    assert "the budget cannot pay for a new seed to its end (budget 3 runs: " in decision.note
+    # the median rule ranks run 2 last, but its 15 steps left cannot start a 20-step seed within 3 runs: with a
+    # budget a ranking stop is made only when it funds a new seed (policies.budget.stops_fund_a_seed), since a
+    # stopped seed's unused rest buys nothing and loses its chance of ending best
+    assert services.sweep_apply_policy(sweep_id=sweep.pk) == []
+    assert sweep.runs.count() == 3 and {r.status for r in sweep.runs.all()} == {RunStatus.RUNNING}
+    use = services.budget_use(sweep, SweepPlan.objects.get(sweep=sweep))
+    assert not use.may_start_seed
 
 
 def test_a_run_that_ends_otherwise_with_budget_left_gives_its_slot_to_a_fresh_seed(config, django_capture_on_commit_callbacks):
