@@ -154,18 +154,6 @@ def too_few_peers(step: int, others: list[tuple[int, bool]], min_peers: int, wha
     return f"waiting for {what} at step {step}: {n} of {min_peers}" if n < min_peers else None
 
 
-class Policy:
-    """Base class: keeps the curves, applies grace and the once-per-run rule; subclasses find the stops."""
-
-    rule = "manual"
-    ranks = True  # whether it ranks runs on its metric (manual does not; its guards may still stop runs)
-    compares_peers = False  # whether it judges a run against other runs (min_peers matters: feasibility.py)
-
-    def __init__(self, params: CommonParams):
-        self.params = params
-        self.curves: dict[Hashable, RunCurve] = {}
-
-
 class SweepCurves:
     """What a rule reads at a decision: every run's smoothed curve (in the order the feed created them), the runs out
     of the race (``stopped``: run -> the policy's stop, or None for a run that ended otherwise), the applied
