@@ -102,13 +102,18 @@ MEMORY_TASK = "reasoning_gym:chain_sum"
 MEMORY_PARAMS = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 2}
 
 
-def memory_config(model_dir: str, steps: int, seed: int, shape: tuple[int, int, int], knobs: dict):
+def memory_config(model_dir: str, steps: int, seed: int, shape: tuple[int, int, int], knobs: dict,
+                  tiny: bool = False):
+    """The memory workload's config; ``tiny``: the built-in tiny model on its arithmetic task instead (no chat
+    template, its own verifier), the same shape and knobs."""
     from training.config import TrainConfig
 
     prompts, group, max_new = shape
+    task = ({"task": "arithmetic"} if tiny else
+            {"model_path": model_dir, "task": MEMORY_TASK, "task_params": MEMORY_PARAMS, "task_size": 4096,
+             "rewards": REWARDS, "chat_template": "on", "answer_instruction": INSTRUCTION})
     return TrainConfig.from_dict({
-        "model_path": model_dir, "task": MEMORY_TASK, "task_params": MEMORY_PARAMS, "task_size": 4096,
-        "rewards": REWARDS, "chat_template": "on", "answer_instruction": INSTRUCTION, "temperature": 1.0,
+        **task, "temperature": 1.0,
         "total_steps": steps, "prompts_per_step": prompts, "group_size": group, "max_new_tokens": max_new,
         "lr": 1e-6, "kl_coef": 0.0, "loss_agg": "token-mean", "seed": seed, "samples_per_step": 0,
         "device": "cpu", **knobs})
@@ -141,27 +146,31 @@ def relative(a: float, b: float) -> float:
 
 
 def run_memory(model_dir: str, steps: int, seed: int, shape: tuple[int, int, int], knobs: dict,
-               check: bool = False) -> dict:
+               check: bool = False, tiny: bool = False) -> dict:
     """Seedbed's loop on the memory workload: per step its loss, entropy, the masked log-probs the loss saw, the
     sequence shape and the peak RSS so far; the whole run's peak RSS and s/step. ``check``: each micro-batch's
     log-probs, entropy and loss also computed the un-chunked way (``unchunked_logprobs``) on the same sequences
-    and weights, and per step the largest differences: relative for the loss and the entropy (the micro-batch's
-    masked mean), absolute and relative (L2 over the step's tokens) for the log-probs."""
+    and weights, and per step the largest differences: relative for the loss (to the larger of the losses and the
+    mean |advantage|, the size of its terms) and the entropy (the micro-batch's masked mean), absolute and relative
+    (L2 over the step's tokens) for the log-probs."""
     import torch
 
     import training.loop as loop
     from training.distributed import Parallel
     from training.sink import NullSink
 
-    cfg = memory_config(model_dir, steps, seed, shape, knobs)
+    cfg = memory_config(model_dir, steps, seed, shape, knobs, tiny)
     seen: list[torch.Tensor] = []
+    widest = [0]  # the widest prompt a training forward saw (the memory model's prompt_tokens)
     policy_loss, forward = loop.policy_loss, Parallel.forward
     pending: list = []  # check: the micro-batch's (un-chunked log-probs, their entropy, the loop's entropy)
     diffs = {"loss": 0.0, "entropy": 0.0, "logp_abs": 0.0, "sq_diff": 0.0, "sq_ref": 0.0}
 
     def checking_forward(self, batch):
+        widest[0] = max(widest[0], batch.prompt_ids.shape[1])
         logp, entropy = forward(self, batch)
-        pending.append((*unchunked_logprobs(self.full_model, batch, temperature=cfg.temperature), entropy))
+        if check:
+            pending.append((*unchunked_logprobs(self.full_model, batch, temperature=cfg.temperature), entropy))
         return logp, entropy
 
     def recording_policy_loss(logp, old_logp, advantages, mask, **kw):  # the log-probs the loss was given
@@ -172,16 +181,17 @@ def run_memory(model_dir: str, steps: int, seed: int, shape: tuple[int, int, int
             ref_loss = policy_loss(ref_logp, old_logp, advantages, mask, **kw)[0]
             on = mask > 0
             a, b = logp.detach()[on].double(), ref_logp[on].double()
-            diffs["loss"] = max(diffs["loss"], relative(loss.item(), ref_loss.item()))
+            # the loss is a mean of ratio x advantage terms that cancel within a group (often ~1e-8 of terms of
+            # size |A|): its difference is relative to the terms' size, the mean |advantage| over the tokens
+            scale = float((advantages.abs()[:, None] * on).sum() / on.sum().clamp(min=1))
+            diffs["loss"] = max(diffs["loss"], abs(loss.item() - ref_loss.item())
+                                / max(abs(loss.item()), abs(ref_loss.item()), scale, 1e-12))
             diffs["entropy"] = max(diffs["entropy"], relative(float(entropy[on].mean()), float(ref_entropy[on].mean())))
             diffs["logp_abs"] = max(diffs["logp_abs"], float((a - b).abs().max()) if len(a) else 0.0)
             diffs["sq_diff"] += float(((a - b) ** 2).sum())
             diffs["sq_ref"] += float((b ** 2).sum())
         return loss, stats
 
-    loop.policy_loss = recording_policy_loss
-    if check:
-        Parallel.forward = checking_forward
     per_step = []
 
     class RecordingSink(NullSink):
@@ -199,12 +209,20 @@ def run_memory(model_dir: str, steps: int, seed: int, shape: tuple[int, int, int
                 diffs.update(loss=0.0, entropy=0.0, logp_abs=0.0, sq_diff=0.0, sq_ref=0.0)
             print("STEP " + json.dumps(per_step[-1]), file=sys.stderr, flush=True)  # a killed run's steps so far
 
-    with tempfile.TemporaryDirectory() as out:
-        t0 = time.perf_counter()
-        loop.train(cfg, out, RecordingSink())
-        wall = time.perf_counter() - t0
+    loop.policy_loss, Parallel.forward = recording_policy_loss, checking_forward
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            t0 = time.perf_counter()
+            loop.train(cfg, out, RecordingSink())
+            wall = time.perf_counter() - t0
+    finally:  # (a test calls this in its own process)
+        loop.policy_loss, Parallel.forward = policy_loss, forward
+    from training.memory import estimate_for_config
+
+    estimate = estimate_for_config(cfg, cfg.resolved_model_path(), prompt_tokens=widest[0])
     return {"steps": per_step, "wall_s": wall, "s_per_step": wall / steps, "knobs": knobs, "shape": shape,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "prompt_tokens": widest[0],
+            "estimate_mb": estimate.total / 2**20, "estimate": estimate.text()}
 
 
 def trl_trainer(model_dir: str, out: str, *, steps: int, seed: int, task_size: int = 4096, prompts: int = PROMPTS,
@@ -255,17 +273,19 @@ def run_trl(model_dir: str, steps: int, seed: int, out: str) -> dict:
 
 
 def child(engine: str, steps: int, seed: int, threads: int, problems: int, samples: int,
-          shape: tuple[int, int, int] = (4, 8, 64), knobs: dict | None = None, check: bool = False) -> None:
+          shape: tuple[int, int, int] = (4, 8, 64), knobs: dict | None = None, check: bool = False,
+          tiny: bool = False) -> None:
     import torch
 
     from training.loop import load_model
     from training.models import ensure_smollm2
 
     torch.set_num_threads(threads)
-    model_dir = ensure_smollm2()
     if engine == "memory":  # nothing else loaded first: the peak RSS is the training run's own
-        print("RESULT " + json.dumps(run_memory(model_dir, steps, seed, shape, knobs or {}, check)))
+        model_dir = "" if tiny else ensure_smollm2()
+        print("RESULT " + json.dumps(run_memory(model_dir, steps, seed, shape, knobs or {}, check, tiny)))
         return
+    model_dir = ensure_smollm2()
     load_model(model_dir, "cpu")  # warm transformers' lazy imports outside the timed region, for both alike
     if engine == "base":
         print("RESULT " + json.dumps({"per_problem": pass1_per_problem(model_dir, problems, samples)}))
@@ -291,7 +311,7 @@ def memory_main(args, shape: tuple[int, int, int], knobs: dict) -> None:
     per-step figures, the peak, and with --compare the largest relative difference from a recorded run."""
     argv = [sys.executable, __file__, "--child", "memory", "--steps", str(args.steps), "--seed", str(args.seed),
             "--threads", str(args.threads), "--shape", args.shape] + [a for kv in args.set for a in ("--set", kv)]
-    argv += ["--check-unchunked"] if args.check_unchunked else []
+    argv += (["--check-unchunked"] if args.check_unchunked else []) + (["--tiny"] if args.tiny else [])
     proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT)  # its stderr: each step as it ends
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode or not line:
@@ -299,12 +319,14 @@ def memory_main(args, shape: tuple[int, int, int], knobs: dict) -> None:
     res = json.loads(line[0][7:])
     for s in res["steps"]:
         print(f"step {s['step']:3d}  loss {s['loss']:+.8f}  entropy {s['entropy']:.8f}  logp sum "
-              f"{s['logp_sum']:+.6f}  length {s['length']:5.1f}  {s['seconds']:6.2f} s  RSS {s['rss_mb']:6.0f} MB"
+              f"{s['logp_sum']:+.6f}  length {s['length']:5.1f}  {s['seconds']:6.2f} s  RSS {s['rss_mb']:6.0f} MiB"
               + ("  un-chunked: loss {loss:.1e} entropy {entropy:.1e} logp abs {logp_abs:.1e} rel L2 "
                  "{logp_rel_l2:.1e}".format(**s["unchunked"]) if "unchunked" in s else ""))
-    print(f"shape {args.shape} knobs {json.dumps(knobs)}: peak RSS {res['peak_rss_mb']:.0f} MB, "
-          f"{res['s_per_step']:.2f} s/step over {args.steps} steps ({args.threads} threads, load "
-          f"{os.getloadavg()[0]:.1f})")
+    print(f"{'tiny model' if args.tiny else 'SmolLM2'} shape {args.shape} knobs {json.dumps(knobs)}: peak RSS "
+          f"{res['peak_rss_mb']:.0f} MiB, {res['s_per_step']:.2f} s/step over {args.steps} steps ({args.threads} "
+          f"threads, load {os.getloadavg()[0]:.1f})")
+    print(f"memory model (prompts of {res['prompt_tokens']} tokens): {res['estimate_mb']:.0f} MiB, "
+          f"{100 * (res['estimate_mb'] / res['peak_rss_mb'] - 1):+.1f} % of the measured peak: {res['estimate']}")
     if args.record:
         with open(args.record, "w") as fh:
             json.dump(res, fh)
@@ -345,6 +367,7 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KNOB=JSON", help="--memory: a config knob")
     ap.add_argument("--record", default="", help="--memory: write the per-step values (JSON) here")
     ap.add_argument("--compare", default="", help="--memory: per-step values to compare with (a --record file)")
+    ap.add_argument("--tiny", action="store_true", help="--memory: the built-in tiny model on arithmetic")
     ap.add_argument("--check-unchunked", action="store_true",
                     help="--memory: each step's loss, entropy and log-probs against the un-chunked path's")
     args = ap.parse_args()
@@ -352,7 +375,7 @@ def main() -> None:
     knobs = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)}
     if args.child:
         child(args.child, args.steps, args.seed, args.threads, args.problems, args.samples, shape, knobs,
-              args.check_unchunked)
+              args.check_unchunked, args.tiny)
         return
     if args.memory:
         memory_main(args, shape, knobs)

@@ -112,10 +112,14 @@ def run_trl(steps: int, seed: int, out: str) -> dict:
 def child(engine: str, steps: int, seed: int, threads: int) -> None:
     import torch
     torch.set_num_threads(threads)
-    # warm transformers' lazy imports (several seconds) outside the timed region, for both engines alike
+    # warm transformers' lazy imports (several seconds) and the verifier registry's outside the timed region, for
+    # both engines alike (TRL's own imports happen before its timed call too)
     from training.config import default_tiny_model_dir
+    from training.data import default_rewards
     from training.loop import load_model
+    from training.verifiers import build_reward
     load_model(default_tiny_model_dir(), "cpu")
+    build_reward(default_rewards("arithmetic"))
     with tempfile.TemporaryDirectory() as out:
         res = (run_trl if engine == "trl" else run_seedbed)(steps, seed, out)
         res["pass@1"] = held_out_pass1(res.pop("model_dir"))

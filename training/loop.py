@@ -48,8 +48,8 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
     reward_fn = build_reward(cfg.rewards or default_rewards(cfg.task))
     policy = Parallel(model, cfg, world)  # DDP / FSDP2 across ranks; the model itself in one process
     engine = make_rollout_engine(cfg.rollout_engine, policy.full_model, tokenizer)
-    # foreach: one kernel per op over all parameters instead of a Python loop over ~40 tensors
-    optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
+    optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay,
+                                  **adamw_kernel(policy.strategy))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / (cfg.warmup_steps + 1)))
     # the same on every rank: every rank draws the step's prompts and row seeds, then takes its share
     gens = {name: torch.Generator().manual_seed(data_generator_seed(cfg.seed) + i)
@@ -125,6 +125,13 @@ def report_signals(sink, step: int, roll, metrics: dict) -> None:
     for name, key in (("completion", "hacking/same_completion_share"), ("reason", "hacking/paid_reason_share")):
         metrics[key] = roll.signals[name]["share"] if roll.signals[name] else 0.0
     sink.on_completion_signals(step, roll.signals)
+
+
+def adamw_kernel(strategy: str) -> dict:
+    """AdamW's implementation: fused (one kernel over every parameter per step, on CPU too: a third of foreach's
+    time on the tiny model) except under FSDP2, whose sharded DTensor parameters take the foreach kernels (one
+    per op over all parameters instead of a Python loop over each tensor)."""
+    return {"foreach": True} if strategy == "fsdp" else {"fused": True}
 
 
 def compute_precision(cfg, device):

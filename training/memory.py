@@ -16,8 +16,9 @@ A step of Seedbed's loop holds, at its peak (the backward of a micro-batch):
   bytes; none with checkpointing) and the working set of one chunk (``training.rollout.CHUNK_LOGITS`` logits,
   a few copies).
 
-The optimizer step's own peak (AdamW's foreach update makes one temporary of 4·N) comes after the activations
-are freed; the estimate is the larger of the two phases. Sampling (the KV cache of the whole batch) is smaller
+The optimizer step's own peak comes after the activations are freed: the loop's fused AdamW updates in place,
+the foreach kernels it takes under FSDP2 make a temporary of 4·N (counted, whichever runs); the estimate is the
+larger of the two phases. Sampling (the KV cache of the whole batch) is smaller
 than either on the models this was measured on, and is counted in the same way.
 """
 from __future__ import annotations
