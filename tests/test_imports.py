@@ -180,10 +180,6 @@ def cycles(graph: dict[str, dict[str, int]], within: str) -> list[list[str]]:
 
 #: Circles inside training/ still there, each with why (the test fails on any other, and once one is gone)
 KNOWN_CIRCLES = [
-    # the verifier registry loads the built-in verifiers on first use, and each registers itself with it
-    ["training.verifiers.base", "training.verifiers.code", "training.verifiers.ifeval", "training.verifiers.judge",
-     "training.verifiers.math_answer", "training.verifiers.reasoning_gym", "training.verifiers.sandbox",
-     "training.verifiers.simple"],
     # data.encode_prompt renders with prompts.PLAIN; prompts.first_question reads an example through data
     ["training.data", "training.prompts"],
     # rollout.make_rollout_engine builds the vLLM engine, which subclasses rollout's batch types

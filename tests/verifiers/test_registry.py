@@ -107,7 +107,7 @@ def test_combine_rewards_rejects_bad_spec_naming_item():
     assert math.isnan(combine_rewards([{"name": "exact"}], [], []).metrics()["reward/exact/mean"])
 
 
-@pytest.mark.parametrize("name", ["subprocess:Popen", "builtins:eval", "os:system", "training.verifiers.base:_resolve"])
+@pytest.mark.parametrize("name", ["subprocess:Popen", "builtins:eval", "os:system", "training.verifiers.registry:_resolve"])
 def test_a_reward_spec_cannot_name_arbitrary_code(name, tmp_path, monkeypatch):
     """The registry exploit a red team found: a dotted path to any importable callable. Refused at submit (a field error) and
     when built (the worker), unless the operator allows its module; nothing runs."""

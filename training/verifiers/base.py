@@ -1,11 +1,11 @@
-"""The verifier contract and registry (docs/architecture.md#verifiers).
+"""The verifier contract (docs/architecture.md#verifiers): what a verifier returns (:class:`VerifierResult`), what
+it raises when it cannot judge (:class:`VerifierError`), the parameters a config may set (:class:`Param`), and
+:func:`register_verifier`, which files a verifier under its name. The built-in verifiers import this module
+only; looking a verifier up, binding its parameters and loading the built-ins is ``training.verifiers.registry``
+(so the built-ins never import back what loads them).
 
-A verifier is a callable ``v(completion: str, example: dict) -> VerifierResult``. It is registered under a name
-with :func:`register_verifier` and built with :func:`get_verifier`, which binds its parameters once and
-rejects unknown ones, naming them. A verifier of the operator's own is reached by a dotted path
-``"pkg.mod:fn"``, from the modules listed in $SEEDBED_VERIFIER_MODULES only.
-
-Two kinds of thing can be registered:
+A verifier is a callable ``v(completion: str, example: dict) -> VerifierResult``. Two kinds of thing can be
+registered:
 
 * a plain function ``fn(completion, example, *, param=default, ...)``; ``get_verifier`` binds the keyword
   parameters;
@@ -18,9 +18,6 @@ A verifier that cannot judge (server down, sandbox broken, its own deadline pass
 """
 from __future__ import annotations
 
-import importlib
-import inspect
-import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -50,6 +47,7 @@ _REGISTRY: dict[str, Any] = {}
 def register_verifier(name: str) -> Callable[[Any], Any]:
     """Decorator registering a verifier function or class under ``name``.
 
+    >>> from training.verifiers.registry import get_verifier
     >>> @register_verifier("_doc_always_one")
     ... def always_one(completion, example):
     ...     return VerifierResult(1.0, {})
@@ -66,120 +64,6 @@ def register_verifier(name: str) -> Callable[[Any], Any]:
         return obj
 
     return deco
-
-
-def registered_names() -> list[str]:
-    """Names of all built-in and registered verifiers."""
-    _load_builtins()
-    return sorted(n for n in _REGISTRY if not n.startswith("_"))
-
-
-def check_reward_spec(rewards: Any) -> str:
-    """"" when ``rewards`` is a valid reward spec (a list of {"name", "weight", "params"}), else what is wrong,
-    naming the item: an unknown verifier or a parameter it does not take is caught here, before any work.
-
-    >>> check_reward_spec([{"name": "exact", "params": {"case_sensitive": False}}])
-    ''
-    >>> check_reward_spec([{"name": "maths"}])[:36]
-    "item 0: unknown verifier 'maths'; re"
-    """
-    if not isinstance(rewards, list):
-        return f"must be a list of {{\"name\": verifier, \"weight\": w, \"params\": {{...}}}}; got {type(rewards).__name__}"
-    for i, item in enumerate(rewards):
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            return f"item {i} must be a mapping with a string 'name'"
-        extra = set(item) - {"name", "weight", "params"}
-        if extra:
-            return f"item {i} has unknown keys {sorted(extra)}"
-        weight = item.get("weight", 1.0)
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight != weight or abs(weight) == float("inf"):
-            return f"item {i}: weight must be a finite number; got {weight!r}"
-        params = item.get("params", {})
-        if not isinstance(params, dict):
-            return f"item {i}: params must be a mapping; got {type(params).__name__}"
-        name = item["name"]
-        if ":" in name:
-            refused = dotted_path_error(name)
-            if refused:
-                return f"item {i}: {refused}"
-            continue  # an allowed dotted path is imported (and checked) only where the reward is built
-        if name not in _REGISTRY:
-            _load_builtins()
-        if name not in _REGISTRY or name.startswith("_"):
-            return f"item {i}: unknown verifier {name!r}; registered: {', '.join(registered_names())}"
-        obj = _REGISTRY[name]
-        declared = getattr(obj, "PARAMS", None)
-        try:
-            if inspect.isclass(obj):
-                _check_params(obj.__init__, params, name, skip=1, declared=declared)
-            else:
-                _check_params(obj, params, name, skip=2, declared=declared)
-        except ValueError as exc:
-            return f"item {i}: {exc}"
-        # a verifier that checks its parameters' values (``check_params(**params) -> problem``) does so here
-        problem = obj.check_params(**params) if hasattr(obj, "check_params") else ""
-        if problem:
-            return f"item {i}: {problem}"
-    return ""
-
-
-def verifier_params_help() -> str:
-    """One line per verifier parameter that says what it chooses (``Param.help``), for the forms' help text.
-
-    >>> "math: mode" in verifier_params_help()
-    True
-    """
-    _load_builtins()
-    return "; ".join(f"{name}: {key} — {param.help}" for name in registered_names()
-                     for key, param in (getattr(_REGISTRY[name], "PARAMS", None) or {}).items() if param.help)
-
-
-def _load_builtins() -> None:
-    # Imported lazily so that `import training.verifiers` stays cheap and has no import cycle.
-    from training.verifiers import simple, math_answer, ifeval, judge, code, reasoning_gym  # noqa: F401
-
-
-VERIFIER_MODULES_ENV = "SEEDBED_VERIFIER_MODULES"
-
-
-def allowed_verifier_modules() -> tuple[str, ...]:
-    """The modules whose callables a reward spec may name by dotted path ``"pkg.mod:fn"``: those the operator
-    lists in $SEEDBED_VERIFIER_MODULES (comma-separated; a package allows its submodules). None by default:
-    a config names code only where the operator said so (docs/architecture.md#projects-and-trust)."""
-    return tuple(m.strip() for m in os.environ.get(VERIFIER_MODULES_ENV, "").split(",") if m.strip())
-
-
-def dotted_path_error(name: str) -> str:
-    """"" when the dotted path ``name`` lies in an allowed module, else why it is refused (nothing imported)."""
-    module_name = name.partition(":")[0]
-    allowed = allowed_verifier_modules()
-    if any(module_name == m or module_name.startswith(m + ".") for m in allowed):
-        return ""
-    return (f"verifier {name!r}: a dotted path may only name a module the operator allows in "
-            f"${VERIFIER_MODULES_ENV} ({', '.join(allowed) or 'none are'}); use a registered verifier: "
-            f"{', '.join(registered_names())}")
-
-
-def _resolve(name: str) -> Any:
-    if ":" in name:
-        refused = dotted_path_error(name)
-        if refused:
-            raise ValueError(refused)
-        module_name, _, attr = name.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise ValueError(f"verifier {name!r}: cannot import module {module_name!r}: {exc}") from exc
-        try:
-            return getattr(module, attr)
-        except AttributeError:
-            raise ValueError(f"verifier {name!r}: module {module_name!r} has no attribute {attr!r}") from None
-    if name not in _REGISTRY:
-        _load_builtins()
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown verifier {name!r}; known: {', '.join(registered_names())} "
-                         f"(or a dotted path 'pkg.module:function')")
-    return _REGISTRY[name]
 
 
 @dataclass(frozen=True)
@@ -221,65 +105,3 @@ class Param:
                 return f"must be a list; got {type(value).__name__}"
             return f"at most {self.max_len} items; got {len(value)}" if len(value) > self.max_len else ""
         return "" if isinstance(value, self.kind) else f"must be a {self.kind.__name__}; got {value!r}"
-
-
-def _check_params(target: Callable, params: dict, name: str, skip: int, declared: dict | None = None) -> None:
-    """Reject parameters the verifier does not accept, naming them (no silently ignored typos), and, where the
-    verifier declares its parameters (``PARAMS``), any other parameter and any value of the wrong type or out
-    of bounds."""
-    if declared is not None:
-        unknown = sorted(set(params) - set(declared))
-        if unknown:
-            raise ValueError(f"verifier {name!r}: unknown parameter(s) {unknown}; accepted: {sorted(declared)}")
-        for key, value in params.items():
-            problem = declared[key].problem(value)
-            if problem:
-                raise ValueError(f"verifier {name!r}: {key} {problem}")
-        return
-    sig = inspect.signature(target)
-    accepted = list(sig.parameters.values())[skip:]
-    if any(p.kind is p.VAR_KEYWORD for p in accepted):
-        return
-    names = {p.name for p in accepted if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
-    unknown = sorted(set(params) - names)
-    if unknown:
-        raise ValueError(f"verifier {name!r}: unknown parameter(s) {unknown}; accepted: {sorted(names)}")
-
-
-class _BoundFunction:
-    """A verifier function with its parameters bound (picklable when the function is)."""
-
-    def __init__(self, fn: Callable, params: dict, name: str):
-        self.fn, self.params, self.name = fn, dict(params), name
-
-    def __call__(self, completion: str, example: dict) -> VerifierResult:
-        result = self.fn(completion, example, **self.params)
-        if not isinstance(result, VerifierResult):
-            if isinstance(result, (int, float)) and not isinstance(result, bool):
-                return VerifierResult(float(result), {})
-            raise VerifierError(f"verifier {self.name!r} returned {type(result).__name__}, not VerifierResult")
-        return result
-
-    def __repr__(self) -> str:
-        return f"<verifier {self.name} {self.params}>"
-
-
-def get_verifier(name: str, **params: Any) -> Verifier:
-    """Build the verifier registered as ``name`` (or at dotted path ``"pkg.mod:fn"``) with ``params``.
-
-    >>> v = get_verifier("exact", case_sensitive=False)
-    >>> v("  Paris ", {"answer": "paris"}).score
-    1.0
-    >>> get_verifier("exact", case_sensitve=False)
-    Traceback (most recent call last):
-    ...
-    ValueError: verifier 'exact': unknown parameter(s) ['case_sensitve']; accepted: ['answer_key', 'case_sensitive']
-    """
-    obj = _resolve(name)
-    if inspect.isclass(obj):
-        _check_params(obj.__init__, params, name, skip=1)
-        return obj(**params)
-    if not callable(obj):
-        raise ValueError(f"verifier {name!r} is not callable")
-    _check_params(obj, params, name, skip=2)
-    return _BoundFunction(obj, params, name)

@@ -19,7 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from training.verifiers.base import Verifier, VerifierError, VerifierResult, get_verifier
+from training.verifiers.base import Verifier, VerifierError, VerifierResult
+from training.verifiers.registry import get_verifier
 
 
 def score_batch(verifier: Verifier, completions: Sequence[str], examples: Sequence[dict]) -> list:

@@ -9,7 +9,7 @@ from django import forms
 from training.config import TASK_SUGGESTIONS
 from webapp.runs.forms import DatalistInput
 from training.passk import MAX_N
-from training.verifiers.base import verifier_params_help
+from training.verifiers.registry import verifier_params_help
 
 from .services import ModelChoice
 

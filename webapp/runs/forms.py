@@ -20,7 +20,7 @@ from training.config import PRESETS, TrainConfig, field_specs
 from training.engines import available_engines, engine_knobs_lacked, engine_named
 from training.engines.command import registered_commands
 from training.fields import FieldErrors
-from training.verifiers.base import verifier_params_help
+from training.verifiers.registry import verifier_params_help
 from webapp.projects.models import Role
 from webapp.projects.selectors import projects_where
 from webapp.runs.services import parse_config
