@@ -180,8 +180,6 @@ def cycles(graph: dict[str, dict[str, int]], within: str) -> list[list[str]]:
 
 #: Circles inside training/ still there, each with why (the test fails on any other, and once one is gone)
 KNOWN_CIRCLES = [
-    # data.encode_prompt renders with prompts.PLAIN; prompts.first_question reads an example through data
-    ["training.data", "training.prompts"],
     # rollout.make_rollout_engine builds the vLLM engine, which subclasses rollout's batch types
     ["training.rollout", "training.rollout_vllm"],
 ]

@@ -44,7 +44,7 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
     model, tokenizer = load_model(resume[1] if resume else cfg.resolved_model_path(), device)
     # the reference policy is the run's starting model (its checkpoint parent for iterative RLVR)
     ref_model = load_model(cfg.resolved_model_path(), device)[0].eval().requires_grad_(False) if cfg.kl_coef > 0 else None
-    source = prompt_source(cfg)  # the run page shows its first draw (training.prompts.first_training_example)
+    source = prompt_source(cfg)  # the run page shows its first draw (training.first_prompt.first_training_example)
     reward_fn = build_reward(cfg.rewards or default_rewards(cfg.task))
     policy = Parallel(model, cfg, world)  # DDP / FSDP2 across ranks; the model itself in one process
     engine = make_rollout_engine(cfg.rollout_engine, policy.full_model, tokenizer)

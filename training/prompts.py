@@ -3,8 +3,9 @@ its chat template (through the tokenizer: system prompt, the question as the use
 answer-format instruction, then the assistant's turn opened), so the model sees what it was tuned on.
 
 The same template renders prompts for training, for the periodic held-out eval and for evaluation jobs, and the
-run page shows the first prompt training draws, rendered by the same function (``first_training_example``,
-``PromptTemplate.render_example``; docs/architecture.md "The training core").
+run page shows the first prompt training draws, rendered by the same function (``PromptTemplate.render_example``;
+the draw itself is ``training.first_prompt``, which reads the data: this module imports no other of training's;
+docs/architecture.md "The training core").
 """
 from __future__ import annotations
 
@@ -78,50 +79,3 @@ def own_system_prompt(example: dict) -> str | None:
 
 
 PLAIN = PromptTemplate(chat="off")
-
-
-def first_question(task: str, data_path: str = "", prompt_field: str = "prompt", answer_field: str = "answer",
-                   data_fields: dict | None = None) -> dict:
-    """One example of the task (the first), cheaply: a file's first row, a generator's first held-out item."""
-    from training.data import _as_example, _file_rows, is_file_task, make_prompt_source
-
-    if is_file_task(task):
-        where, row = next(iter(_file_rows(data_path)))
-        return _as_example(where, row, prompt_field, answer_field, data_fields)
-    return make_prompt_source(task, task_size=1).eval_set(1)[0]
-
-
-def first_training_example(config) -> dict:
-    """The first example a run's training draws: its first step's first prompt, from its prompt source as training
-    builds it (``data.prompt_source``: task_params, task_size, seed, data file, mapping and split) with the loop's
-    data generator (``data.data_generator_seed``), known without torch (``PromptSource.first_sample``). A data file
-    is streamed, not loaded: rows counted, the training rows split off as ``make_prompt_source`` does, one row read."""
-    from training.data import data_generator_seed, is_file_task, prompt_source
-
-    seed = data_generator_seed(config.seed)
-    if not is_file_task(config.task):
-        return prompt_source(config).first_sample(seed)
-    from itertools import islice
-
-    from training.data import DatasetError, _as_example, _file_rows, first_draw, split_held_out
-
-    n = sum(1 for _ in _file_rows(config.data_path))
-    if not n:
-        raise DatasetError(f"{config.data_path}: the dataset is empty")
-    rows = (split_held_out(n, config.held_out_fraction, config.split_seed)[0] if config.held_out_fraction > 0
-            else range(n))
-    where, row = next(islice(_file_rows(config.data_path), rows[first_draw(len(rows), seed)], None))
-    return _as_example(where, row, config.prompt_field, config.answer_field, config.data_fields)
-
-
-def preview(config, tokenizer) -> dict:
-    """What the model is given first in a run's training (``first_training_example``), rendered as training renders
-    it (``PromptTemplate.render_example``): {"question", "answer", "text", "tokens", "chat", "first_step"};
-    first_step: Seedbed's loop draws it first (TRL and verl order their data themselves: for them it is one of
-    the run's training prompts)."""
-    template = config.prompt_template()
-    example = first_training_example(config)
-    return {"question": example["prompt"], "answer": example["answer"],
-            "text": template.render_example(tokenizer, example),
-            "tokens": len(template.encode_example(tokenizer, example)), "chat": template.uses_chat(tokenizer),
-            "first_step": config.engine == "seedbed"}

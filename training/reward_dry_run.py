@@ -149,7 +149,7 @@ def reward_dry_run_error(config) -> str:
     """"" when ``config`` (a TrainConfig on a dataset file, its fields already valid) rewards its first row's
     reference answer, else the ``rewards`` field message. Tasks not read from a file have nothing to dry-run."""
     from training.data import DatasetError, default_rewards, is_file_task
-    from training.prompts import first_question
+    from training.first_prompt import first_question
 
     if not is_file_task(config.task) or not config.data_path:
         return ""

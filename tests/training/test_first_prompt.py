@@ -1,4 +1,4 @@
-"""The run page's prompt is the first one training draws: ``training.prompts.first_training_example`` (no torch, a
+"""The run page's prompt is the first one training draws: ``training.first_prompt.first_training_example`` (no torch, a
 data file streamed) against the loop's own draw (``PromptSource.sample`` with the loop's data generator), for every
 built-in task, reasoning-gym tasks with and without task_params, benchmarks, and a dataset with a held-out split."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 
 from training.config import TrainConfig
 from training.data import data_generator_seed, first_draw, prompt_source
-from training.prompts import first_training_example, preview
+from training.first_prompt import first_training_example, preview
 
 
 def loops_first_example(cfg: TrainConfig) -> dict:

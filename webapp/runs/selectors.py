@@ -321,10 +321,10 @@ def _tokenizer(path: str, mtime: float):
 
 
 def run_prompt_preview(*, run: Run) -> dict:
-    """The run's prompt for one held-out example, rendered as the model sees it (training.prompts), or
+    """The run's prompt for one held-out example, rendered as the model sees it (training.first_prompt), or
     {"error": ...} when it cannot be rendered (its model or data gone)."""
     from training.config import TrainConfig
-    from training.prompts import preview
+    from training.first_prompt import preview
 
     try:
         cfg = TrainConfig.from_dict(run.config, check_paths=False)

@@ -1,0 +1,53 @@
+"""The first prompt a run's training gives the model, known without training (docs/architecture.md "The training
+core"): which example it draws first (``first_training_example``: the loop's own prompt source and data
+generator, without torch) and how it is rendered (``preview``: ``training.prompts.PromptTemplate``, as training
+renders it). The run page shows it; ``first_question`` is a task's first example for the reward dry run.
+
+It sits above ``training.data`` and ``training.prompts``: the data renders plain prompts with the template, and
+this reads examples through the data, so neither of those imports the other back.
+"""
+from __future__ import annotations
+
+from itertools import islice
+
+from training.data import (DatasetError, _as_example, _file_rows, data_generator_seed, first_draw, is_file_task,
+                           make_prompt_source, prompt_source, split_held_out)
+
+
+def first_question(task: str, data_path: str = "", prompt_field: str = "prompt", answer_field: str = "answer",
+                   data_fields: dict | None = None) -> dict:
+    """One example of the task (the first), cheaply: a file's first row, a generator's first held-out item."""
+    if is_file_task(task):
+        where, row = next(iter(_file_rows(data_path)))
+        return _as_example(where, row, prompt_field, answer_field, data_fields)
+    return make_prompt_source(task, task_size=1).eval_set(1)[0]
+
+
+def first_training_example(config) -> dict:
+    """The first example a run's training draws: its first step's first prompt, from its prompt source as training
+    builds it (``data.prompt_source``: task_params, task_size, seed, data file, mapping and split) with the loop's
+    data generator (``data.data_generator_seed``), known without torch (``PromptSource.first_sample``). A data file
+    is streamed, not loaded: rows counted, the training rows split off as ``make_prompt_source`` does, one row read."""
+    seed = data_generator_seed(config.seed)
+    if not is_file_task(config.task):
+        return prompt_source(config).first_sample(seed)
+    n = sum(1 for _ in _file_rows(config.data_path))
+    if not n:
+        raise DatasetError(f"{config.data_path}: the dataset is empty")
+    rows = (split_held_out(n, config.held_out_fraction, config.split_seed)[0] if config.held_out_fraction > 0
+            else range(n))
+    where, row = next(islice(_file_rows(config.data_path), rows[first_draw(len(rows), seed)], None))
+    return _as_example(where, row, config.prompt_field, config.answer_field, config.data_fields)
+
+
+def preview(config, tokenizer) -> dict:
+    """What the model is given first in a run's training (``first_training_example``), rendered as training renders
+    it (``PromptTemplate.render_example``): {"question", "answer", "text", "tokens", "chat", "first_step"};
+    first_step: Seedbed's loop draws it first (TRL and verl order their data themselves: for them it is one of
+    the run's training prompts)."""
+    template = config.prompt_template()
+    example = first_training_example(config)
+    return {"question": example["prompt"], "answer": example["answer"],
+            "text": template.render_example(tokenizer, example),
+            "tokens": len(template.encode_example(tokenizer, example)), "chat": template.uses_chat(tokenizer),
+            "first_step": config.engine == "seedbed"}
