@@ -192,7 +192,7 @@ def check_vllm(args, device, out) -> Result:
     from training.data import default_rewards, make_prompt_source
     from training.evaluate import decode_completions
     from training.loop import load_model
-    from training.rollout import make_rollout_engine
+    from training.rollout_engines import make_rollout_engine
     from training.verifiers import build_reward
 
     if device.type != "cuda":

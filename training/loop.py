@@ -23,7 +23,8 @@ from training.data import data_generator_seed, default_rewards, prompt_source
 from training.distributed import SINGLE, Parallel, World, rank_report
 from training.reward_hacking import completion_signals
 from training.evaluate import decode_completions, evaluate_examples, is_correct
-from training.rollout import RolloutBatch, concat_batches, make_rollout_engine, sequence_logprobs
+from training.rollout import RolloutBatch, concat_batches, sequence_logprobs
+from training.rollout_engines import make_rollout_engine
 from training.routing import RoutingReplay
 from training.sink import Sink, TrainResult
 from training.tiny import ensure_tiny_model

@@ -5,9 +5,9 @@ each token's sampling log-probability (π_old = π_rollout) and, when top-p/top-
 the kept-token mask (DeepSeek-V3.2 "keep sampling mask"). A completion ends at the first of the model's end
 tokens (``end_token_ids``: every EOS it declares and its chat template's end-of-turn token) or once its text
 contains one of the run's stop strings (``StopStrings``); either way that last token is part of the completion.
-``training.rollout_vllm`` holds the vLLM engine (optional ``gpu`` extra). ``sequence_logprobs`` is the training
-forward: the same prompt+completion layout, temperature and (optionally) kept-token mask, so π_θ and π_old are
-comparable token by token.
+``training.rollout_vllm`` holds the vLLM engine (optional ``gpu`` extra); ``training.rollout_engines`` picks one
+by the run's ``rollout_engine``. ``sequence_logprobs`` is the training forward: the same prompt+completion
+layout, temperature and (optionally) kept-token mask, so π_θ and π_old are comparable token by token.
 """
 from __future__ import annotations
 
@@ -442,12 +442,3 @@ def concat_batches(parts: list[RolloutBatch]) -> RolloutBatch:
         torch.cat([right(p.completion_mask, T, 0.0) for p in parts]),
         torch.cat([right(p.sampling_logp, T, 0.0) for p in parts]),
         torch.cat([p.truncated for p in parts]), kept, routing)
-
-
-def make_rollout_engine(name: str, model, tokenizer, **kw) -> RolloutEngine:
-    if name == "hf":
-        return HFRolloutEngine(model, tokenizer)
-    if name == "vllm":
-        from training.rollout_vllm import VLLMRolloutEngine  # optional 'gpu' extra
-        return VLLMRolloutEngine(model, tokenizer, **kw)
-    raise ValueError(f"rollout_engine: unknown engine {name!r}")

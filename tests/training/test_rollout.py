@@ -70,7 +70,7 @@ def test_vllm_engine_is_an_optional_extra(tiny_model_dir):
 
     import pytest
 
-    from training.rollout import make_rollout_engine
+    from training.rollout_engines import make_rollout_engine
 
     if importlib.util.find_spec("vllm") is not None:  # a GPU machine with the extra: nothing to check here
         return
