@@ -114,10 +114,6 @@ KNOWN_APP_DEBTS = {
     # the library's model page lists the runs and checkpoints made from a model: a section the runs app should
     # contribute to that page instead
     ("webapp.library.selectors", "webapp.runs.models"),
-    # the idempotency keys of form posts live in the API app; they belong below every app that takes a post
-    ("webapp.runs.views", "webapp.api.idempotency"),
-    ("webapp.sweeps.views", "webapp.api.idempotency"),
-    ("webapp.evals.views", "webapp.api.idempotency"),
 }
 
 

@@ -11,7 +11,7 @@ from django.urls import reverse
 from tests.evals.conftest import run_with_checkpoints  # noqa: F401  (a fixture)
 from tests.evals.test_views import form_data as eval_form_data
 from tests.sweeps.test_views import form_data as sweep_form_data
-from webapp.api.models import IdempotencyKey
+from webapp.projects.models import IdempotencyKey
 from webapp.evals.models import EvalJob
 from webapp.runs.models import Run
 from webapp.sweeps.models import Sweep

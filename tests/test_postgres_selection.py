@@ -39,7 +39,7 @@ PRODUCTION = ("webapp", "workers")
 # modules that are raw SQL or read through it.
 OWN_CONSTRUCTS = {"IntegrityError", "DataError", "connection", "connections", "select_for_update", "cursor",
                   "MigrationExecutor", "Thread", "ThreadPoolExecutor", "Barrier", "threading", "multiprocessing"}
-ENGINE_MODULES = ("webapp.runs.rollups", "webapp.sweeps.policy_check", "webapp.api.idempotency")
+ENGINE_MODULES = ("webapp.runs.rollups", "webapp.sweeps.policy_check", "webapp.projects.idempotency")
 
 # Modules that call such code only to set up what they test, which is not the database's answer; each names where
 # the code they call is run on PostgreSQL.

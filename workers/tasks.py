@@ -420,7 +420,7 @@ def maintenance() -> dict:
             log.exception("sweep %s: check failed", sweep_id)
     result = {**repaired, "stopped": stopped}
     try:
-        from webapp.api.idempotency import keys_expire
+        from webapp.projects.idempotency import keys_expire
 
         result["idempotency_keys_expired"] = keys_expire()
     except Exception:  # a failed clean-up must not stop the pass (it is done again on the next one)

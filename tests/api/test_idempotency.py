@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from webapp.api.idempotency import keys_expire
-from webapp.api.models import IdempotencyKey
+from webapp.projects.idempotency import keys_expire
+from webapp.projects.models import IdempotencyKey
 from webapp.evals.models import EvalJob
 from webapp.runs.models import Run
 from webapp.sweeps.models import Sweep

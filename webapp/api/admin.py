@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.utils import timezone
 
-from .models import ApiToken, IdempotencyKey
+from .models import ApiToken
 
 
 @admin.register(ApiToken)
@@ -20,18 +20,3 @@ class ApiTokenAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke the selected tokens")
     def revoke(self, request, queryset):
         queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
-
-
-@admin.register(IdempotencyKey)
-class IdempotencyKeyAdmin(admin.ModelAdmin):
-    """Launch keys and the answers they got (kept 24 h): read-only, for staff looking into a retried launch."""
-
-    list_display = ("key", "user", "response_status", "created_at")
-    search_fields = ("user__username", "key")
-    readonly_fields = ("user", "key", "request_hash", "response_status", "response_body", "created_at")
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False

@@ -24,22 +24,3 @@ class ApiToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
-
-
-class IdempotencyKey(models.Model):
-    """A launch's client-chosen key (the API's ``Idempotency-Key`` header, a launch form's one-time token) and the
-    answer it got: stored in the transaction that created the object, so a crash keeps both or neither, and a
-    retry with the same key by the same user is answered from here instead of launching again
-    (webapp.api.idempotency). Kept 24 h; the maintenance pass removes older ones."""
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, related_name="idempotency_keys", on_delete=models.CASCADE)
-    key = models.CharField(max_length=210)
-    request_hash = models.CharField(max_length=64, help_text="SHA-256 of the method, path and body it came with.")
-    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
-    response_body = models.JSONField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["user", "key"], name="idempotency_key_once_per_user")]
-
-    def __str__(self) -> str:
-        return f"{self.key} ({self.user})"

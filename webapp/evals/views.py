@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from training.fields import FieldErrors
-from webapp.api.idempotency import FORM_FIELD, form_launch, new_form_token
+from webapp.projects.idempotency import FORM_FIELD, form_launch, new_form_token
 from webapp.jobs.views import transition_view
 from webapp.projects.selectors import get_visible
 from webapp.runs.models import Run

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import AuditEvent, Membership, Project
+from .models import AuditEvent, IdempotencyKey, Membership, Project
 
 
 class MembershipInline(admin.TabularInline):
@@ -39,3 +39,18 @@ class MembershipAdmin(admin.ModelAdmin):
     list_display = ("project", "user", "role", "created_at")
     list_filter = ("role",)
     search_fields = ("project__name", "user__username")
+
+
+@admin.register(IdempotencyKey)
+class IdempotencyKeyAdmin(admin.ModelAdmin):
+    """Launch keys and the answers they got (kept 24 h): read-only, for staff looking into a retried launch."""
+
+    list_display = ("key", "user", "response_status", "created_at")
+    search_fields = ("user__username", "key")
+    readonly_fields = ("user", "key", "request_hash", "response_status", "response_body", "created_at")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

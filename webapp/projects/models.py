@@ -3,6 +3,9 @@
 Every run, sweep and evaluation belongs to one project. A member's role says what they may do there:
 viewers read, members launch and stop the project's work, admins also manage its members. Staff see and may
 do everything. A user who is not a member of a project gets 404 for its objects: they do not learn they exist.
+
+Below every app that takes a launch also lives each user's launch keys (``IdempotencyKey``,
+webapp.projects.idempotency), so the run, sweep and evaluation forms and the API share them.
 """
 from __future__ import annotations
 
@@ -100,3 +103,24 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor_name} {self.action} {self.target_type} {self.target_id}"
+
+
+class IdempotencyKey(models.Model):
+    """A launch's client-chosen key (the API's ``Idempotency-Key`` header, a launch form's one-time token) and the
+    answer it got: stored in the transaction that created the object, so a crash keeps both or neither, and a
+    retry with the same key by the same user is answered from here instead of launching again
+    (webapp.projects.idempotency). Kept 24 h; the maintenance pass removes older ones. It lives below every app
+    that takes a launch (the API, the run, sweep and evaluation forms); its table keeps the name it was made with."""
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, related_name="idempotency_keys", on_delete=models.CASCADE)
+    key = models.CharField(max_length=210)
+    request_hash = models.CharField(max_length=64, help_text="SHA-256 of the method, path and body it came with.")
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        db_table = "api_idempotencykey"  # made by the api app (migrations api 0002, moved by 0003 and projects 0004)
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="idempotency_key_once_per_user")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.user})"

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from training.fields import FieldErrors
-from webapp.api.idempotency import FORM_FIELD, form_launch, new_form_token
+from webapp.projects.idempotency import FORM_FIELD, form_launch, new_form_token
 from webapp.jobs.views import transition_view
 from webapp.projects.models import Role
 from webapp.projects.selectors import audit_trail, get_visible, has_role, visible

@@ -8,8 +8,9 @@ from typing import Optional
 from ninja.errors import HttpError
 
 from training.fields import FieldErrors
-from webapp.api import idempotency, selectors
+from webapp.api import selectors
 from webapp.api.v1 import api
+from webapp.projects import idempotency
 from webapp.projects import selectors as project_selectors
 from webapp.projects.models import Project
 
@@ -49,7 +50,7 @@ IDEMPOTENT = {"parameters": [{
 
 
 def launched_once(request, make):
-    """A launch, once per ``Idempotency-Key`` (webapp.api.idempotency): without the header ``make()`` launches;
+    """A launch, once per ``Idempotency-Key`` (webapp.projects.idempotency): without the header ``make()`` launches;
     with it, a retry by the same user with the same key and request gets the first answer (status and body, with
     ``Idempotent-Replayed: true``) and launches nothing. 400 for a malformed key, 422 for the key with another
     request, 409 while the key's first request has not finished."""
