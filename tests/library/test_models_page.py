@@ -88,3 +88,26 @@ def test_the_run_form_suggests_the_library_models(ann, model_dir, smollm2_dir):
     page = logged_in(ann).get(reverse("runs:new")).content.decode()
     assert 'list="model_path-suggestions"' in page
     assert f'<option value="{os.path.realpath(model_dir)}">' in page and f'<option value="{smollm2_dir}">' in page
+
+
+def test_the_model_pages_list_the_runs_from_a_model_and_their_checkpoints(ann, django_user_model, model_dir):
+    """The runs app fills the library's model page sections at ready() (the library imports no runs code,
+    docs/architecture.md#layers): the runs started from a model's folder and their checkpoints, the user's only."""
+    from webapp.runs.models import Checkpoint, Run
+
+    client = logged_in(ann)
+    register(client, name="mine", path=model_dir)
+    entry = ModelEntry.objects.get()
+    run = Run.objects.create(project=entry.project, name="from-mine", config={"model_path": entry.path}, seed=3,
+                             created_by=ann)
+    Run.objects.create(project=entry.project, name="from-elsewhere", config={"model_path": "/elsewhere"}, seed=4,
+                       created_by=ann)
+    Checkpoint.objects.create(run=run, step=7, path="/checkpoints/from-mine/step-7")
+    detail = client.get(reverse("library:model", args=[entry.pk])).content.decode()
+    runs_section = detail.split('id="model-runs"')[1].split("</ul>")[0]
+    assert f'href="{reverse("runs:detail", args=[run.pk])}">from-mine</a>' in runs_section
+    assert "from-elsewhere" not in runs_section
+    listing = client.get(reverse("library:models")).content.decode()
+    assert 'id="checkpoint-models"' in listing and "/checkpoints/from-mine/step-7" in listing
+    eve = django_user_model.objects.create_user(username="eve", password="x")
+    assert "/checkpoints/from-mine/step-7" not in logged_in(eve).get(reverse("library:models")).content.decode()

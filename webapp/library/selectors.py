@@ -1,6 +1,8 @@
 """Reads of the library (the judge verifier's endpoint provider)."""
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from training.verifiers.judge import JudgeEndpoint as Endpoint
 
 from .models import JudgeEndpoint
@@ -73,24 +75,31 @@ def get_trial(*, user, trial_id: int):
     return get_visible(ModelTrial.objects.filter(created_by=user).select_related("entry"), user, pk=trial_id)
 
 
-def runs_using(*, user, path: str, limit: int = 50):
-    """The user's runs that started from the model folder ``path`` (their config's model_path)."""
-    from webapp.projects.selectors import visible
-    from webapp.runs.models import Run
+#: What an app to the library's right shows on the model pages, registered from its ``AppConfig.ready`` (the runs
+#: app: ``runs_using``, ``checkpoint_models``), so the library reads runs without importing them
+#: (docs/architecture.md#layers). Without one registered, a section is empty.
+_MODEL_SECTIONS: dict[str, Callable[..., Any]] = {}
 
-    return visible(Run.objects.filter(config__model_path=path).select_related("project"), user)[:limit]
+
+def register_model_section(name: str, read: Callable[..., Any]) -> None:
+    """``read(user=..., ...)`` fills the model pages' section ``name`` (``runs_using`` or ``checkpoint_models``)."""
+    if name not in ("runs_using", "checkpoint_models"):
+        raise ValueError(f"no model page section {name!r}")
+    _MODEL_SECTIONS[name] = read
+
+
+def runs_using(*, user, path: str, limit: int = 50):
+    """The user's runs that started from the model folder ``path`` (their config's model_path), as the runs app
+    reads them (``register_model_section``)."""
+    read = _MODEL_SECTIONS.get("runs_using")
+    return read(user=user, path=path, limit=limit) if read else []
 
 
 def checkpoint_models(*, user, limit: int = 100) -> list[dict]:
-    """Checkpoints of the user's runs, as models: base model -> run -> checkpoint (iterative RLVR lineage)."""
-    from webapp.projects.selectors import visible
-    from webapp.runs.models import Checkpoint
-
-    rows = []
-    for ckpt in visible(Checkpoint.objects.select_related("run", "run__project"), user,
-                        field="run__project").order_by("-created_at")[:limit]:
-        rows.append({"checkpoint": ckpt, "run": ckpt.run, "base": ckpt.run.config.get("model_path") or "tiny (built-in)"})
-    return rows
+    """Checkpoints of the user's runs, as models: {"checkpoint", "run", "base"} (base model -> run -> checkpoint,
+    iterative RLVR lineage), as the runs app reads them (``register_model_section``)."""
+    read = _MODEL_SECTIONS.get("checkpoint_models")
+    return read(user=user, limit=limit) if read else []
 
 
 def model_paths_for(*, user) -> list[str]:

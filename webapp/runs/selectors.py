@@ -338,6 +338,22 @@ def run_prompt_preview(*, run: Run) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"[:500]}
 
 
+def runs_from_model(*, user, path: str, limit: int = 50) -> QuerySet[Run]:
+    """The user's runs that started from the model folder ``path`` (their config's model_path): the library's
+    model page section (registered from RunsConfig.ready)."""
+    return visible(Run.objects.filter(config__model_path=path).select_related("project"), user)[:limit]
+
+
+def checkpoints_as_models(*, user, limit: int = 100) -> list[dict]:
+    """Checkpoints of the user's runs, as models: base model -> run -> checkpoint (iterative RLVR lineage); the
+    library's models page section (registered from RunsConfig.ready)."""
+    rows = []
+    for ckpt in visible(Checkpoint.objects.select_related("run", "run__project"), user,
+                        field="run__project").order_by("-created_at")[:limit]:
+        rows.append({"checkpoint": ckpt, "run": ckpt.run, "base": ckpt.run.config.get("model_path") or "tiny (built-in)"})
+    return rows
+
+
 def run_folder_readable(user, owner: str) -> bool:
     """A run's folder (runs/<uid>/..., its checkpoints): readable by whoever may read the run
     (registered with webapp.projects.paths by RunsConfig.ready)."""
