@@ -11,6 +11,7 @@ from django.db.migrations.executor import MigrationExecutor
 
 from webapp.sweeps.policies import replay
 from webapp.sweeps.policies.budget import BudgetUse, budget_error, committed_steps, may_start_seed, stops_fund_a_seed
+from webapp.sweeps.policies.bayes import FRESH_SEED_MARGIN
 from webapp.sweeps.policies.calibrated import continuing_gain, fresh_seed_gain, worth_continuing
 
 pytestmark = pytest.mark.postgres  # the migration test: again on PostgreSQL
@@ -85,6 +86,15 @@ def test_the_value_of_compute_rule_compares_gains_per_step():
     assert worth_continuing(0.01, 50, 0.02, 100)        # 2e-4 per step either way: keep
     assert not worth_continuing(0.0099, 50, 0.02, 100)
     assert worth_continuing(0.0, 0, 0.02, 100)           # nothing left to save
+
+
+def test_the_margin_stops_a_seed_only_when_a_fresh_seed_buys_1_over_margin_times_as_much_per_step():
+    # a fresh seed buys 2e-4 per step, the seed's rest 1e-4: stopped at margin 1 and 0.5, kept below 0.5
+    assert not worth_continuing(0.005, 50, 0.02, 100, margin=1.0)
+    assert not worth_continuing(0.0049, 50, 0.02, 100, margin=0.5)
+    assert worth_continuing(0.005, 50, 0.02, 100, margin=0.5)
+    assert worth_continuing(0.001, 50, 0.02, 100, margin=0.0)   # margin 0: never stop
+    assert 0 < FRESH_SEED_MARGIN <= 1
 
 
 # --- the replay simulates it --------------------------------------------------------------------------------------
@@ -172,7 +182,7 @@ def test_the_migration_turns_max_new_seeds_into_a_budget_of_the_initial_runs_plu
 
 def test_with_a_budget_every_bayes_stop_is_one_a_fresh_seed_pays_for_and_says_so():
     # 12 seeds of one config (levels 0.3-0.8, noisy), 4 slots, a budget of 8 runs: every stop bayes makes obeys
-    # g_j / steps left < g_new / max_steps, and its reason and details give both gains
+    # g_j / steps left < FRESH_SEED_MARGIN x g_new / max_steps, and its reason and details give both gains
     rng = random.Random(0)
     curves = {f"s{i}": [(step, min(1.0, max(0.0, (0.3 + 0.5 * rng.random()) * (1 - 0.6 ** step) + rng.gauss(0, 0.02))))
                         for step in range(1, N + 1)] for i in range(12)}
@@ -182,6 +192,6 @@ def test_with_a_budget_every_bayes_stop_is_one_a_fresh_seed_pays_for_and_says_so
     assert stops and len(result.steps_run) > 8  # stops made, and they started new seeds
     for d in stops:
         left = d.details["horizon"] - d.step
-        assert d.details["gain"] * N < d.details["fresh_gain"] * left
-        assert "a fresh seed's" in d.reason
+        assert d.details["gain"] * N < FRESH_SEED_MARGIN * d.details["fresh_gain"] * left
+        assert f"a fresh seed adds at least {1 / FRESH_SEED_MARGIN:g}x as much per step" in d.reason
     assert sum(result.steps_run.values()) <= 8 * N

@@ -233,7 +233,8 @@ def _fresh_picks(n_draws: int, n_seeds: int) -> tuple[np.ndarray, np.ndarray]:
     return rng.permutation(n_draws), rng.integers(0, n_seeds, n_draws)
 
 
-def worth_continuing(gain: float, steps_left: int, fresh_gain: float, run_steps: int) -> bool:
+def worth_continuing(gain: float, steps_left: int, fresh_gain: float, run_steps: int,
+                     margin: float = 1.0) -> bool:
     """The value-of-compute rule: keep seed j when its rest buys at least as much of the sweep's best worth per step
     as a fresh seed would,
 
@@ -243,11 +244,17 @@ def worth_continuing(gain: float, steps_left: int, fresh_gain: float, run_steps:
     Algorithms", NeurIPS 2012, EI per second) applied to the choice freeze-thaw Bayesian optimization makes between
     resuming a run and starting a new one (Swersky et al., "Freeze-Thaw Bayesian Optimization", 2014).
 
+    ``margin`` (c <= 1) is a safety factor on both estimates: keep j unless g_j / left < c x g_new / run_steps,
+    i.e. stop only when a fresh seed buys at least 1/c times as much per step; c -> 0 never stops (the sweep runs
+    its seeds to their end), c = 1 is the plain comparison (``bayes.FRESH_SEED_MARGIN`` gives the policy's).
+
     >>> worth_continuing(0.002, 10, 0.01, 100)   # 2e-4 per step left against 1e-4 per step of a fresh seed
     True
     >>> worth_continuing(0.002, 40, 0.01, 100)   # 5e-5 against 1e-4: a fresh seed buys more with the same steps
     False
+    >>> worth_continuing(0.002, 40, 0.01, 100, margin=0.5)   # but not twice as much: keep it
+    True
     """
     if steps_left <= 0:
         return True
-    return gain * run_steps >= fresh_gain * steps_left
+    return gain * run_steps >= margin * fresh_gain * steps_left
