@@ -11,7 +11,8 @@ through ``run_peer`` below, which ticks the same way (each running seed logs one
 
 Seedbed's policies are told the budget at each tick (``Policy.decide(budget)``, as the live check is): a ranking
 rule (median, asha, bayes) stops only when what it frees starts a new seed, and bayes only when a fresh seed
-adds more to the best worth per step than the seed's rest (``calibrated.worth_continuing``).
+adds at least twice as much to the best worth per step as the seed's rest (``calibrated.worth_continuing`` with
+``bayes.FRESH_SEED_MARGIN``).
 
 - **best seed found**: among the seeds that ran to their end, the one with the best observed final (mean of its
   last 10 % of points, ``early_stopping.final_value``); scored by its noise-free worth.
