@@ -148,7 +148,7 @@ TINY_RECIPE_MODULES = (
     "training.routing", "training.tiny", "training.verifiers", "training.verifiers.answers", "training.verifiers.base",
     "training.verifiers.code", "training.verifiers.hybrid", "training.verifiers.ifeval", "training.verifiers.judge",
     "training.verifiers.math_answer", "training.verifiers.math_equivalence", "training.verifiers.math_extract",
-    "training.verifiers.math_fastpath", "training.verifiers.reasoning_gym",
+    "training.verifiers.math_fastpath", "training.verifiers.reasoning_gym", "training.verifiers.registry",
     "training.verifiers.sandbox", "training.verifiers.sandbox_server", "training.verifiers.sandbox_server.harness",
     "training.verifiers.sandbox_server.seccomp", "training.verifiers.sandbox_server.server",
     "training.verifiers.sandbox_server.wire", "training.verifiers.simple", "training.verifiers.workers")
