@@ -12,7 +12,9 @@ from webapp.sweeps.models import FreeSlotUse, PolicyDecision, SweepPlan
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 RUN_TIMEOUT = 300  # generous: 2 shared cores
-STEPS = 12
+# long enough that the policy's checks (at most one a second per sweep) see the runs mid-way: the tiny loop now
+# runs 12 steps in about 1.5 s on a quiet machine, so a 12-step sweep could end before any check compared its seeds
+STEPS = 60
 # as tests/sweeps/test_worker.py: entropy differs between seeds at every step, so with one peer and no margin the
 # lower one stops at the first step both reached after the grace period
 POLICY = {"name": "median", "metric": "entropy", "mode": "max", "grace_steps": 2, "min_peers": 1, "min_delta": 0.0,

@@ -30,7 +30,9 @@ def test_a_sweep_run_one_at_a_time_is_decided_and_each_waiting_row_says_why(live
     script_errors = []
     page.on("pageerror", lambda error: script_errors.append(str(error)))
     log_in(page, live_server, django_user_model, start="/sweeps/")
-    sweep = services.sweep_create(config=tiny_config(total_steps=12), seeds=[1, 2], grid={"lr": [1e-7, 1e-4]},
+    # 60 steps: the policy checks (at most one a second) and the page's polls must see each run mid-way, and the
+    # tiny loop runs 12 steps in about 1.5 s on a quiet machine
+    sweep = services.sweep_create(config=tiny_config(total_steps=60), seeds=[1, 2], grid={"lr": [1e-7, 1e-4]},
                                   concurrency=1, policy=POLICY, name="one at a time")
     first, second, third, fourth = sweep.runs.order_by("pk")
     page.goto(f"{live_server.url}/sweeps/{sweep.pk}/")
