@@ -7,7 +7,7 @@ import random
 import pytest
 
 from webapp.sweeps.policies import make_policy, parse_config, replay
-from webapp.sweeps.policies.bayes import frozen_from_details, policy_numbers
+from webapp.sweeps.policies.bayes import policy_numbers
 from webapp.sweeps.policies.forecast_paths import path_steps, sweep_forecasts
 
 CONFIG = {"name": "bayes", "metric": "m", "max_steps": 200, "min_peers": 2}
@@ -58,7 +58,7 @@ def test_a_stopped_run_keeps_its_frozen_numbers_on_the_dashboard():
     seen = {r: pts[:result.steps_run[r]] for r, pts in curves.items()}
     got = sweep_forecasts({r: pts[:stop.step] if r == "d" else pts[:stop.step] for r, pts in seen.items()},
                           params=parse_config({**CONFIG, "grace_steps": 20}), horizons={}, out_of_race={"d"},
-                          frozen={"d": frozen_from_details(stop.details)})
+                          stops={"d": stop})
     assert got["d"].probability == stop.details["probability"]
     assert got["d"].final.mean == stop.details["forecast"]
 

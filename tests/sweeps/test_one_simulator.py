@@ -1,6 +1,7 @@
 """One simulator (docs/architecture.md, "Early stopping"): the same curves give the same decisions through the live
 check (stored points, ``policy_check``), the offline replay (``policies.replay``: the what-if replay and the
-feasibility check use it) and the benchmark's path (``bench/early_stopping.py``'s ``seedbed_method``)."""
+feasibility check use it) and the benchmark's path (``bench/early_stopping.py``'s ``seedbed_method``), and the
+sweep dashboard's forecasts show the numbers of the bayes policy the simulator fed the same curves."""
 from __future__ import annotations
 
 import os
@@ -13,7 +14,10 @@ from webapp.runs.models import RunStatus
 from webapp.sweeps import policy_check as check_module
 from webapp.sweeps import services
 from webapp.sweeps.models import SweepPlan
-from webapp.sweeps.policies import STOP, replay
+from webapp.sweeps.forecasts import sweep_forecast
+from webapp.sweeps.policies import STOP, make_policy, replay
+from webapp.sweeps.policies.bayes import policy_numbers
+from webapp.sweeps.policies.simulator import Simulator, feed_by_step
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench"))
 import early_stopping  # noqa: E402
@@ -72,6 +76,36 @@ def test_the_live_check_the_replay_and_the_bench_decide_the_same_on_the_same_cur
     bench = early_stopping.seedbed_method(policy)(curves)
     assert bench == {run_id: step for run_id, step in replayed.stopped_at.items()}
     assert {index[run_id] for run_id in bench} == {i for i, action, *_ in from_replay if action == STOP}
+
+
+def test_the_dashboards_forecasts_are_the_numbers_of_the_policy_the_simulator_fed_the_same_curves(config, curves):
+    """A bayes sweep whose six seeds logged 16 of 24 steps and whose live check stopped four: the dashboard's
+    forecast final, interval and P(near-best) of every run, the stopped ones at the prediction frozen in their
+    stored stop, are those of the policy the simulator fed the same points in the live check's order."""
+    policy = {**POLICIES["bayes"], "metric": METRIC}
+    seen = {run_id: points[:16] for run_id, points in curves.items()}
+    sweep = services.sweep_create(config={**config, "total_steps": STEPS}, seeds=range(len(seen)),
+                                  concurrency=len(seen), policy=policy)
+    runs = list(sweep.runs.order_by("pk"))
+    for run, points in zip(runs, seen.values()):
+        run_services.run_start(run_id=run.pk, worker="test:1")
+        run_services.run_metrics_append(run_id=run.pk, points=[(step, METRIC, value) for step, value in points])
+    services.sweep_apply_policy(sweep_id=sweep.pk)
+    assert sweep.decisions.filter(action=STOP).count() == 4  # frozen predictions are part of what is compared
+
+    simulator = Simulator(make_policy({**policy, "mode": "max", "max_steps": STEPS}))
+    points = sorted((run.pk, step, value, None) for run, curve in zip(runs, seen.values()) for step, value in curve)
+    feed_by_step(simulator, sorted(points, key=lambda p: (p[1], p[0])), decide_from=0)
+    assert sorted((d.run_id, d.step) for d in simulator.decisions) == sorted(
+        sweep.decisions.values_list("run_id", "step"))
+    numbers = policy_numbers(simulator.policy)
+    shown = sweep_forecast(sweep=sweep, metric=METRIC, mode="max")["runs"]
+    assert set(numbers.p) == {run.pk for run in runs} == set(shown)
+    for run_id, p in numbers.p.items():
+        mid, low, high = numbers.interval(run_id, 1.0)
+        assert shown[run_id]["p"] == pytest.approx(p, rel=1e-5, abs=1e-9)
+        assert shown[run_id]["final"] == pytest.approx(mid, rel=1e-5)
+        assert shown[run_id]["ci"] == pytest.approx([low, high], rel=1e-5)
 
 
 LONG = 2_400  # the sweep's charts read 8-step buckets from this length on (selectors.bucket_width)

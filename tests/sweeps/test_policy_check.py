@@ -39,7 +39,7 @@ def full_replay(*, sweep, plan, rebuild=False) -> check_module.PolicyCheck:
                                                step=d.step, value=d.value, threshold=d.threshold,
                                                n_peers=d.n_peers, extra_steps=d.extra_steps)
     for run_id, d in sorted(stops.items(), key=lambda item: item[1].pk):
-        policy.tell_stop(check_module._as_decision(d))
+        policy.tell_stop(check_module.as_decision(d))
     for run in runs.values():
         if run.pk not in stops and (run.is_ended or run.kill_requested_at is not None):
             policy.mark_stopped(run.pk)

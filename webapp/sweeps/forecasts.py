@@ -1,7 +1,8 @@
 """The sweep dashboard's forecasts: each run's forecast of a metric to its horizon with a 95 % band, and
-its forecast final and P(near-best) as the ``bayes`` policy computes them (``policies.forecast_paths``), for any
-sweep: with the sweep's own bayes config when it has one, otherwise the bayes defaults (min_peers 1: every other
-run is a peer) on the sweep's horizon.
+its forecast final and P(near-best) as the ``bayes`` policy computes them (``policies.forecast_paths``: a bayes
+policy fed the curves through the one simulator, ``policies.simulator.bayes_numbers``, told the sweep's stored
+bayes stops), for any sweep: with the sweep's own bayes config when it has one, otherwise the bayes defaults
+(min_peers 1: every other run is a peer) on the sweep's horizon.
 
 Read from the chart tier, as the curves are (``rollups.bucketed`` at the chart's bucket width, ~400 points per run
 at most: exact for runs of up to 400 steps, bucket means beyond, weighed as ``forecast_paths`` says), and cached
@@ -24,13 +25,13 @@ from webapp.runs.models import Run, RunStatus
 
 from .models import Sweep
 from .policies import parse_config
-from .policies.bayes import frozen_from_details
 from .policies.forecast_paths import sweep_forecasts
+from .policy_check import as_decision
 from .policies.parameters import BayesParams
 
 CACHE_SECONDS = 3600
 PROGRESS_STEPS = 400  # a sweep is forecast again each time its runs together ran 1/400 of its planned steps
-VERSION = 2  # bump when the answer's shape or numbers change: older cached answers are then never read
+VERSION = 3  # bump when the answer's shape or numbers change: older cached answers are then never read
 
 
 def _round(x: Optional[float]) -> Optional[float]:
@@ -79,15 +80,13 @@ def sweep_forecast(*, sweep: Sweep, metric: str, mode: str) -> dict:
     out_of_race = {pk for pk, _, last, total, status, kill in runs
                    if (status in (RunStatus.KILLED, RunStatus.FAILED, RunStatus.LOST) or kill)
                    and last < horizons[pk]}
-    frozen = {}
+    stops = {}
     if sweep.policy.get("name") == "bayes" and metric == sweep.policy.get("metric"):  # stops keep their frozen prediction
-        for run_id, details in sweep.decisions.filter(action="stop", rule="bayes").values_list("run_id", "details"):
-            kept = frozen_from_details(details or {})
-            if kept is not None:
-                frozen[run_id] = kept
+        for row in sweep.decisions.filter(action="stop", rule="bayes"):
+            stops[row.run_id] = as_decision(row)
     forecasts = sweep_forecasts(curves, params=params, horizons=horizons, out_of_race=out_of_race,
                                 final_points=params.final_window() / width,
-                                last_steps={run_id: rows[(run_id, metric)][-1][2] for run_id in curves}, frozen=frozen)
+                                last_steps={run_id: rows[(run_id, metric)][-1][2] for run_id in curves}, stops=stops)
     answer = {"metric": metric, "mode": mode, "tolerance": params.tolerance, "max_steps": params.max_steps,
               "bayes": sweep.policy.get("name") == "bayes", "width": width, "runs": {}}
     for run_id, f in forecasts.items():

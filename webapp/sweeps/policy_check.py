@@ -177,7 +177,9 @@ def _restored(sweep: Sweep, plan: SweepPlan, runs: dict[int, Run], stored: dict,
     return policy, ""
 
 
-def _as_decision(row: PolicyDecision) -> Decision:
+def as_decision(row: PolicyDecision) -> Decision:
+    """A stored decision as the policy's ``Decision`` (what ``tell_stop`` and the extensions read; the dashboard's
+    forecasts tell their policy the stored bayes stops with it)."""
     return Decision(run_id=row.run_id, action=row.action, reason=row.reason, rule=row.rule, step=row.step,
                     value=row.value, threshold=row.threshold, n_peers=row.n_peers, extra_steps=row.extra_steps,
                     details=row.details)
@@ -190,9 +192,9 @@ def _tell_known(policy: Policy, runs: dict[int, Run], stored: dict) -> None:
     stops = _stops(stored)
     for (run_id, action), row in stored.items():
         if action == EXTEND and row.outcome == PolicyDecision.Outcome.APPLIED:
-            policy.extended[run_id] = _as_decision(row)
+            policy.extended[run_id] = as_decision(row)
     for run_id, row in sorted(stops.items(), key=lambda item: item[1].pk):  # stops earlier checks decided
-        policy.tell_stop(_as_decision(row))
+        policy.tell_stop(as_decision(row))
     for run in runs.values():
         if run.pk not in stops and (run.is_ended or run.kill_requested_at is not None):
             policy.mark_stopped(run.pk)

@@ -47,7 +47,8 @@ keeping of each run's past only what a later judgment can read (``saved_state.hi
 for the median rule, the rungs for ASHA), and ``load_state`` puts them into a fresh policy, which then goes on
 observing from each run's last point as if it had observed every point; a value of the past it does not keep
 raises ``HistoryMissing`` unless ``refill`` put it back (``missing_history`` says which). What ``decide`` sets up
-is not saved. ``simulator`` feeds a policy and collects its decisions, for the live check and ``replay`` alike.
+is not saved. ``simulator`` feeds a policy and collects its decisions, for the live check and ``replay`` alike, and
+feeds the dashboard's forecasts a bayes policy whose numbers they show (``bayes_numbers``).
 
 Extensions (optional, ``extend_survivors_by: N`` > 0): every stop frees a slot; ``decide`` then proposes to
 extend the best live run (highest smoothed value at its latest step, past the grace period, not extended

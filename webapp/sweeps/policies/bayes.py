@@ -3,8 +3,9 @@ sweep has stopped every near-best seed stays at most ``risk`` (docs/architecture
 
 The numbers come from ``calibrated``: each seed's predictive distribution of its worth from its prefix (a drift
 table learned on synthetic sweeps), joint Monte Carlo draws with a fixed seed, P(near-best) per seed and the loss
-P(every near-best seed is stopped). The dashboard's forecasts (``forecast_paths.sweep_forecasts``) call the same
-``sweep_numbers`` with the same inputs, so the two show one number.
+P(every near-best seed is stopped). The dashboard's forecasts (``forecast_paths.sweep_forecasts``) are a
+``BayesPolicy``'s own numbers (``policy_numbers``) after the one simulator fed it the chart's curves
+(``simulator.bayes_numbers``), so the two show one number.
 """
 from __future__ import annotations
 

@@ -2,11 +2,12 @@
 sweep dashboard draws dashed after each curve and its runs table shows ("forecast final ± CI", "P(near-best)").
 Pure Python on the policy's public functions; no Django.
 
-The numbers of the table are the policy's own (``bayes.sweep_numbers``, one function for both): each run's
-calibrated predictive distribution of its worth (``calibrated``: its level, noise and fraction of the run, the
-drift table), the joint draws, P(near-best) per run; a run the policy stopped is there at the prediction frozen in
-its decision (``frozen``). The forecast final is the median of the run's draws, its interval their 2.5 % and
-97.5 % quantiles. tests/sweeps/test_forecast_paths.py checks them against the policy's.
+The numbers of the table are the policy's own: a ``BayesPolicy`` fed the curves through the one simulator
+(``simulator.bayes_numbers``: told the runs' horizons, its stored stops and the runs that ended, as the live check
+tells it) gives each run's calibrated predictive distribution of its worth (``calibrated``: its level, noise and
+fraction of the run, the drift table), the joint draws, P(near-best) per run; a run the policy stopped is there at
+the prediction frozen in its decision (``stops``). The forecast final is the median of the run's draws, its
+interval their 2.5 % and 97.5 % quantiles. tests/sweeps/test_forecast_paths.py checks them against the policy's.
 
 The drawn path is the run's own trend (``forecast``: discounted least-squares fits of saturating shapes, weighted by
 how well they fit every run in the race together, ``shape_weights``, ``mix``) evaluated from its last point to its
@@ -15,17 +16,18 @@ forecast, which also knows how far curves still move late (collapses, cliffs, la
 
 Points may be bucket means (a long run read from the chart tier): a bucket of w steps weighs as one point whose
 noise is that of a mean of w, so ``final_points`` is given in points (the final window's steps / w); the
-calibrated numbers then read the buckets as points (exact when w = 1).
+calibrated numbers then read the buckets as points, a run's level the mean of its last ``final_points`` (rounded)
+and its final's noise that of a mean of as many (exact when w = 1).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Hashable, Optional, Sequence
 
-from .bayes import sweep_numbers
-from .calibrated import Prediction, SeedFold
+from .decision import Decision
 from .forecast import Forecast, TrendStats, Z95, mix, shape_fits, shape_weights
 from .parameters import BayesParams
+from .simulator import bayes_numbers
 
 __all__ = ["RunForecast", "WorthForecast", "sweep_forecasts", "path_steps"]
 
@@ -72,50 +74,38 @@ def path_steps(last_step: float, horizon: int, points: int = PATH_POINTS) -> lis
     return [last_step + (horizon - last_step) * k / (points - 1) for k in range(points)]
 
 
-def _seed_inputs(points: Sequence[tuple[float, float]], window: int, sign: float) -> tuple[float, float]:
-    """(level, noise) of a run's points, in the policy's sign, folded by the policy's own ``calibrated.SeedFold``
-    (the mean of the last ``window`` values; sqrt(sum of squared first differences / (2 (n - 1))))."""
-    fold = SeedFold(window)
-    for step, value in points:
-        fold.add(step, sign * float(value))
-    return fold.level, fold.noise
-
-
 def sweep_forecasts(curves: dict[Hashable, Sequence[tuple[float, float]]], *, params: BayesParams,
                     horizons: dict[Hashable, int], out_of_race: set, final_points: Optional[float] = None,
                     last_steps: Optional[dict[Hashable, int]] = None, path_points: int = PATH_POINTS,
-                    frozen: Optional[dict[Hashable, tuple[Prediction, list]]] = None) -> dict[Hashable, RunForecast]:
+                    stops: Optional[dict[Hashable, Decision]] = None) -> dict[Hashable, RunForecast]:
     """Each run's forecast (``RunForecast``) from its points ``curves[run] = [(step, value), ...]`` (raw values, in
     step order), at the run's horizon ``horizons[run]`` (default ``max_steps``), with ``params`` (a ``bayes``
     config). ``out_of_race``: runs that will have no final (stopped or failed before their horizon); of these, the
-    ones in ``frozen`` (run -> the prediction and levels its bayes stop kept, ``bayes.frozen_from_details``) stay
-    in the race at that prediction, as in the policy; the others get their trend path only. ``final_points``
+    ones in ``stops`` (run -> its stored bayes stop, whose details keep the prediction and levels it had) stay in
+    the race at that prediction, as in the policy; the others get their trend path only. ``final_points``
     (default the params' final window) is the final window in points; ``last_steps[run]`` the step a run stands at
     when its last point is a bucket's mean (default: its last point's step). A run needs 2 points for the
     calibrated numbers and 4 for a trend; runs with fewer are left out.
     """
-    frozen = frozen or {}
     final_points = final_points or params.final_window()
-    window = max(1, round(final_points))
     sign = 1.0 if params.mode == "max" else -1.0
     stats, fits, horizon_of, last_of = {}, {}, {}, {}
-    current = {}
     for run_id, points in curves.items():
         if not points:
             continue
         horizon = horizons.get(run_id, params.max_steps)
         last = (last_steps or {}).get(run_id, points[-1][0])
         horizon_of[run_id], last_of[run_id] = horizon, last
-        if len(points) >= 2 and (run_id not in out_of_race or last >= horizon):
-            current[run_id] = (*_seed_inputs(points, window, sign), min(1.0, last / horizon))
         trend = TrendStats(params.max_steps, params.half_life_steps())
         for step, value in points:
             trend.add(step, float(value))
         f = shape_fits(trend, horizon, final_points)
         if f is not None:
             stats[run_id], fits[run_id] = trend, f
-    kept_frozen = {run_id: frozen[run_id] for run_id in frozen if run_id in horizon_of}
-    numbers = sweep_numbers(current, kept_frozen, window=params.final_window(), tolerance=params.tolerance)
+    numbers = bayes_numbers(params, {run_id: curves[run_id] for run_id in horizon_of}, horizons=horizon_of,
+                            ended=out_of_race & set(horizon_of), window=max(1, round(final_points)),
+                            stops={run_id: d for run_id, d in (stops or {}).items() if run_id in horizon_of},
+                            last_steps=last_steps)
     weights = None
     if fits:
         in_race = [run_id for run_id in fits if run_id in numbers.preds] or list(fits)
