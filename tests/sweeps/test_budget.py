@@ -195,3 +195,26 @@ def test_with_a_budget_every_bayes_stop_is_one_a_fresh_seed_pays_for_and_says_so
         assert d.details["gain"] * N < FRESH_SEED_MARGIN * d.details["fresh_gain"] * left
         assert f"a fresh seed adds at least {1 / FRESH_SEED_MARGIN:g}x as much per step" in d.reason
     assert sum(result.steps_run.values()) <= 8 * N
+
+
+def test_a_stop_no_new_seed_could_use_is_held_and_the_policy_says_why():
+    # the 4 first seeds of the test above, fed up to the step of bayes' first stop: with room for a new seed the
+    # stop is made; with none left (a budget of the 4 runs) it is withheld, and ``held`` says why on its row
+    from webapp.sweeps.policies import make_policy
+
+    rng = random.Random(0)
+    curves = {f"s{i}": [(step, min(1.0, max(0.0, (0.3 + 0.5 * rng.random()) * (1 - 0.6 ** step) + rng.gauss(0, 0.02))))
+                        for step in range(1, N + 1)] for i in range(12)}
+    config = {"name": "bayes", "metric": "m", "max_steps": N, "grace_steps": 3, "min_peers": 1, "risk": 0.5}
+    first = next(d for d in replay(config, curves, concurrency=4, budget=8, initial=4).decisions)
+    for budget, stopped in ((8, [first.run_id]), (4, [])):
+        policy = make_policy(config)
+        for run_id in list(curves)[:4]:
+            for step, value in curves[run_id][:first.step]:
+                policy.observe(run_id, step, value)
+        use = BudgetUse(budget, N, spent=4 * first.step, committed=4 * (N - first.step))
+        assert [d.run_id for d in policy.decide(use)] == stopped
+        assert list(policy.held) == ([] if stopped else [first.run_id])
+    assert policy.held[first.run_id].startswith(f"would be stopped at step {first.step} (bayes), but no new seed "
+                                                f"could use its steps: budget 4 runs: ")
+    assert policy.decide(None) and policy.held == {}  # without a budget the stop is made

@@ -181,6 +181,28 @@ def test_a_freed_slot_starts_no_seed_the_budget_cannot_pay_for_to_its_end(config
     assert not use.may_start_seed
 
 
+def test_a_stop_the_budget_withholds_is_said_on_the_kept_runs_row(config, django_capture_on_commit_callbacks,
+                                                                  client_in):
+    from django.urls import reverse
+
+    from webapp.sweeps.selectors import sweep_panel
+
+    sweep, runs = three_running(config, django_capture_on_commit_callbacks, free_slot_use=FreeSlotUse.NEW_SEED,
+                                budget=3)
+    assert services.sweep_apply_policy(sweep_id=sweep.pk) == []
+    why = ("would be stopped at step 5 (median), but no new seed could use its steps: budget 3 runs: 0.8 spent, "
+           "2.2 committed; the 0.8 runs it frees and the 0.0 left are less than the 1 run a new seed needs")
+    assert SweepPlan.objects.get(sweep=sweep).policy_held == {str(runs[2].pk): why}
+    rows = {row["id"]: row for row in sweep_panel(sweep=sweep, metric="reward/mean")["runs"]}
+    assert [rows[r.pk]["held"] for r in runs] == [None, None, why]
+    html = client_in.get(reverse("sweeps:panel", args=[sweep.pk]), {"metric": "reward/mean"}).content.decode()
+    assert f'<span class="held">kept: {why}</span>' in html and html.count('class="held"') == 1
+    # once the run ends otherwise its row says how it ended, not why it was kept
+    run_services.run_finish(run_id=runs[2].pk, status=RunStatus.FAILED, error="out of memory")
+    rows = {row["id"]: row for row in sweep_panel(sweep=sweep, metric="reward/mean")["runs"]}
+    assert rows[runs[2].pk]["held"] is None
+
+
 def test_a_run_that_ends_otherwise_with_budget_left_gives_its_slot_to_a_fresh_seed(config, django_capture_on_commit_callbacks):
     sweep, runs = three_running(config, django_capture_on_commit_callbacks, free_slot_use=FreeSlotUse.NEW_SEED,
                                 budget=5)

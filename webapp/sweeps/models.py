@@ -66,6 +66,9 @@ class SweepPlan(models.Model):
     policy_state = models.JSONField(default=dict, blank=True,
                                     help_text="The policy's curves as the last check left them before policy_step "
                                               "(JSON, see policy_check): the next check feeds only later points.")
+    policy_held = models.JSONField(default=dict, blank=True,
+                                   help_text="Run id -> why the last check kept it though its rule would stop it (a "
+                                             "budget no new seed could use its steps under: PolicyCheck.held).")
     policy_epoch = models.PositiveIntegerField(default=0, help_text="Bumped when a run's stored points are "
                                                                     "discarded (a resume): an older state is rebuilt.")
 

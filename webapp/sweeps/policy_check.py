@@ -49,6 +49,7 @@ points nor decides twice.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
@@ -89,6 +90,9 @@ class PolicyCheck:
     """Points read after each run's last fed one (all of them when ``rebuilt``)."""
     points_reread: int = 0
     """Points read again to put back values of the curves' past (``_refill``)."""
+    held: dict = dataclasses.field(default_factory=dict)
+    """Run -> why the policy keeps it though its rule would stop it now (``Policy.held``: the budget withheld the
+    stop), as the replay's last ``decide`` left it."""
 
 
 def policy_check(*, sweep: Sweep, plan: SweepPlan, rebuild: bool = False) -> PolicyCheck:
@@ -294,7 +298,7 @@ def _replay(policy: Policy, sweep: Sweep, plan: SweepPlan, runs: dict[int, Run],
     latest = max([*fed.values(), current_step if current_step is not None else -1])
     complete = min(live) if live else max(latest, 0)
     return PolicyCheck(decisions=decisions, complete=complete, state=state, epoch=plan.policy_epoch,
-                       points_read=points, points_reread=reread)
+                       points_read=points, points_reread=reread, held=dict(policy.held))
 
 
 def _budget_use(sweep: Sweep, plan: SweepPlan):

@@ -238,7 +238,8 @@ def sweep_live_state(*, sweep_id: int, metric: str, since: Optional[dict[int, in
 def sweep_panel(*, sweep: Sweep, metric: str, viewer=None) -> dict:
     """The dashboard's live tables (templates/sweeps/_panel.html): the state, the runs with the last and best
     value of ``metric`` and their next decision point, what each queued run waits for (``queue_reason``: the run
-    holding its slot, named where ``viewer`` may read it), the policy's decisions, the alerts."""
+    holding its slot, named where ``viewer`` may read it), the policy's decisions, the alerts; a live run whose
+    ranking stop the budget withheld at the last check says why it is kept (``held``: ``SweepPlan.policy_held``)."""
     from webapp.runs.waiting import queue_reasons
 
     table = sweep_runs_table(sweep=sweep)
@@ -250,6 +251,7 @@ def sweep_panel(*, sweep: Sweep, metric: str, viewer=None) -> dict:
     finals = run_finals(runs={row["id"]: (row["uid"], row["attempts"], row["last_step"], row["ended"])
                               for row in table}, metric=metric)
     following = next_decision_points(sweep=sweep, runs=table)
+    warnings, held = SweepPlan.objects.filter(sweep=sweep).values_list("warnings", "policy_held").first() or ([], {})
     # the bayes policy's forecast final and P(near-best) of every run (forecasts.py: cached with the chart's)
     forecast = forecasts.sweep_forecast(sweep=sweep, metric=metric, mode=mode)
     for row in table:
@@ -262,6 +264,8 @@ def sweep_panel(*, sweep: Sweep, metric: str, viewer=None) -> dict:
             row["forecast"] = row["forecast_ci"] = None
         row["next_check"] = following["runs"].get(row["id"])
         row["waiting"] = following["waiting"].get(row["id"])
+        live = not (row["ended"] or row["kill_requested"])
+        row["held"] = (held or {}).get(str(row["id"])) if live else None
         row["knobs_text"] = " ".join(f"{k}={v}" for k, v in row["knobs"].items())
     return {
         "runs": table, "metric": metric, "mode": mode, "next_summary": following["summary"],
@@ -269,7 +273,7 @@ def sweep_panel(*, sweep: Sweep, metric: str, viewer=None) -> dict:
         "summary": summary.summarize(table, mode),  # (sorts the table: best final first)
         "decisions": sweep_decisions(sweep_id=sweep.pk), "alerts": sweep_alerts(sweep_id=sweep.pk),
         # the can-never-act note, for the slots free at the last check (services._update_policy_note)
-        "warnings": SweepPlan.objects.filter(sweep=sweep).values_list("warnings", flat=True).first() or [],
+        "warnings": warnings or [],
         "running": sum(r["status"] == RunStatus.RUNNING for r in table),
         "queued": sum(r["status"] == RunStatus.QUEUED for r in table),
         "ended": all(r["ended"] for r in table),

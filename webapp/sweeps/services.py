@@ -328,7 +328,8 @@ def sweep_apply_policy(*, sweep_id: int) -> list[PolicyDecision]:
     with transaction.atomic():
         sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
         SweepPlan.objects.filter(sweep=sweep, policy_step__lt=check.complete).update(policy_step=check.complete)
-        SweepPlan.objects.filter(sweep=sweep, policy_epoch=check.epoch).update(policy_state=check.state)
+        SweepPlan.objects.filter(sweep=sweep, policy_epoch=check.epoch).update(
+            policy_state=check.state, policy_held={str(run_id): why for run_id, why in check.held.items()})
         runs = {run.pk: run for run in sweep.runs.all()}
         stored = {(d.run_id, d.action): d for d in sweep.decisions.all()}
         _update_policy_note(sweep)

@@ -15,7 +15,7 @@ from typing import Hashable, Optional
 import numpy as np
 
 from . import calibrated
-from .budget import BudgetUse, stops_fund_a_seed
+from .budget import stops_fund_a_seed
 from .calibrated import Prediction, SeedFold
 from .parameters import BayesParams
 from .curves import SweepCurves
@@ -193,7 +193,7 @@ def bayes_stops(sweep: SweepCurves, p: BayesParams, memo: dict) -> list[Decision
     chosen = calibrated.choose_stops(numbers.worths, p.tolerance, p.risk, candidates, stopped)
     gains: dict[int, tuple[float, float]] = {}
     if memo.get("budget") is not None and chosen:
-        chosen, gains = _worth_a_fresh_seed(sweep, p, numbers, memo["budget"], chosen, stopped)
+        chosen, gains = _worth_a_fresh_seed(sweep, p, numbers, memo, chosen, stopped)
     levels = [[r, numbers.preds[r].level] for r in numbers.order if r not in frozen]
     best = max(numbers.order, key=lambda r: numbers.p[r])
     best_mid = numbers.interval(best, sign)[0]
@@ -220,13 +220,14 @@ def bayes_stops(sweep: SweepCurves, p: BayesParams, memo: dict) -> list[Decision
     return stops
 
 
-def _worth_a_fresh_seed(sweep: SweepCurves, p: BayesParams, numbers: SweepNumbers, budget: BudgetUse,
+def _worth_a_fresh_seed(sweep: SweepCurves, p: BayesParams, numbers: SweepNumbers, memo: dict,
                         chosen: list[tuple[int, float, float]], stopped: list[int]) -> tuple[list, dict]:
     """With a budget (its freed slots start new seeds), of the stops the risk allows keep those whose rest buys less
     of the sweep's best worth per step than a fresh seed would, by the margin ``FRESH_SEED_MARGIN``
     (``calibrated.worth_continuing``: g_j / steps left < margin x g_new / ``max_steps``), and none unless the steps they free start a new seed (``budget.stops_fund_a_seed``).
-    Returns them with their loss again (the set is smaller) and column -> (g_j, g_new)."""
-    worths = numbers.worths
+    Returns them with their loss again (the set is smaller) and column -> (g_j, g_new); the stops the budget
+    withheld go to ``memo["held"]`` (``Policy.decide`` says why on their rows)."""
+    worths, budget = numbers.worths, memo["budget"]
     kept = [j for j in range(worths.shape[1]) if j not in stopped]
     fresh = calibrated.fresh_seed_gain(worths, kept)
     gains, worth_stopping = {}, []
@@ -237,6 +238,7 @@ def _worth_a_fresh_seed(sweep: SweepCurves, p: BayesParams, numbers: SweepNumber
         if not calibrated.worth_continuing(gains[column][0], left, fresh, p.max_steps, FRESH_SEED_MARGIN):
             worth_stopping.append((column, prob, left))
     if not stops_fund_a_seed(budget, sum(left for _, _, left in worth_stopping)):
+        memo["held"] = [numbers.order[column] for column, _, _ in worth_stopping]
         return [], {}
     out, so_far = [], list(stopped)
     for column, prob, _ in worth_stopping:

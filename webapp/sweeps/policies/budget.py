@@ -104,6 +104,18 @@ def stops_fund_a_seed(use: BudgetUse, freed: int) -> bool:
     return use.left + freed >= use.run_steps
 
 
+def held_note(use: BudgetUse, freed: int) -> str:
+    """Why a ranking stop was not made (``stops_fund_a_seed`` said no), for the kept run's row on the dashboard:
+    ``freed`` the steps the withheld stops would have freed.
+
+    >>> held_note(BudgetUse(8, 100, 500, 260), freed=30)
+    'no new seed could use its steps: budget 8 runs: 5.0 spent, 2.6 committed; the 0.3 runs it frees and the 0.4 left are less than the 1 run a new seed needs'
+    """
+    return (f"no new seed could use its steps: budget {use.budget_runs:g} runs: {use.runs(use.spent):.1f} spent, "
+            f"{use.runs(use.committed):.1f} committed; the {use.runs(freed):.1f} runs it frees and the "
+            f"{use.runs(max(use.left, 0)):.1f} left are less than the 1 run a new seed needs")
+
+
 def budget_error(budget_runs, *, initial_runs: int, new_seeds: bool) -> str:
     """Why ``budget_runs`` is not a valid budget ("" when it is), for a sweep of ``initial_runs`` runs whose
     freed slots start new seeds (``new_seeds``). A budget is only read when freed slots start new seeds, and

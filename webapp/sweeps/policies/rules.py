@@ -12,7 +12,7 @@ from typing import Hashable, Iterable, Optional
 
 from training.fields import FieldErrors
 
-from .budget import BudgetUse, stops_fund_a_seed
+from .budget import BudgetUse, held_note, stops_fund_a_seed
 from .curves import Checkpoint, HistoryMissing, RunCurve, SweepCurves, too_few_peers
 from .decision import EXTEND, STOP, Decision
 from .guards import GuardFold, guard_reason
@@ -45,6 +45,7 @@ class Policy:
         self.guard_folds: dict[Hashable, list[GuardFold]] = {}  # run -> one fold per guard, in guards' order
         self.reads_curves = self.ranks or bool(self.guards)  # whether the database layer must feed it the curves
         self._memo: dict = {}  # what the rule keeps between decisions of one feed (stopping_rules)
+        self.held: dict[Hashable, str] = {}  # run -> why its rule's stop was withheld at the last decide (a budget)
         self._kept: frozenset[int] = frozenset()  # steps each curve records a checkpoint at (saved_state)
         p = params
         self._new_smoother = partial(make_smoother, p.smoothing, p.smoothing_weight, p.smoothing_window)
@@ -101,15 +102,18 @@ class Policy:
         the stops paid for. ``budget``: the sweep's budget use now, when its freed slots start new seeds: a rule
         that ranks seeds against their peers (median, asha, bayes) then stops only if what it frees starts a new
         seed (``budget.stops_fund_a_seed``), and ``bayes`` weighs each seed's rest against a fresh seed (its rule
-        reads ``memo["budget"]``); a bound's or a guard's stop is made whatever the budget."""
+        reads ``memo["budget"]``); a bound's or a guard's stop is made whatever the budget. The stops withheld
+        for the budget are in ``held`` (run -> why it is kept) until the next ``decide``."""
         stops = self._find_guard_stops()
         for decision in stops:
             self.stopped[decision.run_id] = decision
-        self._memo["budget"] = budget
+        self._memo["budget"], self._memo["held"] = budget, []
         ranked = self._find_stops()
-        if budget is not None and self.compares_peers and ranked and not stops_fund_a_seed(budget, sum(
-                max(self._view().horizon(d.run_id) - self.curves[d.run_id].last_step, 0) for d in ranked)):
-            ranked = []  # bayes_stops makes this check itself before it freezes a stop
+        held = list(self._memo["held"])  # bayes_stops makes the funding check itself before it freezes a stop
+        if budget is not None and self.compares_peers and ranked and not stops_fund_a_seed(
+                budget, self._steps_left(d.run_id for d in ranked)):
+            held, ranked = [d.run_id for d in ranked], []
+        self.held = self._held_notes(held, budget)
         for decision in ranked:
             self.stopped[decision.run_id] = decision
         stops += ranked
@@ -184,6 +188,19 @@ class Policy:
 
     def _describe_rule(self) -> str:
         return f"{self.rule} on {self.params.metric} ({self.params.mode})"
+
+    def _steps_left(self, run_ids: Iterable[Hashable]) -> int:
+        view = self._view()
+        return sum(max(view.horizon(run_id) - self.curves[run_id].last_step, 0) for run_id in run_ids)
+
+    def _held_notes(self, held: list[Hashable], budget: Optional[BudgetUse]) -> dict[Hashable, str]:
+        """run -> "would be stopped at step 12 (median), but no new seed could use its steps: budget ..." for the
+        runs whose ranking stops the budget withheld (``held``, together)."""
+        if not held or budget is None:
+            return {}
+        why = held_note(budget, self._steps_left(held))
+        return {run_id: f"would be stopped at step {self.curves[run_id].last_step} ({self.rule}), but {why}"
+                for run_id in held}
 
     def _next_step(self, after: int) -> Optional[int]:
         """The first step >= ``after`` at which this policy judges a run (grace period included)."""
