@@ -60,3 +60,16 @@ def test_the_best_seed_found_is_the_best_observed_final_among_those_that_ran_to_
     assert budget_table.best_found(pool, {"s0": N, "s1": 4, "s2": N}, {"s1"}) == 0.5
     mean, low, high = budget_table.mean_interval([0.0, 0.2, 0.4])
     assert abs(mean - 0.2) < 1e-12 and low < mean < high
+
+
+def test_the_gate_reads_seedbeds_budget_policy_only_and_prints_its_interval():
+    lines: list[str] = []
+    others = {"seedbed manual (8 seeds to the end)": (0.0, 0.0, 0.0), "seedbed median": (-0.01, -0.02, 0.0),
+              "optuna median (warmup=grace)": (-0.02, -0.03, -0.01)}
+    assert budget_table.gate({**others, budget_table.GATED: (0.001, -0.002, 0.004)}, lines.append)
+    assert lines[0] == (f"  must hold (gated), mean gain >= 0 for {budget_table.GATED}: +0.0010 "
+                        f"[95 % -0.0020, +0.0040]: holds")
+    assert lines[1].startswith("  reported, not gated: median -0.0100")
+    assert not budget_table.gate({**others, budget_table.GATED: (-0.001, -0.004, 0.002)}, lines.append)
+    assert "FAILS" in lines[2]
+    assert not budget_table.gate(others, lines.append)  # the gated row missing holds nothing
