@@ -160,6 +160,29 @@ def test_a_sweep_of_long_runs_is_checked_on_the_chart_tier_as_the_replay_decides
     assert [x for row in live for x in row[5:]] == pytest.approx([x for row in expected for x in row[5:]], rel=1e-9)
 
 
+def test_bayes_on_the_chart_tier_counts_its_final_window_in_buckets_and_decides_as_on_every_point(config):
+    """A bayes sweep of long runs is checked on 8-step buckets: its level (the mean of the final window, 240 steps)
+    is the mean of 30 buckets, not of 240 (the whole run so far), so it stops the seeds the replay of every raw
+    point stops, at the same steps, with the same forecast worths (to 1e-3)."""
+    [curves] = early_stopping.synthetic_sweeps(seed=12, n_sweeps=1, n_seeds=4, steps=LONG)
+    policy = {"name": "bayes", "min_peers": 2, "risk": 0.2, "metric": METRIC}
+    sweep = services.sweep_create(config={**config, "total_steps": LONG}, seeds=range(4), concurrency=4,
+                                  policy=policy)
+    runs = list(sweep.runs.order_by("pk"))
+    assert check_module.tier_width({run.pk: run for run in runs}) == WIDTH
+    for run, points in zip(runs, curves.values()):
+        run_services.run_start(run_id=run.pk, worker="test:1")
+        run_services.run_metrics_append(run_id=run.pk, points=[(s, METRIC, v) for s, v in points[:1_200]])
+    check = check_module.policy_check(sweep=sweep, plan=SweepPlan.objects.get(sweep=sweep))
+    index = {run.pk: i for i, run in enumerate(runs)}
+    raw = replay({**policy, "mode": "max", "max_steps": LONG},
+                 {i: points[:1_200] for i, points in enumerate(curves.values())})
+    assert len(raw.decisions) == 2, "the raw replay should stop two seeds here: the comparison would prove little"
+    assert [(index[d.run_id], d.step) for d in check.decisions] == [(d.run_id, d.step) for d in raw.decisions]
+    assert [d.details["forecast"] for d in check.decisions] == pytest.approx(
+        [d.details["forecast"] for d in raw.decisions], abs=1e-3)
+
+
 def test_a_run_fed_its_unfinished_last_bucket_when_it_ended_makes_the_check_rebuild_once_it_runs_again(config):
     [curves] = early_stopping.synthetic_sweeps(seed=12, n_sweeps=1, n_seeds=3, steps=LONG)
     points = list(curves.values())

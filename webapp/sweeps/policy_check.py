@@ -112,7 +112,7 @@ def policy_check(*, sweep: Sweep, plan: SweepPlan, rebuild: bool = False) -> Pol
             if SweepPlan.objects.filter(pk=plan.pk, policy_epoch=plan.policy_epoch).exists():
                 return check
             why = "a run's points were discarded during the check"
-    fresh = make_policy(sweep.policy)
+    fresh = make_policy(sweep.policy, width)
     saved_state.keep_history_at(fresh, saved_state.history_steps(fresh))
     check = _replay(fresh, sweep, plan, runs, stored, width)
     check.rebuilt = why
@@ -162,7 +162,7 @@ def _restored(sweep: Sweep, plan: SweepPlan, runs: dict[int, Run], stored: dict,
         return None, "a run's points were discarded since it was saved"
     if saved.get("judged_up_to", 0) > plan.policy_step:
         return None, "saved past the plan's policy_step"
-    policy = make_policy(sweep.policy)
+    policy = make_policy(sweep.policy, width)
     try:
         saved_state.load_state(policy, saved["curves"])
     except (KeyError, IndexError, TypeError, ValueError) as exc:

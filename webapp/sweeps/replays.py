@@ -81,7 +81,7 @@ def sweep_replay(*, sweep: Sweep, policy: dict, finals: Optional[dict] = None) -
     curves = {run_id: run_points for run_id, run_points in curves.items() if run_points}
     others = {key: {run_id: points(run_id, key) for run_id in curves} for key in guarded}
     started = time.monotonic()
-    result = (replay(config, curves, concurrency=sweep.concurrency, other_metrics=others)
+    result = (replay(config, curves, concurrency=sweep.concurrency, other_metrics=others, width=width)
               if built.reads_curves and curves else None)
     seconds = time.monotonic() - started
     stopped_at = result.stopped_at if result else {}

@@ -50,6 +50,11 @@ class CommonParams:
     def grace(self) -> int:
         return self.grace_steps if self.grace_steps is not None else math.ceil(0.2 * self.max_steps)
 
+    def for_width(self, width: int) -> "CommonParams":
+        """The params for a feed whose points are means of ``width`` steps (the chart tier's buckets, each at its
+        last step): the same, as every count here is in steps; a rule that counts points overrides it."""
+        return self
+
     def errors(self) -> dict[str, str]:
         e: dict[str, str] = {}
         if not self.metric.strip():
@@ -192,6 +197,17 @@ class BayesParams(CommonParams):
 
     def final_window(self) -> int:
         return self.final_points if self.final_points is not None else max(1, math.ceil(0.1 * self.max_steps))
+
+    def for_width(self, width: int) -> "BayesParams":
+        """A seed's level and final are the mean of its last ``final_window()`` points: fed bucket means of
+        ``width`` steps, that many steps are ``round(final_window() / width)`` buckets (at least 1).
+
+        >>> BayesParams(metric="m", max_steps=3000).for_width(8).final_window()
+        38
+        """
+        if width <= 1:
+            return self
+        return dataclasses.replace(self, final_points=max(1, round(self.final_window() / width)))
 
     def errors(self) -> dict[str, str]:
         e = super().errors()

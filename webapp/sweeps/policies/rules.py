@@ -394,14 +394,15 @@ def parse_config(config: dict) -> CommonParams:
     return parse_params(params_cls, {**config, "name": name})
 
 
-def make_policy(config: dict) -> Policy:
+def make_policy(config: dict, width: int = 1) -> Policy:
     """Build a policy from ``{"name": ..., "metric": ..., "mode": ..., "max_steps": ..., other keys}``.
 
     ``metric`` and ``max_steps`` are required by every policy but manual (the default, also for ``{}``); every
     other key has the default documented on its params dataclass (``CommonParams`` plus ``MedianParams``,
-    ``AshaParams``, ``ThresholdParams`` or ``BayesParams``).
+    ``AshaParams``, ``ThresholdParams`` or ``BayesParams``). ``width``: the steps each point it will be fed is the
+    mean of (the chart tier's bucket width; ``CommonParams.for_width``).
     """
-    params = parse_config(config)
+    params = parse_config(config).for_width(width)
     _, policy_cls = _REGISTRY[config.get("name") or "manual"]
     return policy_cls(params)
 

@@ -93,7 +93,7 @@ def bayes_numbers(params: BayesParams, curves: dict[Hashable, Sequence[tuple[flo
     is a bucket's mean (default: its last point's step). The policy takes integer steps: a bucket's point is fed
     at its step rounded down, the last one at ``last_steps[run]``; only the order of the points and the last step
     (the fraction of the run done) reach the numbers."""
-    if window is not None and window != params.final_window():
+    if window is not None and window != params.final_window():  # (``BayesParams.for_width``'s rounding, given)
         params = dataclasses.replace(params, final_points=window)
     policy = BayesPolicy(params)
     for run_id, horizon in (horizons or {}).items():
