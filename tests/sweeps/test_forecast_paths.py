@@ -1,5 +1,5 @@
-"""The dashboard's forecasts (policies.forecast_paths) are the bayes policy's own calibrated numbers (one function,
-``bayes.sweep_numbers``), and their drawn paths end on the run's trend forecast at its horizon with a band that
+"""The dashboard's forecasts (policies.forecast_paths) are the bayes policy's own calibrated numbers (a policy fed
+the curves through the one simulator, ``simulator.bayes_numbers``), and their drawn paths end on the run's trend forecast at its horizon with a band that
 widens ahead."""
 import math
 import random
