@@ -158,6 +158,19 @@ class PolicyForward(torch.nn.Module):
                                  with_entropy=True, checkpoint=self.checkpoint)
 
 
+def sparse_tied_embedding(model) -> bool:
+    """A tied input embedding's backward as a sparse gradient (the rows of the batch's tokens), added in place to
+    the output layer's dense [V, H] one: one V x H tensor in each backward instead of three (the head's, the
+    embedding's own, their sum), 0.2 GB on SmolLM2. Only in one process (DDP expects the dense gradients it was
+    built for) and only when tied (the head's dense share makes the parameter's gradient dense, as fused AdamW
+    needs); True when set."""
+    emb, head = model.get_input_embeddings(), model.get_output_embeddings()
+    if type(emb) is torch.nn.Embedding and head is not None and emb.weight is head.weight:
+        emb.sparse = True
+        return True
+    return False
+
+
 class Parallel:
     """The policy as the loop uses it, whatever the strategy:
 
@@ -171,6 +184,8 @@ class Parallel:
         self.strategy = cfg.strategy if world.size > 1 else "none"
         self.model = self.full_model = model
         self._forward = PolicyForward(model, cfg.temperature, cfg.keep_sampling_mask, cfg.gradient_checkpointing)
+        if self.strategy == "none":
+            sparse_tied_embedding(model)
         if self.strategy == "ddp":
             from torch.nn.parallel import DistributedDataParallel
 

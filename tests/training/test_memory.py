@@ -10,7 +10,7 @@ import torch
 
 from tests.training.conftest import REPO, small_config
 from training.config import TrainConfig
-from training.distributed import Parallel
+from training.distributed import Parallel, sparse_tied_embedding
 from training.fields import FieldErrors
 from training.memory import (AUTO_SHARE, ModelShape, activation_bytes, auto_micro_batch, distinct_prompts, estimate_peak,
                              head_bytes, model_shape, read_model_shape)
@@ -85,6 +85,23 @@ def test_chunked_gradients_equal_the_full_computation():
     (logp * batch.completion_mask).sum().backward()
     for n, p in model.named_parameters():
         assert torch.allclose(p.grad, ref[n], rtol=1e-6, atol=1e-10), n
+
+
+def test_a_tied_embeddings_sparse_gradient_adds_up_to_the_dense_one():
+    batch = random_batch()
+    grads = {}
+    for sparse in (False, True):
+        model = random_llama(tied=True)
+        assert sparse_tied_embedding(model) if sparse else True
+        assert model.get_input_embeddings().sparse is sparse
+        for part in (torch.arange(4), torch.arange(4, 8)):  # accumulated over two backwards, as micro-batches are
+            logp, _ = sequence_logprobs(model, batch.index(part), temperature=1.0)
+            (logp * batch.completion_mask[part]).sum().backward()
+        grads[sparse] = {n: p.grad for n, p in model.named_parameters()}
+    for n, g in grads[True].items():
+        assert not g.is_sparse and torch.allclose(g, grads[False][n], rtol=1e-9, atol=1e-12), n
+    untied = random_llama(tied=False)
+    assert not sparse_tied_embedding(untied) and not untied.get_input_embeddings().sparse
 
 
 def rollouts(batch, rewards):
