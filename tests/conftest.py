@@ -22,6 +22,8 @@ REPO = Path(__file__).resolve().parent.parent
 # Tasks of this test session travel under their own Redis key prefix, so test sessions (and a running
 # Seedbed) sharing the one Redis never take each other's tasks. Set before anything imports the Celery app.
 os.environ.setdefault("SEEDBED_BROKER_PREFIX", f"seedbed-test-{uuid.uuid4().hex[:10]}:")
+if os.environ.get("PYTEST_XDIST_WORKER"):  # each process of a parallel session (pytest -n) has its own
+    os.environ["SEEDBED_BROKER_PREFIX"] = f"seedbed-test-{uuid.uuid4().hex[:10]}-{os.environ['PYTEST_XDIST_WORKER']}:"
 os.environ.setdefault("CELERY_BROKER_URL", os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
 
 
@@ -218,6 +220,16 @@ def parses(monkeypatch):
 
 
 @pytest.fixture
+def no_worker_reports(db):
+    """Only the capacity reports the test makes itself: a real worker another test of this session started (and
+    that has not stopped yet) reports to the same test database. Deleted inside the test's transaction, so a
+    report the worker sends meanwhile waits for the test's end (rolled back then)."""
+    from webapp.runs.models import WorkerCapacity
+
+    WorkerCapacity.objects.all().delete()
+
+
+@pytest.fixture
 def model_dir(tmp_path):
     """A folder the config schema accepts as a model folder (the web layer never loads it)."""
     path = tmp_path / "model"
@@ -324,6 +336,35 @@ class SharedChromium:
 
 
 SHARED_CHROMIUM = SharedChromium()
+
+
+# The suite runs in parallel processes (`./seedbed test`: pytest -n, whole files to one process). Files are handed
+# out in collection order, so the folders whose files train, kill workers or drive a browser for minutes go first:
+# a long file started last would leave the other processes idle at the end.
+SLOW_FOLDERS_FIRST = ("training", "faults", "workers", "e2e", "sweeps", "verifiers")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # one process: the files' own order
+
+    def rank(item) -> int:
+        parts = Path(str(item.path)).relative_to(REPO / "tests").parts
+        return SLOW_FOLDERS_FIRST.index(parts[0]) if parts[0] in SLOW_FOLDERS_FIRST else len(SLOW_FOLDERS_FIRST)
+
+    items.sort(key=rank)  # stable: each file keeps its tests' order
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread_per_parallel_process():
+    """Tests that train in the test process itself use torch's default of a thread per core; two processes on a
+    2-core machine would each spin two (oversubscribed threads wait on each other). One each when parallel; the
+    training children of the worker tests already run one (SEEDBED_TORCH_THREADS)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
+    yield
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -6,3 +6,4 @@ import pytest
 @pytest.fixture
 def config(model_dir):
     return {"preset": "grpo", "model_path": model_dir, "total_steps": 6, "prompts_per_step": 4, "group_size": 4}
+

@@ -20,7 +20,7 @@ from webapp.runs.capacity import NODES_WITHOUT_REPORTS, capacity_report
 from webapp.runs.models import Run, RunStatus, WorkerCapacity
 from webapp.sweeps import services as sweep_services
 
-pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.usefixtures("no_worker_reports")]
 
 GB = 1024
 

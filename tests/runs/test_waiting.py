@@ -13,7 +13,7 @@ from webapp.runs.capacity import capacity_report
 from webapp.runs.models import Run, RunStatus
 from webapp.runs.waiting import build_wait, queue_reasons
 
-pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.usefixtures("no_worker_reports")]
 
 
 def running(run: Run, *, last_step: int, trained_s: float) -> Run:

@@ -15,7 +15,7 @@ from webapp.sweeps import selectors, services
 from webapp.sweeps.models import SweepPlan
 from webapp.sweeps.policies import make_policy
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("no_worker_reports")]
 
 METRIC = "reward/mean"
 
