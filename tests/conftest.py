@@ -339,8 +339,9 @@ SHARED_CHROMIUM = SharedChromium()
 
 
 # The suite runs in parallel processes (`./seedbed test`: pytest -n, whole files to one process). Files are handed
-# out in collection order, so the folders whose files train, kill workers or drive a browser for minutes go first:
-# a long file started last would leave the other processes idle at the end.
+# out in collection order (--no-loadscope-reorder: xdist would otherwise put the files with the most tests first), so
+# the folders whose files train, kill workers or drive a browser for minutes go first: a long file started last
+# would leave the other processes idle at the end.
 SLOW_FOLDERS_FIRST = ("training", "faults", "workers", "e2e", "sweeps", "verifiers")
 
 
