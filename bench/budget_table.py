@@ -287,7 +287,7 @@ def budget_table(sweeps: list, out: Callable[[str], None] = print, only: Optiona
 
 
 def main(args, out: Callable[[str], None], lines: list[str], root: str) -> int:
-    """``bench/early_stopping.py --budget``: the table on ``--sweeps`` synthetic test sweeps (default 200 here),
+    """``bench/early_stopping.py --budget``: the table on ``--sweeps`` synthetic test sweeps (default 1,000 here),
     saved to bench/curves/budget_<date>.txt with ``--save``. Exit 1 if the gated row's mean gain is < 0
     (``GATED``: Seedbed's budget policy; the others are reported)."""
     import logging

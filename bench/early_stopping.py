@@ -537,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweeps", type=int, default=200, help="synthetic test sweeps (1-2000)")
     parser.add_argument("--tune", action="store_true", help="print the tuning grid on the synthetic tune split")
     parser.add_argument("--budget", action="store_true", help="the budget table (bench/budget_table.py): 8 full runs, "
-                        "4 slots, new seeds in freed slots, per policy and peer; --sweeps pools (default 200); exit 1 "
+                        "4 slots, new seeds in freed slots, per policy and peer; --sweeps pools (default 1000); exit 1 "
                         "if Seedbed's budget policy (bayes risk 0.20, budget_table.GATED) has a mean gain < 0")
     parser.add_argument("--save", action="store_true", help="also write bench/curves/early_stopping_<date>.txt")
     parser.add_argument("--calibration", action="store_true",
@@ -581,6 +581,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if held else 1
     if args.budget:
         import budget_table
+
+        if "--sweeps" not in (argv if argv is not None else sys.argv):
+            args.sweeps = 1000  # the table's size (a few minutes); the gated mean's interval is +-0.002 there
 
         return budget_table.main(args, out, lines, ROOT)
     if args.tune:
