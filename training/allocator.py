@@ -5,7 +5,9 @@ torch's CPU tensors come from the C library's ``malloc``. glibc's threshold abov
 size (up to 32 MiB), so from then on the step's gradients and activations (1-4 MB blocks on SmolLM2) come from
 the heap, whose freed middle stays resident. Fixing the threshold (``mallopt(M_MMAP_THRESHOLD)``) keeps every
 block above it mapped on its own, so a freed tensor leaves the process's resident memory at once: 130 MiB off
-SmolLM2's peak on the memory bench (bench/real_model.py --memory), the same losses. Set in the process itself,
+SmolLM2's peak on the memory bench (bench/real_model.py --memory), the same losses. The price is kernel time: each
+such block is mapped and zero-filled afresh (the KV cache's growing copies while sampling, every micro-batch's
+activations), about a quarter more CPU per SmolLM2 step (bench/curves/memory_2026-11-27.txt). Set in the process itself,
 not through ``MALLOC_MMAP_THRESHOLD_``: the worker forks its training processes from a slot whose allocator is
 already set up, and glibc reads that variable only at start-up.
 """
