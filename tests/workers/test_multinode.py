@@ -30,10 +30,21 @@ def two_workers(worker_env):
     env, home = worker_env
     env = {**env, "SEEDBED_NODE_ADDR": "127.0.0.1", "SEEDBED_GANG_TIMEOUT_S": str(GANG_TIMEOUT_S)}
     workers = [WorkerProcess(env, home, concurrency=1, queues=QUEUE, name=name) for name in ("node-a", "node-b")]
+    wait_for_capacity_reports(workers)
     with override_settings(SEEDBED_AUTO_QUEUE=QUEUE):  # device auto -> the workers' queue
         yield workers
     for w in workers:
         w.stop()
+
+
+def wait_for_capacity_reports(workers) -> None:
+    """A worker is "ready." before its capacity reporter's first report lands; a 2-node run launched in between
+    is refused ("at most 1 on queue nodes"), so wait for every worker's report."""
+    from webapp.runs.models import WorkerCapacity
+
+    names = {w.name.split("@")[0] for w in workers}
+    wait_for(lambda: names <= {c.split("@")[0] for c in WorkerCapacity.objects.values_list("worker", flat=True)},
+             timeout=60, what="every node worker's capacity report")
 
 
 def processes_of(folder) -> list[int]:
@@ -123,6 +134,7 @@ def test_the_oldest_waiting_run_forms_first_and_neither_gang_waits_while_others_
     env, home = worker_env
     env = {**env, "SEEDBED_NODE_ADDR": "127.0.0.1", "SEEDBED_GANG_TIMEOUT_S": str(LONG_GANG_TIMEOUT_S)}
     workers = [WorkerProcess(env, home, concurrency=1, queues=QUEUE, name=name) for name in ("gang-a", "gang-b")]
+    wait_for_capacity_reports(workers)
     load = []
     try:
         load = [services.run_create(config=tiny_config(total_steps=5000, device="cpu", seed=60 + i)) for i in range(2)]
