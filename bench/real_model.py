@@ -222,6 +222,8 @@ def run_memory(model_dir: str, steps: int, seed: int, shape: tuple[int, int, int
     estimate = estimate_for_config(cfg, cfg.resolved_model_path(), prompt_tokens=widest[0])
     return {"steps": per_step, "wall_s": wall, "s_per_step": wall / steps, "knobs": knobs, "shape": shape,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "prompt_tokens": widest[0],
+            "user_s": resource.getrusage(resource.RUSAGE_SELF).ru_utime,
+            "sys_s": resource.getrusage(resource.RUSAGE_SELF).ru_stime,
             "estimate_mb": estimate.total / 2**20, "estimate": estimate.text()}
 
 
@@ -324,7 +326,9 @@ def memory_main(args, shape: tuple[int, int, int], knobs: dict) -> None:
                  "{logp_rel_l2:.1e}".format(**s["unchunked"]) if "unchunked" in s else ""))
     print(f"{'tiny model' if args.tiny else 'SmolLM2'} shape {args.shape} knobs {json.dumps(knobs)}: peak RSS "
           f"{res['peak_rss_mb']:.0f} MiB, {res['s_per_step']:.2f} s/step over {args.steps} steps ({args.threads} "
-          f"threads, load {os.getloadavg()[0]:.1f})")
+          f"threads, load {os.getloadavg()[0]:.1f}); the process's CPU {res.get('user_s', 0):.1f} s user, "
+          f"{res.get('sys_s', 0):.1f} s system" + (f" (SEEDBED_MMAP_THRESHOLD={os.environ['SEEDBED_MMAP_THRESHOLD']})"
+                                                  if os.environ.get("SEEDBED_MMAP_THRESHOLD") else ""))
     print(f"memory model (prompts of {res['prompt_tokens']} tokens): {res['estimate_mb']:.0f} MiB, "
           f"{100 * (res['estimate_mb'] / res['peak_rss_mb'] - 1):+.1f} % of the measured peak: {res['estimate']}")
     if args.record:

@@ -17,7 +17,7 @@ import torch
 
 from training.algorithms import (aggregate_loss, aggregation_weight, group_advantages, kl_penalty, masked_mean,
                                  off_policy_sequence_mask, overlong_penalty, policy_loss)
-from training.allocator import fix_mmap_threshold
+from training.allocator import mmap_threshold_from_env
 from training.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
 from training.config import TrainConfig
 from training.data import data_generator_seed, default_rewards, prompt_source
@@ -39,7 +39,7 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
     device = world.device if world.size > 1 else torch.device(
         "cuda" if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()) else "cpu")
     os.makedirs(out_dir, exist_ok=True)
-    fix_mmap_threshold()  # freed tensors leave the resident memory (training.allocator)
+    mmap_threshold_from_env()  # opt-in: freed tensors leave the resident memory at once (training.allocator)
     torch.manual_seed(cfg.seed)
     resume = latest_checkpoint(out_dir)
     if not cfg.model_path:  # the built-in tiny model: on a fresh install the first run builds it (others wait)

@@ -389,7 +389,7 @@ def token_logprobs(hidden: torch.Tensor, head, targets: torch.Tensor, *, tempera
 def _chunk_logp(head, temperature: float, with_entropy: bool, h: torch.Tensor, tgt: torch.Tensor,
                 keep: Optional[torch.Tensor]):
     """One chunk of ``token_logprobs``: log π of the targets [rows] and the entropy [rows] (or None)."""
-    logits = h if head is None else head(h)
+    logits = h if head is None else head_logits(head, h)
     # half precision is upcast for the softmax; float32 and float64 stay as they are
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature
     if keep is not None:
@@ -403,6 +403,43 @@ def _chunk_logp(head, temperature: float, with_entropy: bool, h: torch.Tensor, t
             p = logp_all.exp()
             entropy = -(p * logp_all.masked_fill(p == 0, 0.0)).sum(-1)
     return logp, entropy
+
+
+def head_logits(head: torch.nn.Linear, h: torch.Tensor) -> torch.Tensor:
+    """``head(h)``; for a head marked ``grad_in_place`` (``training.distributed.head_grad_in_place``), a bias-free
+    one whose weight trains in its own dtype (no autocast), through ``HeadGradInPlace``: the same logits, and the
+    backward adds the weight's gradient into ``weight.grad`` itself."""
+    w = head.weight
+    if (getattr(head, "grad_in_place", False) and torch.is_grad_enabled() and w.requires_grad and head.bias is None
+            and h.dtype == w.dtype and not torch.is_autocast_enabled(h.device.type)):
+        return HeadGradInPlace.apply(h, w)
+    return head(h)
+
+
+class HeadGradInPlace(torch.autograd.Function):
+    """z = h Wᵀ (one chunk of rows) whose backward accumulates dL/dW = (dL/dz)ᵀ h into ``W.grad`` in place, chunk
+    after chunk and micro-batch after micro-batch (``addmm_``; the first one makes ``W.grad``), and hands autograd
+    no gradient for W: no fresh [V, H] tensor per backward, held until the parameter's other uses (a tied input
+    embedding) are reached, then added (0.11 GB on SmolLM2; docs/architecture.md, "The training core"). The same
+    products as ``Linear``'s own backward; only the order of the sums into ``W.grad`` can differ (several chunks:
+    G + H1, then + H2, not G + (H1 + H2); a tied sparse embedding's rows: (G + H) + E, not G + (H + E)). Hooks on W see nothing of it: one process only (DDP and FSDP
+    reduce what autograd hands them)."""
+
+    @staticmethod
+    def forward(ctx, h, weight):
+        ctx.save_for_backward(h, weight)
+        ctx.weight = weight  # the parameter itself, whose .grad is written
+        return torch.nn.functional.linear(h, weight)
+
+    @staticmethod
+    def backward(ctx, grad):
+        h, weight = ctx.saved_tensors
+        param = ctx.weight
+        if param.grad is None:
+            param.grad = grad.t().mm(h)
+        else:
+            param.grad.addmm_(grad.t(), h)
+        return (grad.mm(weight) if ctx.needs_input_grad[0] else None), None
 
 
 def concat_batches(parts: list[RolloutBatch]) -> RolloutBatch:

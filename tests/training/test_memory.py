@@ -10,11 +10,11 @@ import torch
 
 from tests.training.conftest import REPO, small_config
 from training.config import TrainConfig
-from training.distributed import Parallel, sparse_tied_embedding
+from training.distributed import Parallel, head_grad_in_place, sparse_tied_embedding
 from training.fields import FieldErrors
 from training.memory import (AUTO_SHARE, ModelShape, activation_bytes, auto_micro_batch, distinct_prompts, estimate_peak,
                              head_bytes, model_shape, read_model_shape)
-from training.rollout import RolloutBatch, _full_logits, sequence_logprobs, token_logprobs
+from training.rollout import RolloutBatch, _full_logits, head_logits, sequence_logprobs, token_logprobs
 
 
 def random_llama(vocab=50, tied=True):
@@ -102,6 +102,73 @@ def test_a_tied_embeddings_sparse_gradient_adds_up_to_the_dense_one():
         assert not g.is_sparse and torch.allclose(g, grads[False][n], rtol=1e-9, atol=1e-12), n
     untied = random_llama(tied=False)
     assert not sparse_tied_embedding(untied) and not untied.get_input_embeddings().sparse
+
+
+def head_gradients(tied: bool, in_place: bool, parts, *, prior: bool, checkpoint: bool = False):
+    """The model's gradients after a backward per micro-batch of ``parts`` (each loss weighted as the loop
+    weighs micro-batches), starting from zero or (``prior``) from gradients already accumulated; ``in_place``:
+    as the loop has it in one process (the head's gradient accumulated in place, a tied embedding's sparse)."""
+    batch = random_batch()
+    model = random_llama(tied=tied)
+    if in_place:
+        assert head_grad_in_place(model) and model.get_output_embeddings().grad_in_place
+        assert sparse_tied_embedding(model) is tied
+    if prior:
+        for n, p in model.named_parameters():
+            p.grad = torch.randn(p.shape, generator=torch.Generator().manual_seed(len(n)), dtype=p.dtype)
+    head_grad = model.get_output_embeddings().weight.grad
+    for k, part in enumerate(parts):
+        logp, _ = sequence_logprobs(model, batch.index(part), temperature=0.7, checkpoint=checkpoint)
+        ((logp * batch.completion_mask[part]).sum() * (k + 1) / len(parts)).backward()
+    if in_place and prior:  # written into the tensor that was there, not replaced
+        assert model.get_output_embeddings().weight.grad is head_grad
+    return {n: p.grad for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("tied", [True, False])
+@pytest.mark.parametrize("parts", [[torch.arange(8)], [torch.arange(3), torch.arange(3, 5), torch.arange(5, 8)]],
+                         ids=["one", "three"])
+@pytest.mark.parametrize("prior", [False, True])
+def test_the_heads_gradient_accumulated_in_place_equals_autograds(tied, parts, prior):
+    plain = head_gradients(tied, False, parts, prior=prior)
+    in_place = head_gradients(tied, True, parts, prior=prior)
+    assert plain.keys() == in_place.keys()
+    for n, g in in_place.items():
+        assert not g.is_sparse and torch.allclose(g, plain[n], rtol=1e-12, atol=1e-15), n
+    head = "model.embed_tokens.weight" if tied else "lm_head.weight"
+    assert plain[head].abs().sum() > 0
+
+
+def test_the_heads_gradient_in_place_under_checkpointing_and_in_chunks_of_a_few_rows():
+    parts = [torch.arange(4), torch.arange(4, 8)]
+    plain = head_gradients(True, False, parts, prior=True, checkpoint=True)  # (one forward: not shared_prefill's sums)
+    for n, g in head_gradients(True, True, parts, prior=True, checkpoint=True).items():
+        assert torch.allclose(g, plain[n], rtol=1e-12, atol=1e-15), n
+    grads = {}
+    for in_place in (False, True):
+        torch.manual_seed(0)
+        head = torch.nn.Linear(16, 40, bias=False).double()
+        head.grad_in_place = in_place
+        hidden = torch.randn(3, 5, 16, dtype=torch.float64, requires_grad=True)
+        targets = torch.randint(0, 40, (3, 5))
+        for _ in range(2):
+            logp, _ = token_logprobs(hidden, head, targets, temperature=2.0, chunk_logits=3 * 40)  # 5 chunks
+            logp.sum().backward()
+        grads[in_place] = head.weight.grad, hidden.grad
+    for plain_g, in_place_g in zip(grads[False], grads[True]):
+        assert torch.allclose(in_place_g, plain_g, rtol=1e-12, atol=1e-15)
+
+
+def test_the_head_is_left_to_autograd_without_gradients_or_the_mark():
+    model = random_llama(tied=False)
+    head = model.get_output_embeddings()
+    h = torch.randn(4, 32, dtype=torch.float64, requires_grad=True)
+    assert head_logits(head, h).grad_fn.name() != "HeadGradInPlaceBackward"  # not marked
+    head_grad_in_place(model)
+    assert head_logits(head, h).grad_fn.name() == "HeadGradInPlaceBackward"
+    with torch.no_grad():
+        assert torch.equal(head_logits(head, h), head(h))
+    assert torch.equal(head_logits(head, h), head(h))
 
 
 def rollouts(batch, rewards):
