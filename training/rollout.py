@@ -17,6 +17,9 @@ from typing import Optional, Protocol, Sequence
 import torch
 import torch.utils.checkpoint
 
+from training.completion_forward import (completion_states, positions_from_mask, prefill_distinct,
+                                         rows_of_cache)
+from training.decode_steps import HFSteps, decode_steps
 from training.routing import RoutingRecorder
 
 
@@ -100,37 +103,11 @@ def sample_inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return torch.searchsorted(cdf, target).squeeze(-1).clamp_(max=probs.shape[-1] - 1)
 
 
-def positions_from_mask(mask: torch.Tensor) -> torch.Tensor:
-    return (mask.long().cumsum(-1) - 1).clamp(min=0)
-
-
-def shared_prefill(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, hidden: bool = False):
-    """Run the prompts through the model once per *distinct* prompt and fan the KV cache out to every row.
-
-    GRPO samples G completions of each prompt, so a batch holds each prompt G times; computing the prompt
-    once saves (G-1)/G of the prompt compute in sampling and in the training forward. The fan-out is an
-    index on the cached keys/values, so gradients from every completion flow back into the one prompt
-    computation (exactly the same math as G separate copies). Returns (last-position logits [B, V], cache);
-    ``hidden``: ``model`` is the decoder, and the first item its last-position hidden state [B, H].
-    """
-    rows = torch.cat([prompt_ids, prompt_mask], dim=1)
-    uniq, inverse = torch.unique(rows, dim=0, return_inverse=True)
-    if uniq.shape[0] == rows.shape[0]:
-        inverse = None
-    else:
-        P = prompt_ids.shape[1]
-        prompt_ids, prompt_mask = uniq[:, :P], uniq[:, P:]
-    # logits_to_keep=1: only the last prompt position's logits are needed (the lm_head over a large vocabulary
-    # at every prompt position would be wasted work)
-    kw = {} if hidden else {"logits_to_keep": 1}
-    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions_from_mask(prompt_mask),
-                use_cache=True, **kw)
-    cache, last = out.past_key_values, (out.last_hidden_state if hidden else out.logits)[:, -1]
-    if inverse is not None:
-        for layer in cache.layers:
-            layer.batch_select_indices(inverse)
-        last = last[inverse]
-    return last, cache
+def shared_prefill(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor):
+    """The prompts run once per *distinct* prompt (``prefill_distinct``: GRPO holds each prompt G times) and the KV
+    cache fanned out to every row. Returns (last-position logits [B, V], cache)."""
+    last, cache, inverse = prefill_distinct(model, prompt_ids, prompt_mask, hidden=False)
+    return (last, cache) if inverse is None else (last[inverse], rows_of_cache(cache, inverse))
 
 
 # Tokens that close an assistant turn in common chat templates (ChatML as in SmolLM2 and Qwen, Llama 3, Gemma,
@@ -176,6 +153,11 @@ class StopStrings:
         return hit
 
 
+#: the stepper drops the ended rows once the running ones are this share of those it computes or fewer (a
+#: shrink copies the KV cache: not worth it for a row or two)
+SHRINK_AT = 0.75
+
+
 class HFRolloutEngine:
     """Batched sampling with the policy model itself (weights are always in sync)."""
 
@@ -205,21 +187,23 @@ class HFRolloutEngine:
             prompt_mask[i, P - len(p):] = 1
         prompt_ids, prompt_mask = prompt_ids.to(dev), prompt_mask.to(dev)
         recorder = RoutingRecorder(model) if record_routing else None
-        attn, pos = prompt_mask, positions_from_mask(prompt_mask)
-        if record_routing:  # the recorder expects one router call covering every row's prompt
-            out = model(input_ids=prompt_ids, attention_mask=attn, position_ids=pos, use_cache=True)
-            cache, logits = out.past_key_values, out.logits[:, -1].float()
+        if record_routing:  # the recorder expects one router call covering every row's prompt, and every row after
+            out = model(input_ids=prompt_ids, attention_mask=prompt_mask,
+                        position_ids=positions_from_mask(prompt_mask), use_cache=True)
+            steps, logits = HFSteps(model, out.past_key_values, prompt_mask), out.logits[:, -1].float()
         else:
             logits, cache = shared_prefill(model, prompt_ids, prompt_mask)
-            logits = logits.float()
+            steps, logits = decode_steps(model, cache, prompt_mask, max_new_tokens), logits.float()
         tokens, logps, kept = [], [], []
         # which rows have ended, and at which step: on the CPU, where the tokens are sampled and stops checked
         done = torch.zeros(B, dtype=torch.bool)
         end = torch.full((B,), max_new_tokens, dtype=torch.long)
+        fed = torch.arange(B)  # the rows the stepper still computes, in its order (ended rows leave it in bulk)
         for t in range(max_new_tokens):
             scaled, keep = truncate_logits(logits / temperature, top_p, top_k)
             logp_all = torch.log_softmax(scaled, dim=-1)
-            # sampling on CPU with our generator keeps runs reproducible across devices
+            # sampling on CPU with our generator keeps runs reproducible across devices; every row draws (an ended
+            # row's draw is discarded), so a row's tokens do not depend on when the others end
             if noise is None:
                 tok = torch.multinomial(logp_all.exp().cpu(), 1, generator=generator).squeeze(1)
             else:
@@ -237,11 +221,15 @@ class HFRolloutEngine:
             done |= ended
             if bool(done.all()) or t == max_new_tokens - 1:
                 break
-            attn = torch.cat([attn, torch.ones((B, 1), dtype=attn.dtype, device=dev)], dim=1)
-            pos = pos[:, -1:] + 1
-            out = model(input_ids=tok_dev[:, None], attention_mask=attn, position_ids=pos, past_key_values=cache,
-                        use_cache=True)
-            cache, logits = out.past_key_values, out.logits[:, -1].float()
+            running = ~done[fed]
+            if recorder is None and int(running.sum()) <= SHRINK_AT * len(fed):
+                steps.keep(running.nonzero().flatten().to(dev))
+                fed = fed[running]
+            if len(fed) == B:
+                logits = steps.step(tok_dev).float()
+            else:  # the ended rows keep stale logits: their draws are discarded
+                rows = fed.to(dev)
+                logits[rows] = steps.step(tok_dev[rows]).float()
         completion_ids = torch.stack(tokens, dim=1).to(dev)
         # a token is part of the completion until and including the one that ended it (an end token, or the
         # token that completed a stop string)
@@ -309,27 +297,25 @@ def head_of(model):
 
 
 def _decoder_hidden(model, batch: RolloutBatch, mask: torch.Tensor, P: int, T: int, *, full: bool) -> torch.Tensor:
-    """The decoder's last hidden state at the positions that predict each completion token, [B, T, H]: the
-    prompt prefilled once per distinct prompt (``shared_prefill``) then the completion, or (``full``, or keep
-    routing, which replays one expert choice per row and position) prompt and completion in one forward."""
+    """The decoder's last hidden state at the positions that predict each completion token, [B, T, H]: each
+    distinct prompt once, then the completions without their last token or padding (``completion_states``), or
+    (``full``, or keep routing, which replays one expert choice per row and position) prompt and completion in one
+    forward."""
     decoder = model.get_decoder()
     if batch.routing is None and not full:
-        last, cache = shared_prefill(decoder, batch.prompt_ids, batch.prompt_mask, hidden=True)
-        out = decoder(input_ids=batch.completion_ids, attention_mask=mask,
-                      position_ids=positions_from_mask(mask)[:, P:], past_key_values=cache, use_cache=True)
-        return torch.cat([last[:, None], out.last_hidden_state[:, :-1]], dim=1)
+        return completion_states(decoder, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.lengths,
+                                 hidden=True)
     ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
     out = decoder(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask), use_cache=False)
     return out.last_hidden_state[:, P - 1:P + T - 1]
 
 
 def _full_logits(model, batch: RolloutBatch, mask: torch.Tensor, P: int, T: int) -> torch.Tensor:
-    """The model's own logits at the positions that predict each completion token, [B, T, V]."""
+    """The model's own logits at the positions that predict each completion token, [B, T, V] (zeros where they
+    predict padding, as ``completion_states``)."""
     if batch.routing is None:
-        last, cache = shared_prefill(model, batch.prompt_ids, batch.prompt_mask)
-        out = model(input_ids=batch.completion_ids, attention_mask=mask,
-                    position_ids=positions_from_mask(mask)[:, P:], past_key_values=cache, use_cache=True)
-        return torch.cat([last[:, None], out.logits[:, :-1]], dim=1)
+        return completion_states(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.lengths,
+                                 hidden=False)
     ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
     logits = model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask)).logits
     return logits[:, P - 1:P + T - 1]

@@ -1,0 +1,143 @@
+"""The training forward's layout: each distinct prompt once, then each completion without its padding.
+
+A GRPO batch holds each prompt G times and completions of unequal length, right-padded to the longest. Three
+things in it predict nothing and are not computed (docs/architecture.md, "The training core"):
+
+- the G − 1 repeats of a prompt: ``prefill_distinct`` runs each distinct prompt once and ``rows_of_cache`` fans
+  its KV cache out to the rows that share it (an index, so every completion's gradient flows back into the one
+  prompt computation: the same math as G copies);
+- a completion's last token: the state after it would predict a token that was never sampled, so row i feeds
+  only its first L_i − 1 completion tokens (the state before token t, t ≥ 1, is the output at token t − 1; the
+  state before token 0 is the prompt's last);
+- the padding after a shorter completion: rows are fed in groups of like length (``length_buckets``), each group
+  padded only to its own longest, the grouping chosen to minimise fed positions plus a per-call cost.
+
+Every row's output is its own computation whatever group it is in (attention never crosses rows, masked keys add
+exactly nothing); only the blocking of a matrix product over a different number of rows can change the last bits.
+"""
+from __future__ import annotations
+
+import copy
+
+import torch
+
+#: one more forward call costs about this many floating-point operations' worth of fixed work per decoder layer
+#: (kernel launches, Python and autograd bookkeeping, forward and backward): measured 4-6 ms per extra call of the
+#: tiny model's 4 layers, the time of 50 (one CPU thread) to 90 (two) of its row-positions
+CALL_COST_FLOP_PER_LAYER = 8e7
+
+
+def positions_from_mask(mask: torch.Tensor) -> torch.Tensor:
+    return (mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def prefill_distinct(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, hidden: bool):
+    """Run each *distinct* prompt once. Returns (last-position output [U, ·], its KV cache [U rows], ``inverse``
+    [B]: the distinct prompt of each row, or None when all rows differ). ``hidden``: ``model`` is the decoder
+    and the output its last hidden state [U, H]; else the model and its last-position logits [U, V] (the head
+    over a large vocabulary at every prompt position would be wasted work)."""
+    rows = torch.cat([prompt_ids, prompt_mask], dim=1)
+    uniq, inverse = torch.unique(rows, dim=0, return_inverse=True)
+    if uniq.shape[0] == rows.shape[0]:
+        inverse = None
+    else:
+        P = prompt_ids.shape[1]
+        prompt_ids, prompt_mask = uniq[:, :P], uniq[:, P:]
+    kw = {} if hidden else {"logits_to_keep": 1}
+    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions_from_mask(prompt_mask),
+                use_cache=True, **kw)
+    return (out.last_hidden_state if hidden else out.logits)[:, -1], out.past_key_values, inverse
+
+
+def rows_of_cache(cache, rows: torch.Tensor | None):
+    """A cache holding ``rows`` of ``cache`` (all of it for None), leaving ``cache`` as it was: each layer is a
+    shallow copy whose tensors are replaced by indexed ones (``batch_select_indices``), so the same prefill can
+    feed several groups of rows, and their gradients flow back into it."""
+    if rows is None:
+        return cache
+    picked = copy.copy(cache)
+    picked.layers = [copy.copy(layer) for layer in cache.layers]
+    for layer in picked.layers:
+        layer.batch_select_indices(rows)
+    return picked
+
+
+def length_buckets(widths: list[int], call_cost: float) -> list[list[int]]:
+    """Rows grouped so that Σ over groups (rows × the group's widest + ``call_cost``) is least.
+
+    ``widths``: the positions each row needs; ``call_cost``: the fixed cost of one more forward call in
+    row-positions. Rows of width 0 need no call and are left out. Sorted by width, an optimal grouping is a
+    partition into runs of consecutive widths (a row never belongs with wider rows than a wider row does), found by
+    dynamic programming over the distinct widths: best[j] = min over i < j of best[i] + rows(i..j) × w_j + cost.
+    Returns the groups as lists of row indices, narrowest first.
+    """
+    distinct = sorted({w for w in widths if w > 0})
+    if not distinct:
+        return []
+    count = [0] * len(distinct)
+    where = {w: k for k, w in enumerate(distinct)}
+    for w in widths:
+        if w > 0:
+            count[where[w]] += 1
+    n = len(distinct)
+    best, cut = [0.0] + [float("inf")] * n, [0] * (n + 1)
+    for j in range(1, n + 1):
+        rows = 0
+        for i in range(j - 1, -1, -1):  # the last group holds distinct widths i..j-1
+            rows += count[i]
+            cost = best[i] + rows * distinct[j - 1] + call_cost
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    bounds, j = [], n
+    while j > 0:
+        bounds.append((distinct[cut[j]], distinct[j - 1]))
+        j = cut[j]
+    groups = []
+    for low, high in reversed(bounds):
+        groups.append([r for r, w in enumerate(widths) if low <= w <= high])
+    return groups
+
+
+def call_cost_rows(model) -> float:
+    """``CALL_COST_FLOP_PER_LAYER`` in row-positions of ``model``: a row-position costs about 6 FLOP per
+    parameter of a decoder layer (forward 2, backward 4)."""
+    layers = getattr(model, "layers", None)
+    if not layers:
+        return 0.0
+    per_layer = sum(p.numel() for p in layers[0].parameters())
+    return CALL_COST_FLOP_PER_LAYER / max(1, 6 * per_layer)
+
+
+def completion_states(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
+                      lengths: torch.Tensor, *, hidden: bool) -> torch.Tensor:
+    """The output at every position that predicts a completion token, [B, T, ·] (T = ``completion_ids``'s
+    width): position 0 is the prompt's last, position t ≥ 1 the output at completion token t − 1; positions at
+    or past a row's length ``lengths`` [B] are zeros (they predict padding, which every loss masks).
+
+    ``hidden``: ``model`` is the decoder and the output its last hidden state; else the model's logits.
+    """
+    B, P, T = completion_ids.shape[0], prompt_ids.shape[1], completion_ids.shape[1]
+    last, cache, inverse = prefill_distinct(model, prompt_ids, prompt_mask, hidden=hidden)
+    last = last if inverse is None else last[inverse]
+    if T <= 1:
+        return last[:, None]
+    fed = (lengths.long() - 1).clamp(min=0, max=T - 1).tolist()
+    decoder = model if hidden else model.get_decoder()
+    parts, order = [], []
+    for group in length_buckets(fed, call_cost_rows(decoder)):
+        idx = torch.tensor(group, device=completion_ids.device)
+        width = max(fed[r] for r in group)
+        mask = torch.cat([prompt_mask[idx], torch.ones((len(group), width), dtype=prompt_mask.dtype,
+                                                        device=prompt_mask.device)], dim=1)
+        out = model(input_ids=completion_ids[idx, :width], attention_mask=mask,
+                    position_ids=positions_from_mask(mask)[:, P:], use_cache=True,
+                    past_key_values=rows_of_cache(cache, idx if inverse is None else inverse[idx]))
+        states = out.last_hidden_state if hidden else out.logits
+        parts.append(torch.nn.functional.pad(states, (0, 0, 0, T - 1 - width)))
+        order.extend(group)
+    rest = [r for r in range(B) if fed[r] == 0]
+    if rest:
+        parts.append(last.new_zeros((len(rest), T - 1, last.shape[-1])))
+        order.extend(rest)
+    after = torch.cat(parts)[torch.argsort(torch.tensor(order, device=last.device))]
+    return torch.cat([last[:, None], after.to(last.dtype)], dim=1)
