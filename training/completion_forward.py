@@ -9,8 +9,12 @@ things in it predict nothing and are not computed (docs/architecture.md, "The tr
 - a completion's last token: the state after it would predict a token that was never sampled, so row i feeds
   only its first L_i − 1 completion tokens (the state before token t, t ≥ 1, is the output at token t − 1; the
   state before token 0 is the prompt's last);
-- the padding after a shorter completion: rows are fed in groups of like length (``length_buckets``), each group
-  padded only to its own longest, the grouping chosen to minimise fed positions plus a per-call cost.
+- the padding after a shorter completion. For the Llama family under SDPA, when a prompt's completions are short
+  (``PACK_MAX_TOKENS``), each distinct prompt and its rows' completion tokens go in one packed sequence
+  (``packed_states``): a block mask lets each completion see its prompt and itself, position ids restart after
+  the prompt for each; one forward call, no padding but the packs' ends. Otherwise rows are fed in groups of like
+  length (``length_buckets``) after a prefill of the distinct prompts, each group padded only to its own longest,
+  the grouping chosen to minimise fed positions plus a per-call cost.
 
 Every row's output is its own computation whatever group it is in (attention never crosses rows, masked keys add
 exactly nothing); only the blocking of a matrix product over a different number of rows can change the last bits.
@@ -108,6 +112,65 @@ def call_cost_rows(model) -> float:
     return CALL_COST_FLOP_PER_LAYER / max(1, 6 * per_layer)
 
 
+#: the longest packed sequence (a prompt and its rows' completion tokens): the attention of a pack is quadratic in
+#: its length, so past this the grouped forward is cheaper (and the [U, S, S] mask stays small)
+PACK_MAX_TOKENS = 1024
+
+
+def packed_states(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
+                  fed: list[int], *, hidden: bool):
+    """``completion_states`` in one forward: per distinct prompt u, the sequence [prompt u (left-padded to P),
+    then each of its rows' first ``fed`` completion tokens], packs right-padded to the longest; None when a
+    pack would be longer than ``PACK_MAX_TOKENS``.
+
+    Query i of pack u sees key j when j ≤ i and either both lie in one row's completion, or j is a real prompt
+    token and i is in the prompt or any completion of u; every position sees itself (a padding query then has a
+    key, so no softmax over nothing). Position ids: the prompt's own, then for a row's k-th token prompt length + k.
+    """
+    B, P, T = completion_ids.shape[0], prompt_ids.shape[1], completion_ids.shape[1]
+    dev = completion_ids.device
+    rows = torch.cat([prompt_ids, prompt_mask], dim=1)
+    uniq, inverse = torch.unique(rows, dim=0, return_inverse=True)
+    U, owner = uniq.shape[0], inverse.tolist()
+    ends = [P] * U
+    starts = []
+    for r in range(B):  # each row's completion segment: [start, start + fed) in its prompt's pack
+        starts.append(ends[owner[r]])
+        ends[owner[r]] += fed[r]
+    S = max(ends)
+    if S > PACK_MAX_TOKENS:
+        return None
+    u_ids, u_mask = uniq[:, :P], uniq[:, P:]
+    segment = torch.full((U, S), -2, dtype=torch.long)  # -1 prompt, r: row r's completion, -2: padding
+    segment[:, :P] = -1
+    ids = torch.zeros((U, S), dtype=prompt_ids.dtype)
+    ids[:, :P] = u_ids.cpu()
+    pos = torch.zeros((U, S), dtype=torch.long)
+    pos[:, :P] = positions_from_mask(u_mask).cpu()
+    prompt_len = u_mask.sum(-1).tolist()
+    comp = completion_ids.cpu()
+    for r in range(B):
+        u, a, f = owner[r], starts[r], fed[r]
+        segment[u, a:a + f] = r
+        ids[u, a:a + f] = comp[r, :f]
+        pos[u, a:a + f] = torch.arange(prompt_len[u], prompt_len[u] + f)
+    real_key = torch.cat([u_mask.cpu().bool(), segment[:, P:] >= 0], dim=1)  # [U, S]
+    causal = torch.ones((S, S), dtype=torch.bool).tril()
+    q_seg, k_seg = segment[:, :, None], segment[:, None, :]
+    sees = causal & real_key[:, None, :] & ((k_seg == -1) & (q_seg != -2) | (q_seg == k_seg) & (q_seg >= 0))
+    sees |= torch.eye(S, dtype=torch.bool)
+    out = model(input_ids=ids.to(dev), attention_mask=sees[:, None].to(dev), position_ids=pos.to(dev),
+                use_cache=False)
+    states = out.last_hidden_state if hidden else out.logits
+    flat = torch.cat([states.reshape(U * S, -1), states.new_zeros((1, states.shape[-1]))])
+    where = torch.full((B, T), U * S, dtype=torch.long)  # the zero row: positions that predict padding
+    for r in range(B):
+        u, a, f = owner[r], starts[r], fed[r]
+        where[r, 0] = u * S + P - 1
+        where[r, 1:f + 1] = torch.arange(u * S + a, u * S + a + f)
+    return flat[where.to(dev)]
+
+
 def completion_states(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
                       lengths: torch.Tensor, *, hidden: bool) -> torch.Tensor:
     """The output at every position that predicts a completion token, [B, T, ·] (T = ``completion_ids``'s
@@ -116,13 +179,21 @@ def completion_states(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor
 
     ``hidden``: ``model`` is the decoder and the output its last hidden state; else the model's logits.
     """
+    from training.decode_steps import llama_family
+
     B, P, T = completion_ids.shape[0], prompt_ids.shape[1], completion_ids.shape[1]
+    fed = (lengths.long() - 1).clamp(min=0, max=max(T - 1, 0)).tolist()
+    decoder = model if hidden else model.get_decoder()
+    # packing hands the model a [U, 1, S, S] mask of its own: the plain Llama family reads it as is; SDPA only, as
+    # eager attention would keep [U, heads, S, S] probabilities per layer for the backward
+    if llama_family(model.config, P + T, attention=("sdpa",)) and T > 1:
+        packed = packed_states(model, prompt_ids, prompt_mask, completion_ids, fed, hidden=hidden)
+        if packed is not None:
+            return packed
     last, cache, inverse = prefill_distinct(model, prompt_ids, prompt_mask, hidden=hidden)
     last = last if inverse is None else last[inverse]
     if T <= 1:
         return last[:, None]
-    fed = (lengths.long() - 1).clamp(min=0, max=T - 1).tolist()
-    decoder = model if hidden else model.get_decoder()
     parts, order = [], []
     for group in length_buckets(fed, call_cost_rows(decoder)):
         idx = torch.tensor(group, device=completion_ids.device)

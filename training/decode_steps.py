@@ -20,20 +20,25 @@ import torch.nn.functional as F
 LEAN_DECODE_MODELS = frozenset({"llama", "mistral", "qwen2"})
 
 
-def lean_decode_supported(model, context: int) -> bool:
-    """Whether ``LeanLlamaSteps`` computes exactly what ``model`` does for sequences of ``context`` tokens."""
-    config = getattr(model, "config", None)
+def llama_family(config, context: int, attention=("sdpa", "eager")) -> bool:
+    """Whether a model of ``config`` is a plain Llama-family decoder (``LEAN_DECODE_MODELS``, SiLU MLP) under one of
+    the ``attention`` implementations, whose sliding window, if any, does not cut a sequence of ``context``."""
     if getattr(config, "model_type", None) not in LEAN_DECODE_MODELS:
         return False
-    if getattr(config, "_attn_implementation", "sdpa") not in ("sdpa", "eager"):
+    if getattr(config, "_attn_implementation", "sdpa") not in attention:
         return False
     window = getattr(config, "sliding_window", None)
-    if window is not None and (getattr(config, "use_sliding_window", True) and window < context):
+    if window is not None and getattr(config, "use_sliding_window", True) and window < context:
         return False  # a window that would cut this sequence: the model's own masks know how
-    if getattr(config, "hidden_act", "silu") != "silu" or getattr(model, "hf_quantizer", None) is not None:
+    return getattr(config, "hidden_act", "silu") == "silu"
+
+
+def lean_decode_supported(model, context: int) -> bool:
+    """Whether ``LeanLlamaSteps`` computes exactly what ``model`` does for sequences of ``context`` tokens."""
+    if not llama_family(getattr(model, "config", None), context) or getattr(model, "hf_quantizer", None) is not None:
         return False
     head = model.get_output_embeddings()
-    return type(head) is torch.nn.Linear and not getattr(config, "final_logit_softcapping", None)
+    return type(head) is torch.nn.Linear and not getattr(model.config, "final_logit_softcapping", None)
 
 
 class HFSteps:

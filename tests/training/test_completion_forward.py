@@ -62,10 +62,12 @@ def test_rows_of_cache_leaves_the_prefill_as_it_was():
     assert all(torch.equal(p.keys, k[[2, 2, 0]]) for p, k in zip(picked.layers, keys))
 
 
-@pytest.mark.parametrize("call_cost", [0.0, 1e12])  # a group per length; one group for all
+@pytest.mark.parametrize("layout", ["packed", "a group per length", "one group"])
 @pytest.mark.parametrize("tied", [True, False])
-def test_grouped_forward_equals_each_row_alone(monkeypatch, call_cost, tied):
-    monkeypatch.setattr(completion_forward, "CALL_COST_FLOP_PER_LAYER", call_cost)
+def test_the_forward_equals_each_row_alone(monkeypatch, layout, tied):
+    if layout != "packed":
+        monkeypatch.setattr(completion_forward, "PACK_MAX_TOKENS", 0)
+        monkeypatch.setattr(completion_forward, "CALL_COST_FLOP_PER_LAYER", 1e12 if layout == "one group" else 0.0)
     model, batch = random_llama(tied=tied), random_batch(B=12, T=6, group=3)
     batch.completion_mask[5] = 0.0  # a row with no completion token at all (filtered, or empty)
     ref_logp, ref_entropy = full_reference(model, batch, 0.9)
@@ -81,17 +83,35 @@ def test_grouped_forward_equals_each_row_alone(monkeypatch, call_cost, tied):
         assert torch.allclose(p.grad, ref[n], rtol=1e-6, atol=1e-6), n
 
 
-def test_a_row_that_is_all_prompt_costs_no_call(monkeypatch):
-    """Completions of one token each: their only prediction comes from the prompt, no completion forward runs."""
+def count_decoder_calls(monkeypatch, model) -> list:
     calls = []
-    model, batch = random_llama(), random_batch(B=4, T=3, group=2)
-    batch.completion_mask[:] = 0.0
-    batch.completion_mask[:, 0] = 1.0
     decoder = model.get_decoder()
     real_forward = decoder.forward
     monkeypatch.setattr(decoder, "forward",
-                        lambda *a, **k: calls.append(k["input_ids"].shape) or real_forward(*a, **k))
+                        lambda *a, **k: calls.append(tuple(k["input_ids"].shape)) or real_forward(*a, **k))
+    return calls
+
+
+def test_short_completions_go_in_one_packed_forward_and_long_packs_do_not(monkeypatch):
+    model, batch = random_llama(), random_batch(B=8, T=7, group=4)  # 2 prompts of 5 tokens, fed 0-6 tokens each
+    calls = count_decoder_calls(monkeypatch, model)
+    sequence_logprobs(model, batch, temperature=1.0)
+    fed = (batch.lengths - 1).clamp(min=0)
+    assert calls == [(2, 5 + max(int(fed[:4].sum()), int(fed[4:].sum())))]
+    calls.clear()
+    monkeypatch.setattr(completion_forward, "PACK_MAX_TOKENS", 8)  # too short for these packs: prefill + groups
+    sequence_logprobs(model, batch, temperature=1.0)
+    assert calls[0] == (2, 5) and len(calls) >= 2
+
+
+def test_a_row_that_is_all_prompt_costs_no_call(monkeypatch):
+    """Completions of one token each: their only prediction comes from the prompt, no completion forward runs."""
+    model, batch = random_llama(), random_batch(B=4, T=3, group=2)
+    batch.completion_mask[:] = 0.0
+    batch.completion_mask[:, 0] = 1.0
+    monkeypatch.setattr(completion_forward, "PACK_MAX_TOKENS", 0)
+    calls = count_decoder_calls(monkeypatch, model)
     logp, _ = sequence_logprobs(model, batch, temperature=1.0)
-    assert calls == [torch.Size([2, 5])]  # the two distinct prompts, once
+    assert calls == [(2, 5)]  # the two distinct prompts, once
     ref_logp, _ = full_reference(model, batch, 1.0)
     assert torch.allclose(logp * batch.completion_mask, ref_logp, rtol=1e-9, atol=1e-12)
