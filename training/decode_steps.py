@@ -6,7 +6,7 @@ drop the rows that have ended, so the batch a step computes shrinks as completio
 
 - ``HFSteps``: the model's own forward and KV cache (any architecture);
 - ``LeanLlamaSteps``: the same decoder layers written out as plain tensor calls over preallocated key/value
-  buffers, for the Llama family (``lean_decode_supported``). A decode step of a small model is mostly fixed cost
+  buffers, the prompts' prefill included, for the Llama family (``lean_decode_supported``). A decode step of a small model is mostly fixed cost
   (module calls, mask building, the cache's concatenations), not arithmetic: this does the arithmetic alone. Its
   logits equal the model's forward (tests/training/test_decode_steps.py), so π_rollout is the policy's π.
 """
@@ -62,49 +62,100 @@ class HFSteps:
         self.attn, self.pos = self.attn[idx], self.pos[idx]
 
 
+#: key/value buffers up to this many bytes in all are kept from one generation to the next (``BufferPool``)
+POOL_MAX_BYTES = 64 << 20
+
+
+class BufferPool:
+    """Tensors an engine keeps between generations, by name, up to ``POOL_MAX_BYTES`` in all. A fresh buffer is
+    a page fault per 4 KiB on its first write: for a small model's few-MiB KV cache that is a tenth of the
+    sampling time; a larger model's cache is allocated afresh (its arithmetic dwarfs the faults, and its
+    training step wants the memory)."""
+
+    def __init__(self):
+        self.held: dict = {}
+
+    def take(self, name, shape: tuple, dtype, device) -> torch.Tensor:
+        numel = 1
+        for n in shape:
+            numel *= n
+        buf = self.held.get(name)
+        if buf is None or buf.numel() < numel or buf.dtype != dtype or buf.device != torch.device(device):
+            others = sum(t.numel() * t.element_size() for key, t in self.held.items() if key != name)
+            if others + numel * torch.empty((), dtype=dtype).element_size() > POOL_MAX_BYTES:
+                return torch.empty(shape, dtype=dtype, device=device)
+            buf = self.held[name] = torch.empty(numel, dtype=dtype, device=device)
+        return buf[:numel].view(shape)
+
+
 class LeanLlamaSteps:
-    """Llama-family decode steps over key/value buffers [B, kv heads, P + new tokens, head dim], filled from the
-    prefill's cache, written in place one column per step; the attention reads the columns written so far,
-    with the prompt's padding masked."""
+    """Llama-family prefill and decode steps over key/value buffers [B, kv heads, P + new tokens, head dim]: the
+    distinct prompts run once (``prefill``) and their columns are fanned out to every row, then each step writes
+    one column in place; the attention reads the columns written so far, with the prompt's padding masked."""
 
-    def __init__(self, model, cache, prompt_mask: torch.Tensor, max_new_tokens: int):
-        self.model, self.decoder = model, model.get_decoder()
-        B, P = prompt_mask.shape
-        self.keys, self.values = [], []
-        for layer in cache.layers:
-            k = layer.keys.new_empty((B, layer.keys.shape[1], P + max_new_tokens, layer.keys.shape[-1]))
-            v = torch.empty_like(k)
-            k[:, :, :P], v[:, :, :P] = layer.keys, layer.values
-            self.keys.append(k)
-            self.values.append(v)
-        self.visible = torch.ones((B, 1, 1, P + max_new_tokens), dtype=torch.bool, device=prompt_mask.device)
-        self.visible[:, 0, 0, :P] = prompt_mask.bool()
-        self.pos = (prompt_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -1:]
-        self.length = P  # columns written
+    def __init__(self, model, max_new_tokens: int, pool: BufferPool | None = None):
+        self.model, self.decoder, self.max_new_tokens = model, model.get_decoder(), max_new_tokens
+        self.pool = pool or BufferPool()
 
+    @torch.no_grad()
+    def prefill(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> torch.Tensor:
+        """Run the prompts (left-padded [B, P]) once per distinct prompt; returns the last position's logits [B, V]."""
+        B, P = prompt_ids.shape
+        from training.completion_forward import distinct_prompts
+
+        ids, mask, inverse = distinct_prompts(prompt_ids, prompt_mask)
+        mask = mask.bool()
+        U, width = ids.shape[0], P + self.max_new_tokens
+        self.width = width
+        self.keys, self.values = [None] * len(self.decoder.layers), [None] * len(self.decoder.layers)
+        causal = torch.ones((P, P), dtype=torch.bool, device=ids.device).tril()
+        # a padding query sees itself, so that no softmax runs over nothing (its output is never read)
+        sees = causal & mask[:, None, :] | torch.eye(P, dtype=torch.bool, device=ids.device)
+        self.length, self.pos = 0, (mask.long().cumsum(-1) - 1).clamp(min=0)
+        logits = self._forward(ids, sees[:, None])[:, -1]
+        self.pos = self.pos[:, -1:]
+        self.visible = torch.ones((U, 1, 1, width), dtype=torch.bool, device=ids.device)
+        self.visible[:, 0, 0, :P] = mask
+        self.visible, self.pos = self.visible[inverse], self.pos[inverse]
+        for name, bufs in (("keys", self.keys), ("values", self.values)):  # every row its prompt's columns
+            for i, buf in enumerate(bufs):
+                fanned = self.pool.take((name, i), (B,) + tuple(buf.shape[1:]), buf.dtype, buf.device)
+                bufs[i] = torch.index_select(buf, 0, inverse, out=fanned)
+        return logits[inverse]
+
+    @torch.no_grad()
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
-        dec, config = self.decoder, self.model.config
+        """Feed one token per row [B]; returns the next-token logits [B, V]."""
         self.pos = self.pos + 1
-        x = dec.embed_tokens(tokens[:, None])
+        return self._forward(tokens[:, None], self.visible[..., :self.length + 1])[:, -1]
+
+    def _forward(self, ids: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+        """Tokens ``ids`` [b, s] at positions ``self.pos`` [b, s] into columns length .. length + s; ``visible``
+        [b, 1, s, length + s]: which columns each query attends to. Returns the logits [b, s, V]."""
+        dec, eps, (b, s), t = self.decoder, self.model.config.rms_norm_eps, ids.shape, self.length
+        x = dec.embed_tokens(ids)
         cos, sin = dec.rotary_emb(x, self.pos)
         cos, sin = cos[:, None], sin[:, None]
-        t, eps = self.length, config.rms_norm_eps
-        visible = self.visible[..., :t + 1]
-        for layer, k_buf, v_buf in zip(dec.layers, self.keys, self.values):
-            attn, mlp = layer.self_attn, layer.mlp
+        for i, layer in enumerate(dec.layers):
+            attn, mlp, d = layer.self_attn, layer.mlp, layer.self_attn.head_dim
             h = rms_norm(x, layer.input_layernorm.weight, eps)
-            q = project(attn.q_proj, h).view(x.shape[0], 1, -1, k_buf.shape[-1]).transpose(1, 2)
-            k = project(attn.k_proj, h).view(x.shape[0], 1, -1, k_buf.shape[-1]).transpose(1, 2)
-            k_buf[:, :, t:t + 1] = rotate(k, cos, sin)
-            v_buf[:, :, t:t + 1] = project(attn.v_proj, h).view(x.shape[0], 1, -1, k_buf.shape[-1]).transpose(1, 2)
-            o = F.scaled_dot_product_attention(rotate(q, cos, sin), k_buf[:, :, :t + 1], v_buf[:, :, :t + 1],
+            q = project(attn.q_proj, h).view(b, s, -1, d).transpose(1, 2)
+            k = rotate(project(attn.k_proj, h).view(b, s, -1, d).transpose(1, 2), cos, sin)
+            v = project(attn.v_proj, h).view(b, s, -1, d).transpose(1, 2)
+            if self.keys[i] is None:  # the prefill: buffers in the dtype the projections give (autocast's)
+                shape = (b, k.shape[1], self.width, d)
+                self.keys[i] = self.pool.take(("prompt keys", i), shape, k.dtype, k.device)
+                self.values[i] = self.pool.take(("prompt values", i), shape, v.dtype, v.device)
+            k_buf, v_buf = self.keys[i], self.values[i]
+            k_buf[:, :, t:t + s], v_buf[:, :, t:t + s] = k, v
+            o = F.scaled_dot_product_attention(rotate(q, cos, sin), k_buf[:, :, :t + s], v_buf[:, :, :t + s],
                                                attn_mask=visible, scale=attn.scaling,
                                                enable_gqa=q.shape[1] != k_buf.shape[1])
-            x = x + project(attn.o_proj, o.transpose(1, 2).reshape(x.shape[0], 1, -1))
+            x = x + project(attn.o_proj, o.transpose(1, 2).reshape(b, s, -1))
             h = rms_norm(x, layer.post_attention_layernorm.weight, eps)
             x = x + project(mlp.down_proj, F.silu(project(mlp.gate_proj, h)) * project(mlp.up_proj, h))
-        self.length += 1
-        return project(self.model.get_output_embeddings(), rms_norm(x, dec.norm.weight, eps))[:, -1]
+        self.length += s
+        return project(self.model.get_output_embeddings(), rms_norm(x[:, -1:], dec.norm.weight, eps))
 
     def keep(self, idx: torch.Tensor) -> None:
         self.keys = [k[idx] for k in self.keys]
@@ -130,8 +181,14 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
 
 
-def decode_steps(model, cache, prompt_mask: torch.Tensor, max_new_tokens: int):
-    """The stepper for ``model``: the lean one where it computes exactly the model's forward, else the model's."""
-    if lean_decode_supported(model, prompt_mask.shape[1] + max_new_tokens):
-        return LeanLlamaSteps(model, cache, prompt_mask, max_new_tokens)
-    return HFSteps(model, cache, prompt_mask)
+def decode_steps(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max_new_tokens: int,
+                 pool: BufferPool | None = None):
+    """The prompts prefilled and the stepper that goes on from them: the lean one where it computes exactly the
+    model's forward, else the model's own. Returns (last-position logits [B, V], stepper)."""
+    if lean_decode_supported(model, prompt_ids.shape[1] + max_new_tokens):
+        steps = LeanLlamaSteps(model, max_new_tokens, pool)
+        return steps.prefill(prompt_ids, prompt_mask), steps
+    from training.rollout import shared_prefill
+
+    logits, cache = shared_prefill(model, prompt_ids, prompt_mask)
+    return logits, HFSteps(model, cache, prompt_mask)

@@ -19,7 +19,7 @@ import torch.utils.checkpoint
 
 from training.completion_forward import (completion_states, positions_from_mask, prefill_distinct,
                                          rows_of_cache)
-from training.decode_steps import HFSteps, decode_steps
+from training.decode_steps import BufferPool, HFSteps, decode_steps
 from training.routing import RoutingRecorder
 
 
@@ -165,6 +165,7 @@ class HFRolloutEngine:
         self.model, self.tokenizer = model, tokenizer
         self.pad_id = tokenizer.pad_token_id
         self.end_ids = torch.tensor(end_token_ids(model, tokenizer))
+        self.kv_buffers = BufferPool()  # a small model's KV buffers, kept from one generation to the next
 
     def sync_weights(self, model) -> None:  # same module object: nothing to push
         self.model = model
@@ -192,8 +193,8 @@ class HFRolloutEngine:
                         position_ids=positions_from_mask(prompt_mask), use_cache=True)
             steps, logits = HFSteps(model, out.past_key_values, prompt_mask), out.logits[:, -1].float()
         else:
-            logits, cache = shared_prefill(model, prompt_ids, prompt_mask)
-            steps, logits = decode_steps(model, cache, prompt_mask, max_new_tokens), logits.float()
+            logits, steps = decode_steps(model, prompt_ids, prompt_mask, max_new_tokens, self.kv_buffers)
+            logits = logits.float()
         tokens, logps, kept = [], [], []
         # which rows have ended, and at which step: on the CPU, where the tokens are sampled and stops checked
         done = torch.zeros(B, dtype=torch.bool)

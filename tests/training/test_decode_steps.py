@@ -45,10 +45,11 @@ def test_lean_steps_compute_the_models_logits(kind, dtype, tol):
     model = random_model(kind, dtype)
     assert lean_decode_supported(model, 16)
     ids, mask = prompts_batch()
-    steppers = []
-    for cls in (HFSteps, LeanLlamaSteps):
-        last, cache = shared_prefill(model, ids, mask)
-        steppers.append(cls(model, cache, mask, 6) if cls is LeanLlamaSteps else cls(model, cache, mask))
+    ids[4:] = ids[1]  # rows 1, 4 and 5 share their prompt: it runs once
+    last, cache = shared_prefill(model, ids, mask)
+    lean = LeanLlamaSteps(model, 6)
+    assert torch.allclose(lean.prefill(ids, mask), last, rtol=tol, atol=tol)
+    steppers = [HFSteps(model, cache, mask), lean]
     g = torch.Generator().manual_seed(3)
     rows = torch.arange(ids.shape[0])
     for t in range(6):
@@ -95,3 +96,33 @@ def test_a_generation_samples_the_same_completions_through_either_stepper(monkey
     assert torch.equal(lean.completion_ids, hf.completion_ids)
     assert torch.equal(lean.completion_mask, hf.completion_mask)
     assert torch.allclose(lean.sampling_logp, hf.sampling_logp, rtol=1e-5, atol=1e-6)
+
+
+def test_kept_buffers_carry_nothing_from_one_generation_to_the_next(tiny_model_dir):
+    """The engine keeps a small model's KV buffers between calls: a generation after another of a different shape
+    samples what a fresh engine samples."""
+    from training.loop import load_model
+
+    model, tok = load_model(tiny_model_dir, "cpu")
+    prompts = [[tok.bos_token_id] + tok.encode(f"{a}+{a}=", add_special_tokens=False) for a in (5, 123)] * 6
+
+    def sample(engine, rows, seed):
+        return engine.generate(rows, max_new_tokens=8, temperature=1.0, top_p=1.0, top_k=0,
+                               generator=torch.Generator().manual_seed(seed))
+
+    used = HFRolloutEngine(model, tok)
+    sample(used, prompts[:3] * 9, 1)  # 27 rows, other prompts widths: the buffers now hold its columns
+    again, fresh = sample(used, prompts, 2), sample(HFRolloutEngine(model, tok), prompts, 2)
+    assert used.kv_buffers.held  # the small model's buffers were kept
+    assert torch.equal(again.completion_ids, fresh.completion_ids)
+    assert torch.equal(again.sampling_logp, fresh.sampling_logp)
+
+
+def test_distinct_prompts_finds_each_prompt_once():
+    from training.completion_forward import distinct_prompts
+
+    ids = torch.tensor([[0, 5, 6], [7, 5, 6], [0, 5, 6], [0, 5, 6], [7, 5, 6]])
+    mask = torch.tensor([[0, 1, 1], [1, 1, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1]])  # row 3: same ids, other mask
+    u_ids, u_mask, inverse = distinct_prompts(ids, mask)
+    assert inverse.tolist() == [0, 1, 0, 2, 1]
+    assert torch.equal(u_ids[inverse], ids) and torch.equal(u_mask[inverse], mask)
