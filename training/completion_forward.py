@@ -152,19 +152,18 @@ def packed_states(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, co
     S = max(ends)
     if S > PACK_MAX_TOKENS:
         return None
-    segment = torch.full((U, S), -2, dtype=torch.long)  # -1 prompt, r: row r's completion, -2: padding
-    segment[:, :P] = -1
-    ids = torch.zeros((U, S), dtype=prompt_ids.dtype)
-    ids[:, :P] = u_ids.cpu()
-    pos = torch.zeros((U, S), dtype=torch.long)
-    pos[:, :P] = positions_from_mask(u_mask).cpu()
+    # built as Python lists, one tensor each at the end: a slice assignment per row costs more than the forward
     prompt_len = u_mask.sum(-1).tolist()
-    comp = completion_ids.cpu()
-    for r in range(B):
-        u, a, f = owner[r], starts[r], fed[r]
-        segment[u, a:a + f] = r
-        ids[u, a:a + f] = comp[r, :f]
-        pos[u, a:a + f] = torch.arange(prompt_len[u], prompt_len[u] + f)
+    segment = [[-1] * P + [-2] * (S - P) for _ in range(U)]  # -1 prompt, r: row r's completion, -2: padding
+    ids = [row + [0] * (S - P) for row in u_ids.tolist()]
+    pos = [row + [0] * (S - P) for row in positions_from_mask(u_mask).tolist()]
+    where = [[U * S] * T for _ in range(B)]  # row U·S of the flat states is zeros: positions predicting padding
+    for r, (u, a, f, tokens) in enumerate(zip(owner, starts, fed, completion_ids.tolist())):
+        segment[u][a:a + f] = [r] * f
+        ids[u][a:a + f] = tokens[:f]
+        pos[u][a:a + f] = range(prompt_len[u], prompt_len[u] + f)
+        where[r][:f + 1] = [u * S + P - 1, *range(u * S + a, u * S + a + f)]
+    segment, ids, pos = torch.tensor(segment), torch.tensor(ids, dtype=prompt_ids.dtype), torch.tensor(pos)
     real_key = torch.cat([u_mask.cpu().bool(), segment[:, P:] >= 0], dim=1)  # [U, S]
     causal = torch.ones((S, S), dtype=torch.bool).tril()
     q_seg, k_seg = segment[:, :, None], segment[:, None, :]
@@ -174,12 +173,7 @@ def packed_states(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, co
                 use_cache=False)
     states = out.last_hidden_state if hidden else out.logits
     flat = torch.cat([states.reshape(U * S, -1), states.new_zeros((1, states.shape[-1]))])
-    where = torch.full((B, T), U * S, dtype=torch.long)  # the zero row: positions that predict padding
-    for r in range(B):
-        u, a, f = owner[r], starts[r], fed[r]
-        where[r, 0] = u * S + P - 1
-        where[r, 1:f + 1] = torch.arange(u * S + a, u * S + a + f)
-    return flat[where.to(dev)]
+    return flat[torch.tensor(where, device=dev)]
 
 
 def completion_states(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,

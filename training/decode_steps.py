@@ -75,7 +75,9 @@ class BufferPool:
     def __init__(self):
         self.held: dict = {}
 
-    def take(self, name, shape: tuple, dtype, device) -> torch.Tensor:
+    def take(self, name, shape: tuple, dtype, device, fresh: bool = True) -> torch.Tensor | None:
+        """A [shape] tensor under ``name`` (its content whatever was left there); past the pool's bytes a fresh
+        one, or None when not ``fresh``."""
         numel = 1
         for n in shape:
             numel *= n
@@ -83,7 +85,7 @@ class BufferPool:
         if buf is None or buf.numel() < numel or buf.dtype != dtype or buf.device != torch.device(device):
             others = sum(t.numel() * t.element_size() for key, t in self.held.items() if key != name)
             if others + numel * torch.empty((), dtype=dtype).element_size() > POOL_MAX_BYTES:
-                return torch.empty(shape, dtype=dtype, device=device)
+                return torch.empty(shape, dtype=dtype, device=device) if fresh else None
             buf = self.held[name] = torch.empty(numel, dtype=dtype, device=device)
         return buf[:numel].view(shape)
 
@@ -96,6 +98,27 @@ class LeanLlamaSteps:
     def __init__(self, model, max_new_tokens: int, pool: BufferPool | None = None):
         self.model, self.decoder, self.max_new_tokens = model, model.get_decoder(), max_new_tokens
         self.pool = pool or BufferPool()
+        self.fused = [self._fuse(i, layer) for i, layer in enumerate(self.decoder.layers)]
+
+    def _fuse(self, i: int, layer):
+        """The layer's q, k, v projections as one matrix and its gate and up projections as another, copied into
+        the pool (fewer, larger products: at a decode step's few rows each product is mostly fixed cost); None
+        where the copies would not fit the pool or the projections' biases differ in kind."""
+        attn, mlp = layer.self_attn, layer.mlp
+        parts = ((attn.q_proj, attn.k_proj, attn.v_proj), (mlp.gate_proj, mlp.up_proj))
+        fused = []
+        for j, linears in enumerate(parts):
+            if len({lin.bias is None for lin in linears}) > 1:
+                return None
+            weights = [lin.weight for lin in linears]
+            shape = (sum(w.shape[0] for w in weights), weights[0].shape[1])
+            out = self.pool.take(("fused", i, j), shape, weights[0].dtype, weights[0].device, fresh=False)
+            if out is None:  # past the pool's bytes: a fresh copy each generation is not worth its memory
+                return None
+            torch.cat(weights, out=out)
+            bias = None if linears[0].bias is None else torch.cat([lin.bias for lin in linears])
+            fused.append((out, bias))
+        return fused
 
     @torch.no_grad()
     def prefill(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> torch.Tensor:
@@ -139,21 +162,30 @@ class LeanLlamaSteps:
         for i, layer in enumerate(dec.layers):
             attn, mlp, d = layer.self_attn, layer.mlp, layer.self_attn.head_dim
             h = rms_norm(x, layer.input_layernorm.weight, eps)
-            q = project(attn.q_proj, h).view(b, s, -1, d).transpose(1, 2)
-            k = rotate(project(attn.k_proj, h).view(b, s, -1, d).transpose(1, 2), cos, sin)
-            v = project(attn.v_proj, h).view(b, s, -1, d).transpose(1, 2)
+            if self.fused[i] is not None:
+                qkv = F.linear(h, *self.fused[i][0]).view(b, s, -1, d).transpose(1, 2)
+                heads, kv = qkv.shape[1] - 2 * attn.k_proj.out_features // d, attn.k_proj.out_features // d
+                qk = rotate(qkv[:, :heads + kv], cos, sin)  # one rotation for the queries and the keys
+                q, k, v = qk[:, :heads], qk[:, heads:], qkv[:, heads + kv:]
+            else:
+                q = rotate(project(attn.q_proj, h).view(b, s, -1, d).transpose(1, 2), cos, sin)
+                k = rotate(project(attn.k_proj, h).view(b, s, -1, d).transpose(1, 2), cos, sin)
+                v = project(attn.v_proj, h).view(b, s, -1, d).transpose(1, 2)
             if self.keys[i] is None:  # the prefill: buffers in the dtype the projections give (autocast's)
                 shape = (b, k.shape[1], self.width, d)
                 self.keys[i] = self.pool.take(("prompt keys", i), shape, k.dtype, k.device)
                 self.values[i] = self.pool.take(("prompt values", i), shape, v.dtype, v.device)
             k_buf, v_buf = self.keys[i], self.values[i]
             k_buf[:, :, t:t + s], v_buf[:, :, t:t + s] = k, v
-            o = F.scaled_dot_product_attention(rotate(q, cos, sin), k_buf[:, :, :t + s], v_buf[:, :, :t + s],
-                                               attn_mask=visible, scale=attn.scaling,
-                                               enable_gqa=q.shape[1] != k_buf.shape[1])
+            o = F.scaled_dot_product_attention(q, k_buf[:, :, :t + s], v_buf[:, :, :t + s], attn_mask=visible,
+                                               scale=attn.scaling, enable_gqa=q.shape[1] != k_buf.shape[1])
             x = x + project(attn.o_proj, o.transpose(1, 2).reshape(b, s, -1))
             h = rms_norm(x, layer.post_attention_layernorm.weight, eps)
-            x = x + project(mlp.down_proj, F.silu(project(mlp.gate_proj, h)) * project(mlp.up_proj, h))
+            if self.fused[i] is not None:
+                gate, up = F.linear(h, *self.fused[i][1]).chunk(2, dim=-1)
+            else:
+                gate, up = project(mlp.gate_proj, h), project(mlp.up_proj, h)
+            x = x + project(mlp.down_proj, F.silu(gate) * up)
         self.length += s
         return project(self.model.get_output_embeddings(), rms_norm(x[:, -1:], dec.norm.weight, eps))
 

@@ -40,14 +40,18 @@ def prompts_batch(rows=6, width=5):
 
 @pytest.mark.parametrize("kind", ["llama", "qwen2", "mistral"])
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+@pytest.mark.parametrize("pooled", [True, False])  # fused projections in kept buffers; or neither
 @torch.no_grad()
-def test_lean_steps_compute_the_models_logits(kind, dtype, tol):
+def test_lean_steps_compute_the_models_logits(monkeypatch, kind, dtype, tol, pooled):
+    if not pooled:
+        monkeypatch.setattr(decode_steps, "POOL_MAX_BYTES", 0)
     model = random_model(kind, dtype)
     assert lean_decode_supported(model, 16)
     ids, mask = prompts_batch()
     ids[4:] = ids[1]  # rows 1, 4 and 5 share their prompt: it runs once
     last, cache = shared_prefill(model, ids, mask)
     lean = LeanLlamaSteps(model, 6)
+    assert all(f is not None for f in lean.fused) == pooled
     assert torch.allclose(lean.prefill(ids, mask), last, rtol=tol, atol=tol)
     steppers = [HFSteps(model, cache, mask), lean]
     g = torch.Generator().manual_seed(3)
