@@ -6,9 +6,9 @@ drop the rows that have ended, so the batch a step computes shrinks as completio
 
 - ``HFSteps``: the model's own forward and KV cache (any architecture);
 - ``LeanLlamaSteps``: the same decoder layers written out as plain tensor calls over preallocated key/value
-  buffers, the prompts' prefill included, for the Llama family (``lean_decode_supported``). A decode step of a small model is mostly fixed cost
-  (module calls, mask building, the cache's concatenations), not arithmetic: this does the arithmetic alone. Its
-  logits equal the model's forward (tests/training/test_decode_steps.py), so π_rollout is the policy's π.
+  buffers, the prompts' prefill included, for the Llama family (``lean_decode_supported``). A decode step of a
+  small model is mostly fixed cost (module calls, mask building, the cache's concatenations), not arithmetic:
+  this does the arithmetic alone. Its logits equal the model's forward (tests/training/test_decode_steps.py), so π_rollout is the policy's π.
 """
 from __future__ import annotations
 
