@@ -6,9 +6,9 @@ when top-p/top-k truncates the vocabulary, the kept-token mask (DeepSeek-V3.2 "k
 completion ends at the first of the model's end tokens (``end_token_ids``: every EOS it declares and its chat
 template's end-of-turn token) or once its text contains one of the run's stop strings (``StopStrings``); either
 way that last token is part of the completion. ``training.rollout_vllm`` holds the vLLM engine (optional ``gpu``
-extra); ``training.rollout_engines`` picks one by the run's ``rollout_engine``. ``sequence_logprobs`` is the training forward (its layout in
-``training.completion_forward``): the same prompts and completions, temperature and (optionally) kept-token mask,
-so π_θ and π_old are comparable token by token.
+extra); ``training.rollout_engines`` picks one by the run's ``rollout_engine``. ``sequence_logprobs`` is the
+training forward (its layout in ``training.completion_forward``): the same prompts and completions, temperature
+and (optionally) kept-token mask, so π_θ and π_old are comparable token by token.
 """
 from __future__ import annotations
 
