@@ -31,6 +31,24 @@ import torch
 CALL_COST_FLOP_PER_LAYER = 8e7
 
 
+#: architectures whose decoder layer is exactly: x + o(attn(rope(q), rope(k), v)) of rms_norm(x), then
+#: x + down(silu(gate) * up) of rms_norm(x), with optional biases on the projections
+LLAMA_FAMILY = frozenset({"llama", "mistral", "qwen2"})
+
+
+def llama_family(config, context: int, attention=("sdpa", "eager")) -> bool:
+    """Whether a model of ``config`` is a plain Llama-family decoder (``LLAMA_FAMILY``, SiLU MLP) under one of
+    the ``attention`` implementations, whose sliding window, if any, does not cut a sequence of ``context``."""
+    if getattr(config, "model_type", None) not in LLAMA_FAMILY:
+        return False
+    if getattr(config, "_attn_implementation", "sdpa") not in attention:
+        return False
+    window = getattr(config, "sliding_window", None)
+    if window is not None and getattr(config, "use_sliding_window", True) and window < context:
+        return False  # a window that would cut this sequence: the model's own masks know how
+    return getattr(config, "hidden_act", "silu") == "silu"
+
+
 def positions_from_mask(mask: torch.Tensor) -> torch.Tensor:
     return (mask.long().cumsum(-1) - 1).clamp(min=0)
 
@@ -184,8 +202,6 @@ def completion_states(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor
 
     ``hidden``: ``model`` is the decoder and the output its last hidden state; else the model's logits.
     """
-    from training.decode_steps import llama_family
-
     B, P, T = completion_ids.shape[0], prompt_ids.shape[1], completion_ids.shape[1]
     fed = (lengths.long() - 1).clamp(min=0, max=max(T - 1, 0)).tolist()
     decoder = model if hidden else model.get_decoder()

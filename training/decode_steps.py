@@ -8,30 +8,15 @@ drop the rows that have ended, so the batch a step computes shrinks as completio
 - ``LeanLlamaSteps``: the same decoder layers written out as plain tensor calls over preallocated key/value
   buffers, the prompts' prefill included, for the Llama family (``lean_decode_supported``). A decode step of a
   small model is mostly fixed cost (module calls, mask building, the cache's concatenations), not arithmetic:
-  this does the arithmetic alone. Its logits equal the model's forward (tests/training/test_decode_steps.py), so π_rollout is the policy's π.
+  this does the arithmetic alone. Its logits equal the model's forward (tests/training/test_decode_steps.py),
+  so π_rollout is the policy's π.
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-#: architectures whose decoder layer is exactly: x + o(attn(rope(q), rope(k), v)) of rms_norm(x), then
-#: x + down(silu(gate) * up) of rms_norm(x), with optional biases on the projections
-LEAN_DECODE_MODELS = frozenset({"llama", "mistral", "qwen2"})
-
-
-def llama_family(config, context: int, attention=("sdpa", "eager")) -> bool:
-    """Whether a model of ``config`` is a plain Llama-family decoder (``LEAN_DECODE_MODELS``, SiLU MLP) under one of
-    the ``attention`` implementations, whose sliding window, if any, does not cut a sequence of ``context``."""
-    if getattr(config, "model_type", None) not in LEAN_DECODE_MODELS:
-        return False
-    if getattr(config, "_attn_implementation", "sdpa") not in attention:
-        return False
-    window = getattr(config, "sliding_window", None)
-    if window is not None and getattr(config, "use_sliding_window", True) and window < context:
-        return False  # a window that would cut this sequence: the model's own masks know how
-    return getattr(config, "hidden_act", "silu") == "silu"
-
+from training.completion_forward import distinct_prompts, llama_family, prefill_distinct, rows_of_cache
 
 def lean_decode_supported(model, context: int) -> bool:
     """Whether ``LeanLlamaSteps`` computes exactly what ``model`` does for sequences of ``context`` tokens."""
@@ -124,8 +109,6 @@ class LeanLlamaSteps:
     def prefill(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> torch.Tensor:
         """Run the prompts (left-padded [B, P]) once per distinct prompt; returns the last position's logits [B, V]."""
         B, P = prompt_ids.shape
-        from training.completion_forward import distinct_prompts
-
         ids, mask, inverse = distinct_prompts(prompt_ids, prompt_mask)
         mask = mask.bool()
         U, width = ids.shape[0], P + self.max_new_tokens
@@ -220,7 +203,7 @@ def decode_steps(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max
     if lean_decode_supported(model, prompt_ids.shape[1] + max_new_tokens):
         steps = LeanLlamaSteps(model, max_new_tokens, pool)
         return steps.prefill(prompt_ids, prompt_mask), steps
-    from training.rollout import shared_prefill
-
-    logits, cache = shared_prefill(model, prompt_ids, prompt_mask)
-    return logits, HFSteps(model, cache, prompt_mask)
+    last, cache, inverse = prefill_distinct(model, prompt_ids, prompt_mask, hidden=False)
+    if inverse is not None:  # every row its prompt's cache
+        last, cache = last[inverse], rows_of_cache(cache, inverse)
+    return last, HFSteps(model, cache, prompt_mask)
