@@ -97,6 +97,13 @@ def rows_of_cache(cache, rows: torch.Tensor | None):
     return picked
 
 
+def shared_prefill(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor):
+    """The prompts run once per distinct prompt (``prefill_distinct``) and the KV cache fanned out to every row.
+    Returns (last-position logits [B, V], cache)."""
+    last, cache, inverse = prefill_distinct(model, prompt_ids, prompt_mask, hidden=False)
+    return (last, cache) if inverse is None else (last[inverse], rows_of_cache(cache, inverse))
+
+
 def length_buckets(widths: list[int], call_cost: float) -> list[list[int]]:
     """Rows grouped so that Σ over groups (rows × the group's widest + ``call_cost``) is least.
 

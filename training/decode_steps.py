@@ -16,7 +16,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from training.completion_forward import distinct_prompts, llama_family, prefill_distinct, rows_of_cache
+from training.completion_forward import distinct_prompts, llama_family, positions_from_mask, shared_prefill
+
 
 def lean_decode_supported(model, context: int) -> bool:
     """Whether ``LeanLlamaSteps`` computes exactly what ``model`` does for sequences of ``context`` tokens."""
@@ -31,7 +32,7 @@ class HFSteps:
 
     def __init__(self, model, cache, prompt_mask: torch.Tensor):
         self.model, self.cache = model, cache
-        self.attn, self.pos = prompt_mask, (prompt_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -1:]
+        self.attn, self.pos = prompt_mask, positions_from_mask(prompt_mask)[:, -1:]
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         self.attn = torch.cat([self.attn, self.attn.new_ones((self.attn.shape[0], 1))], dim=1)
@@ -117,7 +118,7 @@ class LeanLlamaSteps:
         causal = torch.ones((P, P), dtype=torch.bool, device=ids.device).tril()
         # a padding query sees itself, so that no softmax runs over nothing (its output is never read)
         sees = causal & mask[:, None, :] | torch.eye(P, dtype=torch.bool, device=ids.device)
-        self.length, self.pos = 0, (mask.long().cumsum(-1) - 1).clamp(min=0)
+        self.length, self.pos = 0, positions_from_mask(mask)
         logits = self._forward(ids, sees[:, None])[:, -1]
         self.pos = self.pos[:, -1:]
         self.visible = torch.ones((U, 1, 1, width), dtype=torch.bool, device=ids.device)
@@ -203,7 +204,5 @@ def decode_steps(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max
     if lean_decode_supported(model, prompt_ids.shape[1] + max_new_tokens):
         steps = LeanLlamaSteps(model, max_new_tokens, pool)
         return steps.prefill(prompt_ids, prompt_mask), steps
-    last, cache, inverse = prefill_distinct(model, prompt_ids, prompt_mask, hidden=False)
-    if inverse is not None:  # every row its prompt's cache
-        last, cache = last[inverse], rows_of_cache(cache, inverse)
+    last, cache = shared_prefill(model, prompt_ids, prompt_mask)
     return last, HFSteps(model, cache, prompt_mask)

@@ -18,8 +18,7 @@ from typing import Optional, Protocol, Sequence
 import torch
 import torch.utils.checkpoint
 
-from training.completion_forward import (completion_states, positions_from_mask, prefill_distinct,
-                                         rows_of_cache)
+from training.completion_forward import completion_states, positions_from_mask
 from training.decode_steps import BufferPool, HFSteps, decode_steps
 from training.routing import RoutingRecorder
 
@@ -102,13 +101,6 @@ def sample_inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     cdf = probs.cumsum(-1)
     target = (u * cdf[:, -1]).unsqueeze(-1)
     return torch.searchsorted(cdf, target).squeeze(-1).clamp_(max=probs.shape[-1] - 1)
-
-
-def shared_prefill(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor):
-    """The prompts run once per *distinct* prompt (``prefill_distinct``: GRPO holds each prompt G times) and the KV
-    cache fanned out to every row. Returns (last-position logits [B, V], cache)."""
-    last, cache, inverse = prefill_distinct(model, prompt_ids, prompt_mask, hidden=False)
-    return (last, cache) if inverse is None else (last[inverse], rows_of_cache(cache, inverse))
 
 
 # Tokens that close an assistant turn in common chat templates (ChatML as in SmolLM2 and Qwen, Llama 3, Gemma,

@@ -5,7 +5,8 @@ import torch
 
 from training import decode_steps
 from training.decode_steps import HFSteps, LeanLlamaSteps, lean_decode_supported
-from training.rollout import HFRolloutEngine, shared_prefill
+from training.completion_forward import shared_prefill
+from training.rollout import HFRolloutEngine
 
 
 def random_model(kind: str, dtype):
