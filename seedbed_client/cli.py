@@ -59,7 +59,8 @@ def _add_launch_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _runs_commands(group) -> None:
-    p = _command(group, "list", commands.runs_list, "list runs: id, name, project, status, step/total")
+    p = _command(group, "list", commands.runs_list, "list runs: id, name, project, status (', stalled N s' when "
+                 "its step has not advanced for far longer than its steps take), step/total")
     p.add_argument("--project")
     p.add_argument("--status", choices=RUN_STATUSES)
     p.add_argument("--limit", type=int, default=100)

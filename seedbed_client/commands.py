@@ -104,10 +104,22 @@ def _launch_fields(args) -> dict:
 def runs_list(client: SeedbedClient, args) -> int:
     runs = client.get("/runs", project=args.project, status=args.status, limit=args.limit)["runs"]
     name = (lambda text: text) if args.wide else shorten
-    rows = [[r["id"], name(r.get("display_name") or r["name"]), r["project"], r["status"],
+    rows = [[r["id"], name(r.get("display_name") or r["name"]), r["project"], _status_text(r),
              f"{r['last_step']}/{r['total_steps']}"] for r in runs]
     print(format_table(["ID", "NAME", "PROJECT", "STATUS", "STEP"], rows))
     return 0
+
+
+def _status_text(run: dict) -> str:
+    """A run's STATUS cell: "running, stalled 250 s" for a run whose step has not advanced for far longer than
+    its steps take (the server's stall rule), else its status.
+
+    >>> _status_text({"status": "running", "stalled": True, "stalled_for_s": 250.4}), _status_text({"status": "queued"})
+    ('running, stalled 250 s', 'queued')
+    """
+    if run.get("stalled"):
+        return f"{run['status']}, stalled {run.get('stalled_for_s') or 0:.0f} s"
+    return run["status"]
 
 
 def runs_launch(client: SeedbedClient, args) -> int:

@@ -281,6 +281,12 @@ SEEDBED_DISK_WARN_MB = float(os.environ.get("SEEDBED_DISK_WARN_MB", "5120"))
 SEEDBED_QUEUE_CHECK_S = float(os.environ.get("SEEDBED_QUEUE_CHECK_S", "30"))
 # After a kill request, how long the loop gets to stop by itself before its process group is terminated.
 SEEDBED_KILL_GRACE_S = float(os.environ.get("SEEDBED_KILL_GRACE_S", "30"))
+# A running run whose step has not advanced for max(SEEDBED_STALL_FLOOR_S, SEEDBED_STALL_FACTOR x its median step
+# time) is flagged stalled (webapp.runs.stall: the rule and its bounds; out of bounds: the settings refuse to load).
+from webapp.runs import stall as _stall  # noqa: E402 (the bounds live beside the rule)
+
+SEEDBED_STALL_FACTOR = _stall.bounded_setting("SEEDBED_STALL_FACTOR", _stall.DEFAULT_FACTOR, _stall.FACTOR_BOUNDS)
+SEEDBED_STALL_FLOOR_S = _stall.bounded_setting("SEEDBED_STALL_FLOOR_S", _stall.DEFAULT_FLOOR_S, _stall.FLOOR_BOUNDS_S)
 # Queue for runs whose config says device "auto": "cpu" in the embedded default, "gpu" in production.
 SEEDBED_AUTO_QUEUE = os.environ.get("SEEDBED_AUTO_QUEUE", "cpu")
 # Multi-node runs (nnodes > 1): the address other workers reach this one's torchrun at (node 0's rendezvous), and

@@ -27,7 +27,15 @@ def run_summary(run: Run) -> dict:
     return {"id": run.pk, "name": run.name, "display_name": run.display_name, "project": run.project.name, "sweep": run.sweep_id,
             "status": run.status, "seed": run.seed, "last_step": run.last_step, "total_steps": run.total_steps,
             "created_by": run.created_by.get_username() if run.created_by else None,
-            "created_at": _iso(run.created_at), "ended_at": _iso(run.ended_at)}
+            "created_at": _iso(run.created_at), "ended_at": _iso(run.ended_at), **run_stall(run)}
+
+
+def run_stall(run: Run) -> dict:
+    """The stall rule's state (webapp.runs.stall): whether the running run is stalled, for how long, and the two
+    fields it is decided from."""
+    idle = run.stalled_for_s
+    return {"stalled": idle is not None, "stalled_for_s": None if idle is None else round(idle, 1),
+            "step_advanced_at": _iso(run.step_advanced_at), "median_step_s": run.median_step_s}
 
 
 def run_detail(run: Run) -> dict:

@@ -85,6 +85,12 @@ class Run(models.Model):
                                     help_text="A restarted run is sent again from this time on (backoff).")
 
     last_step = models.IntegerField(default=0, help_text="Last step whose metrics are stored.")
+    step_advanced_at = models.DateTimeField(null=True, blank=True,
+                                            help_text="When last_step last rose, or when the current attempt was "
+                                                      "claimed: the stall rule's clock (webapp.runs.stall).")
+    median_step_s = models.FloatField(null=True, blank=True,
+                                      help_text="Median of its recent step_time_s points (the mean over the run for "
+                                                "an engine that does not time its steps): the stall rule's pace.")
     first_step_at = models.DateTimeField(null=True, blank=True,
                                          help_text="When its first step began (its first metrics, less that step's "
                                                    "time): the origin of wall-time axes, which a wait for a slot "
@@ -135,20 +141,50 @@ class Run(models.Model):
 
     @property
     def recovery_note(self) -> str:
-        """"worker lost, restarting from step N in M s" (or "training process killed by SIGKILL, ...") while a
-        run whose worker died, or whose training process a signal killed, waits out its restart's backoff
+        """"worker lost, restarting from step N in M s" (or "training process killed by SIGKILL, ...", "rank 1
+        killed by SIGKILL, ...") while a run whose worker died, or whose training process or one of its ranks a
+        signal killed, waits out its restart's backoff
         (webapp.runs.services._restart: its note and retry time); "" otherwise."""
         import math
         import re
 
         from django.utils import timezone
 
-        found = re.search(r"from step (\d+): (worker lost|training process killed by \w+)", self.dispatch_note or "")
+        found = re.search(r"from step (\d+): (worker lost|(?:training process|rank \d+) killed by \w+)",
+                          self.dispatch_note or "")
         if self.status != "queued" or self.retry_at is None or not found:
             return ""
         left = math.ceil((self.retry_at - timezone.now()).total_seconds())
         when = f"in {left} s" if left > 0 else "now"
         return f"{found.group(2)}, restarting from step {found.group(1)} {when}"
+
+    @property
+    def stalled_for_s(self) -> float | None:
+        """Seconds since the step of this running run last advanced when that is past the stall threshold
+        (``webapp.runs.stall``: max(floor, factor x its median step time)); None otherwise."""
+        from django.utils import timezone
+
+        from .stall import stalled_for_s
+
+        return stalled_for_s(status=self.status, step_advanced_at=self.step_advanced_at,
+                             median_step_s=self.median_step_s, now=timezone.now())
+
+    @property
+    def stall_note(self) -> str:
+        """"stalled: no step for 4 min 10 s (its median step takes 0.31 s; stalled past 120 s)" for a stalled run,
+        "" otherwise (the run page; the list shows the badge)."""
+        from django.conf import settings
+
+        from .stall import describe, stall_threshold_s
+
+        idle = self.stalled_for_s
+        if idle is None:
+            return ""
+        limit = stall_threshold_s(self.median_step_s, factor=settings.SEEDBED_STALL_FACTOR,
+                                  floor_s=settings.SEEDBED_STALL_FLOOR_S)
+        return (f"stalled: no step for {describe(idle)} after step {self.last_step} (its median step takes "
+                f"{self.median_step_s:.2f} s; stalled past {limit:.0f} s) while its worker still heartbeats: a hung "
+                f"collective, a deadlock or a stopped process")
 
     @property
     def display_name(self) -> str:

@@ -62,7 +62,7 @@ class AlertBounds:
 
 @dataclass(frozen=True)
 class AlertFinding:
-    kind: str          # entropy_collapse | length_at_cap | zero_std_climbing (AlertKind values)
+    kind: str          # entropy_collapse | length_at_cap | zero_std_climbing | stalled (AlertKind values)
     metric: str
     step: int
     value: float       # the smoothed value that crossed

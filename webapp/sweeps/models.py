@@ -116,6 +116,7 @@ class AlertKind(models.TextChoices):
     ENTROPY_COLLAPSE = "entropy_collapse", "entropy collapse"
     LENGTH_AT_CAP = "length_at_cap", "length at the cap"
     ZERO_STD_CLIMBING = "zero_std_climbing", "zero-variance groups climbing"
+    STALLED = "stalled", "stalled (no step for far longer than its steps take)"
 
 
 class Alert(models.Model):

@@ -16,6 +16,7 @@ import math
 from datetime import timedelta
 from typing import Iterable, Optional
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -32,7 +33,7 @@ from webapp.runs.models import MetricPoint, Run, RunStatus, WorkerCapacity
 from . import alerts as alert_rules
 from .policies.budget import BudgetUse, budget_error, committed_steps
 from .policies.feasibility import NOTE_MARK, policy_cannot_act_cached
-from .models import Alert, FreeSlotUse, PolicyDecision, Sweep, SweepPlan
+from .models import Alert, AlertKind, FreeSlotUse, PolicyDecision, Sweep, SweepPlan
 from .policies import EXTEND, STOP, Decision, make_policy, stored_config
 from .policy_check import policy_check
 
@@ -448,33 +449,49 @@ ALERT_HISTORY = 200  # points per metric read back for the alert checks (they lo
 
 
 def sweep_check_alerts(*, sweep_id: int) -> list[Alert]:
-    """Check the sweep's running runs for RL-health symptoms (webapp.sweeps.alerts); store new alerts once
+    """Check the sweep's running runs for RL-health symptoms (webapp.sweeps.alerts) and for a stall
+    (webapp.runs.stall: no step for far longer than its steps take, whatever the cause); store new alerts once
     per run and kind. Returns the alerts stored by this call."""
     sweep = Sweep.objects.get(pk=sweep_id)
     plan = SweepPlan.objects.filter(sweep=sweep).first()
     bounds = alert_rules.AlertBounds.from_overrides(plan.alert_bounds if plan else None)
-    live = list(sweep.runs.filter(status=RunStatus.RUNNING).values_list("pk", "last_step"))
+    live = list(sweep.runs.filter(status=RunStatus.RUNNING))
     raised = set(Alert.objects.filter(sweep=sweep).values_list("run_id", "kind"))
     new = []
-    for run_id, last_step in live:
+    for run in live:
         curves: dict[str, list] = {}
-        for key, step, value in (MetricPoint.objects.filter(run_id=run_id, key__in=alert_rules.ALERT_METRICS,
-                                                            step__gt=last_step - ALERT_HISTORY, value__isnull=False)
+        for key, step, value in (MetricPoint.objects.filter(run_id=run.pk, key__in=alert_rules.ALERT_METRICS,
+                                                            step__gt=run.last_step - ALERT_HISTORY,
+                                                            value__isnull=False)
                                  .order_by("key", "step").values_list("key", "step", "value")):
             curves.setdefault(key, []).append((step, value))
-        for finding in alert_rules.check_run(curves, bounds):
-            if (run_id, finding.kind) in raised:
+        findings = [*alert_rules.check_run(curves, bounds), *_stall_findings(run)]
+        for finding in findings:
+            if (run.pk, finding.kind) in raised:
                 continue
             try:
                 with transaction.atomic():
-                    alert = Alert.objects.create(sweep=sweep, run_id=run_id, kind=finding.kind, metric=finding.metric,
+                    alert = Alert.objects.create(sweep=sweep, run_id=run.pk, kind=finding.kind, metric=finding.metric,
                                                  step=finding.step, value=finding.value, bound=finding.bound,
                                                  message=finding.message)
             except IntegrityError:
                 continue  # raised by another process meanwhile
-            raised.add((run_id, finding.kind))
+            raised.add((run.pk, finding.kind))
             new.append(alert)
     return new
+
+
+def _stall_findings(run: Run) -> list[alert_rules.AlertFinding]:
+    """A "stalled" finding for a run whose step has not advanced past the stall threshold (value: the seconds
+    without a step; bound: the threshold), else none."""
+    from webapp.runs.stall import stall_threshold_s
+
+    idle = run.stalled_for_s
+    if idle is None:
+        return []
+    limit = stall_threshold_s(run.median_step_s, factor=settings.SEEDBED_STALL_FACTOR,
+                              floor_s=settings.SEEDBED_STALL_FLOOR_S)
+    return [alert_rules.AlertFinding(AlertKind.STALLED, "step", run.last_step, idle, limit, run.stall_note)]
 
 
 # --- checks: the policy and the alerts, after metrics arrive -----------------------------------------------

@@ -38,6 +38,7 @@ def _fresh_attempt(run: Run, now) -> None:
     """What a claim resets on a run besides the job core's fields."""
     run.dispatched_at = run.dispatched_at or now  # its message came: sent, even if the sender never recorded it
     run.ranks = []  # this attempt's ranks report themselves (it may run on another number of them)
+    run.step_advanced_at = now  # the stall rule's clock starts again with each attempt (webapp.runs.stall)
 
 
 def run_held_by(*, run_id: int, claim: tuple) -> bool:
@@ -80,14 +81,15 @@ def run_finish(*, run_id: int, status: str, error: str = "") -> Run:
 
 
 @transaction.atomic
-def run_record_exit(*, run_id: int, outcome: str, forced: bool = False, detail: str = "",
+def run_record_exit(*, run_id: int, outcome: str, forced: bool | str = False, detail: str = "",
                     worker: str | None = None) -> str:
     """A running run's training process exited: decide how the run ended and record it; returns its status.
 
     ``outcome`` is what the process reported: "succeeded" (it trained every step), "stopped" (it stopped
     cleanly when asked), "failed" (an error it raised itself; ``detail`` says how) or "signaled" (a signal it
     did not ask for killed it: the out-of-memory killer's SIGKILL, a SIGSEGV; ``detail``'s first line names
-    it); ``forced``: its worker terminated it after the kill grace period. A kill request makes it killed,
+    it); ``forced``: its worker terminated it after a kill (True, or why: the grace period was over, or its
+    process could not read the stop flag, ``workers.tasks._kill_overdue``). A kill request makes it killed,
     whatever the exit; a clean stop nobody asked for is its worker shutting down: back to the queue, to resume
     from its checkpoint; a signal is a lost attempt, restarted from the last checkpoint as when its worker is
     lost (``max_restarts``), and past them the run ends lost naming the signal. A run that is no longer running
@@ -98,7 +100,7 @@ def run_record_exit(*, run_id: int, outcome: str, forced: bool = False, detail: 
         return run.status  # ended meanwhile, or another worker holds it now: not this process's to record
     if forced or run.kill_requested_at is not None:
         return run_finish(run_id=run_id, status=RunStatus.KILLED,
-                          error="terminated after the kill grace period" if forced else "").status
+                          error=_forced_error(forced)).status
     if outcome == "succeeded":
         return run_finish(run_id=run_id, status=RunStatus.SUCCEEDED).status
     if outcome == "stopped":
@@ -114,6 +116,14 @@ def run_record_exit(*, run_id: int, outcome: str, forced: bool = False, detail: 
         return run_finish(run_id=run_id, status=RunStatus.LOST,
                           error=cause + gave_up + (f"\n{tail}" if tail else "")).status
     return run_finish(run_id=run_id, status=RunStatus.FAILED, error=detail).status
+
+
+def _forced_error(forced) -> str:
+    """A killed run's error: why its worker had to terminate it (``forced``: the worker's reason, or True for the
+    grace period), "" when it stopped by itself."""
+    if not forced:
+        return ""
+    return forced if isinstance(forced, str) else "terminated after the kill grace period"
 
 
 @transaction.atomic

@@ -45,13 +45,29 @@ def run_metrics_append(*, run_id: int, points: list[tuple[int, str, float]]) -> 
             _insert_points(cursor, run_id, latest, now, upsert=True)
         # the charts' tier: the buckets these points fall in, brought up to date in the same transaction
         rollups.add_points(cursor, run_id=run_id, points=latest, logged_at=now)
-    Run.objects.filter(pk=run_id, last_step__lt=last).update(last_step=last)
+    if last > stored_last:  # the step advanced: the stall rule's clock and pace (webapp.runs.stall)
+        Run.objects.filter(pk=run_id, last_step__lt=last).update(
+            last_step=last, step_advanced_at=now, median_step_s=_median_step_s(run_id, last, now))
     if stored_last == 0:  # the run's first metrics: when its first step began (wall-time axes start there)
         first = min(step for step, _ in latest)
         took = latest.get((first, "step_time_s")) or 0.0
         Run.objects.filter(pk=run_id, first_step_at__isnull=True).update(
             first_step_at=now - timedelta(seconds=min(max(took, 0.0), 86_400.0)))
     return len(points)
+
+
+def _median_step_s(run_id: int, last_step: int, now) -> float | None:
+    """The run's median step time over its last ``stall.MEDIAN_WINDOW`` timed steps (``step_time_s``, just
+    stored); for an engine that does not time its steps, the mean since its first step (``stall.median_step_s``)."""
+    from webapp.runs import stall
+
+    times = list(MetricPoint.objects.filter(run_id=run_id, key="step_time_s", value__isnull=False)
+                 .order_by("-step").values_list("value", flat=True)[:stall.MEDIAN_WINDOW])
+    first = None
+    if not times:
+        first_at = Run.objects.filter(pk=run_id).values_list("first_step_at", flat=True).first()
+        first = (now - first_at).total_seconds() if first_at else None
+    return stall.median_step_s(times, seconds_since_first_step=first, last_step=last_step)
 
 
 def _insert_points(cursor, run_id: int, points: dict[tuple[int, str], float | None], now, *, upsert: bool) -> None:
