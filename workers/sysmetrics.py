@@ -48,6 +48,32 @@ def process_tree(root: int) -> dict[int, tuple[float, float]]:
     return tree
 
 
+def stopped_in_tree(root: int) -> list[int]:
+    """The processes of ``root``'s tree (it and its descendants) that are stopped: state T (SIGSTOP, SIGTSTP) or
+    t (held by a tracer), read from /proc/PID/stat. A stopped process runs nothing, so it reads no stop flag and
+    acts on no SIGTERM until it is continued (SIGCONT) or killed (SIGKILL)."""
+    states, children = {}, {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        states[int(name)] = fields[0]
+        children.setdefault(int(fields[1]), []).append(int(name))
+    stopped, todo, seen = [], [root], set()
+    while todo:
+        pid = todo.pop()
+        if pid in states and pid not in seen:
+            seen.add(pid)
+            if states[pid] in ("T", "t"):
+                stopped.append(pid)
+            todo += children.get(pid, [])
+    return sorted(stopped)
+
+
 def gpu_metrics() -> dict[str, float]:
     """Utilisation (%) and memory used (MB) of the GPUs ``nvidia-smi`` reports (summed memory, mean
     utilisation); {} without one."""

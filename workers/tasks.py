@@ -35,6 +35,10 @@ from webapp.sweeps.models import Sweep  # noqa: E402
 log = logging.getLogger("seedbed.workers")
 POLL_S = 0.2
 TERM_TO_KILL_S = 5.0  # after SIGTERM to the group, SIGKILL if it is still there
+# A kill whose flag the training process cannot read (it is stopped, or its run is stalled: webapp.runs.stall) is
+# not given the grace period: its group is terminated this long after the request, SIGKILL this long after SIGTERM
+UNREAD_KILL_AFTER_S = 1.0
+UNREAD_TERM_TO_KILL_S = 3.0
 
 
 def run_dir(run_id: int) -> Path:
@@ -110,13 +114,23 @@ class ForkedChild:
         return self.returncode
 
 
-def _terminate_group(proc: ForkedChild) -> None:
-    """SIGTERM the child's whole process group, then SIGKILL whatever is left."""
-    for sig, wait_s in ((signal.SIGTERM, TERM_TO_KILL_S), (signal.SIGKILL, 10.0)):
+def _terminate_group(proc: ForkedChild, term_wait_s: float = TERM_TO_KILL_S) -> None:
+    """SIGTERM the child's whole process group, then SIGKILL whatever is left ``term_wait_s`` later. Stopped
+    processes of its tree are continued after the SIGTERM (SIGCONT), so that they act on it: a stopped process
+    holds a SIGTERM pending until it runs again."""
+    from workers.sysmetrics import stopped_in_tree
+
+    for sig, wait_s in ((signal.SIGTERM, term_wait_s), (signal.SIGKILL, 10.0)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             return
+        if sig == signal.SIGTERM:
+            for pid in stopped_in_tree(proc.pid):
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
         try:
             proc.wait(timeout=wait_s)
             return
@@ -132,9 +146,10 @@ def _record_system_metrics(run_id: int, sampler) -> None:
         services.run_metrics_append(run_id=run_id, points=[(step, key, value) for key, value in values.items()])
 
 
-def _supervise(run_id: int, proc: ForkedChild, worker: str, heartbeat=None, system_metrics: bool = True) -> bool:
+def _supervise(run_id: int, proc: ForkedChild, worker: str, heartbeat=None, system_metrics: bool = True) -> str:
     """Wait for the child, heartbeating (``heartbeat(pid)``: the run's own by default) and recording its process
-    tree's CPU and memory; returns True when it had to be terminated after a kill request."""
+    tree's CPU and memory; returns why it had to be terminated after a kill request ("" when it was not:
+    ``_kill_overdue``)."""
     from workers.sysmetrics import ProcessTreeSampler
 
     heartbeat = heartbeat or (lambda pid: services.run_heartbeat(run_id=run_id, pid=pid, worker=worker))
@@ -150,16 +165,37 @@ def _supervise(run_id: int, proc: ForkedChild, worker: str, heartbeat=None, syst
                 # lost, ended or taken over: the child sees it too (runner.StopFlag) and stops within a step
                 log.info("run %s: no longer held by %s; its training process is stopping", run_id, worker)
         requested = Run.objects.filter(pk=run_id).values_list("kill_requested_at", flat=True).first()
-        if requested is not None:
-            from django.utils import timezone
-
-            if (timezone.now() - requested).total_seconds() > settings.SEEDBED_KILL_GRACE_S:
-                log.warning("run %s: kill not honoured within %.0f s; terminating its process group",
-                            run_id, settings.SEEDBED_KILL_GRACE_S)
-                _terminate_group(proc)
-                return True
+        if requested is not None and (forced := _kill_overdue(run_id, proc, requested)):
+            log.warning("run %s: %s; terminating its process group", run_id, forced)
+            _terminate_group(proc, UNREAD_TERM_TO_KILL_S if "grace period" not in forced else TERM_TO_KILL_S)
+            return forced
         time.sleep(POLL_S)
-    return False
+    return ""
+
+
+def _kill_overdue(run_id: int, proc: ForkedChild, requested) -> str:
+    """Why a requested kill must be forced now ("" while the loop may still stop by itself): the grace period is
+    over, or, from ``UNREAD_KILL_AFTER_S`` on, the training process cannot read the stop flag (the loop reads it
+    once per step): a process of its tree is stopped, or the run is stalled (``Run.stalled_for_s``)."""
+    from django.utils import timezone
+
+    from workers.sysmetrics import stopped_in_tree
+
+    waited = (timezone.now() - requested).total_seconds()
+    if waited > settings.SEEDBED_KILL_GRACE_S:
+        return f"terminated: the kill was not honoured within the grace period ({settings.SEEDBED_KILL_GRACE_S:.0f} s)"
+    if waited <= UNREAD_KILL_AFTER_S:
+        return ""
+    stopped = stopped_in_tree(proc.pid)
+    if stopped:
+        return (f"terminated {waited:.0f} s after the kill: its training process (pid {', '.join(map(str, stopped))}) "
+                f"is stopped (SIGSTOP) and cannot read the stop flag")
+    run = Run.objects.filter(pk=run_id).only("status", "step_advanced_at", "median_step_s", "last_step").first()
+    idle = run.stalled_for_s if run is not None else None
+    if idle is not None:
+        return (f"terminated {waited:.0f} s after the kill: the run is stalled (no step for {idle:.0f} s after "
+                f"step {run.last_step}) and does not read the stop flag")
+    return ""
 
 
 def _exit_outcome(returncode: int) -> str:
