@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 STRATEGIES = ("none", "ddp", "fsdp")
+TORCHRUN_MODULE = "training.engines.torchrun"  # torch.distributed.run, recording its failed ranks' exits
 
 
 def world_size(cfg) -> int:
@@ -35,8 +36,9 @@ def distributed_errors(cfg) -> dict[str, str]:
 def torchrun_command(cfg, out_dir: str, *, node_rank: int = 0, master: tuple[str, int] | None = None) -> list[str]:
     """torchrun for one node of the run: ``--standalone`` for a one-node run, else a static rendezvous at rank
     0's host and port (``master``); ``--max-restarts 0``: a failed rank fails the run (Seedbed resumes it from
-    its checkpoint, not torchrun from scratch)."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(cfg.nproc_per_node),
+    its checkpoint, not torchrun from scratch). torchrun through ``training.engines.torchrun``, which records how
+    each failed rank ended (a signal it did not ask for is a lost attempt, not the run's error)."""
+    cmd = [sys.executable, "-m", TORCHRUN_MODULE, "--nproc-per-node", str(cfg.nproc_per_node),
            "--max-restarts", "0"]
     if cfg.nnodes == 1:
         cmd += ["--standalone"]

@@ -90,15 +90,32 @@ def oom_kills(root: str = "/") -> dict[str, int]:
     return counts
 
 
-def signal_line(returncode: int, oom_before: dict | None, oom_after: dict | None, peak_rss_mb: float | None) -> str:
-    """The error's first line for a process that ``returncode`` (negative) says a signal killed. For SIGKILL:
-    whether the kernel recorded an OOM kill between ``oom_before`` and ``oom_after`` (``oom_kills``), with the
-    peak resident memory the run had reported."""
+def killed_rank(message: str) -> tuple[str, int] | None:
+    """("rank R", signal number) from the first line of what a training process said when one of its ranks was
+    killed ("rank R killed by SIGNAL": training.engines.process.RankLost); None when it says otherwise.
+
+    >>> killed_rank("rank 1 killed by SIGKILL\\n(local rank 1, pid 42)"), killed_rank("boom")
+    (('rank 1', 9), None)
+    """
+    found = re.match(r"(rank \d+) killed by (SIG[A-Z0-9]+)$", message.partition("\n")[0].strip())
+    if not found:
+        return None
+    try:
+        return found.group(1), int(signal.Signals[found.group(2)])
+    except KeyError:
+        return None
+
+
+def signal_line(returncode: int, oom_before: dict | None, oom_after: dict | None, peak_rss_mb: float | None,
+                who: str = "training process") -> str:
+    """The error's first line for a process (``who``: the training process, or "rank R" of its ranks) that
+    ``returncode`` (negative) says a signal killed. For SIGKILL: whether the kernel recorded an OOM kill between
+    ``oom_before`` and ``oom_after`` (``oom_kills``), with the peak resident memory the run had reported."""
     try:
         name = signal.Signals(-returncode).name
     except ValueError:
         name = f"signal {-returncode}"
-    line = f"training process killed by {name}"
+    line = f"{who} killed by {name}"
     if name != "SIGKILL":
         return line
     peak = f"peak RSS {peak_rss_mb:.0f} MB" if peak_rss_mb else "no memory use reported yet"

@@ -4,9 +4,9 @@ It runs in its own session (process group), so the worker can terminate the whol
 honoured within the grace period. It runs the run's engine, ``training.engines.run_engine`` (Seedbed's loop,
 ``training.loop.train``, or an external engine the run names: TRL, verl, a registered command), with a
 DatabaseSink (a node other than node 0 of a multi-node run only logs: ``NodeSink``) and a should_stop() that
-reads the run's kill flag. Exit codes (``EXIT_SUCCEEDED``, ``EXIT_STOPPED``, ``EXIT_FAILED``) tell the parent task
-how it ended, and a failure's one-line cause goes to it through a pipe; the parent, not this process, records the
-run's final status (docs/architecture.md#a-runs-life).
+reads the run's kill flag. Exit codes (``EXIT_SUCCEEDED``, ``EXIT_STOPPED``, ``EXIT_FAILED``, ``EXIT_RANK_LOST``)
+tell the parent task how it ended, and a failure's one-line cause goes to it through a pipe; the parent, not this
+process, records the run's final status (docs/architecture.md#a-runs-life).
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from training.sink import NullSink
 EXIT_SUCCEEDED = 0
 EXIT_STOPPED = 10
 EXIT_FAILED = 1
+EXIT_RANK_LOST = 11  # one of its ranks was killed by a signal it did not ask for (training.engines.process.RankLost)
 
 _PR_SET_PDEATHSIG = 1
 
@@ -203,7 +204,7 @@ def run_in_forked_child(run_id: int, log_path: str, node: list[str] = (), report
             pass
     finally:
         try:
-            if report_fd is not None and code == EXIT_FAILED and failure["message"]:
+            if report_fd is not None and code in (EXIT_FAILED, EXIT_RANK_LOST) and failure["message"]:
                 os.write(report_fd, failure["message"].encode("utf-8", "replace")[:4000])
         except BaseException:
             pass
@@ -252,6 +253,7 @@ def main(argv: list[str]) -> int:
     from training.checkpoint import discard_checkpoints_except
     from training.config import TrainConfig
     from training.engines import run_engine
+    from training.engines.process import RankLost
     from webapp.runs.models import Checkpoint, Run
     from workers.sink import DatabaseSink
 
@@ -283,6 +285,13 @@ def main(argv: list[str]) -> int:
         sink = DatabaseSink(run_id, claim=claim, reward_hacking_guard=cfg.reward_hacking_guard,
                              eval_problems=cfg.eval_problems) if not node_rank else NodeSink()
         result = run_engine(cfg, out_dir, sink, should_stop=stop, node_rank=node_rank, master=master)
+    except RankLost as exc:  # a lost attempt, not the run's error: "rank R killed by SIGNAL" and where, to the parent
+        failure["message"] = str(exc)[:4000]
+        try:
+            print(f"run {run_id}: {exc}", flush=True)
+        except OSError:  # the log's disk is full: the pipe carries it
+            pass
+        return EXIT_RANK_LOST
     except Exception as exc:
         # the cause first to the parent (a pipe: it reaches the run's error even when the disk under the log is
         # full), then to the log; a full disk is named as such, with the space left

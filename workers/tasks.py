@@ -19,7 +19,7 @@ from pathlib import Path
 from celery.signals import task_failure, worker_init, worker_ready, worker_shutdown, worker_shutting_down
 
 from workers.celery_app import app, ensure_django
-from workers.runner import EXIT_STOPPED, EXIT_SUCCEEDED
+from workers.runner import EXIT_RANK_LOST, EXIT_STOPPED, EXIT_SUCCEEDED
 
 ensure_django()
 
@@ -202,29 +202,37 @@ def _exit_outcome(returncode: int) -> str:
     """What the training child's exit code says (workers.runner): succeeded, stopped (cleanly, when asked),
     failed (an error it raised itself) or signaled (a signal killed it: the out-of-memory killer's SIGKILL, a
     SIGSEGV; or this worker's own terminate after the kill grace period, which ``_supervise`` reports as
-    forced). How the run ended is decided by runs.services.run_record_exit, from this and the database."""
-    if returncode < 0:
+    forced; or such a signal killed one of its ranks, ``EXIT_RANK_LOST``). How the run ended is decided by
+    runs.services.run_record_exit, from this and the database."""
+    if returncode < 0 or returncode == EXIT_RANK_LOST:
         return "signaled"
     return {EXIT_SUCCEEDED: "succeeded", EXIT_STOPPED: "stopped"}.get(returncode, "failed")
 
 
 def _signal_detail(run_id: int, proc: "ForkedChild", log_path: Path, oom_before: dict) -> str:
-    """The error of a child a signal killed: the signal first (for SIGKILL, whether the kernel recorded an
-    out-of-memory kill while it ran, and the run's peak resident memory as its system/rss_mb metric reported
+    """The error of a child a signal killed, or of one whose rank a signal killed (``EXIT_RANK_LOST``: "rank R
+    killed by SIGNAL", what it sent through its pipe): the signal first (for SIGKILL, whether the kernel recorded
+    an out-of-memory kill while it ran, and the run's peak resident memory as its system/rss_mb metric reported
     it), then the last meaningful lines of its log. What it left in its process group is killed too."""
     from django.db.models import Max
 
     from webapp.runs.models import MetricPoint
-    from workers.exits import oom_kills, signal_line
+    from workers.exits import killed_rank, oom_kills, signal_line
 
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # its group outlives it (a killed process saves nothing anyway)
     except (ProcessLookupError, PermissionError):
         pass
     peak = MetricPoint.objects.filter(run_id=run_id, key="system/rss_mb").aggregate(peak=Max("value"))["peak"]
-    line = signal_line(proc.returncode, oom_before, oom_kills(), peak)
-    log.error("run %s: %s", run_id, line)
     said = proc.failure()  # (what it sent through its pipe before the signal, if anything; the pipe is closed)
+    if proc.returncode == EXIT_RANK_LOST:
+        rank = killed_rank(said)  # (its first line, "rank R killed by SIGNAL", is the one signal_line writes)
+        line = signal_line(-rank[1], oom_before, oom_kills(), peak, who=rank[0]) if rank else \
+            (said.partition("\n")[0] or "a rank was killed by a signal")
+        said = said.partition("\n")[2]
+    else:
+        line = signal_line(proc.returncode, oom_before, oom_kills(), peak)
+    log.error("run %s: %s", run_id, line)
     tail = "\n".join(part for part in (said, log_tail(log_path)) if part)
     return f"{line}\n{tail}" if tail else line
 

@@ -40,6 +40,18 @@ def test_a_signalled_training_process_restarts_from_its_checkpoint_under_max_res
     assert run.recovery_note.startswith("training process killed by SIGKILL, restarting from step 3 in ")
 
 
+def test_a_rank_killed_by_a_signal_restarts_the_run_naming_the_rank(config):
+    run = running({**config, "nproc_per_node": 2, "strategy": "ddp"}, max_restarts=2)
+    Checkpoint.objects.create(run=run, step=6, path="/x/step_000006")
+    detail = "rank 1 killed by SIGKILL (out of memory? ...; peak RSS 900 MB)\n(local rank 1, pid 42; ...)"
+    services.run_record_exit(run_id=run.pk, outcome="signaled", detail=detail, worker="w:1")
+    run.refresh_from_db()
+    assert run.status == RunStatus.QUEUED and run.restarts == 1
+    assert run.recovery_note.startswith("rank 1 killed by SIGKILL, restarting from step 6 in "), run.recovery_note
+    event = AuditEvent.objects.get(action="run.restart", target_id=run.pk)
+    assert event.detail["reason"].startswith("rank 1 killed by SIGKILL (") and "pid 42" not in event.detail["reason"]
+
+
 def test_a_signalled_training_process_past_max_restarts_ends_lost_naming_the_signal(config):
     run = running(config, max_restarts=0)
     status = services.run_record_exit(run_id=run.pk, outcome="signaled", detail=SIGKILLED, worker="w:1")

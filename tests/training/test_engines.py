@@ -14,7 +14,7 @@ from tests.conftest import process_alive as alive, tiny_config, wait_for
 from training.config import TrainConfig
 from training.engines import engine_errors, run_engine
 from training.engines.events import EventReader, parse_event
-from training.engines.process import EngineFailed, run_process
+from training.engines.process import EngineFailed, RankLost, run_process
 from training.fields import FieldErrors
 from training.sink import NullSink
 
@@ -99,6 +99,35 @@ def test_a_failing_engine_fails_with_its_error_and_a_checkpoint_outside_the_run_
         run_process(argv, out_dir=str(tmp_path / "run"), sink=sink, poll_s=0.05, should_stop=lambda: False)
     assert sink.metrics == [(1, {"loss": 1.0})] and sink.checkpoints == []
     assert any("not a folder inside the run's folder" in line for line in sink.logs)
+
+
+@pytest.mark.parametrize("end, lost", [("os.kill(os.getpid(), signal.SIGKILL)", True),
+                                       ("os.kill(os.getpid(), signal.SIGSEGV)", True),
+                                       ("os.abort()", False), ("raise SystemExit('my own error')", False)])
+def test_a_rank_killed_by_a_signal_it_did_not_ask_for_is_a_lost_rank_not_a_failure(tmp_path, end, lost):
+    """Real torchrun (through training.engines.torchrun, as Seedbed starts it), two ranks: rank 1 ends as
+    ``end`` while rank 0 waits; the supervisor reads the rank's end from what torchrun recorded."""
+    script = tmp_path / "ranks.py"
+    script.write_text("import os, signal, time\n"
+                      "if os.environ['RANK'] == '1':\n"
+                      "    time.sleep(0.5)\n"
+                      f"    {end}\n"
+                      "time.sleep(60)\n")
+    argv = [sys.executable, "-m", "training.engines.torchrun", "--standalone", "--nproc-per-node", "2",
+            "--max-restarts", "0", str(script)]
+    started = time.monotonic()
+    with pytest.raises(EngineFailed) as failed:
+        run_process(argv, out_dir=str(tmp_path / "run"), sink=ListSink(), poll_s=0.05, should_stop=lambda: False)
+    assert time.monotonic() - started < 50  # torchrun ended rank 0 once rank 1 was gone
+    assert isinstance(failed.value, RankLost) == lost, str(failed.value)
+    if lost:
+        signal_name = "SIGKILL" if "SIGKILL" in end else "SIGSEGV"
+        assert (failed.value.rank, failed.value.signal) == (1, signal_name)
+        assert str(failed.value).splitlines()[0] == f"rank 1 killed by {signal_name}"
+    else:
+        assert "rank 1" in str(failed.value)
+    exits = {row["rank"]: row for row in json.loads((tmp_path / "run" / "rank_exits.json").read_text())}
+    assert exits[1]["exitcode"] == (-6 if "abort" in end else 1 if "SystemExit" in end else -9 if lost and "KILL" in end else -11), exits
 
 
 # --- TRL: the config mapping ------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Multi-rank Seedbed runs on a real Celery worker (real Redis, torchrun, gloo, the tiny model): the run page's
 ranks, a kill that stops both ranks with a checkpoint and ends ``killed``, a resume at one rank from that
-checkpoint, and a rank killed by a signal failing the run with the rank named."""
+checkpoint, and a rank killed by a signal ending the run lost (no restart left) with the rank named (its restart:
+tests/faults/test_rank_signals.py)."""
 from __future__ import annotations
 
 import os
@@ -57,15 +58,17 @@ def test_a_two_rank_run_is_killed_on_both_ranks_and_resumes_on_one(celery_worker
     assert f"resuming at step {killed_at}" in (folder / "worker.log").read_text()
 
 
-def test_a_rank_killed_by_a_signal_fails_the_run_naming_the_rank(celery_worker):
-    run = services.run_create(config=two_ranks(total_steps=3000, seed=22))
+def test_a_rank_killed_by_a_signal_with_no_restart_left_ends_the_run_lost_naming_the_rank(celery_worker):
+    run = services.run_create(config=two_ranks(total_steps=3000, seed=22, max_restarts=0))
     run = wait_for(lambda: Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).exclude(ranks=[]).first(),
                    timeout=RUN_TIMEOUT, what="the ranks stored")
     pids = {r["rank"]: r["pid"] for r in run.ranks}
-    os.kill(pids[1], signal.SIGKILL)
-    run = wait_status(run.pk, RunStatus.FAILED, RunStatus.KILLED, RunStatus.SUCCEEDED, timeout=60)
-    assert run.status == RunStatus.FAILED
-    assert "rank 1 (local_rank 1" in run.error and "SIGKILL" in run.error, run.error[:500]
+    os.kill(pids[1], signal.SIGKILL)  # as the out-of-memory killer would
+    run = wait_status(run.pk, RunStatus.LOST, RunStatus.FAILED, RunStatus.KILLED, RunStatus.SUCCEEDED, timeout=60)
+    assert run.status == RunStatus.LOST, run.error[:500]  # a lost attempt (none left), not the run's own error
+    first = run.error.splitlines()[0]
+    assert first.startswith("rank 1 killed by SIGKILL (") and ("peak RSS" in first or "no memory use" in first), first
+    assert f"pid {pids[1]}" in run.error and "gave up" not in first, run.error[:500]
     assert not alive(pids[0])
 
 

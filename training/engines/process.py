@@ -12,7 +12,9 @@ signal, and their ending recorded by Seedbed whatever their exit code.
 5. once the engine's leader has exited, every process still marked with the run's folder is killed (its
    group, and what left the group: Ray's workers, orphans);
 6. a stopped run is "stopped" even when the engine then exits non-zero (torchrun does after a signal); a run
-   that was not asked to stop and exits non-zero raises EngineFailed with the tail of its log.
+   that was not asked to stop and exits non-zero raises EngineFailed with the tail of its log, or RankLost when
+   one of its ranks was killed by a signal it did not ask for (``training.engines.torchrun``: its torchrun
+   recorded how each rank ended), a lost attempt rather than the run's own error.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import time
 from typing import Callable, Sequence
 
 from training.engines.events import EventReader
+from training.engines.torchrun import RANK_EXITS_FILE, lost_rank
 
 STOP_FILE = "STOP"
 EVENTS_FILE = "events.jsonl"
@@ -35,6 +38,17 @@ RUN_DIR_ENV = "SEEDBED_RUN_DIR"
 
 class EngineFailed(RuntimeError):
     """The engine's process exited with an error while nobody asked it to stop."""
+
+
+class RankLost(EngineFailed):
+    """One of the engine's ranks was killed by a signal it did not ask for (``training.engines.torchrun.
+    LOST_SIGNALS``: the out-of-memory killer's SIGKILL, a SIGSEGV): the attempt was lost, as when a one-process run's
+    training process is killed so. Its message's first line is "rank R killed by SIGNAL"; ``rank`` and
+    ``signal`` say the same."""
+
+    def __init__(self, message: str, rank: int, signal_name: str):
+        super().__init__(message)
+        self.rank, self.signal = rank, signal_name
 
 
 def die_with_parent(sig: int = signal.SIGKILL) -> None:
@@ -163,7 +177,7 @@ def start_engine(argv: Sequence[str], proc_dir: str, env: dict | None, sink) -> 
     os.makedirs(proc_dir, exist_ok=True)
     if kill_leftover(proc_dir):
         sink.on_log("killed the engine processes an earlier attempt of this run left running")
-    for name in (STOP_FILE, EVENTS_FILE):
+    for name in (STOP_FILE, EVENTS_FILE, RANK_EXITS_FILE):
         try:
             os.remove(os.path.join(proc_dir, name))
         except FileNotFoundError:
@@ -245,11 +259,17 @@ class StopEscalation:
 
 def engine_outcome(returncode: int, *, stopped: bool, should_stop: Callable[[], bool], log_path: str,
                    last_step: int) -> tuple[str, int]:
-    """Step 6: (status, last step) of an engine that exited; EngineFailed when it failed unasked."""
+    """Step 6: (status, last step) of an engine that exited; EngineFailed when it failed unasked, RankLost when
+    that was one of its ranks killed by a signal it did not ask for (what its torchrun recorded beside the log)."""
     if stopped:
         return "stopped", last_step
     if returncode != 0 and not should_stop():  # (a run declared lost meanwhile stopped, it did not fail)
         tail = log_tail(log_path)
+        killed = lost_rank(os.path.dirname(log_path))
+        if killed is not None:
+            raise RankLost(f"rank {killed['rank']} killed by {killed['signal']}\n(local rank {killed['local_rank']}, "
+                           f"pid {killed['pid']}; the engine exited with code {returncode}: {root_cause(tail)})",
+                           killed["rank"], killed["signal"])
         raise EngineFailed(f"the engine exited with code {returncode}: {root_cause(tail)}\n"
                            f"the end of {LOG_FILE}:\n{tail}")
     return ("succeeded" if returncode == 0 else "stopped"), last_step

@@ -172,7 +172,9 @@ def map_metrics(logs: dict) -> dict[str, float]:
 
 
 def trl_command(cfg, out_dir: str) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+    from training.ranks import TORCHRUN_MODULE
+
+    return [sys.executable, "-m", TORCHRUN_MODULE, "--standalone", "--nproc-per-node",
             str(cfg.nproc_per_node), "-m", "training.engines.trl_main", out_dir]
 
 
