@@ -80,6 +80,14 @@ def test_a_killed_service_is_restarted_and_ctrl_c_stops_everything(tmp_path, tin
                                 cwd=REPO, env={**env, "DJANGO_SETTINGS_MODULE": "webapp.settings"},
                                 capture_output=True, text=True, timeout=320)
         assert status.stdout.strip() == "succeeded", (status.stdout, status.stderr)
+        web_down_s = crash_repeatedly(home, "web server", 6, back=lambda since: serves(port))
+        maintenance_down_s = crash_repeatedly(home, "beat + maintenance", 5,
+                                              back=lambda since: maintenance_pass_after(home, since))
+        # a web server or maintenance worker that crashes again and again is restarted within 2 s each time
+        # (1 s, then 2 s: WEB_BACKOFF_MAX_S, MAINTENANCE_BACKOFF_MAX_S), not after 4, 8, 16, 30 s
+        assert restart_delays(home, "web server") == [1, 2, 2, 2, 2, 2]
+        assert restart_delays(home, "beat + maintenance") == [1, 2, 2, 2, 2]
+        assert web_down_s < 12 and maintenance_down_s < 14, (web_down_s, maintenance_down_s)
         pids = [s["pid"] for s in services_state(home)["services"]]
     finally:
         up.send_signal(signal.SIGINT)  # Ctrl-C
@@ -91,12 +99,44 @@ def test_a_killed_service_is_restarted_and_ctrl_c_stops_everything(tmp_path, tin
             log.close()
     assert not any(process_alive(pid) for pid in pids)
     assert not (home / "services.json").exists() and not (home / "up.pid").exists()
-    print(f"\nfault: ./seedbed up's worker SIGKILLed -> running again {restarted_s:.1f} s later")
+    print(f"\nfault: ./seedbed up's worker SIGKILLed -> running again {restarted_s:.1f} s later; web server "
+          f"SIGKILLed 6 times in a row -> serving again {web_down_s:.1f} s after the last; maintenance worker 5 "
+          f"times -> a pass {maintenance_down_s:.1f} s after the last")
 
 
-def test_down_without_an_up_says_so(tmp_path):
-    env = {**os.environ, "SEEDBED_HOME": str(tmp_path)}
-    (tmp_path / "up.pid").write_text("999999")  # a stale pid file (an up that was SIGKILLed)
-    down = subprocess.run(["./seedbed", "down"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
-    assert down.returncode == 0 and "no ./seedbed up is running (stale pid 999999)" in down.stderr
-    assert not (tmp_path / "up.pid").exists()
+def service(home, prefix: str) -> dict:
+    return next(s for s in services_state(home)["services"] if s["name"].startswith(prefix))
+
+
+def crash_repeatedly(home, prefix: str, times: int, back) -> float:
+    """SIGKILL the service named ``prefix...`` ``times`` times in a row, each time once it is back
+    (``back(since)``: serving again since the last kill, a wall-clock time), so that its restarts come within a
+    minute of each other (the supervisor's backoff grows); returns the seconds from the last kill until it is back."""
+    since = time.time() - 10
+    for _ in range(times):
+        pid = wait_for(lambda: (s := service(home, prefix))["pid"] and process_alive(s["pid"]) and back(since)
+                       and s["pid"], timeout=120, what=f"{prefix} to be up", every=0.2)
+        killed_at, since = time.monotonic(), time.time()
+        os.killpg(pid, signal.SIGKILL)
+        wait_for(lambda: service(home, prefix)["pid"] != pid, timeout=60, what=f"{prefix}'s exit seen", every=0.2)
+    wait_for(lambda: service(home, prefix)["pid"] and back(since), timeout=120, what=f"{prefix} back", every=0.2)
+    return time.monotonic() - killed_at
+
+
+def restart_delays(home, prefix: str) -> list[int]:
+    """The backoffs logs/supervisor.log records for the service: "NAME exited (code C); restart N in D s"."""
+    import re
+
+    return [int(m.group(1)) for m in re.finditer(rf"{re.escape(prefix)}[^\n]* exited \(code -?\d+\); restart \d+ "
+                                                 r"in (\d+) s", (home / "logs" / "supervisor.log").read_text())]
+
+
+def maintenance_pass_after(home, since: float) -> bool:
+    """The maintenance pass recorded one (webapp.status's maintenance.json) at or after ``since``."""
+    from datetime import datetime
+
+    try:
+        at = json.loads((home / "maintenance.json").read_text())["at"]
+    except (OSError, ValueError, KeyError):
+        return False
+    return datetime.fromisoformat(at).timestamp() >= since
