@@ -72,6 +72,8 @@ def test_a_sigkilled_training_process_with_no_restart_left_ends_lost_naming_the_
     assert "gave up" not in first  # (no restart was allowed)
     assert not any("%|" in line or "it/s]" in line for line in rest), run.error  # no progress bars
     assert any("training in" in line for line in rest), run.error  # the log's meaningful lines follow
+    lost = AuditEvent.objects.get(action="run.lost", target_id=run.pk)  # its Activity records the end, and why
+    assert lost.detail["reason"] == first and lost.actor_name.startswith("worker:"), lost.detail
     assert stack.worker.proc.poll() is None
     print(f"\nfault: training process SIGKILLed, max_restarts 0 -> lost {ended_s:.1f} s later: {first}")
 

@@ -52,8 +52,9 @@ def _recover(run: Run, age: float, gone: set[str]) -> None:
     elif run.restarts < allowed:
         _restart(run, why, allowed)
     else:
-        jobs.declare_lost(RUN_JOB, run, why + (f"; gave up after {run.restarts} automatic restart(s)" if allowed
-                                               else ""))
+        why += f"; gave up after {run.restarts} automatic restart(s)" if allowed else ""
+        jobs.declare_lost(RUN_JOB, run, why)
+        record_lost(run, f"worker lost: {why}", actor="reconciler")
         _after_end(run)
 
 
@@ -114,3 +115,11 @@ def _restart(run: Run, why: str, allowed: int, lost: str = "worker lost") -> Non
           reason=f"{lost}: {why}" if lost else why, from_step=step, restart=run.restarts, of=allowed, after_s=delay)
     log.warning("run %s: %s; restart %s of %s from step %s in %g s", run.pk, f"{lost} ({why})" if lost else why,
                 run.restarts, allowed, step, delay)
+
+
+def record_lost(run: Run, why: str, *, actor: str) -> None:
+    """A run that ended lost, in its Activity (``run.lost``): why (its cause's one line, the signal or the lost
+    worker, not its log's last line), at which step, after how many automatic restarts of how many allowed."""
+    audit(project=run.project_id, actor=actor[:200], action="run.lost", target_type="run", target_id=run.pk,
+          reason=(why.splitlines() or [""])[0][:300], at_step=run.last_step, restarts=run.restarts,
+          of=int(run.config.get("max_restarts", 0)))
