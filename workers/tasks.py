@@ -120,15 +120,16 @@ def _terminate_group(proc: ForkedChild, term_wait_s: float = TERM_TO_KILL_S) -> 
     holds a SIGTERM pending until it runs again."""
     from workers.sysmetrics import stopped_in_tree
 
+    stopped = stopped_in_tree(proc.pid)  # (read first: a root the SIGTERM ends takes its children out of its tree)
     for sig, wait_s in ((signal.SIGTERM, term_wait_s), (signal.SIGKILL, 10.0)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             return
-        if sig == signal.SIGTERM:
-            for pid in stopped_in_tree(proc.pid):
+        if sig == signal.SIGTERM:  # the group's stopped processes, and the tree's in groups of their own
+            for kill, target in ((os.killpg, proc.pid), *((os.kill, pid) for pid in stopped)):
                 try:
-                    os.kill(pid, signal.SIGCONT)
+                    kill(target, signal.SIGCONT)
                 except ProcessLookupError:
                     pass
         try:
