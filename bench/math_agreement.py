@@ -9,7 +9,7 @@ as they are with ``compare_strings`` wrapped to record each (gold, prediction) i
 with the test's ``expected`` verdict is then scored by Seedbed. Printed per mode: agreement with the expected
 verdicts, agreement with Math-Verify run with its default settings on the same texts (``verify(parse(gold),
 parse(prediction))``: some of its tests set other options), and how many differences are the listed
-intentional ones (``INTENTIONAL_DIFFERENCES``). ``--hedges`` adds the 2,400 seeded hedges and lists of
+intentional ones (``INTENTIONAL_DIFFERENCES``). ``--hedges`` adds the 4,000 seeded hedges and lists of
 ``tests/verifiers/test_math_hedges.py`` (every answer form; the gold written as LaTeX, ``$gold$``), whose
 expected verdict is Math-Verify's own. ``-v`` prints every other difference.
 """

@@ -156,6 +156,25 @@ CASES = {
     "hedged": [
         ("$3$", rf"{B}{{3 \text{{ or }} 4}}", 0),  # a set {3, 4} to Math-Verify
         ("$3$", "Answer: 3 or 4", 1),
+        ("$5$", "Answer: $5$ (though $6$ is also plausible)", 1),  # a second candidate: strict 0
+        ("$5$", "Answer: 5 o 6", 1),  # strict 0
+    ],
+    # several values where the gold is one: a list, a range, a bound (strict 0 on purpose; Math-Verify reads the first)
+    "several": [
+        ("$3$", "**Answer:** 3, 4, 5, 6, 7, 8, 9", 1),
+        ("$3$", "Answer: between 3 and 5", 1),
+        ("$3$", "Answer: at least 3", 1),
+        ("$3$", rf"{B}{{\geq 3}}", 1),
+        (r"$x \geq 3$", rf"{B}{{x \geq 3}}", 1),  # the gold a bound: strict 1 too
+    ],
+    # answers read as written: an abbreviation after a marker, a corrected box, a rejected root
+    "as_written": [
+        ("$6.28$", "Answer: approx. 6.28", 1),
+        ("$3$", "Answer: 3 (i.e. $4$ …)", 0),
+        ("$5$", "Answer: No. 5", 1),
+        ("$64$", rf"I initially thought ${B}{{32}}$, but each chip has two faces, so the total is ${B}{{64}}$.", 1),
+        ("$3$", "Answer: $x = 3$ or $x = -3$, but since $x$ is a side length, $x = 3$.", 1),
+        ("$-3$", "Answer: $x = 3$ or $x = -3$, but since $x$ is a side length, $x = 3$.", 0),
     ],
 }
 

@@ -3,12 +3,16 @@
 A seeded generator writes answers of one or several values — integers, negatives, fractions, decimals, simple
 expressions, ``x = v`` — as a list or a hedge ("or", "maybe", "/", "?") in every answer form: boxed (one box,
 joined boxes, a box and a candidate beside it), an answer marker followed by math spans, by plain text, "The
-final answer is … I hope it is correct.", and a bold ``**Answer:**``; the gold is one value or a set or tuple,
-and the values listed are the gold's, wrong ones, or both. For every case, strict == 1 implies Math-Verify == 1
-(``verify(parse("$" + gold + "$"), parse(completion))``), and a strict 0 where Math-Verify gives 1 carries one of
-the listed :data:`INTENTIONAL_DIFFERENCES`. Math-Verify runs in this process (its timeouts need the main
-thread), the verifier's fast path decides what it can, and Math-Verify's verdict is computed only where the
-property needs it, so the 2,400 cases take well under a minute.
+final answer is … I hope it is correct.", and a bold ``**Answer:**``; and in the shapes of :data:`SEVERAL_FORMS`:
+prose lists, ranges ("between a and b", "a to b", "a–b") and bounds ("at least a", ``\\geq a``, "a or more"), a
+second candidate in other phrasings ("(though b is also plausible)", "a o b", "(i.e. $b$)", "a vs. b"),
+abbreviations after a marker ("approx.", "ca.", "No."), boxes in separate math spans across a clause (a
+correction, or "or maybe" a hedge) and a candidate kept after "but since" (a rejected root). The gold is one value
+or a set or tuple, and the values listed are the gold's, wrong ones, or both. For every case, strict == 1 implies
+Math-Verify == 1 (``verify(parse("$" + gold + "$"), parse(completion))``), and a strict 0 where Math-Verify gives 1
+carries one of the listed :data:`INTENTIONAL_DIFFERENCES`. Math-Verify runs in this process (its timeouts need the
+main thread), the verifier's fast path decides what it can, and Math-Verify's verdict is computed only where the
+property needs it, so the 4,000 cases take under a minute.
 """
 import functools
 import random
@@ -20,7 +24,7 @@ from training.verifiers import get_verifier
 from training.verifiers.math_answer import check_in_worker, intentional_difference
 
 pytestmark = pytest.mark.peer
-N_CASES = 2400
+N_CASES = 4000
 SEED = 7
 
 
@@ -98,6 +102,35 @@ def _candidates(rng: random.Random, values: list) -> list[tuple[str, str]]:
 
 JOINS = [" or ", " or ", " and ", ", ", "/", ", maybe ", " or maybe ", " or possibly "]
 
+# Answers that give several values, or read past an abbreviation: (marker, LaTeX values, text values) -> body.
+# Lists, ranges and bounds; a second candidate in other phrasings; abbreviations after a marker; boxes in separate
+# math spans across a clause (a correction, or a hedge); a candidate kept after "but since" (a rejected root).
+SEVERAL_FORMS = {
+    "list": [lambda m, v, t: f"{m} " + ", ".join(t + ["7", "8", "9"]),
+             lambda m, v, t: f"{m} " + ", ".join(t)],
+    "range": [lambda m, v, t: f"{m} between {t[0]} and {t[1]}", lambda m, v, t: f"{m} from {t[0]} to {t[1]}",
+              lambda m, v, t: f"{m} {t[0]} to {t[1]}", lambda m, v, t: f"{m} {t[0]}–{t[1]}",
+              lambda m, v, t: f"{m} between ${v[0]}$ and ${v[1]}$"],
+    "bound": [lambda m, v, t: f"{m} at least {t[0]}", lambda m, v, t: f"{m} at most {t[0]}",
+              lambda m, v, t: f"{m} more than {t[0]}", lambda m, v, t: f"{m} ${v[0]}$ or more",
+              lambda m, v, t: rf"\boxed{{\geq {v[0]}}}", lambda m, v, t: f"{m} $\\geq {v[0]}$",
+              lambda m, v, t: rf"It is at least \boxed{{{v[0]}}}"],
+    "second": [lambda m, v, t: f"{m} ${v[0]}$ (though ${v[1]}$ is also plausible)",
+               lambda m, v, t: f"{m} {t[0]} o {t[1]}", lambda m, v, t: f"{m} {t[0]} ou {t[1]}",
+               lambda m, v, t: f"{m} ${v[0]}$ (i.e. ${v[1]}$)", lambda m, v, t: f"{m} {t[0]} vs. {t[1]}",
+               lambda m, v, t: rf"\boxed{{{v[0]}}} (though {t[1]} is also plausible)"],
+    "abbreviation": [lambda m, v, t: f"{m} approx. {t[0]}", lambda m, v, t: f"{m} ca. {t[0]}",
+                     lambda m, v, t: f"{m} No. {t[0]}", lambda m, v, t: f"{m} {t[0]} (i.e. ${v[1]}$ …)"],
+    "correction": [lambda m, v, t: rf"I initially thought $\boxed{{{v[1]}}}$, but each chip has two faces, so the "
+                                   rf"total is $\boxed{{{v[0]}}}$",
+                   lambda m, v, t: rf"I initially thought \boxed{{{v[1]}}}, but each chip has two faces, so the "
+                                   rf"total is \boxed{{{v[0]}}}",
+                   lambda m, v, t: rf"I thought $\boxed{{{v[1]}}}$, or maybe $\boxed{{{v[0]}}}$"],
+    "kept": [lambda m, v, t: f"Answer: ${v[0]}$ or ${v[1]}$, but since $x$ is a side length, ${v[0]}$",
+             lambda m, v, t: f"Answer: $x = {v[0]}$ or $x = {v[1]}$, but since $x$ is a side length, $x = {v[0]}$",
+             lambda m, v, t: f"{m} ${v[0]}$ or ${v[1]}$, so ${v[1]}$"],
+}
+
 
 def _completion(rng: random.Random, chosen: list[tuple[str, str]]) -> str:
     latex = [v for v, _ in chosen]
@@ -106,8 +139,14 @@ def _completion(rng: random.Random, chosen: list[tuple[str, str]]) -> str:
     text = [t for _, t in chosen]
     join = rng.choice(JOINS)
     form = rng.choice(["boxed_inside", "boxes", "box_and_prose", "marker_spans", "marker_text", "final_is",
-                       "bold", "uncertain"])
+                       "bold", "uncertain"] + list(SEVERAL_FORMS))
     marker = rng.choice(["Answer:", "Final answer:", "The answer is", "**Answer:**", "So the answer is"])
+    if form in SEVERAL_FORMS:
+        pair = latex + [v for v, _ in [_value(rng)]] if len(latex) < 2 else latex
+        text_pair = text + [pair[-1]] if len(text) < 2 else text
+        body = rng.choice(SEVERAL_FORMS[form])(marker, pair, text_pair)
+        lead = rng.choice(["", "We solve the equation step by step.\n", "Checking both cases carefully.\n\n"])
+        return lead + body + rng.choice(["", ".", "\n", ". I hope it is correct."])
     if form == "boxed_inside":
         inner = (r" \text{ or } " if join.strip() == "or" and rng.random() < 0.5 else join).join(latex)
         body = rf"\boxed{{{inner}}}"
@@ -149,7 +188,9 @@ def test_the_generator_covers_every_form_and_both_verdicts():
     assert cases == generated(N_CASES, SEED)  # seeded: the same cases every run
     texts = [c for _, c in cases]
     for needle in (r"\boxed", "Answer:", "The answer is", "The final answer is", "**Answer:**", " or ", "/",
-                   "maybe", r"\frac", "x = ", "-", "."):
+                   "maybe", r"\frac", "x = ", "-", ".", ", 7, 8, 9", "between", " to ", "at least", "or more",
+                   r"\geq", "plausible", " o ", " ou ", "(i.e.", " vs. ", "approx. ", "ca. ", "No. ",
+                   "so the total is $\\boxed", "but since $x$ is a side length"):
         assert any(needle in t for t in texts), needle
     assert sum("," in g for g, _ in cases) > N_CASES // 4 and sum("," not in g for g, _ in cases) > N_CASES // 4
 
@@ -174,4 +215,4 @@ def test_strict_never_scores_1_where_math_verify_gives_0_and_its_other_zeros_are
     assert not wrongly_rewarded, wrongly_rewarded[:5]
     assert not unlisted, unlisted[:5]
     # both verdicts well represented: the property is tested, not vacuous
-    assert counts["strict 1"] > N_CASES // 10 and counts["listed"] > N_CASES // 10, counts
+    assert counts["strict 1"] > N_CASES // 15 and counts["listed"] > N_CASES // 10, counts

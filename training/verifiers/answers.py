@@ -26,8 +26,13 @@ _BOXED_START = re.compile(r"\\(?:boxed|fbox)\s*")
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 # Math delimiters an answer may open with, and their closers ($$ before $: the longer opener first).
 _MATH_OPENERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
-# Where a prose answer ends: a full stop, semicolon or "!" followed by a space (not "3.5", not "\$3."), or a line end.
-_SENTENCE_END = re.compile(r"(?<!\\)[.;!](?=\s|$)|\n")
+# A full stop that ends no sentence: an abbreviation's ("approx. 6.28", "i.e. $4$", "e.g.", "vs.", "ca.", "cf.",
+# "resp.", "viz.", "esp.", "incl.", "eq.", "fig.", and "No." before a number), which an answer may hold or follow
+ABBREVIATIONS = ("approx", "ca", "cf", "vs", "i.e", "e.g", "resp", "viz", "esp", "incl", "eq", "fig")
+NOT_AN_ABBREVIATION = "".join(rf"(?<!\b{re.escape(a)})" for a in ABBREVIATIONS) + r"(?<!\bno(?=\.\s*[-−+#\d$\\]))"
+# Where a prose answer ends: a full stop, semicolon or "!" followed by a space (not "3.5", not "\$3.", not an
+# abbreviation's), or a line end.
+_SENTENCE_END = re.compile(r"(?<!\\)" + NOT_AN_ABBREVIATION + r"[.;!](?=\s|$)|\n", re.IGNORECASE)
 MAX_ANSWER_REGION = 2000  # characters read after a marker: a display block longer than this is not an answer
 MAX_TAIL = 300  # characters of a sentence read after its answer, for a hedge
 # Math spans Math-Verify reads as one answer (a set): the first and up to five more, each joined to the one before
@@ -35,7 +40,7 @@ MAX_TAIL = 300  # characters of a sentence read after its answer, for a hedge
 MAX_JOINED_SPANS = 6
 _SPAN_JOINER = re.compile(r"\s*(?:,?and|,?or|,)\s*")
 # where the sentence after an answer ends, for a hedge after it: a question mark too ("$3$? Or $4$")
-_SENTENCE_OR_QUESTION_END = re.compile(r"(?<!\\)[.;!?](?=\s|$)|\n")
+_SENTENCE_OR_QUESTION_END = re.compile(r"(?<!\\)" + NOT_AN_ABBREVIATION + r"[.;!?](?=\s|$)|\n", re.IGNORECASE)
 _BOX_SEPARATOR = re.compile(r"\b(?:and|or)\b|[,;]")
 _MARKER_TIERS = (  # Math-Verify's order of strength: "final answer ... is", then "answer:", then the rest
     # words between "final answer" and "is" ("to this problem"), never math, a number, a colon or a full stop
@@ -77,6 +82,23 @@ def find_boxed_spans(text: str) -> list[tuple[int, int, str]]:
 
 
 _BRACE = re.compile(r"(?<!\\)[{}]")
+# Math spans as Math-Verify's answer regexes find them: $$…$$ and \[…\] (across lines), $…$ (one line, not opened
+# right after a digit) and \(…\)
+_MATH_SPAN = re.compile(r"(?<!\\)\$\$(?:[^$]|\$(?!\$)){1,%d}?\$\$|(?<!\\)\\\[(?:[^\\]|\\(?!\])){1,%d}?\\\]|"
+                        r"(?<!\\|\d)\$(?:\\\$|[^\n$])+?(?<!\\)\$|(?<!\\)\\\((?:[^\\\n]|\\(?!\))){1,%d}?\\\)"
+                        % ((MAX_ANSWER_REGION,) * 3))
+MAX_SPAN_LOOKBACK = 20_000  # characters before the last box scanned for math spans (boxes further back: none)
+
+
+def _math_spans_before(text: str, end: int) -> list[tuple[int, int]]:
+    """The math spans of ``text`` ending by ``end``, scanned from a line start at most
+    :data:`MAX_SPAN_LOOKBACK` characters before it (bounded work, whatever the completion's length)."""
+    start = text.rfind("\n", 0, max(0, end - MAX_SPAN_LOOKBACK)) + 1
+    return [(m.start(), m.end()) for m in _MATH_SPAN.finditer(text, start, min(len(text), end + MAX_ANSWER_REGION))]
+
+
+def _span_holding(math_spans: list[tuple[int, int]], box: tuple[int, int, str]) -> tuple[int, int] | None:
+    return next(((s, e) for s, e in math_spans if s < box[0] and box[1] < e), None)
 
 
 def _matching_braces(text: str) -> dict[int, int]:
@@ -123,11 +145,18 @@ def final_boxed_spans(text: str, spans: list[tuple[int, int, str]] | None = None
     if not spans:
         return []
     group = [spans[-1]]
+    math_spans = _math_spans_before(text, spans[-1][1]) if len(spans) > 1 else []
     for box in reversed(spans[:-1]):
         following = group[0]
-        between = text[box[1]:following[0]]
-        joined = len(between) < 10 or (box[2] != following[2] and len(between) < 70
-                                        and _BOX_SEPARATOR.search(between) is not None)
+        box_span, following_span = _span_holding(math_spans, box), _span_holding(math_spans, following)
+        if following_span is not None and box_span != following_span:
+            # the later box in a math span of its own: Math-Verify reads that span, and the spans joined to it
+            # by "," / "and" / "or" alone ("$\boxed{-2}$ and $\boxed{1}$"), not a box further back in the clause
+            joined = box_span is not None and _SPAN_JOINER.fullmatch(text[box_span[1]:following_span[0]]) is not None
+        else:
+            between = text[box[1]:following[0]]
+            joined = len(between) < 10 or (box[2] != following[2] and len(between) < 70
+                                            and _BOX_SEPARATOR.search(between) is not None)
         if not joined:
             break
         group.insert(0, box)

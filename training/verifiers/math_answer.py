@@ -78,6 +78,11 @@ class IntentionalDifference:
     why: str
 
 
+# The reason a hedge of each kind (math_extract._text_hedge) scores 0 with
+HEDGE_REASONS = {"uncertain": "hedged answer", "alternative": "hedged answer", "set": "hedged answer",
+                 "several": "answer is a list, range or bound"}
+KEPT_CANDIDATE_WRONG = "kept candidate not equivalent to the gold answer"
+
 # The one list of intentional differences from Math-Verify 0.9.0; the differential tests fail on any other.
 INTENTIONAL_DIFFERENCES = (
     IntentionalDifference(
@@ -87,12 +92,27 @@ INTENTIONAL_DIFFERENCES = (
         "expression anywhere in the text. Mode lenient reads it as Math-Verify does."),
     IntentionalDifference(
         "hedged answer", ("strict",),
-        "An answer that hedges scores 0 wherever it is written: different candidates joined by \"or\" "
-        "(\"3 or 4\", \"$3$ or $4$\", \"\\boxed{3} or 4\"), a \"/\" between two separate math spans "
-        "(\"$3$/$4$\"), or an uncertain word (\"maybe\", \"probably\", \"3?\"), unless the candidates are "
-        "one set Math-Verify reads whole and the gold is that set (\"$x = -3$ or $x = 2$\" for the gold -3, 2): "
-        "Math-Verify takes the first value of a prose list, of a \"/\" or of \"or\" in some LaTeX forms, "
+        "An answer that hedges scores 0 wherever it is written: different candidates joined by \"or\" in any "
+        "language (\"3 or 4\", \"$3$ or $4$\", \"\\boxed{3} or 4\", \"5 o 6\"), a \"/\" between two separate "
+        "math spans (\"$3$/$4$\"), an uncertain word (\"maybe\", \"probably\", \"3?\"), or a second value "
+        "offered after the answer in its sentence (\"$5$ (though $6$ is also plausible)\", \"3 (i.e. $4$)\", "
+        "\"$\\boxed{32}$, or maybe $\\boxed{64}$\"), unless the candidates are one set Math-Verify reads whole and "
+        "the gold is that set (\"$x = -3$ or $x = 2$\" for the gold -3, 2): Math-Verify takes the first value "
+        "of a prose list, of a \"/\" or of \"or\" in some LaTeX forms and ignores what follows the answer, "
         "so listing candidates would be rewarded."),
+    IntentionalDifference(
+        "answer is a list, range or bound", ("strict",),
+        "An answer that gives several values scores 0 unless the gold is several values too (a set, tuple, "
+        "interval or inequality) and Math-Verify finds them equal: a list of candidates (\"3, 4, 5, 6\"), a "
+        "range (\"between 3 and 5\", \"3 to 5\") or a bound (\"at least 3\", \"\\geq 3\", \"3 or more\"). "
+        "Math-Verify reads the first value of a prose list, range or bound, so listing candidates, or bounding "
+        "the answer instead of giving it, would be rewarded."),
+    IntentionalDifference(
+        KEPT_CANDIDATE_WRONG, ("strict",),
+        "An answer that names candidates and keeps one of them in the same sentence (\"$x = 3$ or $x = -3$, but "
+        "since $x$ is a side length, $x = 3$\") is the one it keeps, not a hedge (a rejected root): it scores 1 "
+        "only where Math-Verify's reading of that sentence finds the gold too, and 0 where the kept value is not "
+        "the gold, even where Math-Verify reads the candidates as a set equal to it."),
     IntentionalDifference(
         "several different boxed answers", ("strict",),
         "Only with multiple_boxed=reject: a completion that boxes different answers apart from its final one "
@@ -121,6 +141,15 @@ def intentional_differences_doc() -> str:
 def intentional_difference(details: dict, mode: str) -> IntentionalDifference | None:
     """The listed difference a verdict's ``details`` show in ``mode``, or None."""
     return next((d for d in INTENTIONAL_DIFFERENCES if d.reason == details.get("reason") and mode in d.modes), None)
+
+
+def _keys(info: dict) -> list[tuple[str, str, str]]:
+    """The (gold, answer, read_as) checks an answer needs: its own, and for a kept candidate its sentence as
+    Math-Verify reads it (``guard``)."""
+    keys = [(info["gold"], info["checked"], info["read_as"])]
+    if info.get("guard"):
+        keys.append((info["gold"], info["guard"], "completion"))
+    return keys
 
 
 def _cache_key(key: tuple[str, str, str]) -> tuple:
@@ -228,33 +257,67 @@ class MathVerifier:
                 out[i] = exc
                 continue
             info["gold"] = gold
-            hedge = info.get("hedge")
-            if hedge == "uncertain" and _UNCERTAIN.search(gold):
-                hedge = info["hedge"] = None  # the gold itself is phrased that way
-            if info["answer"] is None:
-                out[i] = VerifierResult(0.0, info)
-            elif hedge in ("uncertain", "alternative") or (hedge == "set" and parse_fast(gold) is not None):
-                # (a gold the fast grammar reads is one value: candidates joined by "or" are no set of it)
-                info["reason"] = "hedged answer"
-                out[i] = VerifierResult(0.0, info)
-            elif (fast := self._fast(gold, info)) is not None:
-                out[i] = fast
-            else:
-                key = (gold, info["checked"], info["read_as"])
-                if _cache_key(key) in self._cache:
-                    self._cache.move_to_end(_cache_key(key))
-                    out[i] = self._result(info, self._cache[_cache_key(key)], cached=True)
-                else:
+            out[i] = self._decide_here(gold, info)
+            if out[i] is None:
+                for key in _keys(info):
                     todo.setdefault(key, []).append(i)
-        if todo:
-            for key, reply in self._check_in_pool(list(todo)).items():
-                if isinstance(reply, dict) and reply.get("status") == "ok" and self.cache_size:
-                    self._cache[_cache_key(key)] = reply
-                    if len(self._cache) > self.cache_size:
-                        self._cache.popitem(last=False)
-                for i in todo[key]:
-                    out[i] = self._result(infos[i], reply, cached=False)
+        replies = self._replies(list(todo))
+        for i, info in enumerate(infos):
+            if out[i] is None:
+                main, *guard = _keys(info)
+                out[i] = self._result(info, *replies[main])
+                if guard:
+                    out[i] = self._guarded(info, out[i], replies[guard[0]][0])
         return out
+
+    def _decide_here(self, gold: str, info: dict) -> VerifierResult | None:
+        """The verdict without math-verify, or None: no answer, a hedge, or the fast path's exact verdict."""
+        hedge = info.get("hedge")
+        if hedge == "uncertain" and _UNCERTAIN.search(gold):
+            hedge = info["hedge"] = None  # the gold itself is phrased that way
+        if info["answer"] is None:
+            return VerifierResult(0.0, info)
+        if hedge in ("uncertain", "alternative") or (hedge in ("set", "several") and parse_fast(gold) is not None):
+            # (a gold the fast grammar reads is one value: candidates, a list, a range or a bound are no set of it)
+            info["reason"] = HEDGE_REASONS[hedge]
+            return VerifierResult(0.0, info)
+        if info.get("guard"):
+            return None  # a kept candidate: math-verify reads the sentence too
+        return self._fast(gold, info)
+
+    def _replies(self, keys: list[tuple[str, str, str]]) -> dict[tuple, tuple]:
+        """``key -> (reply, cached)`` for each (gold, answer, read_as) key: from the cache, else math-verify."""
+        replies, missing = {}, []
+        for key in keys:
+            if _cache_key(key) in self._cache:
+                self._cache.move_to_end(_cache_key(key))
+                replies[key] = (self._cache[_cache_key(key)], True)
+            else:
+                missing.append(key)
+        for key, reply in (self._check_in_pool(missing) if missing else {}).items():
+            if isinstance(reply, dict) and reply.get("status") == "ok" and self.cache_size:
+                self._cache[_cache_key(key)] = reply
+                if len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+            replies[key] = (reply, False)
+        return replies
+
+    def _guarded(self, info: dict, result, guard_reply):
+        """A kept candidate's verdict (``result``: the kept value against the gold) with Math-Verify's reading of
+        its whole sentence (``guard_reply``): 1 only where both find the gold; a 0 from the kept value where the
+        sentence's reading finds it (Math-Verify read the candidates as a set, or another of them) carries the
+        listed reason."""
+        if isinstance(result, VerifierError):
+            return result
+        if not isinstance(guard_reply, dict) or guard_reply.get("status") != "ok":
+            return self._result(info, guard_reply, cached=False)  # the errors it stands for
+        if result.score == 1.0 and not guard_reply["correct"]:
+            return VerifierResult(0.0, dict(result.details, reason="not equivalent to the gold answer",
+                                            guard_parsed=guard_reply.get("answer_parsed")))
+        if result.score == 0.0 and guard_reply["correct"]:
+            return VerifierResult(0.0, dict(result.details, reason=KEPT_CANDIDATE_WRONG,
+                                            guard_parsed=guard_reply.get("answer_parsed")))
+        return result
 
     def _extract(self, completion: str) -> dict:
         """The answer to check: in mode strict the one :func:`extract_answer` finds (None when the completion
@@ -341,9 +404,9 @@ class MathVerifier:
         if reply.get("timed_out"):
             details["timed_out"] = reply["timed_out"]
         correct = reply["correct"]
-        if info.get("hedge") == "set" and not (correct and reply.get("gold_multi")):
-            # candidates joined by "or" count only as the complete set of values the gold is
-            correct, details["reason"] = False, "hedged answer"
+        if info.get("hedge") in ("set", "several") and not (correct and reply.get("gold_multi")):
+            # candidates joined by "or", a list, a range or a bound count only as the several values the gold is
+            correct, details["reason"] = False, HEDGE_REASONS[info["hedge"]]
         return VerifierResult(1.0 if correct else 0.0, details)
 
 

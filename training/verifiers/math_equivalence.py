@@ -149,9 +149,12 @@ def _answer_timed_out(gold_parsed: list, where: str, start: float) -> dict:
 
 
 def _is_several_values(obj) -> bool:
-    """Whether a parsed gold is a set of values, a tuple or an interval (what "$x = -3$ or $x = 2$" may equal)."""
-    from sympy import FiniteSet, Interval, Tuple
-    return isinstance(obj, Interval) or (isinstance(obj, (FiniteSet, Tuple)) and len(obj.args) >= 2)
+    """Whether a parsed gold is several values: a set, a tuple, an interval, a union of them, or an inequality
+    (what "$x = -3$ or $x = 2$", a list, a range or a bound may equal)."""
+    from sympy import And, Equality, FiniteSet, Interval, Or, Tuple, Union
+    from sympy.core.relational import Relational
+    return (isinstance(obj, (Interval, Union, And, Or)) or (isinstance(obj, Relational) and not isinstance(obj, Equality))
+            or (isinstance(obj, (FiniteSet, Tuple)) and len(obj.args) >= 2))
 
 
 def check_chunk_in_worker(pairs: list[tuple[str, str, str]], float_rounding: int, timeout_s: int,

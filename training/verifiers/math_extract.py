@@ -26,23 +26,26 @@ from __future__ import annotations
 import re
 
 from training.verifiers.answers import extract as extract_form
-from training.verifiers.answers import (MAX_TAIL, final_answer_is_after, final_boxed_spans, find_boxed_spans,
-                                        marked_answer)
+from training.verifiers.answers import (MAX_TAIL, NOT_AN_ABBREVIATION, final_answer_is_after, final_boxed_spans,
+                                        find_boxed_spans, marked_answer)
+from training.verifiers.math_candidates import (bound_after, bound_before, bound_in_latex, cue_between,
+                                                first_value, kept_candidate, second_candidate, several_in_text)
 from training.verifiers.math_equivalence import _UNESCAPED_DOLLAR
 
 # Hedges. Uncertain words: always a hedge. "or" between candidates: a hedge unless Math-Verify reads the
 # candidates as one set (a box's content, boxes or math spans it joins) and the gold is that set of values.
 _UNCERTAIN = re.compile(r"\b(?:maybe|possibly|probably|perhaps)\b|\?", re.IGNORECASE)
-_OR = re.compile(r"\b(?:or|either)\b|\\(?:lor|vee)\b", re.IGNORECASE)
+_OR_WORDS = r"\b(?:or|either|o|ou|oder|oppure)\b"  # (several languages' "or": "5 o 6" hedges as "5 or 6" does)
+_OR = re.compile(_OR_WORDS + r"|\\(?:lor|vee)\b", re.IGNORECASE)
 # two separate math spans with "/" between them ("$3$/$4$"): candidates, not a fraction
 _SLASH_BETWEEN_SPANS = re.compile(r"(?:(?<!\\)\$|\\\)|\})\s*/\s*(?:(?<!\\)\$|\\\(|\\boxed|\\fbox)")
 # after an answer, in its sentence: another candidate ("or 4", "/ $4$", "or \boxed{4}")
-_ALTERNATIVE_AFTER = re.compile(r"(?:\b(?:or|either)\b|\\(?:lor|vee)\b|/)\s*(?:\$|\\\(|\\\[|\\boxed|\\fbox|\\[dt]?frac|"
+_ALTERNATIVE_AFTER = re.compile(rf"(?:{_OR_WORDS}|\\(?:lor|vee)\b|/)\s*(?:\$|\\\(|\\\[|\\boxed|\\fbox|\\[dt]?frac|"
                                 r"\\sqrt|[-−+]?\.?[0-9])", re.IGNORECASE)
 # right before a box, in its sentence: a candidate and "or" ("3 or \boxed{4}"), or an uncertain word
 _ALTERNATIVE_BEFORE = re.compile(r"(?:[0-9]|(?<!\\)\$|\\\)|\})\s*(?:\bor\b|/)$", re.IGNORECASE)
 _UNCERTAIN_BEFORE = re.compile(r"\b(?:maybe|possibly|probably|perhaps)\b[\s:,]*$", re.IGNORECASE)
-_SENTENCE_START = re.compile(r"(?<!\\)[.;!?](?=\s)|\n")
+_SENTENCE_START = re.compile(r"(?<!\\)" + NOT_AN_ABBREVIATION + r"[.;!?](?=\s)|\n", re.IGNORECASE)
 # TeX programming in an answer: macro definitions, conditionals, a macro parameter "#", a "%" comment that hides
 # the rest of its line. No answer needs them; they make the checker read something else than what is written
 # ("\\boxed{4 # 3}" and "\\boxed{\\let\\four=3 \\four}" are 3 to Math-Verify, "4 %" + newline + "3" is 3 to a box)
@@ -122,18 +125,25 @@ def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxe
             if _UNESCAPED_DOLLAR.search(info["answer"]):  # a box across math delimiters: "\\boxed{12 $ and $13}"
                 info["checked"] = "".join(f"\\boxed{{{content}}}, " for content in group)[:-2]
             info["method"], info["read_as"], info["parts"] = "boxed", "latex", len(group)
-            info["hedge"] = _boxes_hedge(completion, group_spans)
+            info["hedge"] = _boxes_hedge(completion, group_spans, spans)
             break
         if form == "answer_line":
             marked = marked_answer(completion)
             if marked is None:
                 continue
-            if len(marked.spans) > 1:  # spans Math-Verify joins into one answer: it reads them together
+            kept = kept_candidate(marked.spans, marked.tail)
+            if kept is not None:  # "$x = 3$ or $x = -3$, but since x > 0, $x = 3$": the one kept, a rejected root
+                info["answer"] = info["checked"] = kept
+                info["read_as"], info["hedge"] = "latex", _text_hedge(kept, "latex")
+                info["guard"] = "Answer: " + marked.text + marked.tail  # Math-Verify's reading must agree
+            elif len(marked.spans) > 1:  # spans Math-Verify joins into one answer: it reads them together
                 info["answer"], info["checked"], info["read_as"] = ", ".join(marked.spans), marked.text, "latex"
                 info["parts"] = len(marked.spans)
             else:
                 info["answer"], info["checked"], info["read_as"] = _tidy(marked.text)
-            info["method"], info["hedge"] = form, _marked_hedge(marked, info["read_as"])
+            info["method"] = form
+            if kept is None:
+                info["hedge"] = _marked_hedge(marked, info["read_as"])
             break
         answer = extract_form(completion, form)
         if answer is not None:
@@ -152,22 +162,29 @@ def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxe
 
 def _text_hedge(text: str, read_as: str) -> str | None:
     """How an answer hedges (None: it does not): ``"uncertain"`` (maybe, probably, "?"), ``"alternative"``
-    (candidates Math-Verify does not read as one set: "or" in prose, "/" between math spans) or ``"set"``
-    ("or" inside LaTeX, which Math-Verify reads as a set: ``3 \\text{ or } 4`` is {3, 4})."""
+    (candidates Math-Verify does not read as one set: "or" in prose, "/" between math spans, a second value
+    offered after the first: "5 (though 6 is also plausible)"), ``"set"`` ("or" inside LaTeX, which Math-Verify
+    reads as a set: ``3 \\text{ or } 4`` is {3, 4}) or ``"several"`` (a list, range or bound: "3, 4, 5", "between 3
+    and 5", "at least 3", ``\\geq 3``; :mod:`training.verifiers.math_candidates`)."""
     if _UNCERTAIN.search(text):
         return "uncertain"
     if _SLASH_BETWEEN_SPANS.search(text):
         return "alternative"
     if _OR.search(text):
         return "set" if read_as == "latex" else "alternative"
-    return None
+    if read_as == "latex":
+        return "several" if bound_in_latex(text) else None
+    first = first_value(text)
+    if first is not None and second_candidate(first[1], first[0]):
+        return "alternative"
+    return "several" if several_in_text(text) else None
+
+
+_ORDER = ("uncertain", "alternative", "several", "set")  # the worst kind first: what a verdict reports
 
 
 def _worst(*hedges: str | None) -> str | None:
-    for kind in ("uncertain", "alternative", "set"):
-        if kind in hedges:
-            return kind
-    return None
+    return next((kind for kind in _ORDER if kind in hedges), None)
 
 
 def _marked_hedge(marked, read_as: str) -> str | None:
@@ -178,22 +195,34 @@ def _marked_hedge(marked, read_as: str) -> str | None:
     return _worst(*(_text_hedge(span, "latex") for span in marked.spans),
                   "set" if any(_OR.search(joiner) for joiner in marked.joiners) else None,
                   "uncertain" if _UNCERTAIN.search(tail) else None,
-                  "alternative" if _ALTERNATIVE_AFTER.search(tail) else None)
+                  "alternative" if _ALTERNATIVE_AFTER.search(tail) or second_candidate(tail, marked.spans[-1])
+                  else None,
+                  "several" if bound_after(tail) else None)
 
 
-def _boxes_hedge(completion: str, group_spans: list[tuple[int, int, str]]) -> str | None:
-    """How the final boxes hedge: in a box, between the boxes, or in their sentence right before the first
-    ("maybe \\boxed{3}", "3 or \\boxed{4}") or after the last ("\\boxed{3} or 4", "\\boxed{3}?")."""
+def _boxes_hedge(completion: str, group_spans: list[tuple[int, int, str]],
+                 spans: list[tuple[int, int, str]]) -> str | None:
+    """How the final boxes hedge: in a box, between the boxes, in their sentence right before the first
+    ("maybe \\boxed{3}", "3 or \\boxed{4}", "at least \\boxed{3}", an earlier box offered as another possibility:
+    "$\\boxed{32}$, or maybe $\\boxed{64}$") or after the last ("\\boxed{3} or 4", "\\boxed{3}?", "\\boxed{5}
+    (though 6 is also plausible)")."""
     hedges = [_text_hedge(content, "latex") for _, _, content in group_spans]
     for (_, end, _), (start, _, _) in zip(group_spans, group_spans[1:]):
         between = completion[end:start]
         hedges.append("uncertain" if _UNCERTAIN.search(between) else "alternative" if "/" in between
                       else "set" if _OR.search(between) else None)  # Math-Verify reads joined boxes as a set
     first, last = group_spans[0][0], group_spans[-1][1]
+    earlier = [box for box in spans if box[1] <= first]
+    if earlier:  # a box not joined to the final ones, in the same sentence: a correction, or another candidate
+        between = completion[earlier[-1][1]:first]
+        if not _SENTENCE_START.search(between) and cue_between(between):
+            hedges.append("uncertain" if _UNCERTAIN.search(between) else "alternative")
     head = completion[max(0, first - 80):first]
     head = head[max((m.end() for m in _SENTENCE_START.finditer(head)), default=0):].rstrip(" \t$([\\")
     stop = _SENTENCE_START.search(completion, last, last + MAX_TAIL)
     tail = completion[last:stop.end() if stop else last + MAX_TAIL].lstrip(" \t$)]\\")
     hedges += ["uncertain" if _UNCERTAIN_BEFORE.search(head) or _UNCERTAIN.search(tail) else None,
-               "alternative" if _ALTERNATIVE_BEFORE.search(head) or _ALTERNATIVE_AFTER.search(tail) else None]
+               "alternative" if _ALTERNATIVE_BEFORE.search(head) or _ALTERNATIVE_AFTER.search(tail)
+               or second_candidate(tail, group_spans[-1][2]) else None,
+               "several" if bound_before(head) or bound_after(tail) else None]
     return _worst(*hedges)
