@@ -23,12 +23,29 @@ log = logging.getLogger("seedbed.workers")
 def reconcile() -> dict[str, list[int]]:
     """One pass: ``{"lost": [...], "redispatched": [...], "disk_restarted": [...]}``, the run ids each step
     acted on. Lost runs are marked first, so a run restarted by this pass is sent by the same pass once its
-    back-off is over (a later one otherwise)."""
-    lost = services.runs_mark_lost()
-    redispatched = services.runs_redispatch()
+    back-off is over (a later one otherwise). A database whose disk is full refuses the pass's writes: the pass
+    says so (``"database_full"``) and, for one lost threshold after, judges no run lost by its heartbeat's age
+    (``workers.db_full``: those heartbeats could not be written; the slots record their runs themselves)."""
+    from django.conf import settings
+    from django.db import DatabaseError
+
+    from workers import db_full
+
+    paused = db_full.heartbeats_paused(settings.SEEDBED_LOST_AFTER_S)
+    try:
+        lost = services.runs_mark_lost(by_heartbeat=not paused)
+        redispatched = services.runs_redispatch()
+    except DatabaseError as exc:
+        if not db_full.is_full(exc):
+            raise
+        db_full.seen_full()
+        log.warning("reconciler: the database's disk is full (%s); no run is judged lost by its heartbeat until "
+                    "%.0f s after it takes writes again", exc, settings.SEEDBED_LOST_AFTER_S)
+        return {"lost": [], "redispatched": [], "disk_restarted": [], "database_full": True}
     try:  # a run that failed on a full disk restarts once there is space again
         disk_restarted = services.runs_restart_after_disk_full()
     except Exception:  # reading a folder's disk may fail: the other repairs stand, the next pass tries again
         log.exception("reconciler: could not restart the runs that failed on a full disk")
         disk_restarted = []
-    return {"lost": lost, "redispatched": redispatched, "disk_restarted": disk_restarted}
+    result = {"lost": lost, "redispatched": redispatched, "disk_restarted": disk_restarted}
+    return {**result, "heartbeats_paused": True} if paused else result

@@ -123,8 +123,18 @@ def preload_training() -> None:
 def disk_full_message(exc: BaseException, folder: str) -> str:
     """"no space left on device under FOLDER: N free" when ``exc`` (or one it came from) is a write that found
     the disk full, else "". torch reports a full disk while saving as a bare "file write failed", so a write
-    error with next to no space left counts as one too."""
+    error with next to no space left counts as one too. A database that refused a write for its full disk
+    (SQLite's "database or disk is full": workers.db_full) names the database's folder instead, when it is a
+    file here."""
     import errno
+
+    from workers import db_full
+
+    if db_full.refused_by_database(exc):
+        database = db_full.database_folder()
+        folder = database or folder
+        free = disk_free(folder)
+        return f"no space left on device under {folder}: {human_bytes(free)} free"
 
     texts, todo = [], [exc]
     while todo and len(texts) < 20:  # the exception, those it came from, and a torch checkpoint's ranks' failures

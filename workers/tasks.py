@@ -18,6 +18,7 @@ from pathlib import Path
 
 from celery.signals import task_failure, worker_init, worker_ready, worker_shutdown, worker_shutting_down
 
+from workers import db_full
 from workers.celery_app import app, ensure_django
 from workers.runner import EXIT_RANK_LOST, EXIT_STOPPED, EXIT_SUCCEEDED
 
@@ -154,6 +155,9 @@ def _supervise(run_id: int, proc: ForkedChild, worker: str, heartbeat=None, syst
     from workers.sysmetrics import ProcessTreeSampler
 
     heartbeat = heartbeat or (lambda pid: services.run_heartbeat(run_id=run_id, pid=pid, worker=worker))
+    # (a full database refuses them: supervision goes on, the training process fails on that disk by itself)
+    heartbeat = db_full.tolerant(heartbeat, "heartbeat", run_id, True)
+    sample = db_full.tolerant(_record_system_metrics, "system metrics", run_id, None)
     system = ProcessTreeSampler(proc.pid) if system_metrics else None
     next_beat = 0.0
     while proc.poll() is None:
@@ -161,7 +165,7 @@ def _supervise(run_id: int, proc: ForkedChild, worker: str, heartbeat=None, syst
         if now >= next_beat:
             next_beat = now + settings.SEEDBED_HEARTBEAT_S
             if system is not None:
-                _record_system_metrics(run_id, system)
+                sample(run_id, system)
             if not heartbeat(proc.pid):
                 # lost, ended or taken over: the child sees it too (runner.StopFlag) and stops within a step
                 log.info("run %s: no longer held by %s; its training process is stopping", run_id, worker)
@@ -273,7 +277,8 @@ def train_run(self, run_id: int, dispatch: str = "", node_rank: int | None = Non
     detail = _failure_detail(run_id, proc, log_path) if outcome == "failed" else ""
     if outcome == "signaled":
         detail = _signal_detail(run_id, proc, log_path, oom_before)
-    status = services.run_record_exit(run_id=run_id, outcome=outcome, forced=forced, detail=detail, worker=worker)
+    status = db_full.retrying(lambda: services.run_record_exit(run_id=run_id, outcome=outcome, forced=forced,
+                                                               detail=detail, worker=worker), "how it ended", run_id)
     log.info("run %s: ended %s (exit code %s)", run_id, status, proc.returncode)
     return status
 
@@ -382,13 +387,15 @@ def train_node(task, run_id: int, dispatch: str, node_rank: int, worker: str, at
     detail = _failure_detail(run_id, proc, log_path) if outcome == "failed" else ""
     if outcome == "signaled":
         detail = _signal_detail(run_id, proc, log_path, oom_before)
-    services.run_node_exit(run_id=run_id, node_rank=node_rank, worker=worker, outcome=outcome, error=detail)
+    db_full.retrying(lambda: services.run_node_exit(run_id=run_id, node_rank=node_rank, worker=worker, outcome=outcome,
+                                                    error=detail), "how its node ended", run_id)
     if node_rank > 0:
         log.info("run %s: node %s ended %s (exit code %s)", run_id, node_rank, outcome, proc.returncode)
         return outcome
     if outcome == "failed":
         detail = services.run_node_errors(run_id=run_id, dispatch=dispatch) + detail
-    status = services.run_record_exit(run_id=run_id, outcome=outcome, forced=forced, detail=detail, worker=worker)
+    status = db_full.retrying(lambda: services.run_record_exit(run_id=run_id, outcome=outcome, forced=forced,
+                                                               detail=detail, worker=worker), "how it ended", run_id)
     log.info("run %s: ended %s (exit code %s)", run_id, status, proc.returncode)
     return status
 
@@ -510,6 +517,7 @@ def _stop_local_runs(sig=None, how=None, **_: object) -> None:
     of every run. (A cold shutdown kills the slots; their children then get SIGTERM through PDEATHSIG.)"""
     if how != "Warm":
         return
+    db_full.stopping()  # (a slot waiting for a full database to record its run stops waiting)
     close_old_connections()
     host = socket.gethostname()
     for pid, worker in Run.objects.filter(status=RunStatus.RUNNING, worker__startswith=f"{host}:",

@@ -104,7 +104,7 @@ def running_stack(worker_env, tmp_path, monkeypatch, django_db_blocker, threshol
 
     env, _ = worker_env
     home = tmp_path / "home"
-    home.mkdir()
+    home.mkdir(exist_ok=True)  # (a test may have mounted a disk of its own there)
     redis = Redis(free_port(), tmp_path)
     redis.start()
     env = {**env, "SEEDBED_HOME": str(home), "CELERY_BROKER_URL": redis.url, **thresholds}

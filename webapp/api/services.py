@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.http import Http404
 from django.utils import timezone
 
@@ -13,6 +14,7 @@ from training.fields import FieldErrors
 
 from .models import ApiToken
 
+log = logging.getLogger("seedbed.api")
 TOKEN_PREFIX = "sb_"
 LAST_USED_RESOLUTION = timedelta(minutes=1)  # last_used_at is written at most once a minute per token
 
@@ -33,7 +35,9 @@ def token_create(*, user, name: str = "") -> tuple[ApiToken, str]:
 
 
 def user_for_token(token: str):
-    """The active user a live token belongs to, or None (unknown, revoked, or its user deactivated)."""
+    """The active user a live token belongs to, or None (unknown, revoked, or its user deactivated). Its last use
+    is recorded (``LAST_USED_RESOLUTION`` apart), unless the database refuses the write: a full disk must not
+    refuse a read."""
     if not token or len(token) > 200 or not token.startswith(TOKEN_PREFIX):
         return None
     row = ApiToken.objects.select_related("user").filter(digest=_digest(token), revoked_at__isnull=True).first()
@@ -41,7 +45,11 @@ def user_for_token(token: str):
         return None
     now = timezone.now()
     if row.last_used_at is None or now - row.last_used_at > LAST_USED_RESOLUTION:
-        ApiToken.objects.filter(pk=row.pk).update(last_used_at=now)
+        try:  # (in a savepoint of its own: the request's work goes on after a refused write)
+            with transaction.atomic():
+                ApiToken.objects.filter(pk=row.pk).update(last_used_at=now)
+        except DatabaseError as exc:  # a database that refuses writes (its disk full) still answers reads
+            log.warning("token %s: last use not recorded (%s)", row.pk, exc)
     return row.user
 
 

@@ -20,10 +20,10 @@ DISK_FULL = "no space left on device under "  # how workers.runner.disk_full_mes
 
 @transaction.atomic
 def runs_restart_after_disk_full(*, min_free_bytes: int | None = None) -> list[int]:
-    """Failed runs whose error is a full disk, with restarts left (max_restarts): once their folder's disk has
-    ``min_free_bytes`` free again (default settings.SEEDBED_DISK_RESUME_MB), and room for two of its last
-    checkpoint, back to the queue, to resume from their last whole checkpoint; counted as a restart, recorded
-    in the run's activity. The maintenance pass calls it, so writing resumes by itself once space is freed."""
+    """Failed runs whose error is a full disk, with restarts left (max_restarts): once their folder's disk (and
+    the disk their error named: the database's, when it refused the write) has ``min_free_bytes`` free again
+    (default settings.SEEDBED_DISK_RESUME_MB), and room for two of its last checkpoint, back to the queue, to
+    resume from their last whole checkpoint; counted as a restart, recorded in the run's activity. The maintenance pass calls it, so writing resumes by itself once space is freed."""
     from workers.runner import disk_free, human_bytes
 
     need = settings.SEEDBED_DISK_RESUME_MB * 1e6 if min_free_bytes is None else min_free_bytes
@@ -34,10 +34,13 @@ def runs_restart_after_disk_full(*, min_free_bytes: int | None = None) -> list[i
             continue
         last = run.checkpoints.order_by("-step").values_list("step", "path").first()
         step = last[0] if last else 0
-        free = disk_free(str(run.folder))
+        why = (run.error.splitlines() or [""])[0]
+        # the run's folder's disk, and the one its error named (the database's, when that refused the write)
+        named = why[len(DISK_FULL):].rsplit(": ", 1)[0]
+        frees = [disk_free(str(run.folder))] + ([disk_free(named)] if named and named != str(run.folder) else [])
+        free = None if None in frees else min(frees)
         if free is None or free < max(need, 2 * (_folder_bytes(last[1]) if last else 0)):
             continue
-        why = (run.error.splitlines() or [""])[0]
         run_resume(run_id=run.pk)
         run.refresh_from_db()
         run.restarts += 1

@@ -17,18 +17,20 @@ from webapp.runs.models import RUN_JOB, Run, RunStatus
 from .transitions import _after_end, _move
 
 log = logging.getLogger("seedbed.runs")
+NEVER_STALE_S = 100 * 365 * 86400.0  # a heartbeat age no run reaches: no run judged lost by its heartbeat
 
 
 @transaction.atomic
-def runs_mark_lost(*, older_than_s: float | None = None) -> list[int]:
+def runs_mark_lost(*, older_than_s: float | None = None, by_heartbeat: bool = True) -> list[int]:
     """The job core's lost pass (webapp.jobs.passes.mark_lost) for runs: running runs whose heartbeat is older than
     ``older_than_s`` (default: settings), or whose worker is known dead (after two heartbeats), are recovered
-    (``_recover``)."""
+    (``_recover``). ``by_heartbeat`` False: only those whose worker is known dead (the database could not take
+    heartbeats a while ago: the reconciler, workers.db_full)."""
     age = settings.SEEDBED_LOST_AFTER_S if older_than_s is None else older_than_s
     gone = _workers_gone()
     dead_worker = Q(worker__in=gone, heartbeat_at__lt=timezone.now() - timedelta(
         seconds=min(age, 2 * settings.SEEDBED_HEARTBEAT_S)))
-    lost = jobs.mark_lost(RUN_JOB, older_than_s=age, also=dead_worker,
+    lost = jobs.mark_lost(RUN_JOB, older_than_s=age if by_heartbeat else NEVER_STALE_S, also=dead_worker,
                           on_stale=lambda run, age_s: _recover(run, age_s, gone))
     if lost:
         log.warning("runs whose worker was lost (stale heartbeat or dead worker): %s", lost)
