@@ -59,6 +59,9 @@ SETS_THE_SCENE_ONLY = {
                                               "kill and resume services run on PostgreSQL in tests/runs/",
     "tests/workers/test_engine_trl.py": "TRL's trainer on a real worker; the kill, resume, sweep and evaluation "
                                         "services run on PostgreSQL in tests/runs/, tests/sweeps/, tests/evals/",
+    "tests/workers/test_stalled_runs.py": "the stall flag of a real worker's SIGSTOPped run on its page, in the API "
+                                          "and the CLI; the step clock's services run on PostgreSQL in "
+                                          "tests/runs/test_stall.py",
     "tests/workers/test_train_run.py": "the training process's life on a real worker (folders, checkpoints, "
                                        "signals); the claim, heartbeat and lost-run services run on PostgreSQL "
                                        "in tests/runs/test_services.py and tests/workers/test_sink.py",

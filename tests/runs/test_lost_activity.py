@@ -13,7 +13,7 @@ from webapp.projects.models import AuditEvent
 from webapp.runs import services
 from webapp.runs.models import Run, RunStatus
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 # what workers.tasks._signal_detail sends: the signal's line, then the log's last meaningful lines
 SIGNAL_DETAIL = ("training process killed by SIGKILL (out of memory? peak RSS 812 MB)\n"

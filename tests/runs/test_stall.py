@@ -17,7 +17,7 @@ from webapp.runs import services
 from webapp.runs.models import Run, RunStatus
 from webapp.sweeps.models import Alert, AlertKind, Sweep
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 @pytest.fixture(autouse=True)
