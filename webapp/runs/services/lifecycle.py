@@ -16,7 +16,7 @@ from webapp.runs.models import ENDED_STATUSES, RESUMABLE_STATUSES, RUN_JOB, Run,
 from webapp.runs.signals import slots_changed
 
 from .dispatch import run_dispatch
-from .recovery import _restart, record_lost
+from .recovery import _record_lost, _restart
 from .transitions import TransitionError, _after_end, _locked, _move
 
 log = logging.getLogger("seedbed.runs")
@@ -114,7 +114,7 @@ def run_record_exit(*, run_id: int, outcome: str, forced: bool | str = False, de
             return run.status
         gave_up = f"; gave up after {run.restarts} automatic restart(s)" if allowed else ""
         ended = run_finish(run_id=run_id, status=RunStatus.LOST, error=cause + gave_up + (f"\n{tail}" if tail else ""))
-        record_lost(ended, cause + gave_up, actor=f"worker:{run.worker}")
+        _record_lost(ended, cause + gave_up, actor=f"worker:{run.worker}")
         return ended.status
     return run_finish(run_id=run_id, status=RunStatus.FAILED, error=detail).status
 

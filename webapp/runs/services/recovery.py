@@ -56,7 +56,7 @@ def _recover(run: Run, age: float, gone: set[str]) -> None:
     else:
         why += f"; gave up after {run.restarts} automatic restart(s)" if allowed else ""
         jobs.declare_lost(RUN_JOB, run, why)
-        record_lost(run, f"worker lost: {why}", actor="reconciler")
+        _record_lost(run, f"worker lost: {why}", actor="reconciler")
         _after_end(run)
 
 
@@ -119,7 +119,7 @@ def _restart(run: Run, why: str, allowed: int, lost: str = "worker lost") -> Non
                 run.restarts, allowed, step, delay)
 
 
-def record_lost(run: Run, why: str, *, actor: str) -> None:
+def _record_lost(run: Run, why: str, *, actor: str) -> None:
     """A run that ended lost, in its Activity (``run.lost``): why (its cause's one line, the signal or the lost
     worker, not its log's last line), at which step, after how many automatic restarts of how many allowed."""
     audit(project=run.project_id, actor=actor[:200], action="run.lost", target_type="run", target_id=run.pk,
