@@ -205,6 +205,75 @@ def bench_code(n: int, processes: int, ten_asserts: bool, sequential: bool) -> f
     return n / elapsed, out[0].details["layers"], cpu / n
 
 
+BASELINE_COMMIT = "b1d04b3"  # the sandbox server before the zygote and the tests' own uid
+
+
+def baseline_server_dir(commit: str = BASELINE_COMMIT) -> str:
+    """``training/verifiers/sandbox_server/`` as it was at ``commit``, extracted from git into a temp folder."""
+    import subprocess
+    import tempfile
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    folder = tempfile.mkdtemp(prefix="seedbed-baseline-server-")
+    archive = subprocess.run(["git", "-C", repo, "archive", commit, "training/verifiers/sandbox_server"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+    os.chmod(folder, 0o755)  # bound read-only inside bubblewrap, read by the server as root or not
+    return os.path.join(folder, "training", "verifiers", "sandbox_server")
+
+
+def _verifier_on(server_dir: str | None, processes: int = 1):
+    """A code verifier (cache off) whose sandbox runs the server in ``server_dir`` (None: this checkout's).
+    The baseline takes ``UID GID MODE [TMP_MB]``; this checkout's takes the tests' ids too."""
+    from training.verifiers.code import CodeVerifier
+    from training.verifiers.sandbox import (_SERVER_IN_SANDBOX, Sandbox, SandboxServerProcess, _python_paths,
+                                            bwrap_command)
+    from training.verifiers.workers import WorkerPool
+
+    class BaselineServer(SandboxServerProcess):
+        @staticmethod
+        def command(uid, gid, tests_ids, use_bwrap, tmp_mb):
+            python, prefix = _python_paths()
+            if use_bwrap:
+                return bwrap_command(python, prefix, tmp_mb, server_dir=server_dir) + [
+                    python, "-I", _SERVER_IN_SANDBOX, str(uid), str(gid), "bwrap", str(tmp_mb)]
+            return [python, "-I", server_dir, str(uid), str(gid), "host"]
+
+    v = CodeVerifier(processes=processes, cache_size=0, timeout_s=5)
+    if server_dir is not None:
+        sandbox = Sandbox(processes=processes, max_wall_s=35.0, tmp_mb=v.tmp_mb)
+        sandbox.pool.close()
+        sandbox.pool = WorkerPool("sandbox", processes=processes, deadline_s=35.0, worker_factory=lambda: BaselineServer(
+            sandbox.uid, sandbox.gid, sandbox.use_bwrap, v.tmp_mb, sandbox.tests_ids))
+        v.sandbox = sandbox
+    v("```python\nx = 1\n```", {"tests": "assert x == 1"})  # servers started outside the timing
+    return v
+
+
+def bench_code_against_baseline(n: int, rounds: int = 10) -> dict:
+    """Sequential sandboxed executions/s and CPU-ms each of the baseline server and this checkout's, timed
+    alternately (``rounds`` slices of n / rounds executions each, on the same programs), so that other load on
+    the machine weighs on both alike. Programs: ``code_items`` (the 10-assert test and the trivial one, mixed)."""
+    verifiers = {"baseline": _verifier_on(baseline_server_dir()), "now": _verifier_on(None)}
+    items = [item for pair in zip(code_items(n // 2, False), code_items(n - n // 2, True)) for item in pair]
+    totals = {name: [0.0, 0.0, 0] for name in verifiers}  # wall s, CPU s, executions
+    per_round = max(1, len(items) // rounds)
+    for r in range(0, len(items), per_round):
+        chunk = items[r:r + per_round]
+        for name in (("baseline", "now") if (r // per_round) % 2 == 0 else ("now", "baseline")):
+            v = verifiers[name]
+            servers = [w.proc.pid for w in v.sandbox.pool._workers]
+            cpu_before = time.process_time() + _tree_cpu_seconds(servers)
+            start = time.perf_counter()
+            out = [v(c, e) for c, e in chunk]
+            totals[name][0] += time.perf_counter() - start
+            totals[name][1] += time.process_time() + _tree_cpu_seconds(servers) - cpu_before
+            totals[name][2] += len(chunk)
+            assert all(o.score == 1.0 for o in out), (name, [o.details for o in out if o.score != 1.0][:2])
+    for v in verifiers.values():
+        v.sandbox.close()
+    return {name: {"rate": k / wall, "cpu_ms": 1e3 * cpu / k, "n": k} for name, (wall, cpu, k) in totals.items()}
+
+
 _IFEVAL_TEXTS = {
     "en": "The river runs through the old town and past the mill. Children play on its banks every summer, and the "
           "fishermen wait there at dawn for the first light.",
@@ -267,7 +336,8 @@ def main() -> None:
     parser.add_argument("--math-n", type=int, default=4000)
     parser.add_argument("--complex-n", type=int, default=400)
     parser.add_argument("--lenient-n", type=int, default=400)
-    parser.add_argument("--only", choices=("math", "code", "ifeval"), default=None, help="run one part only")
+    parser.add_argument("--only", choices=("math", "code", "ifeval", "sandbox"), default=None,
+                        help="run one part only (sandbox: this checkout's sandbox server against the baseline's)")
     parser.add_argument("--ifeval-n", type=int, default=2000)
     parser.add_argument("--code-n", type=int, default=300)
     args = parser.parse_args()
@@ -294,6 +364,16 @@ def main() -> None:
         print(f"ifeval 3 constraints per example, {share:.1%} language checks, 1 process: {rate:7.1f} constraint "
               f"checks/s  (n={args.ifeval_n}; language checks alone: {language_rate:.0f}/s)")
     if args.only in ("math", "ifeval"):
+        return
+    if args.only in (None, "code", "sandbox"):
+        figures = bench_code_against_baseline(args.code_n)
+        base, now = figures["baseline"], figures["now"]
+        for name, f in (("baseline " + BASELINE_COMMIT, base), ("this checkout", now)):
+            print(f"code  sandbox server {name:22s}: {f['rate']:8.1f} executions/s  (n={f['n']}, sequential, "
+                  f"1 server, alternating slices; {f['cpu_ms']:.2f} CPU-ms each)")
+        print(f"code  this checkout / baseline: {now['rate'] / base['rate']:.2f}x executions/s, "
+              f"{now['cpu_ms'] / base['cpu_ms']:.2f}x CPU-ms each")
+    if args.only == "sandbox":
         return
     layers = None
     for ten, label in ((False, "trivial program"), (True, "10-assert test")):

@@ -233,16 +233,24 @@ def check_bubblewrap() -> Finding:
 
 
 def check_sandbox_user() -> Finding:
+    """The programs' user and the tests' user: both must exist as root, and differ."""
     from training.verifiers.base import VerifierError
-    from training.verifiers.sandbox import SANDBOX_USER, sandbox_ids
+    from training.verifiers.sandbox import SANDBOX_USER, TESTS_USER, sandbox_ids
 
     if os.geteuid() != 0:
-        return Finding(True, f"not root: sandboxed programs run as this uid ({os.getuid()}), no uid switch")
-    try:
-        uid, gid = sandbox_ids()
-    except VerifierError as exc:
-        return Finding(False, str(exc).split(";")[0], "./seedbed setup creates it (as root)")
-    return Finding(True, f"{SANDBOX_USER} (uid {uid}, gid {gid})")
+        return Finding(True, f"not root: sandboxed programs and their tests run as this uid ({os.getuid()}), no "
+                             f"uid switch (the tests are not out of the programs' reach)")
+    found = []
+    for user in (SANDBOX_USER, TESTS_USER):
+        try:
+            uid, gid = sandbox_ids(user)
+        except VerifierError as exc:
+            return Finding(False, str(exc).split(";")[0], "./seedbed setup creates it (as root)")
+        found.append((user, uid, gid))
+    if found[0][1] == found[1][1]:
+        return Finding(False, f"{SANDBOX_USER} and {TESTS_USER} have the same uid {found[0][1]}",
+                       f"userdel {TESTS_USER}; ./seedbed setup creates it again with a uid of its own")
+    return Finding(True, ", ".join(f"{user} (uid {uid}, gid {gid})" for user, uid, gid in found))
 
 
 def check_code_verifier() -> Finding:

@@ -1,6 +1,7 @@
 """Host side of the code sandbox: starts the fork servers, probes the layers, and runs programs.
 
-One fork server per core (:mod:`training.verifiers.sandbox_server`), each inside bubblewrap when it works
+One fork server per core (:mod:`training.verifiers.sandbox_server`; the programs run as SANDBOX_USER, the tests
+as TESTS_USER), each inside bubblewrap when it works
 here (network, PID, IPC and UTS namespaces; a mount namespace with a read-only view of only /usr, /lib*,
 /bin, /sbin and the Python installation, and private root-owned /tmp (a tmpfs of ``tmp_mb``) and /dev/shm),
 else directly on the host. The servers are driven through :class:`WorkerPool` with an outer deadline: a
@@ -25,14 +26,16 @@ from typing import Any
 from training.verifiers.base import VerifierError
 from training.verifiers.workers import TaskFailed, WorkerPool, _Worker
 
-SANDBOX_USER = "seedbed-sandbox"
+SANDBOX_USER = "seedbed-sandbox"        # the program processes run as this uid
+TESTS_USER = "seedbed-sandbox-tests"   # the test processes as this one: a program can neither signal nor read them
 _SERVER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_server")  # run by its __main__
 _SERVER_IN_SANDBOX = "/seedbed/sandbox_server"
 _BWRAP_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_KILL", "CAP_DAC_OVERRIDE", "CAP_FOWNER")
 
 
 def sandbox_ids(user: str = SANDBOX_USER) -> tuple[int, int]:
-    """(uid, gid) the programs run as. As root the dedicated user must exist (the setup script creates it)."""
+    """(uid, gid) the programs (``user``: SANDBOX_USER) or the tests (TESTS_USER) run as. As root the dedicated
+    user must exist (the setup script creates both)."""
     if os.geteuid() != 0:
         return os.getuid(), os.getgid()  # cannot switch: recorded as layers["uid_switch"] = False
     try:
@@ -52,10 +55,11 @@ def _python_paths() -> tuple[str, str]:
     return exe, prefix
 
 
-def bwrap_command(python: str, prefix: str, tmp_mb: int = 0) -> list[str] | None:
+def bwrap_command(python: str, prefix: str, tmp_mb: int = 0, server_dir: str = _SERVER_DIR) -> list[str] | None:
     """The bubblewrap prefix for a fork server, or None when bwrap is not installed. ``tmp_mb``: the size of
     its private /tmp, where its runs' files live (bubblewrap's ``--size``; 0: the kernel's default, half the
-    host's RAM). /dev/shm is root-owned and read-only to the sandbox user: a token 1 MB."""
+    host's RAM). /dev/shm is root-owned and read-only to the sandbox user: a token 1 MB. ``server_dir``: the
+    server's folder, bound read-only at /seedbed/sandbox_server (another only for the bench's comparisons)."""
     bwrap = shutil.which("bwrap")
     if not bwrap:
         return None
@@ -78,7 +82,7 @@ def bwrap_command(python: str, prefix: str, tmp_mb: int = 0) -> list[str] | None
         cmd += ["--ro-bind", prefix, prefix]
     if not python.startswith((prefix + "/", "/usr/")):
         cmd += ["--ro-bind", python, python]
-    cmd += ["--ro-bind", _SERVER_DIR, _SERVER_IN_SANDBOX, "--proc", "/proc", "--dev", "/dev",
+    cmd += ["--ro-bind", server_dir, _SERVER_IN_SANDBOX, "--proc", "/proc", "--dev", "/dev",
             "--perms", "0755"]
     if tmp_mb:
         cmd += ["--size", str(tmp_mb * 1024 * 1024)]
@@ -159,19 +163,27 @@ class SandboxServerProcess(_Worker):
     """One fork server (inside bwrap when it works), with the surface WorkerPool drives (``kill``/``stop``
     come from the pool's own worker: killing bwrap ends its PID namespace, taking every sandboxed process)."""
 
-    def __init__(self, uid: int, gid: int, use_bwrap: bool, tmp_mb: int = 0):
-        python, prefix = _python_paths()
-        if use_bwrap:
-            cmd = bwrap_command(python, prefix, tmp_mb) + [python, "-I", _SERVER_IN_SANDBOX, str(uid), str(gid),
-                                                           "bwrap", str(tmp_mb)]
-        else:
-            cmd = [python, "-I", _SERVER_DIR, str(uid), str(gid), "host"]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_clean_env(),
-                                     close_fds=True, start_new_session=True)
+    def __init__(self, uid: int, gid: int, use_bwrap: bool, tmp_mb: int = 0, tests_ids: tuple[int, int] | None = None):
+        self.proc = self._start(self.command(uid, gid, tests_ids or (uid, gid), use_bwrap, tmp_mb))
         self.conn = _JsonConn(self.proc)
         self.ready = False
         self.tasks_done = 0
         self.layers: dict = {}
+
+    @staticmethod
+    def command(uid: int, gid: int, tests_ids: tuple[int, int], use_bwrap: bool, tmp_mb: int) -> list[str]:
+        """The server's command line: ``UID GID TESTS_UID TESTS_GID MODE [TMP_MB]``, inside bwrap or not."""
+        python, prefix = _python_paths()
+        ids = [str(uid), str(gid), str(tests_ids[0]), str(tests_ids[1])]
+        if use_bwrap:
+            return bwrap_command(python, prefix, tmp_mb) + [python, "-I", _SERVER_IN_SANDBOX, *ids, "bwrap",
+                                                            str(tmp_mb)]
+        return [python, "-I", _SERVER_DIR, *ids, "host"]
+
+    @staticmethod
+    def _start(cmd: list[str]) -> subprocess.Popen:
+        return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_clean_env(),
+                                close_fds=True, start_new_session=True)
 
     def wait_ready(self, timeout: float) -> None:
         if self.ready:
@@ -195,10 +207,14 @@ class Sandbox:
     """``processes`` fork servers. :meth:`run_many` executes requests and returns raw server replies."""
 
     def __init__(self, *, processes: int | None = None, user: str = SANDBOX_USER, use_bwrap: str = "auto",
-                 max_wall_s: float = 60.0, tmp_mb: int = 0):
+                 max_wall_s: float = 60.0, tmp_mb: int = 0, tests_user: str = TESTS_USER):
         if use_bwrap not in ("auto", "always", "never"):
             raise ValueError(f"code: use_bwrap must be auto, always or never; got {use_bwrap!r}")
         self.uid, self.gid = sandbox_ids(user)
+        self.tests_ids = sandbox_ids(tests_user)
+        if os.geteuid() == 0 and self.tests_ids[0] == self.uid:
+            raise VerifierError(f"code sandbox: the tests' user {tests_user!r} must differ from the programs' "
+                                f"{user!r} (a program could signal its tests)")
         probe = probe_bwrap() if use_bwrap != "never" else {"works": False, "why": "disabled"}
         if use_bwrap == "always" and not probe["works"]:
             raise VerifierError(f"code sandbox: bubblewrap required but unusable: {probe['why']}")
@@ -213,7 +229,7 @@ class Sandbox:
         self.tmp_mb = tmp_mb
         self.pool = WorkerPool("sandbox", processes=processes, deadline_s=max_wall_s,
                                worker_factory=lambda: SandboxServerProcess(self.uid, self.gid, self.use_bwrap,
-                                                                           tmp_mb))
+                                                                           tmp_mb, self.tests_ids))
 
     @property
     def layers(self) -> dict:
@@ -235,11 +251,11 @@ _SANDBOXES_LOCK = threading.Lock()
 
 
 def shared_sandbox(processes: int | None, user: str, use_bwrap: str, max_wall_s: float,
-                   tmp_mb: int = 0) -> Sandbox:
+                   tmp_mb: int = 0, tests_user: str = TESTS_USER) -> Sandbox:
     """One Sandbox per configuration in this process, shared by every code verifier built with it."""
-    key = (processes, user, use_bwrap, max_wall_s, tmp_mb)
+    key = (processes, user, use_bwrap, max_wall_s, tmp_mb, tests_user)
     with _SANDBOXES_LOCK:
         if key not in _SANDBOXES:
             _SANDBOXES[key] = Sandbox(processes=processes, user=user, use_bwrap=use_bwrap, max_wall_s=max_wall_s,
-                                      tmp_mb=tmp_mb)
+                                      tmp_mb=tmp_mb, tests_user=tests_user)
         return _SANDBOXES[key]

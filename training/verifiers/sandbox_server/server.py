@@ -1,36 +1,44 @@
-"""The trusted side of the fork server (docs/architecture.md#verifiers): per run a fresh directory, two forked
-children locked down (rlimits, uid, no_new_privs, seccomp), the reports read until the tests end or time out,
-then every process of the sandbox uid killed and reaped and the files removed. Standard library only."""
+"""The trusted side of the fork server (docs/architecture.md#verifiers): per run two fresh directories, the test
+process forked here and locked down, the program process asked of the zygote (which never held a request), the
+reports read until the tests end or time out, then every process of the two sandbox uids killed and reaped and
+the files removed. Standard library only."""
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import resource
 import select
 import shutil
 import signal
 import sys
 import time
 
-from .harness import _program_harness, _tests_harness
+from .harness import _tests_harness
+from .lockdown import lock_down
 from .seccomp import (_ARCHES, _PR_SET_CHILD_SUBREAPER, _PR_SET_DUMPABLE, _PR_SET_PDEATHSIG, SeccompFilter,
                       _libc, _prctl, build_seccomp_filter, install_seccomp)
+from .zygote import Zygote, ZygoteGone
 
 
 class Server:
-    def __init__(self, uid: int, gid: int, mode: str, tmp_mb: int = 0):
+    def __init__(self, uid: int, gid: int, mode: str, tmp_mb: int = 0, tests_ids: tuple[int, int] | None = None):
+        """``uid``/``gid``: the program process's; ``tests_ids``: the test process's (None: the same as the
+        program's, which leaves the tests within the program's reach: ``layers["tests_apart"]`` says False)."""
         self.uid, self.gid, self.mode = uid, gid, mode
+        self.tests_uid, self.tests_gid = tests_ids or (uid, gid)
         self.tmp_mb = tmp_mb if mode == "bwrap" else 0  # the size of the private /tmp bubblewrap mounted
         self.switch_uid = os.geteuid() == 0 and uid != os.geteuid()
+        self.uids = {uid, self.tests_uid} - ({os.geteuid()} if not self.switch_uid else set())
         self.base = "/tmp/seedbed-runs" if mode == "bwrap" else None
         self.counter = 0
         machine = os.uname().machine
         self.seccomp = build_seccomp_filter(machine) if machine in _ARCHES else None
+        # tests_apart: the test process runs as a uid of its own, so the program can neither signal it nor open
+        # anything of it; as a non-root server both run as the caller's uid and only not-dumpable stands between.
+        apart = self.switch_uid and self.tests_uid not in (uid, os.geteuid())
         self.layers = {"mode": mode, "uid_switch": self.switch_uid, "seccomp": False,
                        "net_namespace": mode == "bwrap", "mount_namespace": mode == "bwrap",
                        "pid_namespace": mode == "bwrap", "rlimits": True, "session": True,
-                       "tests_apart": True, "tmp_mb": self.tmp_mb}
+                       "tests_apart": apart, "program_part_only": True, "tmp_mb": self.tmp_mb}
         try:
             _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # orphans (double-forked daemons) come back to us to be reaped
         except OSError:
@@ -43,6 +51,10 @@ class Server:
         # The children's fresh streams on fds 0-2, made once here: each forked child gets its own copy (the
         # server never uses them, so their buffers are empty when a child starts).
         self._streams = (open(0, "r", closefd=False), open(1, "w", closefd=False), open(2, "w", closefd=False))
+        # Before any request is read: every program process is forked from this zygote, whose memory never
+        # held a request (nor the freed remains of one).
+        self.zygote = Zygote({"ids": (uid, gid) if self.switch_uid else None, "seccomp_filter": self._filter,
+                              "streams": self._streams}, keep_fds=(0, 1, 2))
 
     def _probe_seccomp(self) -> bool:
         """Fork, install the filter, check that an AF_INET socket and ptrace are refused."""
@@ -65,114 +77,115 @@ class Server:
         return os.waitstatus_to_exitcode(status) == 0
 
     # -- one run --
-    def _make_run_dir(self) -> str:
+    def _make_run_dirs(self) -> tuple[str, str]:
+        """(the program's directory, the test process's): each 0700 and owned by its own uid."""
         self.counter += 1
-        if self.base:
-            path = os.path.join(self.base, f"run-{self.counter}")
-            os.mkdir(path, 0o700)
-        else:
-            import tempfile
-            path = tempfile.mkdtemp(prefix="seedbed-sbx-")
-        if self.switch_uid:
-            os.chown(path, self.uid, self.gid)
-        return path
-
-    def _child(self, req: dict, run_dir: str, fds: dict[int, int], role: str) -> None:
-        """In a forked child: ``fds`` (target number -> open fd) become its only descriptors, then the drop
-        (rlimits, uid, no_new_privs, seccomp), then the harness of ``role`` (``program`` or ``tests``)."""
-        try:
-            os.setsid()
-            os.chdir(run_dir)
-            moved = {target: fcntl.fcntl(fd, fcntl.F_DUPFD, 256) for target, fd in fds.items()}
-            for target, fd in moved.items():  # via numbers >= 256, so no placement overwrites another's source
-                os.dup2(fd, target)
-            os.closerange(max(fds) + 1, 65536)
-            cpu = int(req["timeout_s"]) + 1
-            # The program's memory_mb is shared between its address space and the files it may write in the
-            # private /tmp (a tmpfs of tmp_mb): together they stay within memory_mb.
-            mem_mb = int(req["memory_mb"]) - (self.tmp_mb if role == "program" else 0)
-            mem = mem_mb * 1024 * 1024
-            for limit, value in ((resource.RLIMIT_CPU, (cpu, cpu + 1)), (resource.RLIMIT_AS, (mem, mem)),
-                                 (resource.RLIMIT_NPROC, (req["max_processes"],) * 2),
-                                 (resource.RLIMIT_FSIZE, (req["max_output_kb"] * 1024,) * 2),
-                                 (resource.RLIMIT_NOFILE, (64, 64)), (resource.RLIMIT_CORE, (0, 0))):
-                resource.setrlimit(limit, value)
-            signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
-            signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed pipe is an EPIPE error, not a death
+        dirs = []
+        for role, owner in (("program", (self.uid, self.gid)), ("tests", (self.tests_uid, self.tests_gid))):
+            if self.base:
+                path = os.path.join(self.base, f"run-{self.counter}-{role}")
+                os.mkdir(path, 0o700)
+            else:
+                import tempfile
+                path = tempfile.mkdtemp(prefix=f"seedbed-sbx-{role}-")
             if self.switch_uid:
-                os.setgroups([])
-                os.setresgid(self.gid, self.gid, self.gid)
-                os.setresuid(self.uid, self.uid, self.uid)
-            # Not dumpable: no process of the same uid (the other one of this run) may open its /proc/<pid>/mem,
-            # fd or environ entries; ptrace and process_vm_* are refused by the seccomp filter besides.
-            _prctl(_PR_SET_DUMPABLE, 0)
-            if self._filter is not None:
-                self._filter.install()
-            os.environ.clear()
-            os.environ.update({"PATH": "/usr/bin:/bin", "HOME": run_dir, "LANG": "C.UTF-8", "TMPDIR": run_dir})
-            sys.stdin, sys.stdout, sys.stderr = self._streams  # fresh streams on fds 0-2
-            sys.argv = ["<program>"]
-            sys.setrecursionlimit(10000)
+                os.chown(path, *owner)
+            dirs.append(path)
+        return dirs[0], dirs[1]
+
+    def _limits(self, req: dict, role: str) -> dict:
+        """The rlimits of one of the run's processes. The program's memory_mb is shared between its address space
+        and the files it may write in the private /tmp (a tmpfs of tmp_mb): together they stay within memory_mb."""
+        return {"cpu_s": int(req["timeout_s"]) + 1,
+                "memory_mb": int(req["memory_mb"]) - (self.tmp_mb if role == "program" else 0),
+                "max_processes": int(req["max_processes"]), "max_output_kb": int(req["max_output_kb"])}
+
+    @staticmethod
+    def _program_part(req: dict) -> int:
+        """A memfd holding what the program process may know of the request: its code, the set-up and the
+        names it is to define. Never the steps, the entry point's checks or anything of the tests."""
+        part = json.dumps({"code": req["code"], "setup": req.get("setup") or "",
+                           "program_names": list(req.get("program_names") or ())}).encode()
+        fd = os.memfd_create("program-part", os.MFD_CLOEXEC)
+        view = memoryview(part)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+        return fd
+
+    def _tests_child(self, req: dict, run_dir: str, fds: dict[int, int]) -> None:
+        """In the forked test process: lock down as the tests' uid, then run the tests. Never returns."""
+        try:
+            lock_down(run_dir, fds, **self._limits(req, "tests"),
+                      ids=(self.tests_uid, self.tests_gid) if self.switch_uid else None,
+                      seccomp_filter=self._filter, streams=self._streams)
         except BaseException:
             os._exit(120)  # set-up failed: no report, the host sees an infrastructure failure
         try:
-            if role == "program":
-                _program_harness(req, 3, 4)
-            else:
-                _tests_harness(req, 3, 4, 5)
+            _tests_harness(req, 3, 4, 5)
         finally:  # never fall back into the server's own code in this forked copy
             os._exit(0)
 
     def run(self, req: dict) -> dict:
-        """Two sandboxed processes: the program's and the tests'. Only the tests' process has the report pipe;
-        the two talk through a pair of pipes carrying JSON lines."""
+        """Two sandboxed processes: the program's (from the zygote) and the tests'. Only the tests' process has
+        the report pipe; the two talk through a pair of pipes carrying JSON lines, and share no other file."""
         start = time.monotonic()
-        run_dir = self._make_run_dir()
-        # Output goes to an unnamed file in a root-owned directory: nothing to leave behind, no path to swap.
-        out_fd = os.open(os.path.dirname(run_dir), os.O_TMPFILE | os.O_RDWR, 0o600)
-        null = os.open("/dev/null", os.O_RDONLY)
+        program_dir, tests_dir = self._make_run_dirs()
+        # The program's output goes to an unnamed file in a root-owned directory: nothing to leave behind, no path
+        # to swap. The test process writes to /dev/null: nothing of what the tests print reaches the program.
+        out_fd = os.open(os.path.dirname(program_dir), os.O_TMPFILE | os.O_RDWR, 0o600)
+        part_fd = self._program_part(req)
         report_r, report_w = os.pipe()
         request_r, request_w = os.pipe()  # tests -> program
         reply_r, reply_w = os.pipe()      # program -> tests
-        tests_pid = os.fork()
-        if tests_pid == 0:
-            self._child(req, run_dir, {0: null, 1: out_fd, 2: out_fd, 3: report_w, 4: request_w, 5: reply_r},
-                        "tests")
-        program_pid = os.fork()
-        if program_pid == 0:
-            self._child(req, run_dir, {0: null, 1: out_fd, 2: out_fd, 3: request_r, 4: reply_w}, "program")
-        for fd in (null, report_w, request_r, request_w, reply_r, reply_w):
-            os.close(fd)
+        opened = [out_fd, part_fd, report_w, request_r, request_w, reply_r, reply_w]
+        program_pid = tests_pid = None
+        try:
+            self.zygote.send({"run_dir": program_dir, **self._limits(req, "program")},
+                             [part_fd, request_r, reply_w, out_fd])
+            tests_null = os.open("/dev/null", os.O_RDWR)
+            opened.append(tests_null)
+            tests_pid = os.fork()
+            if tests_pid == 0:
+                self._tests_child(req, tests_dir, {0: tests_null, 1: tests_null, 2: tests_null, 3: report_w,
+                                                   4: request_w, 5: reply_r})
+        except BaseException:
+            self.zygote.broken = True  # the exchange is in an unknown state: this server answers and exits
+            self._kill_all(tuple(p for p in (tests_pid,) if p))
+            for fd in opened + [report_r]:
+                os.close(fd)
+            self._clean_files((program_dir, tests_dir))
+            raise
+        for fd in opened:
+            if fd != out_fd:
+                os.close(fd)
         reports, status, tests_exit = self._collect(tests_pid, report_r, float(req["timeout_s"]), start,
                                                    int(req["max_report_kb"]) * 1024)
         os.close(report_r)
+        try:  # read only now: the zygote forks while the tests start, and no hand-off waits for it
+            program_pid = self.zygote.receive()
+        except OSError:
+            self._kill_all((tests_pid,))
+            os.close(out_fd)
+            self._clean_files((program_dir, tests_dir))
+            raise
         grace = min(0.05, start + float(req["timeout_s"]) - time.monotonic()) if status == "exited" else 0.0
-        program_exit = self._exit_if_done(program_pid, grace)
+        program_exit = self._exit_if_done(grace)
         tmp_full = self._tmp_full()
         killed = self._kill_all((tests_pid, program_pid))
+        self.zygote.program_exit(None)  # the zygote has reaped the program (killed above, if it was running)
         output_tail = self._tail(out_fd, 2000)
         os.close(out_fd)
-        leftover = self._clean_files(run_dir)
+        leftover = self._clean_files((program_dir, tests_dir))
         return {"id": req["id"], "status": status, **program_exit, "tests_exit": tests_exit, "reports": reports,
                 "output_tail": output_tail, "wall_s": round(time.monotonic() - start, 4), "killed_processes": killed,
                 "leftover_files_removed": leftover, "tmp_full": tmp_full, "tmp_mb": self.tmp_mb}
 
-    def _exit_if_done(self, pid: int, grace_s: float) -> dict:
-        """The program process's exit, if it ends within ``grace_s`` (it does at once when the tests are done:
-        its request pipe closes); else it is killed with the rest."""
-        if grace_s > 0:
-            try:
-                pidfd = os.pidfd_open(pid)
-            except OSError:
-                pidfd = None
-            if pidfd is not None:
-                select.select([pidfd], [], [], grace_s)
-                os.close(pidfd)
-        try:
-            done, wstatus = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = 0
-        if not done:
+    def _exit_if_done(self, grace_s: float) -> dict:
+        """The program process's exit (its parent, the zygote, tells it), if it ends within ``grace_s`` (it does
+        at once when the tests are done: its request pipe closes); else it is killed with the rest."""
+        wstatus = self.zygote.program_exit(max(0.0, grace_s))
+        if wstatus is None:
             return {"signal": None, "exit_code": None, "program_running": True}
         return {**self._exit_info(wstatus), "program_running": False}
 
@@ -234,7 +247,7 @@ class Server:
         return {"signal": None, "exit_code": os.WEXITSTATUS(wstatus)}
 
     def _uid_pids(self) -> tuple[list[int], list[int]]:
-        """(live, zombie) processes whose real uid is the sandbox uid."""
+        """(live, zombie) processes whose real uid is one of the sandbox uids (the program's, the tests')."""
         live, zombies = [], []
         for name in os.listdir("/proc"):
             if not name.isdigit():
@@ -250,12 +263,13 @@ class Server:
                             break
             except OSError:
                 continue
-            if uid == self.uid:
+            if uid in self.uids:
                 (zombies if state in ("Z", "X") else live).append(int(name))
         return live, zombies
 
     def _kill_all(self, pids: tuple[int, ...]) -> int:
-        """SIGKILL the children's groups, then every process of the sandbox uid until none is left; reap all."""
+        """SIGKILL the groups of ``pids`` (the test process, then the program's), then every process of the
+        sandbox uids until none is left; reap all of ours (the program is the zygote's to reap)."""
         killed: set[int] = set()
         for pid in pids:
             for kill in (os.killpg, os.kill):
@@ -278,8 +292,9 @@ class Server:
                     break
                 if not live:  # only zombies left: they are (or are about to be) our children; let them settle
                     select.select([], [], [], 0.001)
-        for pid in pids:
+        for pid in pids[:1]:  # the test process is ours to reap; the program is the zygote's child
             self._reap(block_for=pid)
+        self._reap()
         return len(killed)
 
     @staticmethod
@@ -303,10 +318,14 @@ class Server:
         os.lseek(fd, max(0, size - limit), os.SEEK_SET)
         return os.read(fd, limit).decode("utf-8", "replace")
 
-    def _clean_files(self, run_dir: str) -> int:
-        """Remove the run directory; in host mode also anything the uid left in /tmp and /dev/shm."""
+    def _clean_files(self, run_dirs: tuple[str, ...]) -> int:
+        """Remove the run's directories; in host mode also anything the uids left in /tmp and /dev/shm."""
         removed = 0
-        shutil.rmtree(run_dir, ignore_errors=True)
+        for run_dir in run_dirs:
+            try:
+                os.rmdir(run_dir)  # most runs leave their directory empty
+            except OSError:
+                shutil.rmtree(run_dir, ignore_errors=True)
         if self.mode == "host" and self.switch_uid:
             for shared in ("/tmp", "/dev/shm", "/var/tmp"):
                 try:
@@ -316,7 +335,7 @@ class Server:
                 for name in entries:
                     path = os.path.join(shared, name)
                     try:
-                        if os.lstat(path).st_uid != self.uid:
+                        if os.lstat(path).st_uid not in self.uids:
                             continue
                         if os.path.isdir(path) and not os.path.islink(path):
                             shutil.rmtree(path, ignore_errors=True)
@@ -338,19 +357,29 @@ class Server:
                 reply = {"id": req.get("id"), "status": "server_error", "error": f"{type(exc).__name__}: {exc}"}
             stdout.write(json.dumps(reply) + "\n")
             stdout.flush()
+            if not self.zygote.alive():  # a clean zygote cannot be made again here: the host starts a new server
+                raise ZygoteGone("the zygote ended")
 
 
 def main(argv: list[str]) -> None:
-    uid, gid, mode = int(argv[1]), int(argv[2]), argv[3]
-    tmp_mb = int(argv[4]) if len(argv) > 4 else 0
+    """``UID GID TESTS_UID TESTS_GID MODE [TMP_MB]``: the program's ids, the test process's, bwrap or host."""
+    uid, gid, tests_uid, tests_gid, mode = int(argv[1]), int(argv[2]), int(argv[3]), int(argv[4]), argv[5]
+    tmp_mb = int(argv[6]) if len(argv) > 6 else 0
     try:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:
         pass
+    # Not dumpable: a process of the same uid (a non-root server's programs) may not open its memory, which
+    # holds the requests (the zygote and every sandboxed process are not dumpable either).
+    _prctl(_PR_SET_DUMPABLE, 0)
     # Requests and replies use the original stdin/stdout; duplicate them so no child can inherit them by number.
     stdin = os.fdopen(os.dup(0), "r")
     stdout = os.fdopen(os.dup(1), "w")
     null = os.open("/dev/null", os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
-    Server(uid, gid, mode, tmp_mb).serve(stdin, stdout)
+    server = Server(uid, gid, mode, tmp_mb, tests_ids=(tests_uid, tests_gid))
+    try:
+        server.serve(stdin, stdout)
+    except ZygoteGone:
+        sys.exit(3)

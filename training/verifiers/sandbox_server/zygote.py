@@ -1,0 +1,198 @@
+"""The zygote: the process every program process is forked from (docs/architecture.md#verifiers).
+
+The server forks it once, at start-up, before it reads any request, so the zygote's memory never held a request
+(nor its freed remains: a child inherits the uncleared heap of its parent, and a GRPO group sends the same tests
+G times in a row). Per run the server sends it only descriptors (SCM_RIGHTS: the program's part of the request
+in a memfd, the two pipes to the test process, the program's output file) and plain numbers and a path (its run
+directory and limits); it never receives a test, an expected value or the program's code. It forks each program
+process ahead of its run (no run waits for a fork): that process takes the run's spawn message, answers its pid
+and becomes the program; the zygote waits for it to end (the server kills it with the rest of the run) and
+answers how it ended; what the program leaves behind (a double-forked daemon) is reparented to the server, a child subreaper,
+which kills and reaps it as before. One program at a time: the server runs one run at a time.
+
+The program process locks itself down (:func:`.lockdown.lock_down`), and only then reads its part, ``{"code",
+"setup", "program_names"}``, from its own descriptor: so the program's memory never holds anything of the tests
+but the arguments of the calls the test process makes. Standard library only.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import select
+import signal
+import socket
+
+from .harness import _program_harness
+from .lockdown import lock_down
+from .seccomp import _PR_SET_DUMPABLE, _PR_SET_PDEATHSIG, _prctl
+
+# What the server sends per run besides descriptors: the only keys the zygote accepts, each a number or a path.
+SPEC_KEYS = ("run_dir", "cpu_s", "memory_mb", "max_processes", "max_output_kb")
+_PART_FD, _FDS_PER_RUN = 5, 4  # the program reads its part on fd 5; the run's fds: part, request, reply, output
+_NO_SERVER, _SPAWN_FAILED = 121, 122  # a waiting program's exit codes: the server closed the socket; a bad spawn
+
+
+class ZygoteGone(OSError):
+    """The zygote ended (killed by a program of the server's own uid, or crashed): the server cannot make a clean
+    one again (it holds earlier requests), so it answers the run as a server error and exits; the host starts a
+    fresh server."""
+
+
+class Zygote:
+    """The server's handle on its zygote: :meth:`send` asks for one program process, :meth:`receive` gives its
+    pid, :meth:`program_exit` how it ended."""
+
+    def __init__(self, lockdown_args: dict, keep_fds: tuple[int, ...] = ()):
+        """Fork the zygote now. ``lockdown_args``: what every program process is locked down with besides its
+        run's own limits (``ids``, ``seccomp_filter``, ``streams``); ``keep_fds``: descriptors the zygote keeps
+        besides its socket (its /dev/null on 0-2)."""
+        server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            server_end.close()
+            try:
+                _zygote_main(zygote_end, lockdown_args, keep_fds)
+            finally:
+                os._exit(0)
+        zygote_end.close()
+        self.sock = server_end
+        self.pidfd = os.pidfd_open(self.pid)
+        self.broken = False  # a run's exchange went wrong: the server answers it and exits
+        self._exit: int | None = None  # the current program's wait status, once the zygote told it
+
+    def alive(self) -> bool:
+        return not self.broken and not select.select([self.pidfd], [], [], 0)[0]
+
+    def _message(self) -> dict:
+        try:
+            answer = self.sock.recv(4096)
+        except OSError as exc:
+            self.broken = True
+            raise ZygoteGone(f"the zygote is gone ({exc})") from None
+        if not answer:
+            self.broken = True
+            raise ZygoteGone("the zygote is gone (it closed its socket)")
+        return json.loads(answer)
+
+    def send(self, spec: dict, fds: list[int]) -> None:
+        """Ask for a program process: ``spec`` (SPEC_KEYS), ``fds`` [part, request read end, reply write end,
+        output file]. The pid is read by :meth:`receive`, so that the server forks the test process meanwhile."""
+        if set(spec) != set(SPEC_KEYS) or len(fds) != _FDS_PER_RUN:
+            raise ValueError("zygote: a spawn takes exactly the run's directory, limits and four descriptors")
+        self._exit = None
+        try:
+            socket.send_fds(self.sock, [json.dumps(spec).encode()], fds)
+        except OSError as exc:
+            self.broken = True
+            raise ZygoteGone(f"the zygote is gone ({exc})") from None
+
+    def receive(self) -> int:
+        """The program process's pid."""
+        reply = self._message()
+        if "pid" not in reply:
+            self.broken = True
+            raise OSError(f"the zygote could not fork the program: {reply.get('error')}")
+        return int(reply["pid"])
+
+    def program_exit(self, timeout_s: float | None) -> int | None:
+        """The program's wait status once it has ended, waiting at most ``timeout_s`` (None: until it ends, as
+        it does once killed); None if it is still running."""
+        if self._exit is None:
+            if timeout_s is not None and not select.select([self.sock], [], [], max(0.0, timeout_s))[0]:
+                return None
+            reply = self._message()
+            if type(reply.get("wstatus")) is not int:
+                self.broken = True
+                raise ZygoteGone("the zygote sent a malformed exit status")
+            self._exit = reply["wstatus"]
+        return self._exit
+
+    def close(self) -> None:
+        self.sock.close()
+        os.close(self.pidfd)
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+
+def _zygote_main(sock: socket.socket, lockdown_args: dict, keep_fds: tuple[int, ...]) -> None:
+    """The zygote's loop: fork the next program process, wait for it, answer how it ended; until the server
+    closes the socket."""
+    try:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # (bubblewrap's PID namespace takes it too)
+    except OSError:
+        pass
+    _prctl(_PR_SET_DUMPABLE, 0)
+    gc.freeze()  # what it inherited is never traversed by its collector again: fewer pages copied on write
+    keep = sorted({sock.fileno(), *keep_fds})
+    low = 0
+    for fd in keep + [65536]:  # every descriptor but these: the server's request and reply streams above all
+        if fd > low:  # (closerange(n, n) would close everything from n up)
+            os.closerange(low, fd)
+        low = fd + 1
+    while True:
+        # The next program process is forked now, between runs, so that no run waits for a fork: it waits for
+        # its run's spawn message itself, answers its own pid and closes its copy of the socket before it
+        # locks down (a program must not write on it). The zygote then waits for it and answers how it ended.
+        pid = os.fork()
+        if pid == 0:
+            _waiting_program(sock, lockdown_args)
+        _, wstatus = os.waitpid(pid, 0)  # it ends by itself or when the server kills the run
+        if os.WIFEXITED(wstatus) and os.WEXITSTATUS(wstatus) == _NO_SERVER:
+            return
+        try:
+            sock.send(json.dumps({"wstatus": wstatus}).encode())
+        except OSError:
+            return
+
+
+def _waiting_program(sock: socket.socket, lockdown_args: dict) -> None:
+    """A program process before its run: wait for the spawn message (the run's limits and descriptors), answer
+    this process's pid, then become the run's program. Never returns."""
+    try:
+        message, fds, _, _ = socket.recv_fds(sock, 4096, _FDS_PER_RUN)
+        if not message:
+            raise EOFError
+    except (OSError, EOFError):
+        os._exit(_NO_SERVER)
+    try:
+        spec = json.loads(message)
+        if set(spec) != set(SPEC_KEYS) or len(fds) != _FDS_PER_RUN:
+            raise ValueError("malformed spawn request")
+        sock.send(json.dumps({"pid": os.getpid()}).encode())
+        sock.close()
+    except Exception as exc:  # noqa: BLE001 - reported to the server, which fails the run and exits
+        try:
+            sock.send(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]}).encode())
+        finally:
+            os._exit(_SPAWN_FAILED)
+    _program_process(spec, fds, lockdown_args)
+
+
+def _program_process(spec: dict, fds: list[int], lockdown_args: dict) -> None:
+    """In the program process: lock down, then read the program's part from its own descriptor and run it."""
+    try:
+        part_fd, request_r, reply_w, out_fd = fds
+        null = os.open("/dev/null", os.O_RDONLY)  # its own: it shares no open file with the test process
+        lock_down(spec["run_dir"], {0: null, 1: out_fd, 2: out_fd, 3: request_r, 4: reply_w, _PART_FD: part_fd},
+                  cpu_s=int(spec["cpu_s"]), memory_mb=int(spec["memory_mb"]),
+                  max_processes=int(spec["max_processes"]), max_output_kb=int(spec["max_output_kb"]),
+                  **lockdown_args)
+    except BaseException:
+        os._exit(120)  # set-up failed: the test process finds the program gone
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(_PART_FD, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        os.close(_PART_FD)
+        part = json.loads(b"".join(chunks))
+        del chunks
+        _program_harness(part, 3, 4)
+    finally:  # never fall back into the zygote's code in this forked copy
+        os._exit(0)
