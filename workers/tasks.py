@@ -392,8 +392,10 @@ def train_node(task, run_id: int, dispatch: str, node_rank: int, worker: str, at
     if node_rank > 0:
         log.info("run %s: node %s ended %s (exit code %s)", run_id, node_rank, outcome, proc.returncode)
         return outcome
-    if outcome == "failed":
+    if outcome == "failed":  # (its ranks' broken connections, when another node lost its process or a rank)
         detail = services.run_node_errors(run_id=run_id, dispatch=dispatch) + detail
+        lost = services.run_node_lost(run_id=run_id, dispatch=dispatch)
+        outcome, detail = ("signaled", lost) if lost else (outcome, detail)
     status = db_full.retrying(lambda: services.run_record_exit(run_id=run_id, outcome=outcome, forced=forced,
                                                                detail=detail, worker=worker), "how it ended", run_id)
     log.info("run %s: ended %s (exit code %s)", run_id, status, proc.returncode)

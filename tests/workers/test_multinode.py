@@ -112,6 +112,22 @@ def test_a_two_node_run_starts_as_a_gang_trains_and_is_killed_from_the_ui(two_wo
              what="both nodes to record their exit")
 
 
+def test_a_rank_killed_on_the_other_node_is_a_lost_attempt_naming_the_rank(two_workers):
+    """Rank 1 (node 1's only rank) SIGKILLed: node 1 reports it lost; node 0, whose rank fails on the broken
+    connection, records the run's attempt as lost (no restart left: it ends lost), naming rank 1."""
+    run = services.run_create(config=tiny_config(total_steps=5000, device="auto", seed=33, nnodes=2,
+                                                 strategy="ddp", prompts_per_step=4, max_restarts=0))
+    run = wait_for(lambda: Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING, last_step__gte=2)
+                   .exclude(ranks=[]).first(), timeout=RUN_TIMEOUT, what="the 2-node run to train 2 steps")
+    rank1 = {r["rank"]: r["pid"] for r in run.ranks}[1]
+    os.kill(rank1, 9)  # SIGKILL, as the out-of-memory killer would
+    run = wait_status(run.pk, RunStatus.LOST, RunStatus.FAILED, RunStatus.KILLED, timeout=90)
+    assert run.status == RunStatus.LOST, run.error[:800]
+    assert run.error.startswith("rank 1 killed by SIGKILL ("), run.error[:800]
+    node1 = RunNode.objects.get(run=run, node_rank=1)
+    assert node1.outcome == "signaled" and node1.error.startswith("rank 1 killed by SIGKILL"), node1.error[:300]
+
+
 @pytest.mark.postgres
 def test_two_half_started_runs_never_deadlock(two_workers):
     """Two 2-node runs launched together on two one-slot workers: each worker may take a node of a different

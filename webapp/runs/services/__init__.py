@@ -23,8 +23,8 @@ from .dispatch import (WAITING_FOR_QUEUE, _runs_whose_message_was_lost, _send_ru
                        run_create, run_dispatch, runs_redispatch)
 from .engine_config import (MAX_ENGINE_CONFIG_CHARS, MAX_ENGINE_VALUE_CHARS, bounded_engine_config,
                             run_engine_config_set)
-from .gang import (run_nnodes, run_node_errors, run_node_exit, run_node_gang, run_node_heartbeat, run_node_master,
-                   run_node_release, run_node_take)
+from .gang import (run_nnodes, run_node_errors, run_node_exit, run_node_gang, run_node_heartbeat, run_node_lost,
+                   run_node_master, run_node_release, run_node_take)
 from .lifecycle import (KILLABLE_STATUSES, run_finish, run_heartbeat, run_held_by, run_kill, run_record_exit,
                         run_requeue, run_resume, run_start)
 from .metrics import METRIC_ROWS_PER_INSERT, run_discard_after, run_metrics_append
@@ -41,7 +41,7 @@ __all__ = [
     "restart_backoff_s", "run_annotate", "run_archive", "run_checkpoint_add", "run_checkpoints_prune", "run_create",
     "run_discard_after", "run_dispatch", "run_engine_config_set", "run_finish", "run_heartbeat", "run_held_by",
     "run_kill", "run_metrics_append", "run_nnodes", "run_node_errors", "run_node_exit", "run_node_gang",
-    "run_node_heartbeat", "run_node_master", "run_node_release", "run_node_take", "run_ranks_set",
+    "run_node_heartbeat", "run_node_lost", "run_node_master", "run_node_release", "run_node_take", "run_ranks_set",
     "run_record_exit", "run_requeue", "run_resume", "run_samples_append", "run_start", "run_warning_add",
     "runs_mark_lost", "runs_redispatch", "runs_restart_after_disk_full",
     # (private helpers a few tests call directly)

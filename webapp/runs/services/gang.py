@@ -112,6 +112,16 @@ def run_node_exit(*, run_id: int, node_rank: int, worker: str, outcome: str, err
         ended_at=timezone.now(), outcome=outcome, error=error[:20_000])
 
 
+def run_node_lost(*, run_id: int, dispatch: str) -> str:
+    """The error of another node of the run whose training process, or one of its ranks, a signal it did not ask
+    for killed (its outcome "signaled": "rank 3 killed by SIGKILL ..."), the first to end; "" if none. Node 0 sees
+    such a loss as its own ranks' broken connections: the run's attempt was lost, not failed. (Read after
+    ``run_node_errors``, which waits for the nodes to report.)"""
+    row = (RunNode.objects.filter(run_id=run_id, dispatch=dispatch, node_rank__gt=0, outcome="signaled")
+           .exclude(ended_at=None).order_by("ended_at").first())
+    return row.error if row is not None else ""
+
+
 def run_node_errors(*, run_id: int, dispatch: str, wait_s: float = 10.0) -> str:
     """What the run's other nodes said when they failed, one line each (waiting up to ``wait_s`` for each node
     to report its exit: a rank failing on node 1 shows on node 0 as a broken connection, the cause is node 1's)."""
