@@ -34,6 +34,8 @@ def progress_line(run: dict, reward: float | None) -> str:
     line = f"{progress_bar(done, total)} {done}/{total} {run['status']}"
     if run.get("kill_requested") and run["status"] not in ENDED:
         line += " (kill requested)"
+    if run.get("stalled"):  # no step for far longer than its steps take (the server's stall rule)
+        line += f" (stalled: no step for {run.get('stalled_for_s') or 0:.0f} s)"
     return f"{line}  {REWARD_KEY} {format_reward(reward)}"
 
 

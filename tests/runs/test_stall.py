@@ -129,3 +129,14 @@ def test_an_out_of_bounds_stall_setting_stops_the_settings_naming_it(name, value
     result = subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode != 0 and f"{name}: {value} is out of bounds" in result.stderr, result.stderr
+
+
+def test_the_cli_shows_the_api_s_stall_in_its_runs_list_and_its_watch_line():
+    from seedbed_client.commands import _status_text
+    from seedbed_client.watch import progress_line
+
+    stalled = {"status": "running", "stalled": True, "stalled_for_s": 90.2, "last_step": 7, "total_steps": 100}
+    assert _status_text(stalled) == "running, stalled 90 s"
+    assert "7/100 running (stalled: no step for 90 s)" in progress_line(stalled, None)
+    moving = {**stalled, "stalled": False, "stalled_for_s": None}
+    assert _status_text(moving) == "running" and "stalled" not in progress_line(moving, None)
