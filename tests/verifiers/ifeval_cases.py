@@ -99,6 +99,10 @@ CASES += [
     (_K, {"keywords": ["summer", "winter"]}, "Summer is warm; winter is cold."),
     (_K, {"keywords": ["play"]}, "Children PLAY outside."),
     (_K, {"keywords": ["bank"]}, "They sat on its banks."),
+    (_K, {"keywords": ["climate"]}, "We discuss _climate_ change."),
+    (_K, {"keywords": ["climate"]}, "We discuss __climate__ change."),
+    (_K, {"keywords": ["init"]}, "Edit __init__.py first."),
+    (_K, {"keywords": ["snake_case"]}, "Use snake_case names."),
 ]
 
 _F = "keywords:forbidden_words"
@@ -111,11 +115,22 @@ CASES += [
     (_F, {"forbidden_words": ["play"]}, "They played all day."),
     (_F, {"forbidden_words": ["new york"]}, "I love New York in spring."),
     (_F, {"forbidden_words": ["summer"]}, "A summer's day."),
+    # disguised with a Cyrillic look-alike (Seedbed finds it; the other disguises: test_ifeval_peer.py)
+    (_F, {"forbidden_words": ["bad"]}, "This is b\u0430d news."),
+    (_F, {"forbidden_words": ["bad"]}, "This is snake_bad_case code."),  # inside an identifier: not the word
+    # ... and what the reading through disguises must not catch: another word, the word as written
+    (_F, {"forbidden_words": ["bad"]}, "The badge was new."),
+    (_F, {"forbidden_words": ["bad"]}, "Not bad at all."),
+    (_F, {"forbidden_words": ["нет"]}, "Он сказал нет."),
+    (_F, {"forbidden_words": ["нет"]}, "Он сказал да."),
+    (_F, {"forbidden_words": ["bad"]}, "A *good* day, **all** good."),
 ]
 
 _KF = "keywords:frequency"
 CASES += [
     (_KF, {"keyword": "dog", "frequency": 2, "relation": "at least"}, "The dog barked at another dog."),
+    (_KF, {"keyword": "climate", "frequency": 2, "relation": "at least"}, "_climate_ first, then __climate__ again."),
+    (_KF, {"keyword": "climate", "frequency": 2, "relation": "less than"}, "_climate_, climate and __climate__."),
     (_KF, {"keyword": "dog", "frequency": 3, "relation": "at least"}, "The dog barked at another dog."),
     (_KF, {"keyword": "dog", "frequency": 2, "relation": "less than"}, "One dog only."),
     (_KF, {"keyword": "dog", "frequency": 2, "relation": "less than"}, "Dog, dog, DOG!"),
@@ -215,6 +230,9 @@ CASES += [
 _PS = "detectable_content:postscript"
 CASES += [
     (_PS, {"postscript_marker": "P.S."}, "Body text.\n\nP.S. See you soon."),
+    (_PS, {"postscript_marker": "P.S."}, "Body text.\n\n_P.S._ See you soon."),
+    (_PS, {"postscript_marker": "P.S."}, "Body text.\n\n__P.S.__ See you soon."),
+    (_PS, {"postscript_marker": "P.S."}, "Body text.\n\n*P.S.* See you soon."),
     (_PS, {"postscript_marker": "P.S."}, "body text.\n\np.s. see you soon."),
     (_PS, {"postscript_marker": "P.S."}, "Body text.\n\n**P.S.** See you soon."),
     (_PS, {"postscript_marker": "P.S."}, "Body text and that is all. P.S. Bye."),

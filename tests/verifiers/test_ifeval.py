@@ -155,3 +155,23 @@ def test_bad_constraints_are_verifier_errors_naming_the_problem():
                                  "first_word": "two words"}]})
     with pytest.raises(VerifierError, match="'first_word' must be a string"):
         v("x", {"constraints": [{"type": "nth_paragraph_first_word", "paragraphs": 1, "nth": 1, "first_word": 3}]})
+
+
+@pytest.mark.parametrize("constraint, response, ok", [
+    ({"type": "keywords_include", "keywords": ["climate"]}, "We discuss _climate_ change.", True),
+    ({"type": "keywords_include", "keywords": ["climate"]}, "We discuss __climate__ change.", True),
+    ({"type": "keyword_frequency", "keyword": "climate", "exact": 2}, "_climate_ and __climate__", True),
+    ({"type": "postscript", "marker": "P.S."}, "Body.\n\n_P.S._ Bye.", True),
+    ({"type": "keywords_exclude", "keywords": ["bad"]}, "This is _bad_ news.", False),
+    ({"type": "keywords_exclude", "keywords": ["bad"]}, "This is __bad__ news.", False),
+    ({"type": "keywords_exclude", "keywords": ["bad"]}, "This is b\u0430d news.", False),  # Cyrillic a
+    ({"type": "keywords_exclude", "keywords": ["bad"]}, "This is b\u200bad news.", False),  # zero-width space
+    ({"type": "keywords_exclude", "keywords": ["bad"]}, "This is ｂａｄ news.", False),  # full-width
+    ({"type": "keywords_exclude", "keywords": ["нет"]}, "Он сказал н\u200bет.", False),  # a Cyrillic keyword too
+    ({"type": "keywords_exclude", "keywords": ["bad"]}, "snake_bad_case is an identifier", True),
+    # an included keyword must be written plainly: a look-alike letter does not include it
+    ({"type": "keywords_include", "keywords": ["climate"]}, "We discuss cl\u0456mate change.", False),
+])
+def test_markdown_and_disguises_around_a_word(constraint, response, ok):
+    result = get_verifier("ifeval")(response, {"constraints": [constraint]})
+    assert result.score == float(ok), result.details

@@ -92,6 +92,33 @@ def test_the_fixed_bugs_of_issue_21_agree_with_ifeval():
         assert ours == reference_verdict(instruction_id, kwargs, response), (instruction_id, kwargs, response)
 
 
+def test_markdown_emphasis_is_not_part_of_a_word_as_in_ifeval():
+    """``_`` is a word character to a regular expression, but emphasis around a word is markdown: the keyword
+    and the postscript are found where IFEval finds them (they were missed)."""
+    cases = [
+        ("keywords:existence", {"keywords": ["climate"]}, "We discuss _climate_ change."),
+        ("keywords:existence", {"keywords": ["climate"]}, "We discuss __climate__ change."),
+        ("keywords:frequency", {"keyword": "climate", "frequency": 2, "relation": "at least"},
+         "_climate_ first, then __climate__ again."),
+        ("detectable_content:postscript", {"postscript_marker": "P.S."}, "Body.\n\n_P.S._ Bye."),
+        ("detectable_content:postscript", {"postscript_marker": "P.S."}, "Body.\n\n__P.S.__ Bye."),
+    ]
+    for instruction_id, kwargs, response in cases:
+        ours, _ = seedbed_verdict(instruction_id, kwargs, response)
+        assert ours is True and reference_verdict(instruction_id, kwargs, response) is True, response
+
+
+def test_a_disguised_forbidden_word_is_caught_where_ifeval_misses_it_a_listed_difference():
+    for response in ("This is _bad_ news.", "This is __bad__ news.", "This is b\u0430d news.",
+                     "This is b\u200bad news.", "This is ｂａｄ news.", "This is b\u00adad news."):
+        kwargs = {"forbidden_words": ["bad"]}
+        ours, constraints = seedbed_verdict("keywords:forbidden_words", kwargs, response)
+        assert ours is False and reference_verdict("keywords:forbidden_words", kwargs, response) is True, response
+        assert explanation(constraints, response, ours) == "disguised-forbidden-words", response
+    ours, _ = seedbed_verdict("keywords:forbidden_words", {"forbidden_words": ["bad"]}, "snake_bad_case code")
+    assert ours is True  # underscores inside an identifier are part of it: no word "bad" there
+
+
 # --- property test: generated responses ---------------------------------------------------------------------
 
 _WORDS = ("river town mill summer light children dawn bank dog cat category play NASA U.S. report data model "

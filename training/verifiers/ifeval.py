@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from training.verifiers.base import Param, VerifierError, VerifierResult, register_verifier
+from training.verifiers.ifeval_text import forbidden_form, without_emphasis
 
 _BULLET = re.compile(r"^[ \t]*[*-][ \t]+\S", re.MULTILINE)
 MAX_COUNT = 1_000_000  # every min/max/exact and paragraph index is bounded (docs/architecture.md#projects-and-trust)
@@ -207,26 +208,36 @@ def _char_count(text, c):
 def keyword_pattern(keyword: str) -> re.Pattern:
     """A keyword as a whole word or phrase, any case: stripped, inner spaces as any whitespace, and not inside
     a longer word (``(?<!\\w)``/``(?!\\w)``, so ``U.S.`` and ``C++`` match where ``\\b`` would not)."""
-    body = r"\s+".join(re.escape(part) for part in keyword.split())
+    body = r"\s+".join(re.escape(part) for part in without_emphasis(keyword).split())
     return re.compile(rf"(?<!\w){body}(?!\w)", re.IGNORECASE)
+
+
+def keyword_count(keyword: str, text: str, forbidden: bool = False) -> int:
+    """How many times the keyword is used: markdown emphasis around it is not part of a word (``_climate_``);
+    for a forbidden word (``forbidden``) look-alike letters and invisible characters are read through too
+    (:mod:`training.verifiers.ifeval_text`)."""
+    if forbidden:
+        return len(keyword_pattern(forbidden_form(keyword)).findall(forbidden_form(text)))
+    return len(keyword_pattern(keyword).findall(without_emphasis(text)))
 
 
 @constraint("keywords_include")
 def _keywords_include(text, c):
-    missing = [k for k in _param(c, "keywords", list) if not keyword_pattern(k).search(text)]
+    missing = [k for k in _param(c, "keywords", list) if not keyword_count(k, text)]
     return not missing, f"missing {missing}" if missing else "all keywords present"
 
 
 @constraint("keywords_exclude")
 def _keywords_exclude(text, c):
-    found = [k for k in _param(c, "keywords", list) if keyword_pattern(k).search(text)]
+    """No forbidden word, however it is written: emphasis, look-alike letters, invisible characters inside."""
+    found = [k for k in _param(c, "keywords", list) if keyword_count(k, text, forbidden=True)]
     return not found, f"forbidden words used: {found}" if found else "no forbidden word"
 
 
 @constraint("keyword_frequency")
 def _keyword_frequency(text, c):
     keyword = _param(c, "keyword", str)
-    return _bounds(len(keyword_pattern(keyword).findall(text)), c, f"times {keyword.strip()!r}")
+    return _bounds(keyword_count(keyword, text), c, f"times {keyword.strip()!r}")
 
 
 @constraint("letter_frequency")
@@ -361,9 +372,9 @@ def postscript_pattern(marker: str) -> re.Pattern:
 
 @constraint("postscript")
 def _postscript(text, c):
-    """A postscript marker anywhere (``P.S.``, ``p.s.``, ``**P.S.**``, ``P. S.``, ``P.P.S``)."""
+    """A postscript marker anywhere (``P.S.``, ``p.s.``, ``**P.S.**``, ``_P.S._``, ``P. S.``, ``P.P.S``)."""
     marker = _param(c, "marker", str, default="P.S.")
-    return bool(postscript_pattern(marker).search(text)), f"postscript starting {marker!r}?"
+    return bool(postscript_pattern(marker).search(without_emphasis(text))), f"postscript starting {marker!r}?"
 
 
 def two_responses_parts(text: str) -> list[str] | None:
@@ -507,7 +518,12 @@ def _keyword_list(c: dict) -> list[str]:
 
 def _substring_not_word(c: dict, text: str) -> bool:
     return any(k.strip() and k.strip().lower() in text.lower() and len(re.findall(re.escape(k.strip()), text, re.I))
-               != len(keyword_pattern(k).findall(text)) for k in _keyword_list(c))
+               != keyword_count(k, text) for k in _keyword_list(c))
+
+
+def _disguised_forbidden_word(c: dict, text: str) -> bool:
+    return any(keyword_count(k, text, forbidden=True) != len(re.findall(rf"\b{re.escape(k.strip())}\b", text, re.I))
+               for k in _keyword_list(c))
 
 
 def _keyword_not_plain(c: dict, text: str) -> bool:
@@ -576,6 +592,13 @@ INTENTIONAL_DIFFERENCES: tuple[IntentionalDifference, ...] = (
         "reads it as a regular expression (`.` any character) between `\\b`s, unstripped",
         "a keyword is text the prompt quotes; IFEval never finds a forbidden `U.S.` before a space",
         _keyword_not_plain),
+    IntentionalDifference(
+        "disguised-forbidden-words", ("keywords_exclude",), False,
+        "a forbidden word is found through markdown emphasis (`_bad_`, `__bad__`), look-alike letters (Cyrillic "
+        "`а` for `a`, full-width `ｂａｄ`) and invisible characters inside it (a zero-width space, a soft hyphen); "
+        "IFEval matches `\\bword\\b` in the text as written",
+        "a word a reader still reads is still used: a disguise must not dodge the ban",
+        _disguised_forbidden_word),
     IntentionalDifference(
         "markdown-bullets", ("bullet_count",), None,
         "a bullet is `* ` or `- ` followed by text; IFEval also counts any line starting with `-` (a `---` rule, "
