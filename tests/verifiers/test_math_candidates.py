@@ -70,6 +70,10 @@ CASES = [
     ("12", r"The answer is $12$ since $3 \cdot 4 = 12$.", 1, 1, None),
     ("0.5", "Answer: $0.5$ (i.e. $\\frac{1}{2}$)", 1, 1, None),
     ("3", "Answer: 3 apples (2 red and 1 green)", 1, 1, None),
+    ("7", rf"The answer is {B}{{7}}, which is also 3 + 4.", 1, 1, None),
+    ("12", rf"{B}{{12}} (i.e. $3 \cdot 4$)", 1, 1, None),
+    ("7", "Answer: $7$, which could be checked by 3 + 4 = 7.", 1, 1, None),
+    ("5", "Answer: $5$, but it could also be $6$.", 1, 0, "hedged answer"),
     ("1234", "Answer: 1,234", 1, 1, None),
     ("3/4", "Answer: 3 over 4", 0, 0, "not equivalent to the gold answer"),
 ]

@@ -31,11 +31,19 @@ import re
 
 from training.verifiers.math_fastpath import decide, parse_fast
 
-# Words that offer a value as another possibility beside the answer (several languages' "or" among them).
-CANDIDATE_CUES = re.compile(
-    r"\b(?:or|o|ou|oder|oppure|either|maybe|possibly|probably|perhaps|plausibl[ey]|possible|likely|might|could|"
-    r"may|also|alternatively|otherwise|else|though|although|instead|rather|unsure|guess|vs|versus|i\.e|e\.g|"
-    r"namely)\b|\?", re.IGNORECASE)
+# Words that offer a value as another possibility beside the answer. Strong: any value after them in the sentence
+# that is not the answer's own is a second candidate ("or" in several languages, "though", "vs.", "instead").
+# Restating: only a value that is certainly another ("3 (i.e. $4$)"; "$12$ (i.e. $3 \cdot 4$)" restates 12).
+# Weak: only a value at most two words from them ("$6$ is also plausible", "could also be 6").
+_STRONG_CUES = (r"\b(?:or|o|ou|oder|oppure|either|alternatively|otherwise|though|although|instead|rather|vs|"
+                r"versus)\b|\?")
+_RESTATING_CUES = r"\b(?:i\.e|e\.g|namely|that\s+is)\b"
+_WEAK_CUES = r"\b(?:maybe|possibly|probably|perhaps|plausibl[ey]|possible|likely|might|could|may|also|guess|unsure)\b"
+CANDIDATE_CUES = re.compile(f"{_STRONG_CUES}|{_RESTATING_CUES}|{_WEAK_CUES}", re.IGNORECASE)
+_STRONG = re.compile(_STRONG_CUES, re.IGNORECASE)
+_RESTATING = re.compile(_RESTATING_CUES, re.IGNORECASE)
+_WEAK = re.compile(_WEAK_CUES, re.IGNORECASE)
+_NEAR = r"\W*(?:[^\W\d]+\W+){0,2}?"  # at most two words between a weak cue and its value
 # A value written in prose or LaTeX: a number (not glued to a word or a decimal point), or a math span holding one.
 _NUMBER = r"[-−+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?\s?%?"
 _SPAN = r"(?<!\\)\$[^$\n]*?\d[^$\n]*?(?<!\\)\$|\\\([^\n]*?\d[^\n]*?\\\)"
@@ -94,6 +102,13 @@ def _same_value(a: str, b: str) -> bool:
     return fa is not None and fb is not None and decide(fa, fb) is True
 
 
+def _other_value(a: str, b: str) -> bool:
+    """Whether two written values are certainly different: both in the fast grammar, and unequal there."""
+    fa = parse_fast(a.strip().strip("$").strip().replace("−", "-"))
+    fb = parse_fast(b.strip().strip("$").strip().replace("−", "-"))
+    return fa is not None and fb is not None and decide(fa, fb) is False
+
+
 def values_in(text: str) -> list[str]:
     """The values written in ``text``: each math span holding a digit, each number outside them."""
     return [m.group(0) for m in _VALUE.finditer(text)]
@@ -105,12 +120,35 @@ def first_value(text: str) -> tuple[str, str] | None:
     return (m.group(0), text[m.end():]) if m else None
 
 
+_OPERATOR_AFTER = re.compile(r"\s*(?:[-+*/×·^=<>]|\\(?:cdot|times|div)\b)\s*[\d$(\\.]")
+_OPERATOR_BEFORE = re.compile(r"(?:[-+*/×·^=<>(]|\\(?:cdot|times|div))\s*$")
+
+
+def _candidates(text: str) -> list[re.Match]:
+    """The values of ``text`` that stand alone (not an operand: "3 + 4" is one expression, not two values)."""
+    return [m for m in _VALUE.finditer(text) if not _OPERATOR_AFTER.match(text, m.end())
+            and not (m.group(0)[0] not in "-−+" and _OPERATOR_BEFORE.search(text[:m.start()]))]
+
+
 def second_candidate(tail: str, answer: str) -> bool:
-    """Whether the rest of an answer's sentence offers another value beside ``answer``: a word that offers one
-    (:data:`CANDIDATE_CUES`) and a value not the answer's ("$5$ (though $6$ is also plausible)", "3 (i.e. $4$)")."""
+    """Whether the rest of an answer's sentence offers another value beside ``answer``: after a strong cue a
+    value not the answer's ("$5$ (though $6$ is also plausible)", "5 vs. 6"), after a restating one a value
+    certainly another ("3 (i.e. $4$)"), next to a weak one a value not the answer's ("could also be 6")."""
     if not CANDIDATE_CUES.search(tail):
         return False
-    return any(not _same_value(value, answer) for value in values_in(tail))
+    strong = _STRONG.search(tail)
+    if strong and any(not _same_value(m.group(0), answer) for m in _candidates(tail) if m.start() >= strong.end()):
+        return True
+    restating = _RESTATING.search(tail)
+    if restating and any(_other_value(m.group(0), answer) for m in _candidates(tail) if m.start() >= restating.end()):
+        return True
+    for m in _candidates(tail):
+        before, after = tail[:m.start()], tail[m.end():]
+        near = (re.search(f"(?:{_WEAK_CUES}){_NEAR}$", before, re.IGNORECASE)
+                or re.match(f"{_NEAR}(?:{_WEAK_CUES})", after, re.IGNORECASE))
+        if near and not _same_value(m.group(0), answer):
+            return True
+    return False
 
 
 def cue_between(between: str) -> bool:
