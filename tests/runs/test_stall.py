@@ -140,3 +140,15 @@ def test_the_cli_shows_the_api_s_stall_in_its_runs_list_and_its_watch_line():
     assert "7/100 running (stalled: no step for 90 s)" in progress_line(stalled, None)
     moving = {**stalled, "stalled": False, "stalled_for_s": None}
     assert _status_text(moving) == "running" and "stalled" not in progress_line(moving, None)
+
+
+def test_the_sweep_dashboard_s_runs_table_shows_a_stalled_seed(user):
+    from webapp.sweeps.selectors import sweep_runs_table
+
+    sweep = Sweep.objects.create(project=default_project(), config=tiny_config(total_steps=100), seeds=[0, 1])
+    stalled = stalled_run(sweep=sweep)
+    moving = running_run(sweep=sweep, last_step=7, median_step_s=2.0, step_advanced_at=timezone.now())
+    rows = {r["id"]: r for r in sweep_runs_table(sweep=sweep)}
+    assert rows[stalled.pk]["stalled_for_s"] >= 89 and rows[moving.pk]["stalled_for_s"] is None
+    page = logged_in(user).get(f"/sweeps/{sweep.pk}/").content.decode()
+    assert f'id="stalled-{stalled.pk}"' in page and f'id="stalled-{moving.pk}"' not in page

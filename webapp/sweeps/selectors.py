@@ -131,6 +131,7 @@ def sweep_runs_table(*, sweep: Sweep) -> list[dict]:
             "last_step": run.last_step, "total_steps": run.total_steps,
             "killed_by": run.killed_by, "kill_reason": run.kill_reason,
             "stopped_at_step": run.last_step if run.status == RunStatus.KILLED else None,
+            "stalled_for_s": run.stalled_for_s, "stall_note": run.stall_note,  # (webapp.runs.stall)
         })
     return rows
 
