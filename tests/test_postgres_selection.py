@@ -50,6 +50,9 @@ SETS_THE_SCENE_ONLY = {
                                     "results run on PostgreSQL in tests/evals/test_services.py",
     "tests/sweeps/test_dashboard_browser.py": "what a browser draws; the dashboard's reads and the policy run on "
                                               "PostgreSQL in tests/sweeps/test_views.py and test_services.py",
+    "tests/faults/test_home_disk_full.py": "a SQLite database file on a full filesystem, by nature SQLite's (the "
+                                           "cursor only checkpoints its WAL before it is copied there); the "
+                                           "services it exercises run on PostgreSQL in their own tests",
     "tests/test_bad_inputs.py": "every case is refused by validation before anything is written (each asserts "
                                 "that nothing was created); the services' writes run on PostgreSQL in their own "
                                 "tests",
