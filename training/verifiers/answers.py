@@ -7,7 +7,8 @@ Forms (:data:`FORMS`, the names a reward spec uses):
 * ``answer_tag``: the last ``<answer>...</answer>`` — reasoning-gym's and many R1-style prompts';
 * ``hash``: the rest of the line after the last ``####`` — GSM8K's reference solutions;
 * ``answer_line``: what follows the last answer marker — "Answer:" / "Final answer:" anywhere in a line,
-  "the (final) answer is", or a line opening "Answer ..." — up to the end of its sentence, or the display
+  "the (final) answer is", or a line opening "Answer ..." — up to the end of its sentence (an abbreviation's
+  full stop, "approx." or "i.e.", ends none), or the display
   block (``$$ … $$``, ``\\[ … \\]``) it opens, however many lines later that closes;
 * ``last_number``: the last number in the text (``-3``, ``1,234`` → ``1234``, ``3.5``, ``3/4``);
 * ``last_line``: the last non-empty line; ``whole``: the whole completion.
@@ -127,7 +128,9 @@ def final_boxed_group(text: str, spans: list[tuple[int, int, str]] | None = None
     joined to it by "and", "or", "," or ";" within 70 characters. Repeated neighbours count once. Math-Verify
     reads such boxes as one answer (a set), so ``\\boxed{-2} and \\boxed{1}`` means {-2, 1}; boxes further
     apart are a corrected answer, and the last one counts. (Rule: latex2sympy2_extended
-    ``extract_boxed_content``, the normalisation Math-Verify 0.9.0 applies to boxed answers.)
+    ``extract_boxed_content``, the normalisation Math-Verify 0.9.0 applies to boxed answers.) A last box inside
+    a math span of its own is read as Math-Verify reads spans: joined only to boxes in spans before it joined by
+    "," / "and" / "or" alone, so "$\\boxed{32}$, but ..., so the total is $\\boxed{64}$" is the corrected 64.
 
     >>> final_boxed_group(r"roots \\boxed{-2} and \\boxed{1}")
     ['-2', '1']

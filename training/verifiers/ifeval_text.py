@@ -2,9 +2,9 @@
 is not part of a word, and a forbidden word is found however it is disguised.
 
 * **Emphasis** (:func:`without_emphasis`): an underscore run that opens a word (no letter or digit before it, no
-  space after it) or closes one (no space before it, no letter or digit after it) is markdown, ``_climate_``, ``__climate__``,
-  ``_P.S._``, not part of the word; underscores inside a word (``snake_case``) stay. Asterisks are never word
-  characters, so ``*climate*`` needs nothing.
+  space after it) or closes one (no space before it, no letter or digit after it) is markdown (``_climate_``,
+  ``__climate__``, ``_P.S._``), not part of the word; underscores inside a word (``snake_case``) stay.
+  Asterisks are never word characters, so ``*climate*`` needs nothing.
 * **Forbidden words** (:func:`forbidden_form`, for ``keywords_exclude`` only: a disguise must not dodge a ban,
   while an included keyword must be written plainly): NFKC compatibility forms (full-width ``ｂａｄ``,
   mathematical ``𝐛𝐚𝐝``), invisible format characters removed (zero-width space and joiners, soft hyphen, word

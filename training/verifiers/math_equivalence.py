@@ -153,7 +153,8 @@ def _is_several_values(obj) -> bool:
     (what "$x = -3$ or $x = 2$", a list, a range or a bound may equal)."""
     from sympy import And, Equality, FiniteSet, Interval, Or, Tuple, Union
     from sympy.core.relational import Relational
-    return (isinstance(obj, (Interval, Union, And, Or)) or (isinstance(obj, Relational) and not isinstance(obj, Equality))
+    inequality = isinstance(obj, Relational) and not isinstance(obj, Equality)
+    return (isinstance(obj, (Interval, Union, And, Or)) or inequality
             or (isinstance(obj, (FiniteSet, Tuple)) and len(obj.args) >= 2))
 
 

@@ -10,12 +10,17 @@ the last "Answer:" / "Final answer:" / "the answer is" marker, mid-line too, up 
 the display block it opens); ``answer_tag`` the last ``<answer>...</answer>``; ``hash`` the text after the last
 ``####`` (GSM8K); ``last_number`` the last number; ``auto`` tries boxed, then an answer tag, then ``####``, then
 the fallback. ``details["method"]`` names the form that matched. After a marker the answer runs to the end of its
-sentence: math spans joined as Math-Verify joins them (``$-3$ and $2$``, up to six, by ",", "and" or "or") are
-one answer, a set, and the rest of the sentence is read for a hedge. A hedge scores 0 wherever it is written (in
-a box, between boxes or spans, after a marker, before or after a box in its sentence): candidates joined by "or",
-a "/" between two separate math spans, an uncertain word ("maybe", "probably", "?") — except a complete list
-that Math-Verify reads as one set equal to a gold of several values (``$x = -3$ or $x = 2$`` for the gold
-``-3, 2``). No answer scores 0; so do more than :data:`MAX_BOXES` different boxes, an answer over
+sentence (an abbreviation's full stop ends none: "approx.", "i.e.", "No. 5"): math spans joined as Math-Verify
+joins them (``$-3$ and $2$``, up to six, by ",", "and" or "or") are one answer, a set, and the rest of the
+sentence is read for a hedge; candidates followed by a clause that keeps one of them ("…, but since $x$ is a side
+length, $x = 3$") are the one kept (:func:`training.verifiers.math_candidates.kept_candidate`). A hedge scores 0
+wherever it is written (in a box, between boxes or spans, after a marker, before or after a box in its sentence):
+candidates joined by "or", a "/" between two separate math spans, an uncertain word ("maybe", "probably", "?"),
+a second value offered after the answer ("(though $6$ is also plausible)"), an earlier box of the sentence
+offered as another possibility ("$\\boxed{32}$, or maybe $\\boxed{64}$"); a list, range or bound ("3, 4, 5",
+"between 3 and 5", "at least 3") counts only as the several values of a gold that is several values — as does a
+complete list that Math-Verify reads as one set equal to a gold of several values (``$x = -3$ or $x = 2$`` for
+the gold ``-3, 2``). No answer scores 0; so do more than :data:`MAX_BOXES` different boxes, an answer over
 :data:`MAX_ANSWER_CHARS` and TeX programming in the answer (``\\def``, ``#``, a ``%`` comment: checker
 tampering). A box's content, or a math span's after a marker, is read as LaTeX (``\\$`` in it is a dollar
 sign); plain text after a marker as Math-Verify reads an "Answer:" line
