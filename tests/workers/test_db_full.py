@@ -94,6 +94,7 @@ def test_a_heartbeat_refused_for_a_full_disk_does_not_stop_supervision():
 
 
 @pytest.mark.django_db
+@pytest.mark.postgres  # (runs_mark_lost's row locks and its cutoff a century back)
 def test_no_run_is_judged_lost_by_its_heartbeat_while_the_database_was_found_full(model_dir, monkeypatch,
                                                                                    django_capture_on_commit_callbacks):
     from webapp.runs import services
