@@ -16,6 +16,13 @@ things in it predict nothing and are not computed (docs/architecture.md, "The tr
   length (``length_buckets``) after a prefill of the distinct prompts, each group padded only to its own longest,
   the grouping chosen to minimise fed positions plus a per-call cost.
 
+How many forward calls that takes depends on the rows (one pack, or a prefill and a call per length group). A
+model sharded over ranks (FSDP2) cannot allow that: each call of its modules is an all-gather in the forward and
+an all-gather and a reduce-scatter in the backward, which every rank must make in the same order, so ranks with
+other lengths would wait for each other's collectives for ever. With ``single_call`` the forward is exactly one
+model call whatever the rows: the pack when it fits, else every row's prompt and fed completion tokens in one
+right-padded forward (``whole_states``); the same outputs either way.
+
 Every row's output is its own computation whatever group it is in (attention never crosses rows, masked keys add
 exactly nothing); only the blocking of a matrix product over a different number of rows can change the last bits.
 """
@@ -201,13 +208,34 @@ def packed_states(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, co
     return flat[torch.tensor(where, device=dev)]
 
 
+def whole_states(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
+                 fed: list[int], *, hidden: bool) -> torch.Tensor:
+    """``completion_states`` in one forward of every row whole: [prompt (left-padded to P), its first ``fed``
+    completion tokens, padding to T − 1], the padding masked. The output at sequence position P − 1 + t is
+    position t's; t > ``fed`` is set to zeros (``torch.where``: no gradient reaches what a padding query computed).
+    Costs the prompt's G repeats and the padding the other paths skip: for a sharded model, whose call count
+    must not depend on the rows, when the pack is too long."""
+    B, P, T = completion_ids.shape[0], prompt_ids.shape[1], max(completion_ids.shape[1], 1)
+    dev = completion_ids.device
+    fed_t = torch.tensor(fed, device=dev)[:, None]
+    real = torch.arange(T - 1, device=dev)[None, :] < fed_t  # [B, T - 1]: the completion tokens fed
+    ids = torch.cat([prompt_ids, completion_ids[:, :T - 1]], dim=1)
+    mask = torch.cat([prompt_mask, real.to(prompt_mask.dtype)], dim=1)
+    kw = {} if hidden else {"logits_to_keep": T}
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask), use_cache=False, **kw)
+    states = (out.last_hidden_state if hidden else out.logits)[:, -T:]
+    keep = torch.arange(T, device=dev)[None, :] <= fed_t  # position 0 (the prompt's last) and 1..fed
+    return torch.where(keep[..., None], states, states.new_zeros(()))
+
+
 def completion_states(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
-                      lengths: torch.Tensor, *, hidden: bool) -> torch.Tensor:
+                      lengths: torch.Tensor, *, hidden: bool, single_call: bool = False) -> torch.Tensor:
     """The output at every position that predicts a completion token, [B, T, ·] (T = ``completion_ids``'s
     width): position 0 is the prompt's last, position t ≥ 1 the output at completion token t − 1; positions at
     or past a row's length ``lengths`` [B] are zeros (they predict padding, which every loss masks).
 
     ``hidden``: ``model`` is the decoder and the output its last hidden state; else the model's logits.
+    ``single_call``: exactly one call of ``model`` whatever the rows (the module's docstring says why).
     """
     B, P, T = completion_ids.shape[0], prompt_ids.shape[1], completion_ids.shape[1]
     fed = (lengths.long() - 1).clamp(min=0, max=max(T - 1, 0)).tolist()
@@ -218,6 +246,8 @@ def completion_states(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor
         packed = packed_states(model, prompt_ids, prompt_mask, completion_ids, fed, hidden=hidden)
         if packed is not None:
             return packed
+    if single_call:
+        return whole_states(model, prompt_ids, prompt_mask, completion_ids, fed, hidden=hidden)
     last, cache, inverse = prefill_distinct(model, prompt_ids, prompt_mask, hidden=hidden)
     last = last if inverse is None else last[inverse]
     if T <= 1:

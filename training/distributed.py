@@ -144,7 +144,8 @@ def world_from_env(device: str = "auto") -> World:
 
 class PolicyForward(torch.nn.Module):
     """The training forward (``sequence_logprobs``) as one module call, so DDP sees one forward per backward
-    (the forward itself calls the model twice: the shared prompt prefill, then the completions)."""
+    (the forward itself may call the model several times: a packed sequence, or the shared prompt prefill and
+    then the completions by length; exactly once under fsdp, ``training.completion_forward.completion_states``)."""
 
     def __init__(self, model, temperature: float, use_kept_mask: bool, checkpoint: bool = False):
         super().__init__()
@@ -217,8 +218,9 @@ class Parallel:
             if not layers:
                 raise ValueError("strategy fsdp: the model names no decoder layer class (transformers' "
                                  "_no_split_modules) to shard; use strategy ddp")
-            # parameters stay gathered from a layer's forward to its backward: the training forward calls the model
-            # twice (prompt prefill, then completions) and resharding in between would gather every layer 3 times
+            # parameters stay gathered from a layer's forward to its backward (no second all-gather in the backward);
+            # the training forward calls the sharded model exactly once a micro-batch whatever its rows, so every
+            # rank makes the same all-gathers and reduce-scatters (training.completion_forward: single_call)
             for layer in layers:
                 fully_shard(layer, mesh=mesh, reshard_after_forward=False)
             fully_shard(model, mesh=mesh, reshard_after_forward=False)

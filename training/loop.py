@@ -370,20 +370,31 @@ def update_policy(cfg, policy, optimizer, roll: Rollouts, ref_logp, shuffle_gen,
     mine = roll.index >= 0
     where[roll.index[mine]] = torch.nonzero(mine).flatten()
     totals: dict[str, float] = {}
-    count = 0
-    for epoch in range(cfg.ppo_epochs):
-        for chunk in torch.randperm(n, generator=shuffle_gen).split(size):
-            idx = where[chunk]
-            idx = idx[idx >= 0]
-            live = len(idx) > 0
-            if not live:  # none of this minibatch is ours: a zero-weight forward keeps DDP's collectives aligned
-                idx = torch.zeros(1, dtype=torch.long)
-            stats = minibatch_step(cfg, policy, optimizer, roll, ref_logp, idx.to(batch.completion_ids.device),
-                                   live, micro, world)
-            for k, v in stats.items():
-                totals[k] = totals.get(k, 0.0) + v
-            count += 1
-    return world.mean_stats({k: v / count for k, v in totals.items()})  # one collective a step
+    chunks = [where[c] for _ in range(cfg.ppo_epochs) for c in torch.randperm(n, generator=shuffle_gen).split(size)]
+    mine = [idx[idx >= 0] for idx in chunks]
+    calls = micro_batch_counts([len(idx) for idx in mine], micro, world)
+    for idx, n_parts in zip(mine, calls):
+        live = len(idx) > 0
+        if not live:  # none of this minibatch is ours: zero-weight forwards keep the ranks' collectives aligned
+            idx = torch.zeros(1, dtype=torch.long)
+        stats = minibatch_step(cfg, policy, optimizer, roll, ref_logp, idx.to(batch.completion_ids.device),
+                               live, micro, world, n_parts=n_parts)
+        for k, v in stats.items():
+            totals[k] = totals.get(k, 0.0) + v
+    return world.mean_stats({k: v / len(mine) for k, v in totals.items()})  # one collective a step
+
+
+def micro_batch_counts(rows: list[int], micro: int, world: World) -> list[int]:
+    """How many micro-batches (forward and backward) every rank runs in each minibatch: the most any rank needs,
+    max over ranks of ⌈rows_r / micro_r⌉ (at least 1), agreed in one all-reduce a step. Each forward and
+    backward is a set of collectives (FSDP's all-gathers and reduce-scatters, DDP's buffer broadcast) that every
+    rank must make together, and a rank's rows (dynamic sampling keeps other groups on each) and its micro-batch
+    size (the memory model reads its batch's widths) depend on its data; a rank with fewer runs zero-weight
+    micro-batches (``minibatch_step``)."""
+    own = [max(1, -(-r // micro)) for r in rows]
+    if world.size == 1 or not own:
+        return own
+    return [int(c) for c in world.all_reduce(own, "max").tolist()]
 
 
 def micro_batch_for(cfg, model, batch: RolloutBatch, world: World) -> int:
@@ -398,8 +409,10 @@ def micro_batch_for(cfg, model, batch: RolloutBatch, world: World) -> int:
 
 
 def minibatch_step(cfg, policy, optimizer, roll: Rollouts, ref_logp, idx: torch.Tensor, live: bool, micro: int,
-                   world: World) -> dict:
-    """One optimizer step on this rank's rows ``idx`` of a minibatch, in micro-batches of ``micro`` rows.
+                   world: World, *, n_parts: int = 0) -> dict:
+    """One optimizer step on this rank's rows ``idx`` of a minibatch, in micro-batches of ``micro`` rows, then
+    zero-weight ones (its first row, masked out) up to ``n_parts``, the count every rank runs
+    (``micro_batch_counts``).
 
     The loss is the minibatch's: each micro-batch's aggregated loss L_m, normalised by its own weight w_m
     (tokens, sequences or rows: ``aggregation_weight``), enters as (w_m / W)·L_m with W = Σ_m w_m, so the
@@ -410,10 +423,12 @@ def minibatch_step(cfg, policy, optimizer, roll: Rollouts, ref_logp, idx: torch.
     batch = roll.batch
     if len(idx) > micro:  # rows of a group together: each micro-batch prefills few distinct prompts
         idx = idx.sort().values
-    parts = idx.split(micro)
-    masks = [mask_of(roll, part, live) for part in parts]
+    parts = list(idx.split(micro))
+    real = len(parts) if live else 0  # micro-batches whose rows count
+    parts += [idx[:1]] * (n_parts - len(parts))
+    masks = [mask_of(roll, part, i < real) for i, part in enumerate(parts)]
     deferred = cfg.opsm_delta is not None  # the weights depend on the forward: known after the last micro-batch
-    total = 0.0 if deferred or not live else float(sum(aggregation_weight(m, cfg.loss_agg) for m in masks))
+    total = 0.0 if deferred or not live else float(sum(aggregation_weight(m, cfg.loss_agg) for m in masks[:real]))
     scale = 1.0 if deferred else world.loss_scale(total)
     sums: dict[str, list[float]] = {}  # statistic -> [weighted sum, weight]
 
@@ -429,14 +444,15 @@ def minibatch_step(cfg, policy, optimizer, roll: Rollouts, ref_logp, idx: torch.
         with RoutingReplay(policy.model, mb.routing if cfg.keep_routing else None), \
                 compute_precision(cfg, mb.completion_ids.device), policy.accumulating(i < len(parts) - 1):
             logp, entropy = policy.forward(mb)
-            add("entropy", masked_mean(entropy, mb.completion_mask).item(), float(mb.completion_mask.sum()))
+            add("entropy", masked_mean(entropy, mb.completion_mask).item(),
+                float(mb.completion_mask.sum()) if i < real else 0.0)
             if deferred:  # DeepSeek-V3.2 off-policy sequence masking
                 keep = off_policy_sequence_mask(mb.sampling_logp, logp.detach(), adv, mask, cfg.opsm_delta)
-                add("opsm/masked_frac", 1.0 - keep.float().mean().item(), len(part))
+                add("opsm/masked_frac", 1.0 - keep.float().mean().item(), len(part) if i < real else 0)
                 mask = mask * keep[:, None]
             loss, pstats = policy_loss(logp, mb.sampling_logp, adv, mask, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
                                        dual_clip=cfg.dual_clip, agg=cfg.loss_agg, max_len=cfg.max_new_tokens)
-            weight = float(aggregation_weight(mask, cfg.loss_agg)) if live else 0.0
+            weight = float(aggregation_weight(mask, cfg.loss_agg)) if i < real else 0.0
             add("loss/policy", loss.item(), weight)
             clip_keys = [k for k in pstats if k.startswith("clip/")]
             # one device sync for the clip fractions the run logs (the other statistics are not read)

@@ -306,10 +306,13 @@ def _decoder_hidden(model, batch: RolloutBatch, mask: torch.Tensor, P: int, T: i
 
 def _full_logits(model, batch: RolloutBatch, mask: torch.Tensor, P: int, T: int) -> torch.Tensor:
     """The model's own logits at the positions that predict each completion token, [B, T, V] (zeros where they
-    predict padding, as ``completion_states``)."""
+    predict padding, as ``completion_states``). An FSDP2-sharded model is called exactly once whatever the
+    rows (``single_call``): every rank must make the same collectives."""
+    from torch.distributed.fsdp import FSDPModule
+
     if batch.routing is None:
         return completion_states(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.lengths,
-                                 hidden=False)
+                                 hidden=False, single_call=isinstance(model, FSDPModule))
     ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
     logits = model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask)).logits
     return logits[:, P - 1:P + T - 1]

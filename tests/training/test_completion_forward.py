@@ -115,3 +115,35 @@ def test_a_row_that_is_all_prompt_costs_no_call(monkeypatch):
     assert calls == [(2, 5)]  # the two distinct prompts, once
     ref_logp, _ = full_reference(model, batch, 1.0)
     assert torch.allclose(logp * batch.completion_mask, ref_logp, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("pack", [True, False])
+def test_single_call_is_one_model_call_whatever_the_rows_with_the_same_outputs(monkeypatch, pack):
+    """A sharded model (FSDP2) must be called the same number of times on every rank: ``single_call`` makes it one
+    call, the pack when it fits, else every row whole, padded; either way the outputs (and their gradients) of
+    each row computed alone, zeros where a position predicts padding."""
+    from training.completion_forward import completion_states
+
+    if not pack:
+        monkeypatch.setattr(completion_forward, "PACK_MAX_TOKENS", 0)  # the pack never fits
+    model, batch = random_llama(), random_batch(B=12, T=6, group=3)
+    batch.completion_mask[5] = 0.0
+    ref_logp, _ = full_reference(model, batch, 1.0)
+    (ref_logp * batch.completion_mask).sum().backward()
+    ref = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    calls = count_decoder_calls(monkeypatch, model)
+    logits = completion_states(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.lengths,
+                               hidden=False, single_call=True)
+    assert len(calls) == 1 and (pack or calls[0] == (12, 5 + 6 - 1))  # every row whole: prompt + T - 1 tokens
+    past = torch.arange(6)[None, :] > (batch.lengths - 1).clamp(min=0)[:, None]
+    assert torch.all(logits[past] == 0)
+    logp = torch.log_softmax(logits, -1).gather(-1, batch.completion_ids[..., None]).squeeze(-1)
+    real = batch.completion_mask
+    assert torch.allclose(logp * real, ref_logp, rtol=1e-9, atol=1e-12)
+    (logp * real).sum().backward()
+    for n, p in model.named_parameters():
+        assert torch.allclose(p.grad, ref[n], rtol=1e-6, atol=1e-6), n
+    calls.clear()  # without it the same rows take a prefill and a call per length group
+    completion_states(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.lengths, hidden=False)
+    assert len(calls) == 1 if pack else len(calls) >= 2  # (a prefill, then the length groups)
