@@ -72,6 +72,11 @@ class TrainConfig:
     strategy: str = _f("none", "How the seedbed engine trains on several ranks: none (one process), ddp "
                        "(DistributedDataParallel: every rank holds the model, gradients all-reduced) or fsdp "
                        "(FSDP2: parameters, gradients and optimizer state sharded per decoder layer).")
+    collective_timeout_s: int = _f(300, "Seconds a rank of a multi-rank run waits in one collective (an all-reduce, "
+                                   "an all-gather, FSDP2's gathers) for its peers before the run fails with an "
+                                   "error naming the rank, the collective and the step (torch's own default: 30 "
+                                   "minutes). Longer than anything one rank does while the others wait: rank 0's "
+                                   "checkpoint export, its periodic evaluation.", min=10, max=3600)
     command: str = _f("", "For engine command: the name of a trainer the operator registered (the list is on the "
                       "new-run page); a config never holds a command line.")
 

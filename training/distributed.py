@@ -31,10 +31,14 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import datetime
 import os
+import re
 import signal
 import socket
+import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 
 import torch
@@ -52,6 +56,8 @@ class World:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     comm_s: float = 0.0  # seconds this rank spent blocked in collectives (with SEEDBED_COMM_TIMING, DDP's too)
     hosts: list | None = None  # every rank's host name, gathered once (rank_report)
+    timeout_s: float = 1800.0  # how long a collective waits for the other ranks (init_process_group's timeout)
+    step: int = 0  # the step the loop is in (a timed-out collective's error names it)
 
     def _timed(self, fn, *args):
         t0 = time.perf_counter()
@@ -120,11 +126,12 @@ class World:
 SINGLE = World()
 
 
-def world_from_env(device: str = "auto") -> World:
+def world_from_env(device: str = "auto", timeout_s: float = 1800.0) -> World:
     """This process's World from torchrun's environment; joins the process group when there are several ranks:
     NCCL for CUDA tensors with a GPU per local rank (gloo for the loop's CPU tensors: its gathers and agreements),
     gloo alone on CPUs, and gloo alone when a node has more ranks than GPUs (they share the GPUs round-robin:
-    NCCL refuses two ranks on one GPU)."""
+    NCCL refuses two ranks on one GPU). ``timeout_s``: how long one collective waits for its peers (gloo then
+    raises in the waiting rank, ``collective_timeout`` rewords it; NCCL's watchdog aborts the process)."""
     size = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
@@ -134,8 +141,36 @@ def world_from_env(device: str = "auto") -> World:
     if cuda:
         torch.cuda.set_device(dev)
     if size > 1 and not torch.distributed.is_initialized():
-        torch.distributed.init_process_group(backend="cpu:gloo,cuda:nccl" if cuda and not shared else "gloo")
-    return World(rank=rank, size=size, local_rank=local, device=dev)
+        torch.distributed.init_process_group(backend="cpu:gloo,cuda:nccl" if cuda and not shared else "gloo",
+                                             timeout=datetime.timedelta(seconds=timeout_s))
+    return World(rank=rank, size=size, local_rank=local, device=dev, timeout_s=timeout_s)
+
+
+class CollectiveTimeoutError(RuntimeError):
+    """A collective that did not complete within the run's ``collective_timeout_s``: the run fails with it."""
+
+
+#: gloo's words for an operation that waited past the process group's timeout
+TIMED_OUT = re.compile(r"Timed out waiting \d+ ?ms for \w+ operation")
+#: the torch.distributed functions that are collectives (or their point-to-point parts)
+COLLECTIVE = re.compile(r"(all_reduce|all_gather|reduce_scatter|broadcast|barrier|all_to_all|gather|scatter|"
+                        r"reduce|send|recv)\w*")
+
+
+def collective_timeout(exc: BaseException, world: World) -> CollectiveTimeoutError | None:
+    """``exc`` reworded when it is a collective that timed out (None otherwise): "rank R waited S s in NAME at
+    step N", NAME the innermost torch.distributed function of its traceback that is a collective
+    (``all_reduce``, FSDP2's ``all_gather_into_tensor`` …), else the innermost function of Seedbed's own that
+    was waiting in one."""
+    if not TIMED_OUT.search(str(exc)):
+        return None
+    frames = traceback.extract_tb(exc.__traceback__)[::-1]
+    names = [f.name for f in frames if f"{os.sep}torch{os.sep}distributed{os.sep}" in f.filename
+             and COLLECTIVE.fullmatch(f.name)]
+    ours = [f.name for f in frames if f"{os.sep}training{os.sep}" in f.filename
+            and f"{os.sep}site-packages{os.sep}" not in f.filename]
+    where = names[0] if names else f"a collective of {ours[0]}" if ours else "a collective"
+    return CollectiveTimeoutError(f"rank {world.rank} waited {world.timeout_s:g} s in {where} at step {world.step}")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -307,6 +342,11 @@ class EventSink(NullSink):
         pass
 
 
+def _exit_after(seconds: float) -> None:
+    time.sleep(seconds)
+    os._exit(128 + signal.SIGTERM)
+
+
 class RankStop:
     """should_stop() of a rank: rank 0 reads the stop file, every rank its own SIGTERM (torchrun forwards it);
     the ranks agree, so all stop after the same step."""
@@ -316,6 +356,12 @@ class RankStop:
         signal.signal(signal.SIGTERM, self._on_signal)
 
     def _on_signal(self, signum, frame) -> None:
+        """The stop is cooperative (the ranks agree and end after the same step), but a rank whose peers are gone
+        (torchrun's SIGTERM after one failed) may never reach that agreement: it exits on its own once
+        ``world.timeout_s`` has passed (a rank blocked in a collective sees the signal only when the collective
+        ends, which the same timeout bounds)."""
+        if not self.signalled:
+            threading.Thread(target=_exit_after, args=(self.world.timeout_s,), daemon=True).start()
         self.signalled = True
 
     def __call__(self) -> bool:

@@ -71,6 +71,7 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
 
     step = start
     for step in range(start + 1, cfg.total_steps + 1):
+        world.step = step  # (a collective that times out names it)
         if should_stop():  # (across ranks: agreed, so every rank stops after the same step)
             step -= 1
             if step > start and (cfg.checkpoint_every == 0 or step % cfg.checkpoint_every):

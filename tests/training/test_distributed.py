@@ -176,6 +176,9 @@ def test_ranks_and_strategy_are_validated_with_the_field_named():
     assert "strategy" in errors(engine="trl", nproc_per_node=2, strategy="fsdp")
     assert errors(nproc_per_node=2, nnodes=2, strategy="fsdp", prompts_per_step=8) == {}
     assert errors(nnodes=65)["nnodes"]
+    assert "collective_timeout_s" in errors(collective_timeout_s=5) and "collective_timeout_s" in errors(
+        collective_timeout_s=7200)  # bounded: 10 s to an hour (300 by default)
+    assert TrainConfig.from_dict(tiny_config()).collective_timeout_s == 300
 
 
 def test_torchrun_commands_for_one_node_and_for_node_one_of_two():
@@ -187,3 +190,47 @@ def test_torchrun_commands_for_one_node_and_for_node_one_of_two():
     assert [two[two.index(f) + 1] for f in ("--nnodes", "--node-rank", "--master-addr", "--master-port")] == \
         ["2", "1", "10.0.0.5", "29411"]
     assert two[-3:] == ["-m", "training.engines.seedbed", "/r"]
+
+
+# rank 1 of the run never comes to step 2's all-reduce of the update's statistics (a rank stuck, or one that
+# skipped it): its peer must not wait for ever (gloo alone would wait torch's 30 minutes)
+RANK_1_STUCK = '''
+import os
+if os.environ.get("RANK") == "1":
+    import time
+    import training.distributed as d
+    real = d.World.mean_stats
+    def mean_stats(self, stats):
+        if self.step == 2:
+            time.sleep(3600)
+        return real(self, stats)
+    d.World.mean_stats = mean_stats
+'''
+
+
+def test_a_collective_past_its_timeout_fails_the_run_naming_the_rank_the_collective_and_the_step(
+        tmp_path, tiny_model_dir, monkeypatch):
+    (tmp_path / "fault").mkdir()
+    (tmp_path / "fault" / "sitecustomize.py").write_text(RANK_1_STUCK)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "fault"))
+    sink = ListSink()
+    outcome = {}
+
+    def go():
+        try:
+            run_engine(config(total_steps=4, nproc_per_node=2, strategy="ddp", collective_timeout_s=10),
+                       str(tmp_path / "run"), sink)
+        except EngineFailed as exc:
+            outcome["error"] = str(exc)
+
+    t = threading.Thread(target=go)
+    t.start()
+    wait_for(lambda: 1 in sink.metrics or not t.is_alive(), timeout=120, what="step 1")
+    step_1 = time.monotonic()
+    t.join(timeout=90)
+    assert not t.is_alive(), "the run still waits"
+    took = time.monotonic() - step_1
+    assert "rank 0 waited 10 s in all_reduce at step 2" in outcome["error"].partition("\n")[0], outcome["error"]
+    # rank 0 fails after the timeout; rank 1, told to stop by torchrun and never reaching a step's end, exits one
+    # timeout after that
+    assert 10 < took < 2 * 10 + 20, took

@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
     """One rank that torchrun started: ``python -m training.engines.seedbed <run folder>``."""
     import torch
 
-    from training.distributed import EventSink, RankStop, world_from_env
+    from training.distributed import EventSink, RankStop, collective_timeout, world_from_env
     from training.engines.events import EventWriter
     from training.engines.rank import rank_setup
     from training.loop import train
@@ -74,11 +74,16 @@ def main(argv: list[str]) -> int:
 
     out_dir = argv[1]
     cfg = rank_setup(out_dir)
-    world = world_from_env(cfg.device)
+    world = world_from_env(cfg.device, cfg.collective_timeout_s)
     sink = EventSink(EventWriter(os.environ["SEEDBED_EVENTS"])) if world.is_main else NullSink()
     try:
         result = train(cfg, out_dir, sink, RankStop(world, os.environ.get("SEEDBED_STOP_FILE", "")), world=world)
         sink.on_log(f"rank {world.rank}: {result.status} at step {result.step}")
+    except RuntimeError as exc:  # a collective past collective_timeout_s: the run fails naming it
+        timed_out = collective_timeout(exc, world)
+        if timed_out is None:
+            raise
+        raise timed_out from exc
     finally:
         if torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
