@@ -247,24 +247,25 @@ class Server:
         return {"signal": None, "exit_code": os.WEXITSTATUS(wstatus)}
 
     def _uid_pids(self) -> tuple[list[int], list[int]]:
-        """(live, zombie) processes whose real uid is one of the sandbox uids (the program's, the tests')."""
+        """(live, zombie) processes whose real uid is one of the sandbox uids (the program's, the tests'); the
+        server and its zygote are skipped unread."""
         live, zombies = [], []
+        ours = {str(os.getpid()), str(self.zygote.pid)}
         for name in os.listdir("/proc"):
-            if not name.isdigit():
+            if not name.isdigit() or name in ours:
                 continue
             try:
-                with open(f"/proc/{name}/status") as f:
-                    state, uid = "", -1
-                    for line in f:
-                        if line.startswith("State:"):
-                            state = line.split()[1]
-                        elif line.startswith("Uid:"):
-                            uid = int(line.split()[1])
-                            break
-            except OSError:
+                fd = os.open(f"/proc/{name}/status", os.O_RDONLY)
+                try:
+                    text = os.read(fd, 4096)
+                finally:
+                    os.close(fd)
+                state = text[text.index(b"\nState:") + 7:].split(None, 1)[0]
+                uid = int(text[text.index(b"\nUid:") + 5:].split(None, 1)[0])
+            except (OSError, ValueError):
                 continue
             if uid in self.uids:
-                (zombies if state in ("Z", "X") else live).append(int(name))
+                (zombies if state in (b"Z", b"X") else live).append(int(name))
         return live, zombies
 
     def _kill_all(self, pids: tuple[int, ...]) -> int:
