@@ -3,8 +3,8 @@
 Every rank of a run must make the same sequence of collectives: FSDP2 all-gathers a layer in each forward call
 and reduce-scatters it in each backward, DDP reduces gradients once per optimizer step, and a rank that makes one
 call more than its peer waits for it for ever. What a rank holds depends on its data: dynamic sampling keeps other
-groups on each rank (so other row counts, so other micro-batch counts), completion lengths send one rank's forward
-down the packed sequence and the other's past ``PACK_MAX_TOKENS``. Each case is a real 2-rank run through the CLI
+groups on each rank (so other row counts, so other micro-batch counts), and completion lengths could send one
+rank's forward down the packed sequence and the other's past ``PACK_MAX_TOKENS``. Each case is a real 2-rank run through the CLI
 (torchrun, gloo, the tiny model) that must end ``succeeded`` within ``LIMIT_S`` with every step's metrics; the
 suite runs a few fixed cases (seeds whose runs hung at 2 ranks before), ``bench/distributed_property.py`` draws
 many (``random_case``).
@@ -36,8 +36,9 @@ def case_config(seed: int, strategy: str, *, preset: str = "dapo", prompts: int 
 
 def random_case(seed: int) -> dict:
     """A case drawn from ``seed``: strategy, preset (dapo: dynamic sampling), prompts, group size, completion
-    length and micro-batch size; one in four long enough (16 × up to 72 tokens) that a rank's pack may pass
-    ``PACK_MAX_TOKENS`` while its peer's does not."""
+    length and micro-batch size; one in four with groups of 16 and up to 72 tokens. (The tiny model's arithmetic
+    answers end after a few tokens, so no pack here passes ``PACK_MAX_TOKENS``: that layout's one call is
+    ``tests/training/test_completion_forward.py: test_single_call_is_one_model_call_whatever_the_rows...``.)"""
     rnd = random.Random(seed)
     long = rnd.random() < 0.25
     return case_config(seed, rnd.choice(["fsdp", "ddp"]), preset=rnd.choice(["dapo", "dapo", "grpo"]),
