@@ -79,8 +79,8 @@ def assert_case_ends(config: dict, result: dict) -> None:
     assert result["ended"], f"{config}: still running after {LIMIT_S} s (a hang):\n{result['tail']}"
     assert result["code"] == 0, f"{config}: exit code {result['code']}:\n{result['tail']}"
     assert sorted(result["steps"]) == list(range(1, config["total_steps"] + 1)), result["tail"]
-    for step, metrics in result["steps"].items():
-        assert math.isfinite(metrics["grad_norm"]) and math.isfinite(metrics["reward/mean"]), (step, metrics)
+    for step, metrics in result["steps"].items():  # (a step with no informative group trains nothing: no grad_norm)
+        assert math.isfinite(metrics.get("grad_norm", 0.0)) and math.isfinite(metrics["reward/mean"]), (step, metrics)
 
 
 @pytest.mark.parametrize("config", [
