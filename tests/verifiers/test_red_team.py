@@ -14,6 +14,7 @@ no ``match`` (regex). Kinds that cannot apply to a verifier are left out of its 
 to extract, so no boxes or tags; only math parses LaTeX, so only math can time out).
 """
 import json
+import os
 import textwrap
 import time
 
@@ -584,3 +585,122 @@ def test_code_tricks_pass_no_humaneval_check():
         assert not errors, (name, errors[:3])
         credited = [(e["task_id"], r.details["passed"]) for e, r in zip(examples, results) if r.score > 0]
         assert not credited, (name, len(credited), credited[:5])
+
+
+# --- code: reading the tests instead of solving ---
+# A program that knows no task, finds the tests' source where a sandboxed program could (tests/verifiers/
+# reads_the_tests.py: its frames, the garbage collector, its own memory, other processes' memory, inherited
+# descriptors), parses it and answers from a lookup table. The program process never holds the tests (it is
+# forked from a zygote that never held a request, and reads only its code, the set-up and the names it is to
+# define), so it finds nothing: on each problem it passes exactly what the same program with an empty table
+# passes (a function that returns None passes a few of the built-in task's unrolled checks, never a problem).
+
+def humaneval_own_form() -> list[dict]:
+    """HumanEval as a dataset's ``tests`` field carries it: the test module, then ``check(<entry point>)``."""
+    from training.benchmarks import humaneval_problems
+    return [{"task_id": p["task_id"], "setup_code": p["prompt"], "entry_point": p["entry_point"],
+             "tests": p["test"] + f"\ncheck({p['entry_point']})\n"} for p in humaneval_problems()]
+
+
+def humaneval_both_forms() -> dict[str, list[dict]]:
+    from training.benchmarks import humaneval_examples
+    return {"own form": humaneval_own_form(), "built-in task": humaneval_examples()}
+
+
+def gains_from_reading(judge, examples: list[dict], vectors, earlier: list[dict] | None = None) -> list:
+    """(task_id, checks passed by the reader, by the empty table) for every problem where reading the tests
+    passed more checks than not reading them, or passed the problem whole. ``earlier``: a run of each problem's
+    ``earlier`` example (a program returning None) goes just before the reader's, on the same server, as a GRPO
+    group sends the same tests G times in a row."""
+    from tests.verifiers.reads_the_tests import program
+    blind = judge.batch([program(())] * len(examples), examples)
+    if earlier is None:
+        read = judge.batch([program(vectors)] * len(examples), examples)
+    else:
+        none = [f"```python\n{e['setup_code']}    return None\n```" for e in earlier]
+        pairs = judge.batch([c for pair in zip(none, [program(vectors)] * len(examples)) for c in pair],
+                            [e for pair in zip(earlier, examples) for e in pair])
+        read = pairs[1::2]
+    errors = [(e["task_id"], r) for e, r in zip(examples + examples, blind + read) if isinstance(r, VerifierError)]
+    assert not errors, errors[:3]
+    crashed = [(e["task_id"], r.details["first_failure"]) for e, r in zip(examples, read)
+               if (r.details["first_failure"] or "").startswith(("program raised", "timed out", "the program"))]
+    assert not crashed, crashed[:3]  # the reader ran to its end: what it found, it would have used
+    return [(e["task_id"], r.details["passed"], b.details["passed"]) for e, r, b in zip(examples, read, blind)
+            if r.details["passed"] > b.details["passed"] or r.score == 1.0]
+
+
+def test_code_a_program_reading_its_frames_and_the_gc_passes_no_humaneval_problem_in_either_form():
+    """Every problem, both forms. On b1d04b3 (the program forked from the server that had read the request)
+    this reader passed 156 of 164 problems whole in their own form, and 5 whole plus 6 partly in the built-in
+    task."""
+    judge = get_verifier("code", timeout_s=5, partial_credit=True, cache_size=0)
+    for form, examples in humaneval_both_forms().items():
+        gained = gains_from_reading(judge, examples, ("frames", "gc"))
+        assert not gained, (form, len(gained), gained[:5])
+
+
+# The built-in task's problems a reader of the request passed whole, and a spread of others
+READER_SAMPLE = (0, 2, 4, 10, 29, 33, 37, 52, 56, 61, 72, 107, 140, 151)
+
+
+def test_code_a_program_reading_memory_and_descriptors_passes_nothing_even_after_the_same_tests():
+    """Its own memory (through ctypes: /proc/self/mem is closed to a process that is not dumpable), every other
+    process's /proc/<pid>/mem (the server's, the zygote's, the test process's), and every descriptor it holds;
+    each problem's run comes right after a run of the same problem's tests in their own form (the test source
+    whole) on the same server. On b1d04b3 this passed 12 of the 14 sampled problems whole in their own form, and
+    passed more checks than the empty table on 10 of them in the built-in task (whose steps never carry the
+    expected literals: it read them from the earlier request's freed memory)."""
+    from tests.verifiers.reads_the_tests import VECTORS
+    judge = get_verifier("code", timeout_s=5, partial_credit=True, cache_size=0, processes=1)
+    forms = humaneval_both_forms()
+    own = [forms["own form"][i] for i in READER_SAMPLE]
+    for form, examples in forms.items():
+        sample = [examples[i] for i in READER_SAMPLE]
+        gained = gains_from_reading(judge, sample, [v for v in VECTORS if v not in ("frames", "gc")], earlier=own)
+        assert not gained, (form, gained)
+
+
+PROBE_TESTS = {"entry_point": "probe", "tests": textwrap.dedent("""
+    import os, sys
+    sys.stdout.write("tests-printed-marker\\n")
+    sys.stdout.flush()
+    assert probe() == {"signalled": [], "opened": [], "descriptors": [0, 1, 2, 3, 4], "saw_tests_output": False}
+""")}
+
+SIGNALS_AND_OPENS = """
+    import os, signal
+    def probe():
+        found = {"signalled": [], "opened": [], "descriptors": sorted(int(fd) for fd in os.listdir("/proc/self/fd")
+                                                                   if int(fd) < 64)[:-1],
+                 "saw_tests_output": b"tests-printed-marker" in os.pread(1, 1 << 16, 0)}
+        for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+            try:
+                os.kill(int(pid), 0)  # may it send this process a signal (SIGSTOP, SIGKILL)?
+                found["signalled"].append(pid)
+            except OSError:
+                pass
+            for what in ("mem", "environ", "fd/3", "fd/4", "fd/5"):
+                try:
+                    with open(f"/proc/{pid}/{what}", "rb") as f:
+                        f.read(1)
+                    found["opened"].append(f"{pid}/{what}")
+                except OSError:
+                    pass
+        return found
+"""
+
+
+def test_code_the_program_can_neither_signal_nor_open_the_test_process():
+    """The test process runs as a uid of its own (seedbed-sandbox-tests): the program can send it no signal and
+    open nothing of it (nor of the server or the zygote, root and not dumpable); it holds only its own
+    descriptors (0-2, the pipe pair on 3 and 4; the listing's own descriptor dropped) and its output file is
+    its own (what the tests print is not in it). On b1d04b3 the test process was the program's uid and the
+    two shared one output file. As a non-root user there is no uid to switch to, and the layers say so."""
+    judge = get_verifier("code", timeout_s=3, cache_size=0)
+    result = judge("```python\n" + textwrap.dedent(SIGNALS_AND_OPENS).strip() + "\n```", PROBE_TESTS)
+    if os.geteuid() == 0:
+        assert result.score == 1.0, result.details
+        assert result.details["layers"]["tests_apart"] is True
+    else:
+        assert result.details["layers"]["tests_apart"] is False
