@@ -189,7 +189,8 @@ def test_partial_credit_and_details_layers():
     expect_ns = probe_bwrap()["works"]
     assert layers["uid_switch"] is (os.geteuid() == 0)
     assert layers["net_namespace"] is expect_ns and layers["pid_namespace"] is expect_ns
-    assert layers["seccomp"] is True and layers["rlimits"] is True and layers["tests_apart"] is True
+    assert layers["seccomp"] is True and layers["rlimits"] is True and layers["program_part_only"] is True
+    assert layers["tests_apart"] is (os.geteuid() == 0)  # without a uid switch the tests are within reach
     assert layers["tmp_mb"] == (1024 // 4 if expect_ns else 0)  # memory_mb's default, 1024
 
 
@@ -217,6 +218,49 @@ def test_extract_and_plan():
     assert [s["src"] for s in steps] == ["f(1)", "g(1)", "f(2)", "y = 2", "f(y)", "assert True"]
     assert [c.kind for _, c in checks] == ["equal_steps", "equal", "setup", "ok", "setup"] and checks[1][1].negate
     assert 3 not in [s.get("src") for s in steps]  # the expected value stays on the trusted side
+
+
+# ---- the program never holds the tests ---------------------------------------------------------------
+
+MARKER = "seedbed-tests-marker-4b1d"
+# Where the tests' source could be in the program process: a live object (the collector), or anywhere in its
+# memory (an earlier request's remains included), read through ctypes over its writable mappings.
+# The marker is matched by a pattern ("marke[r]") so that the program itself never writes it into its memory.
+FINDS_THE_MARKER = f"""
+    import ctypes, gc, re
+    def seen():
+        pattern = "{MARKER.replace("marker", "marke[r]")}"
+        live = any(isinstance(v, str) and re.search(pattern, v) for o in gc.get_objects()
+                   for v in ((o,) if isinstance(o, str) else o.values() if isinstance(o, dict) else
+                             o if isinstance(o, (list, tuple)) else ()))
+        memory = False
+        for line in open("/proc/self/maps"):
+            if " rw" in line:
+                start, end = (int(x, 16) for x in line.split()[0].split("-"))
+                if end - start < 1 << 28 and re.search(pattern.encode(), ctypes.string_at(start, end - start)):
+                    memory = True
+        return [bool(live), memory]
+"""
+
+
+def test_the_program_process_never_holds_the_tests_of_this_request_or_an_earlier_one():
+    """The program is forked from a zygote that never held a request and reads only its code, the set-up and
+    the names it is to define: a marker in the tests (in a tolerance's source, which travels to the test
+    process) is nowhere in its objects or its memory, in the run that carries it nor in the next run on the
+    same server. On b1d04b3 both runs found it (the program was a fork of the request-reading server)."""
+    v = get_verifier("code", timeout_s=5, cache_size=0, processes=1)
+    carries = {"tests": f"assert abs(len('{MARKER}') - 25) < 1\nassert seen() == [False, False]"}
+    after = {"tests": "assert seen() == [False, False]"}
+    first, second = v.batch([fenced(FINDS_THE_MARKER)] * 2, [carries, after])
+    assert first.score == 1.0, first.details
+    assert second.score == 1.0, second.details
+
+
+def test_the_tests_run_as_a_uid_of_their_own():
+    """The test process's uid is not the program's (as root: seedbed-sandbox-tests and seedbed-sandbox)."""
+    v = get_verifier("code", timeout_s=3, cache_size=0)
+    result = v(fenced("import os\ndef uid():\n    return os.getuid()"), {"tests": "import os\nassert uid() != os.getuid()"})
+    assert result.score == (1.0 if os.geteuid() == 0 else 0.0), result.details
 
 
 # ---- the hostile corpus ---------------------------------------------------------------------------
