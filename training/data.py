@@ -6,28 +6,19 @@ tasks are generated deterministically from an index, so a seed fixes the data or
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
-import os
 import re
 import random
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-
 from training.benchmarks import BENCHMARKS
+from training.data_files import count_rows, file_rows
+from training.data_limits import MAX_DATASET_BYTES, DatasetError  # noqa: F401 (the web app reads them here)
 from training.names import path_component_error
 
 HELD_OUT_OFFSET = 10_000_000  # held-out built-in problems come from indices past this
-# A dataset file larger than this is refused before it is read (a web request or a worker never loads
-# gigabytes by accident); $SEEDBED_MAX_DATASET_MB raises it for the operator.
-MAX_DATASET_BYTES = int(float(os.environ.get("SEEDBED_MAX_DATASET_MB", "200")) * 1_000_000)
-
-
-class DatasetError(ValueError):
-    """A dataset that cannot be used; the message names the file and the line or field."""
+_file_rows = file_rows  # the readers' old name (training.data_files)
 
 
 def arithmetic_example(index: int) -> dict:
@@ -193,65 +184,6 @@ class ReasoningGymExamples(Sequence):
 DATA_SUFFIXES = (".jsonl", ".parquet", ".csv")
 
 
-def _file_rows(path: str):
-    """Yield (where, row) for each row of a JSONL, Parquet or CSV file (with a header line), streamed (bounded
-    memory: one line, or one Parquet batch, at a time); raises DatasetError naming the file and the line."""
-    if not os.path.isfile(path):
-        raise DatasetError(f"data_path: no such file: {path}")
-    size = os.path.getsize(path)
-    if size > MAX_DATASET_BYTES:
-        raise DatasetError(f"data_path: {path} is {size:,} bytes; at most {MAX_DATASET_BYTES:,} "
-                           "(SEEDBED_MAX_DATASET_MB)")
-    if path.endswith(".jsonl"):
-        with open(path, "rb") as fh:  # decoded line by line, so a binary file is an error naming its line
-            for lineno, raw in enumerate(fh, start=1):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise DatasetError(f"{path}:{lineno}: not UTF-8 text (a binary file?)") from None
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-                except ValueError:  # an integer longer than Python converts from text (int_max_str_digits)
-                    raise DatasetError(f"{path}:{lineno}: a number of more than {sys.get_int_max_str_digits()} "
-                                       "digits, too long to read") from None
-                yield f"{path}:{lineno}", row
-    elif path.endswith(".parquet"):
-        import pyarrow.parquet as pq
-        try:
-            parquet = pq.ParquetFile(path)
-        except Exception as exc:  # pyarrow's errors for a file that is not Parquet
-            raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from None
-        i = 0
-        for batch in parquet.iter_batches(batch_size=1024):
-            for row in batch.to_pylist():
-                i += 1
-                yield f"{path}: row {i}", row
-    elif path.endswith(".csv"):
-        with open(path, "rb") as raw:
-            text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
-            try:
-                reader = csv.DictReader(text, strict=True)
-                if not reader.fieldnames:
-                    return
-                for row in reader:
-                    where = f"{path}:{reader.line_num}"
-                    if None in row:
-                        raise DatasetError(f"{where}: more values than the header's {len(reader.fieldnames)} columns")
-                    if any(value is None for value in row.values()):
-                        raise DatasetError(f"{where}: fewer values than the header's {len(reader.fieldnames)} columns")
-                    yield where, row
-            except UnicodeDecodeError:
-                raise DatasetError(f"{path}: not UTF-8 text (a binary file?)") from None
-            except csv.Error as exc:
-                raise DatasetError(f"{path}:{reader.line_num}: not valid CSV ({exc})") from None
-    else:
-        raise DatasetError(f"data_path: must end in .jsonl, .parquet or .csv: {path}")
-
-
 def _as_example(where: str, row, prompt_field: str, answer_field: str, fields: dict | None = None) -> dict:
     """A row as an example: its prompt and answer, and ``fields`` ({name a verifier reads: the row's column},
     e.g. {"tests": "test"}) copied under the names the verifiers and the prompt template read."""
@@ -300,8 +232,8 @@ CHECKED_ROWS = 1000  # rows a request reads to check a dataset (the worker reads
 def check_file_dataset(path: str, prompt_field: str = "prompt", answer_field: str = "answer",
                        max_rows: int = CHECKED_ROWS, fields: dict | None = None) -> int:
     """Check a dataset where a request enters, in bounded memory and time: the size limit, then the first
-    ``max_rows`` rows parsed and checked as training reads them; the remaining rows are only counted (JSONL:
-    non-empty lines; Parquet: its metadata). Returns the number of rows. Raises DatasetError naming the line."""
+    ``max_rows`` rows parsed and checked as training reads them; the remaining rows are only counted, not decoded
+    (``data_files.count_rows``). Returns the number of rows. Raises DatasetError naming the line."""
     count = 0
     rows = _file_rows(path)
     for where, row in rows:
@@ -311,16 +243,8 @@ def check_file_dataset(path: str, prompt_field: str = "prompt", answer_field: st
             break
     if count == 0:
         raise DatasetError(f"{path}: the dataset is empty")
-    if count < max_rows:
-        return count
-    if path.endswith(".csv"):  # rows, not lines: a quoted value may span lines
-        return count + sum(1 for _ in rows)
     rows.close()
-    if path.endswith(".parquet"):
-        import pyarrow.parquet as pq
-        return pq.ParquetFile(path).metadata.num_rows
-    with open(path, "rb") as fh:
-        return sum(1 for line in fh if line.strip())
+    return count if count < max_rows else count_rows(path)
 
 
 def held_out_size(n: int, fraction: float) -> int:

@@ -8,17 +8,18 @@ this reads examples through the data, so neither of those imports the other back
 """
 from __future__ import annotations
 
-from itertools import islice
+import functools
 
-from training.data import (DatasetError, _as_example, _file_rows, data_generator_seed, first_draw, is_file_task,
+from training.data import (DatasetError, _as_example, data_generator_seed, first_draw, is_file_task,
                            make_prompt_source, prompt_source, split_held_out)
+from training.data_files import count_rows, row_at
 
 
 def first_question(task: str, data_path: str = "", prompt_field: str = "prompt", answer_field: str = "answer",
                    data_fields: dict | None = None) -> dict:
     """One example of the task (the first), cheaply: a file's first row, a generator's first held-out item."""
     if is_file_task(task):
-        where, row = next(iter(_file_rows(data_path)))
+        where, row = row_at(data_path, 0)
         return _as_example(where, row, prompt_field, answer_field, data_fields)
     return make_prompt_source(task, task_size=1).eval_set(1)[0]
 
@@ -27,17 +28,25 @@ def first_training_example(config) -> dict:
     """The first example a run's training draws: its first step's first prompt, from its prompt source as training
     builds it (``data.prompt_source``: task_params, task_size, seed, data file, mapping and split) with the loop's
     data generator (``data.data_generator_seed``), known without torch (``PromptSource.first_sample``). A data file
-    is streamed, not loaded: rows counted, the training rows split off as ``make_prompt_source`` does, one row read."""
+    is not loaded: its rows counted without decoding them (``data_files.count_rows``), the training rows split off
+    as ``make_prompt_source`` does, that one row decoded (``data_files.row_at``): a view of the run page decodes
+    one row of the file, whatever its size."""
     seed = data_generator_seed(config.seed)
     if not is_file_task(config.task):
         return prompt_source(config).first_sample(seed)
-    n = sum(1 for _ in _file_rows(config.data_path))
+    n = count_rows(config.data_path)
     if not n:
         raise DatasetError(f"{config.data_path}: the dataset is empty")
-    rows = (split_held_out(n, config.held_out_fraction, config.split_seed)[0] if config.held_out_fraction > 0
-            else range(n))
-    where, row = next(islice(_file_rows(config.data_path), rows[first_draw(len(rows), seed)], None))
+    where, row = row_at(config.data_path, _first_row(n, config.held_out_fraction, config.split_seed, seed))
     return _as_example(where, row, config.prompt_field, config.answer_field, config.data_fields)
+
+
+@functools.lru_cache(maxsize=256)
+def _first_row(n: int, held_out_fraction: float, split_seed: int, generator_seed: int) -> int:
+    """The file row (from 0) of the first training draw among ``n`` rows: the draw's index into the training
+    rows (those ``split_held_out`` leaves), cached (the split shuffles n indices once, not on every view)."""
+    rows = split_held_out(n, held_out_fraction, split_seed)[0] if held_out_fraction > 0 else range(n)
+    return rows[first_draw(len(rows), generator_seed)]
 
 
 def preview(config, tokenizer) -> dict:

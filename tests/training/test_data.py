@@ -76,7 +76,7 @@ def test_a_binary_file_is_a_dataset_error_not_a_crash(tmp_path):
 
 
 def test_a_dataset_over_the_size_limit_is_refused_before_it_is_read(tmp_path, monkeypatch):
-    import training.data as data
+    import training.data_limits as data
 
     path = tmp_path / "big.jsonl"
     path.write_text('{"prompt": "1+1=", "answer": "2"}\n' * 2000)  # 68 kB

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import transaction
 
 from training.data import (CHECKED_ROWS, DATA_SUFFIXES, MAPPED_FIELDS, MAX_DATASET_BYTES, DatasetError,
-                           _file_rows, check_file_dataset, data_fields_error)
+                           check_file_dataset, data_fields_error, file_rows)
 from training.fields import FieldErrors
 from training.names import child_path, path_component_error, require_path_component
 from webapp.projects.models import Role
@@ -58,7 +58,7 @@ def inspect_file(path: str) -> tuple[list[str], list[dict]]:
     """The columns (in order of appearance in the first rows) and the first rows, values shortened."""
     columns: dict[str, None] = {}
     preview = []
-    for i, (where, row) in enumerate(_file_rows(path)):
+    for i, (where, row) in enumerate(file_rows(path)):
         if not isinstance(row, dict):
             raise DatasetError(f"{where}: expected an object, got {type(row).__name__}")
         columns.update(dict.fromkeys(map(str, row)))

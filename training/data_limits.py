@@ -1,0 +1,82 @@
+"""The limits on what reading a dataset file decodes (training.data_files explains them), the error a dataset's
+reader raises, and the count of rows decoded in this process; the readers (data_files, data_parquet) share them."""
+from __future__ import annotations
+
+import csv
+import os
+
+MIB = 1024 * 1024
+# A dataset file larger than this is refused before it is read (a web request or a worker never loads
+# gigabytes by accident); $SEEDBED_MAX_DATASET_MB raises it for the operator.
+MAX_DATASET_BYTES = int(float(os.environ.get("SEEDBED_MAX_DATASET_MB", "200")) * 1_000_000)
+
+
+class DatasetError(ValueError):
+    """A dataset that cannot be used; the message names the file and the line or field."""
+
+
+def _value_limit() -> int:
+    """SEEDBED_MAX_VALUE_MB in MiB, from 0.01 to 64 (1 by default): a bounded setting, refused loudly."""
+    text = os.environ.get("SEEDBED_MAX_VALUE_MB", "1")
+    try:
+        mib = float(text)
+        if not 0.01 <= mib <= 64:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"SEEDBED_MAX_VALUE_MB: a number of MiB from 0.01 to 64; got {text!r}") from None
+    return int(mib * MIB)
+
+
+MAX_VALUE_BYTES = _value_limit()
+MAX_ROW_BYTES = 4 * MAX_VALUE_BYTES
+MAX_BATCH_BYTES = 64 * MAX_VALUE_BYTES
+MAX_DECODED_BYTES = 8 * MAX_DATASET_BYTES
+PARQUET_BATCH_ROWS = 1024  # at most; fewer when the footer says rows are large
+DECODED = {"rows": 0, "bytes": 0}  # rows turned into Python values in this process, and their bytes
+csv.field_size_limit(MAX_VALUE_BYTES)  # the csv module's own bound on one field (its default is 128 KiB)
+
+
+def size_text(n: int) -> str:
+    """A limit as people read it: ``size_text(1048576) == '1 MiB'``, ``size_text(4194304) == '4 MiB'``.
+
+    >>> size_text(MIB), size_text(MIB // 2), size_text(3 * MIB // 2)
+    ('1 MiB', '512 KiB', '1.5 MiB')
+    """
+    if n >= MIB:
+        return f"{n // MIB} MiB" if n % MIB == 0 else f"{n / MIB:.1f} MiB"
+    return f"{n // 1024} KiB"
+
+
+def value_error(where: str, field, size: int) -> DatasetError:
+    return DatasetError(f"{where}: field {str(field)!r} is {size:,} bytes, over the {size_text(MAX_VALUE_BYTES)} "
+                        "limit per value (SEEDBED_MAX_VALUE_MB)")
+
+
+def row_error(where: str, size: int, what: str = "row") -> DatasetError:
+    return DatasetError(f"{where}: the {what} is {size:,} bytes, over the {size_text(MAX_ROW_BYTES)} limit per "
+                        f"{what} (4 x SEEDBED_MAX_VALUE_MB)")
+
+
+def check_size(path: str) -> None:
+    """The file exists, has a data suffix and is within MAX_DATASET_BYTES; raises DatasetError otherwise."""
+    if not os.path.isfile(path):
+        raise DatasetError(f"data_path: no such file: {path}")
+    if not path.endswith((".jsonl", ".parquet", ".csv")):
+        raise DatasetError(f"data_path: must end in .jsonl, .parquet or .csv: {path}")
+    size = os.path.getsize(path)
+    if size > MAX_DATASET_BYTES:
+        raise DatasetError(f"data_path: {path} is {size:,} bytes; at most {MAX_DATASET_BYTES:,} "
+                           "(SEEDBED_MAX_DATASET_MB)")
+
+
+def count_decoded(size: int, total: int, path: str) -> int:
+    """Count a row of ``size`` bytes turned into Python; the file's running total, refused past the file limit."""
+    DECODED["rows"] += 1
+    DECODED["bytes"] += size
+    total += size
+    if total > MAX_DECODED_BYTES:
+        raise DatasetError(f"{path}: decodes to more than {MAX_DECODED_BYTES:,} bytes, the limit per file "
+                           "(8 x SEEDBED_MAX_DATASET_MB)")
+    return total
+
+
