@@ -19,12 +19,15 @@ ENV PYTHONUNBUFFERED=1 \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
 
 # bubblewrap and an unprivileged user for the code verifier's sandbox (training/verifiers/sandbox.py): the
-# worker runs as root and bwrap switches each model-written program to seedbed-sandbox inside its own
+# worker runs as root and bwrap switches each model-written program to seedbed-sandbox (its tests to
+# seedbed-sandbox-tests, which the programs cannot signal or read) inside its own
 # namespaces. The worker services need cap_add SYS_ADMIN and seccomp/apparmor unconfined for bwrap to create
 # those namespaces (docker-compose.yml; README "Production").
 RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap curl && rm -rf /var/lib/apt/lists/* \
     && useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
-       seedbed-sandbox
+       seedbed-sandbox \
+    && useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+       seedbed-sandbox-tests
 WORKDIR /app
 
 # Dependencies first (cached while only the code changes); pinned in pyproject.toml and nowhere else.

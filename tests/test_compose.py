@@ -63,12 +63,14 @@ def test_the_workers_get_what_bubblewrap_needs_and_only_they_do():
         assert "cap_add" not in services[name] and "security_opt" not in services[name], name
 
 
-def test_the_image_installs_bubblewrap_and_creates_the_sandbox_user():
-    from training.verifiers.sandbox import SANDBOX_USER
+def test_the_image_installs_bubblewrap_and_creates_the_sandbox_users():
+    """The programs' user and the tests' (each its own uid: a program cannot signal or read its tests)."""
+    from training.verifiers.sandbox import SANDBOX_USER, TESTS_USER
 
     commands = (REPO / "Dockerfile").read_text().replace("\\\n", " ").splitlines()  # continuations joined
     assert any("apt-get install" in c and "bubblewrap" in c for c in commands)
-    assert any(re.search(rf"useradd --system .*\b{SANDBOX_USER}\b", c) for c in commands)
+    for user in (SANDBOX_USER, TESTS_USER):
+        assert any(re.search(rf"useradd --system [^&]*\b{user}(\s|$)", c) for c in commands), user
 
 
 def test_check_deploy_is_clean_under_the_compose_settings(tmp_path):

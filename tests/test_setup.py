@@ -16,6 +16,7 @@ from tests.conftest import REPO
 from workers.doctor import check_packages
 
 SANDBOX_USER = "seedbed-sandbox"
+TESTS_USER = "seedbed-sandbox-tests"
 PROGRAM = "```python\ndef add(a, b):\n    return a + b\n```"
 VERIFY = ("import sys; from training.verifiers.code import CodeVerifier\n"
           "from training.verifiers.base import VerifierError\n"
@@ -56,10 +57,12 @@ def free_port() -> int:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="removing and creating a system user needs root (CI runs as root)")
-def test_set_up_recreates_the_sandbox_user_and_the_code_verifier_works_again():
-    removed = subprocess.run(["userdel", SANDBOX_USER], capture_output=True, text=True)
+@pytest.mark.parametrize("user", [SANDBOX_USER, TESTS_USER])
+def test_set_up_recreates_the_sandbox_user_and_the_code_verifier_works_again(user):
+    """The programs' user, then the tests' (a uid of their own, out of the programs' reach)."""
+    removed = subprocess.run(["userdel", user], capture_output=True, text=True)
     assert removed.returncode == 0, removed.stderr
-    assert f"user '{SANDBOX_USER}' does not exist" in verify_in_a_fresh_process()
+    assert f"user '{user}' does not exist" in verify_in_a_fresh_process()
     doctor = seedbed("doctor", "up")
     assert doctor.returncode == 1
     assert doctor_lines(doctor.stdout)["sandbox-user"].startswith("  FAIL")
@@ -67,7 +70,7 @@ def test_set_up_recreates_the_sandbox_user_and_the_code_verifier_works_again():
 
     setup = seedbed("setup", "system")
     assert setup.returncode == 0, setup.stderr
-    assert f"creating the unprivileged user {SANDBOX_USER}" in setup.stderr
+    assert f"creating the unprivileged user {user}" in setup.stderr
     assert verify_in_a_fresh_process() == "1.0"
     again = seedbed("setup", "system")  # idempotent: nothing to do the second time
     assert again.returncode == 0 and "creating" not in again.stderr

@@ -8,8 +8,10 @@ Two kinds of example:
 Either kind may carry ``setup_code`` (a string): the dataset's imports and helpers (e.g. a HumanEval prompt).
 
 Where things run, and why. The program runs in one sandboxed process, the tests in a second one it cannot
-reach (a separate address space, not dumpable, behind the seccomp filter: no ptrace, no /proc/<pid>/mem); the
-verdict is decided here, outside both. The program process runs ``setup_code`` then the program, then answers
+reach (a separate address space and uid, not dumpable, behind the seccomp filter: no ptrace, no /proc/<pid>/mem,
+no signal); the verdict is decided here, outside both. The program process never holds the tests: it is forked
+from the sandbox's zygote, which never held a request, and reads only ``code``, ``setup`` and
+``program_names`` of the request below (``sandbox_server.zygote``). The program process runs ``setup_code`` then the program, then answers
 the test process's requests over a pair of pipes, one JSON line each way: "what is ``name``" (a function, or
 plain data) and "call ``name`` with these JSON arguments" (a JSON value back, or the exception it raised).
 Only the test process writes the report stream this verifier reads; nothing the program does (its stack,

@@ -1,10 +1,10 @@
 """The sandbox fork server: runs untrusted Python programs against tests, one run at a time, and reports
 raw outcomes.
 
-Standard library only: it runs as ``python -I sandbox_server UID GID MODE [TMP_MB]`` (this folder, through its
-``__main__.py``) with a clean environment, inside bubblewrap's namespaces when available (MODE ``bwrap``, with a
-private /tmp of TMP_MB) or directly on the host (MODE ``host``). It is trusted (root, or the caller's uid);
-everything it forks is not.
+Standard library only: it runs as ``python -I sandbox_server UID GID TESTS_UID TESTS_GID MODE [TMP_MB]`` (this
+folder, through its ``__main__.py``) with a clean environment, inside bubblewrap's namespaces when available
+(MODE ``bwrap``, with a private /tmp of TMP_MB) or directly on the host (MODE ``host``). It is trusted (root, or
+the caller's uid) and not dumpable; everything it forks is not trusted.
 
 Protocol: JSON lines. Start-up: the server prints ``{"ready": true, "layers": {...}}``. Then for each line
 read on stdin, ``{"id", "code", "setup", "program_names", "entry_point", "steps", "timeout_s", "memory_mb",
@@ -13,7 +13,18 @@ read on stdin, ``{"id", "code", "setup", "program_names", "entry_point", "steps"
 statement to run, an expression to evaluate, a function to call with arguments): expected values of
 ``assert x == <literal>`` never enter a sandbox, and the trusted host compares.
 
-Per run: a fresh directory owned by the sandbox uid and two forked children, each in its own session and
+Who holds what. At start-up, before it reads any request, the server forks the **zygote** (:mod:`.zygote`): every
+program process is forked from it, so no program's memory ever held a request, nor the freed remains of an
+earlier one (a fork inherits its parent's uncleared heap, and a GRPO group sends the same tests G times in a
+row). Per run the zygote is sent only descriptors and plain numbers (the run's directory and limits); the
+program process locks itself down and only then reads its **part** of the request, ``{"code", "setup",
+"program_names"}``, from a memfd of its own: never the steps, so nothing of the tests but the arguments of the
+calls made to it. The test process is forked by the server (it needs the steps) and runs as a **second uid**
+(``TESTS_UID``), so the program can neither signal it nor open anything of it; the two share no readable file
+(the program's output is its own unnamed file, the tests' goes to /dev/null). Without a uid switch (a non-root
+server) both run as the caller: ``layers["tests_apart"]`` says False.
+
+Per run: two fresh directories (each 0700, owned by its process's uid), each process in its own session and
 process group, with rlimits (CPU, address space, processes, file size, open files, core 0), only its own fds,
 groups dropped, uid/gid switched, not dumpable, no_new_privs, a seccomp filter (no network sockets, ptrace,
 process_vm_*, namespaces, mount, exec, io_uring, bpf, ...) and a clean environment:
@@ -26,13 +37,15 @@ process_vm_*, namespaces, mount, exec, io_uring, bpf, ...) and a clean environme
   process has no way to reach.
 
 The server reads the reports until the test process exits or the wall-clock timeout, then kills both
-groups and every process of the sandbox uid, reaps orphans (it is a child subreaper), notes whether the
-run filled /tmp, and deletes the run directory (and, in host mode, anything the uid left in /tmp and
-/dev/shm).
+groups and every process of the two sandbox uids, reaps orphans (it is a child subreaper; the zygote reaps the
+program and tells the server how it ended), notes whether the run filled /tmp, and deletes the run directories
+(and, in host mode, anything the uids left in /tmp and /dev/shm). A zygote that ended cannot be made clean again
+by a server that has held requests: the server answers the run and exits, and the host starts a fresh one.
 
 The modules: :mod:`.server` (the trusted side: the runs' processes, their limits, reading reports, killing and
-cleaning up), :mod:`.harness` (the two sandboxed processes), :mod:`.wire` (the plain-data values and line I/O
-between them) and :mod:`.seccomp` (the filter). See docs/architecture.md#verifiers.
+cleaning up), :mod:`.zygote` (the program processes' parent), :mod:`.lockdown` (how a forked child becomes a
+sandboxed process), :mod:`.harness` (the two sandboxed processes), :mod:`.wire` (the plain-data values and line
+I/O between them) and :mod:`.seccomp` (the filter). See docs/architecture.md#verifiers.
 """
 from __future__ import annotations
 
