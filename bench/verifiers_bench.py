@@ -3,7 +3,7 @@
 program process and a test process, and the CPU time they, their server and the caller use is given too).
 
     python bench/verifiers_bench.py [--math-n 4000] [--complex-n 400] [--lenient-n 400] [--code-n 300]
-                                    [--ifeval-n 2000] [--only math|code|ifeval]
+                                    [--ifeval-n 2000] [--readers-n 164] [--only math|code|ifeval|sandbox|readers]
 
 Math runs on a realistic mix (60 % integer answers, 25 % fractions/decimals/percentages, 15 % complex LaTeX
 that needs math-verify), in groups of 8 completions sharing a gold as in GRPO, and on complex LaTeX alone;
@@ -12,6 +12,10 @@ Every (gold, answer) pair is distinct and the result cache is off, so each figur
 a 2-core machine: >= 500 math verifications/s across 2 processes, >= 100 sandboxed executions/s. The machine
 may be shared: the load average is printed, and each math line gives CPU time per verification too.
 ifeval: constraint checks/s in one process on IFEval-like examples, one check in 8 a language check (langdetect).
+sandbox: this checkout's sandbox server against the one of BASELINE_COMMIT (extracted with ``git archive``), timed
+in alternating slices of the same programs, sequential, one server each: executions/s and CPU-ms each (target:
+no slower). readers: the task-blind test reader (tests/verifiers/reads_the_tests.py) on both servers, every
+HumanEval problem in both forms (target: 0 now).
 """
 from __future__ import annotations
 
@@ -221,7 +225,7 @@ def baseline_server_dir(commit: str = BASELINE_COMMIT) -> str:
     return os.path.join(folder, "training", "verifiers", "sandbox_server")
 
 
-def _verifier_on(server_dir: str | None, processes: int = 1):
+def _verifier_on(server_dir: str | None, processes: int = 1, partial_credit: bool = False):
     """A code verifier (cache off) whose sandbox runs the server in ``server_dir`` (None: this checkout's).
     The baseline takes ``UID GID MODE [TMP_MB]``; this checkout's takes the tests' ids too."""
     from training.verifiers.code import CodeVerifier
@@ -238,7 +242,7 @@ def _verifier_on(server_dir: str | None, processes: int = 1):
                     python, "-I", _SERVER_IN_SANDBOX, str(uid), str(gid), "bwrap", str(tmp_mb)]
             return [python, "-I", server_dir, str(uid), str(gid), "host"]
 
-    v = CodeVerifier(processes=processes, cache_size=0, timeout_s=5)
+    v = CodeVerifier(processes=processes, cache_size=0, timeout_s=5, partial_credit=partial_credit)
     if server_dir is not None:
         sandbox = Sandbox(processes=processes, max_wall_s=35.0, tmp_mb=v.tmp_mb)
         sandbox.pool.close()
@@ -272,6 +276,34 @@ def bench_code_against_baseline(n: int, rounds: int = 10) -> dict:
     for v in verifiers.values():
         v.sandbox.close()
     return {name: {"rate": k / wall, "cpu_ms": 1e3 * cpu / k, "n": k} for name, (wall, cpu, k) in totals.items()}
+
+
+def bench_readers(n: int) -> dict:
+    """The task-blind test reader (tests/verifiers/reads_the_tests.py, every vector) against the baseline server
+    and this checkout's, on HumanEval's first ``n`` problems in both forms (their own ``check(candidate)`` and
+    the built-in task), each reader's run right after a run of the same problem's own-form tests on the same
+    server. Per server and form: problems passed whole, and problems where the reader passed more checks than
+    the same program with an empty table (partial credit on)."""
+    from tests.verifiers.reads_the_tests import program
+    from training.benchmarks import humaneval_examples, humaneval_problems
+    own = [{"task_id": p["task_id"], "setup_code": p["prompt"], "entry_point": p["entry_point"],
+            "tests": p["test"] + f"\ncheck({p['entry_point']})\n"} for p in humaneval_problems()][:n]
+    forms = {"own form": own, "built-in task": humaneval_examples()[:n]}
+    out = {}
+    for name, server_dir in (("baseline", baseline_server_dir()), ("now", None)):
+        v = _verifier_on(server_dir, partial_credit=True)
+        for form, examples in forms.items():
+            blind = v.batch([program(())] * len(examples), examples)
+            none = [f"```python\n{e['setup_code']}    return None\n```" for e in own]
+            pairs = v.batch([c for pair in zip(none, [program()] * len(examples)) for c in pair],
+                            [e for pair in zip(own, examples) for e in pair])
+            read = pairs[1::2]
+            bad = [r for r in blind + read if isinstance(r, VerifierError)]
+            assert not bad, bad[:2]
+            out[(name, form)] = (sum(r.score == 1.0 for r in read),
+                                 sum(r.details["passed"] > b.details["passed"] for r, b in zip(read, blind)))
+        v.sandbox.close()
+    return out
 
 
 _IFEVAL_TEXTS = {
@@ -336,8 +368,10 @@ def main() -> None:
     parser.add_argument("--math-n", type=int, default=4000)
     parser.add_argument("--complex-n", type=int, default=400)
     parser.add_argument("--lenient-n", type=int, default=400)
-    parser.add_argument("--only", choices=("math", "code", "ifeval", "sandbox"), default=None,
-                        help="run one part only (sandbox: this checkout's sandbox server against the baseline's)")
+    parser.add_argument("--only", choices=("math", "code", "ifeval", "sandbox", "readers"), default=None,
+                        help="run one part only (sandbox: this checkout's sandbox server against the baseline's; "
+                             "readers: the test reader against both)")
+    parser.add_argument("--readers-n", type=int, default=164, help="HumanEval problems for the test reader")
     parser.add_argument("--ifeval-n", type=int, default=2000)
     parser.add_argument("--code-n", type=int, default=300)
     args = parser.parse_args()
@@ -373,7 +407,11 @@ def main() -> None:
                   f"1 server, alternating slices; {f['cpu_ms']:.2f} CPU-ms each)")
         print(f"code  this checkout / baseline: {now['rate'] / base['rate']:.2f}x executions/s, "
               f"{now['cpu_ms'] / base['cpu_ms']:.2f}x CPU-ms each")
-    if args.only == "sandbox":
+    if args.only in (None, "readers"):
+        for (server, form), (whole, gained) in bench_readers(args.readers_n).items():
+            print(f"code  test reader on {server:8s} {form:13s}: {whole:3d} of {args.readers_n} problems passed whole, "
+                  f"{gained:3d} with more checks passed than without reading")
+    if args.only in ("sandbox", "readers"):
         return
     layers = None
     for ten, label in ((False, "trivial program"), (True, "10-assert test")):

@@ -62,6 +62,12 @@ CASES = [
     ("5", "Answer: 5 ou 6", 1, 0, "hedged answer"),
     ("5", rf"{B}{{5}} (though 6 is also plausible)", 1, 0, "hedged answer"),
     ("5", "Answer: 5 (though 6 is also plausible)", 1, 0, "hedged answer"),
+    ("5", "Answer: $5$; $6$", 1, 0, "answer is a list, range or bound"),
+    ("5", "Answer: 5 (6 if counted twice)", 1, 0, "hedged answer"),
+    ("5", "Answer: $5$, else $6$", 1, 0, "hedged answer"),
+    ("6", rf"${B}{{5}}$, unless it is ${B}{{6}}$", 1, 0, "hedged answer"),
+    ("6", rf"{B}{{5}}, unless it is ${B}{{6}}$", 1, 0, "hedged answer"),
+    ("5", "The answer is $5$ (alternatively $6$).", 1, 0, "hedged answer"),
     # a gold that is several values is still matched by the same several values
     ("x \\geq 3", rf"{B}{{x \geq 3}}", 1, 1, None),
     ("[3, 5]", rf"{B}{{[3, 5]}}", 1, 1, None),

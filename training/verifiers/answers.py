@@ -40,8 +40,9 @@ MAX_TAIL = 300  # characters of a sentence read after its answer, for a hedge
 # by "," / "and" / "or" (an Oxford comma only glued to the word: ",and"), as its answer regexes do
 MAX_JOINED_SPANS = 6
 _SPAN_JOINER = re.compile(r"\s*(?:,?and|,?or|,)\s*")
-# where the sentence after an answer ends, for a hedge after it: a question mark too ("$3$? Or $4$")
-_SENTENCE_OR_QUESTION_END = re.compile(r"(?<!\\)" + NOT_AN_ABBREVIATION + r"[.;!?](?=\s|$)|\n", re.IGNORECASE)
+# where the sentence after an answer ends, for a hedge after it: a question mark too ("$3$? Or $4$"), not a
+# semicolon ("$5$; $6$" and "$3$; maybe $4$" go on with candidates)
+_SENTENCE_OR_QUESTION_END = re.compile(r"(?<!\\)" + NOT_AN_ABBREVIATION + r"[.!?](?=\s|$)|\n", re.IGNORECASE)
 _BOX_SEPARATOR = re.compile(r"\b(?:and|or)\b|[,;]")
 _MARKER_TIERS = (  # Math-Verify's order of strength: "final answer ... is", then "answer:", then the rest
     # words between "final answer" and "is" ("to this problem"), never math, a number, a colon or a full stop

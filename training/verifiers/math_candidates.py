@@ -35,10 +35,11 @@ from training.verifiers.math_fastpath import decide, parse_fast
 # that is not the answer's own is a second candidate ("or" in several languages, "though", "vs.", "instead").
 # Restating: only a value that is certainly another ("3 (i.e. $4$)"; "$12$ (i.e. $3 \cdot 4$)" restates 12).
 # Weak: only a value at most two words from them ("$6$ is also plausible", "could also be 6").
-_STRONG_CUES = (r"\b(?:or|o|ou|oder|oppure|either|alternatively|otherwise|though|although|instead|rather|vs|"
-                r"versus)\b|\?")
+_STRONG_CUES = (r"\b(?:or|o|ou|oder|oppure|either|alternatively|otherwise|else|unless|though|although|instead|"
+                r"rather|vs|versus)\b|\?")
 _RESTATING_CUES = r"\b(?:i\.e|e\.g|namely|that\s+is)\b"
-_WEAK_CUES = r"\b(?:maybe|possibly|probably|perhaps|plausibl[ey]|possible|likely|might|could|may|also|guess|unsure)\b"
+_WEAK_CUES = (r"\b(?:maybe|possibly|probably|perhaps|plausibl[ey]|possible|likely|might|could|may|also|guess|unsure|"
+              r"if)\b")
 CANDIDATE_CUES = re.compile(f"{_STRONG_CUES}|{_RESTATING_CUES}|{_WEAK_CUES}", re.IGNORECASE)
 _STRONG = re.compile(_STRONG_CUES, re.IGNORECASE)
 _RESTATING = re.compile(_RESTATING_CUES, re.IGNORECASE)
@@ -61,6 +62,8 @@ _BOUND_SIGN = re.compile(r"[<>≥≤⩾⩽≧≦]|\\(?:geq?|leq?|gt|lt|geqslant|
 _BOUND_BEFORE = re.compile(rf"(?:^|[\s(*_])(?:{_BOUND_WORDS})[\s:]*$", re.IGNORECASE)
 _BOUND_AFTER = re.compile(r"^[\s$)\]}]*(?:,?\s*(?:or|and)\s+(?:more|less|fewer|greater|higher|lower|above|below|up|"
                           r"over|under|larger|smaller)\b|\+(?![\d$\\]))", re.IGNORECASE)
+# Right after an answer: another value after a comma or semicolon ("$5$; $6$", "\\boxed{5}, 6"), a list.
+_LIST_AFTER = re.compile(rf"^[\s$)\]}}]*[,;]\s*(?:{_SPAN}|{_NUMBER})")
 # A clause that keeps one of the candidates before it: "but since x is a side length, x = 3".
 _KEEPING = re.compile(r"^\s*[,;:]?\s*(?:but|so|hence|thus|therefore|since|as|because|however|and\s+since)\b",
                       re.IGNORECASE)
@@ -89,8 +92,8 @@ def bound_before(head: str) -> bool:
 
 
 def bound_after(tail: str) -> bool:
-    """Whether the text right after an answer makes it a bound ("$3$ or more")."""
-    return bool(_BOUND_AFTER.match(tail))
+    """Whether the text right after an answer makes it a bound or a list ("$3$ or more", "$5$; $6$")."""
+    return bool(_BOUND_AFTER.match(tail) or _LIST_AFTER.match(tail))
 
 
 def _same_value(a: str, b: str) -> bool:
@@ -121,7 +124,7 @@ def first_value(text: str) -> tuple[str, str] | None:
 
 
 _OPERATOR_AFTER = re.compile(r"\s*(?:[-+*/×·^=<>]|\\(?:cdot|times|div)\b)\s*[\d$(\\.]")
-_OPERATOR_BEFORE = re.compile(r"(?:[-+*/×·^=<>(]|\\(?:cdot|times|div))\s*$")
+_OPERATOR_BEFORE = re.compile(r"(?:[-+*/×·^=<>]|\\(?:cdot|times|div))\s*$")
 
 
 def _candidates(text: str) -> list[re.Match]:

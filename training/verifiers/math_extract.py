@@ -51,6 +51,7 @@ _ALTERNATIVE_AFTER = re.compile(rf"(?:{_OR_WORDS}|\\(?:lor|vee)\b|/)\s*(?:\$|\\\
 _ALTERNATIVE_BEFORE = re.compile(r"(?:[0-9]|(?<!\\)\$|\\\)|\})\s*(?:\bor\b|/)$", re.IGNORECASE)
 _UNCERTAIN_BEFORE = re.compile(r"\b(?:maybe|possibly|probably|perhaps)\b[\s:,]*$", re.IGNORECASE)
 _SENTENCE_START = re.compile(r"(?<!\\)" + NOT_AN_ABBREVIATION + r"[.;!?](?=\s)|\n", re.IGNORECASE)
+_TAIL_END = re.compile(r"(?<!\\)" + NOT_AN_ABBREVIATION + r"[.!?](?=\s)|\n", re.IGNORECASE)  # (";" goes on)
 # TeX programming in an answer: macro definitions, conditionals, a macro parameter "#", a "%" comment that hides
 # the rest of its line. No answer needs them; they make the checker read something else than what is written
 # ("\\boxed{4 # 3}" and "\\boxed{\\let\\four=3 \\four}" are 3 to Math-Verify, "4 %" + newline + "3" is 3 to a box)
@@ -224,7 +225,7 @@ def _boxes_hedge(completion: str, group_spans: list[tuple[int, int, str]],
             hedges.append("uncertain" if _UNCERTAIN.search(between) else "alternative")
     head = completion[max(0, first - 80):first]
     head = head[max((m.end() for m in _SENTENCE_START.finditer(head)), default=0):].rstrip(" \t$([\\")
-    stop = _SENTENCE_START.search(completion, last, last + MAX_TAIL)
+    stop = _TAIL_END.search(completion, last, last + MAX_TAIL)
     tail = completion[last:stop.end() if stop else last + MAX_TAIL].lstrip(" \t$)]\\")
     hedges += ["uncertain" if _UNCERTAIN_BEFORE.search(head) or _UNCERTAIN.search(tail) else None,
                "alternative" if _ALTERNATIVE_BEFORE.search(head) or _ALTERNATIVE_AFTER.search(tail)
