@@ -179,6 +179,7 @@ def test_ranks_and_strategy_are_validated_with_the_field_named():
     assert "collective_timeout_s" in errors(collective_timeout_s=5) and "collective_timeout_s" in errors(
         collective_timeout_s=7200)  # bounded: 10 s to an hour (300 by default)
     assert TrainConfig.from_dict(tiny_config()).collective_timeout_s == 300
+    assert "seedbed" in errors(engine="trl", collective_timeout_s=60)["collective_timeout_s"]  # not silently ignored
 
 
 def test_torchrun_commands_for_one_node_and_for_node_one_of_two():

@@ -78,7 +78,9 @@ def one_node_lacks(name: str, *, command: bool = True) -> dict[str, str]:
     """The knobs an engine other than seedbed lacks: several machines, the loop's ranks strategy, and (unless it is
     the command engine) a command."""
     lacks = {"nnodes": f"the {name} engine runs on one node here; several nodes are for engine seedbed",
-             "strategy": f"the {name} engine chooses its own parallelism; ddp and fsdp are for engine seedbed"}
+             "strategy": f"the {name} engine chooses its own parallelism; ddp and fsdp are for engine seedbed",
+             "collective_timeout_s": f"the {name} engine keeps torch's own collective timeout; this one is for "
+                                     "engine seedbed"}
     if command:
         lacks["command"] = "only for engine command"
     return lacks
