@@ -91,6 +91,9 @@ def _sweeps_commands(group) -> None:
                    help="compute budget in full runs (at least --seeds): slots freed by stops start new seeds, each "
                         "only if it can run to its end within the budget (default: none, no new seeds)")
     _command(group, "get", commands.sweeps_get, "a sweep and its runs as JSON").add_argument("id", type=int)
+    p = _command(group, "stop", commands.sweeps_stop, "stop a whole sweep: kill its live runs, start nothing more")
+    p.add_argument("id", type=int)
+    p.add_argument("--reason", default="", help="recorded with the stop")
 
 
 def _evals_commands(group) -> None:

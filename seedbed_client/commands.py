@@ -176,6 +176,13 @@ def sweeps_get(client: SeedbedClient, args) -> int:
     return 0
 
 
+def sweeps_stop(client: SeedbedClient, args) -> int:
+    answer = client.post(f"/sweeps/{args.id}/stop", {"reason": args.reason})
+    killed = ", ".join(map(str, answer["killed"])) or "none was still live"
+    print(f"sweep {answer['id']} stopped by {answer['stopped_by']}; runs killed: {killed}")
+    return 0
+
+
 def evals_list(client: SeedbedClient, args) -> int:
     jobs = client.get("/evals", project=args.project, limit=args.limit)["evals"]
     rows = [[j["id"], j["name"], j["project"], j["task"], j["status"], f"{j['done']}/{j['total']}"] for j in jobs]

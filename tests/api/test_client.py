@@ -413,3 +413,18 @@ def test_sweeps_launch_with_a_budget_starts_new_seeds_within_it_and_a_bad_budget
     assert result.returncode == 0, result.stderr
     plan = SweepPlan.objects.get(sweep=Sweep.objects.get())
     assert (plan.free_slot_use, plan.budget) == ("new_seed", 8)
+
+
+def test_sweeps_stop_ends_the_whole_sweep_and_a_second_stop_is_a_conflict(cli, config_file, bob):
+    result = cli("sweeps", "launch", config_file(), "--seeds", "2", "--concurrency", "1", "--budget", "4")
+    assert result.returncode == 0, result.stderr
+    sweep = Sweep.objects.get()
+    assert_failed(cli("sweeps", "stop", str(sweep.pk), token=bob[1]), 4, "not found")
+    stopped = cli("sweeps", "stop", str(sweep.pk), "--reason", "wrong data")
+    assert stopped.returncode == 0, stopped.stderr
+    runs = list(sweep.runs.order_by("pk").values_list("pk", flat=True))
+    assert stopped.stdout.strip() == f"sweep {sweep.pk} stopped by user:alice; runs killed: {runs[0]}, {runs[1]}"
+    sweep.refresh_from_db()
+    assert (sweep.stopped_by, sweep.stop_reason) == ("user:alice", "wrong data")
+    assert set(sweep.runs.values_list("status", flat=True)) == {RunStatus.KILLED} and sweep.runs.count() == 2
+    assert_failed(cli("sweeps", "stop", str(sweep.pk)), 4, "already stopped by user:alice")

@@ -66,7 +66,9 @@ def sweep_detail(sweep: Sweep) -> dict:
     return {**sweep_summary(sweep), "config": sweep.config, "runs": runs, "copied_from": sweep.copied_from_id,
             "ended": all(r["status"] in ("succeeded", "failed", "killed", "lost") for r in runs),
             "decisions": sweep_decisions(sweep_id=sweep.pk), "alerts": sweep_alerts(sweep_id=sweep.pk),
-            "warnings": list(getattr(getattr(sweep, "plan", None), "warnings", None) or [])}
+            "warnings": list(getattr(getattr(sweep, "plan", None), "warnings", None) or []),
+            "stopped_at": _iso(sweep.stopped_at), "stopped_by": sweep.stopped_by, "stop_reason": sweep.stop_reason,
+            "new_seeds_halted": getattr(getattr(sweep, "plan", None), "new_seeds_halted", "")}
 
 
 def dataset_summary(entry) -> dict:

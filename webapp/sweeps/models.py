@@ -25,12 +25,23 @@ class Sweep(models.Model):
     # Lineage: a sweep launched from another sweep's config, seeds, grid and policy ("Re-run with changes").
     copied_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="copies",
                                     help_text="The sweep whose settings this sweep's form was filled with.")
+    # Stopped: the whole sweep ended by a user (or the system): its live runs killed, nothing more started.
+    stopped_at = models.DateTimeField(null=True, blank=True,
+                                      help_text="When the sweep was stopped (empty: it runs). Only "
+                                                "webapp.sweeps.halting.sweep_stop sets it.")
+    stopped_by = models.CharField(max_length=200, blank=True,
+                                  help_text='Who stopped it: "user:<name>" or "system".')
+    stop_reason = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"sweep {self.pk}: {self.name}"
+
+    @property
+    def is_stopped(self) -> bool:
+        return self.stopped_at is not None
 
 
 class FreeSlotUse(models.TextChoices):
@@ -54,6 +65,10 @@ class SweepPlan(models.Model):
                                                    "new seed starts only if it can run to its end within it "
                                                    "(policies.budget). Empty for the other free-slot uses.")
     new_seeds_started = models.PositiveIntegerField(default=0)
+    new_seeds_halted = models.TextField(blank=True,
+                                        help_text="Why freed slots start no more new seeds (empty: they may): "
+                                                  "new seeds in a row that failed before their first step "
+                                                  "(webapp.sweeps.halting).")
     warnings = models.JSONField(default=list, blank=True,
                                 help_text="What the sweep's settings make impossible, said when it was made (e.g. a "
                                           "policy that can never stop a run: policies.feasibility).")

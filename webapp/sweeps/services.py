@@ -31,7 +31,8 @@ from webapp.runs.capacity import FRESH_FOR_S, check_caps
 from webapp.runs.models import MetricPoint, Run, RunStatus, WorkerCapacity
 
 from . import alerts as alert_rules
-from .policies.budget import BudgetUse, budget_error, committed_steps
+from . import halting
+from .policies.budget import BudgetUse, budget_error, committed_steps, steps_used
 from .policies.feasibility import NOTE_MARK, policy_cannot_act_cached
 from .models import Alert, AlertKind, FreeSlotUse, PolicyDecision, Sweep, SweepPlan
 from .policies import EXTEND, STOP, Decision, make_policy, stored_config
@@ -261,13 +262,19 @@ def sweep_fill_slots(*, sweep_id: int, freed_run: Optional[Run] = None) -> list[
     free = sweep.concurrency - holding
     if free <= 0:
         return []
+    if sweep.is_stopped:  # stopped: nothing of it starts again (halting.sweep_stop)
+        return []
     waiting = list(sweep.runs.filter(status=RunStatus.QUEUED, enqueued_at__isnull=True).order_by("pk")[:free])
     if freed_run is not None and freed_run.is_ended and len(waiting) < free:
-        # a run ended and left a slot no queued seed takes: new seeds while the budget can pay for them
+        # a run ended and left a slot no queued seed takes: new seeds while the budget can pay for them, and while
+        # new seeds do not keep failing before their first step (halting.new_seed_refusal)
         plan = SweepPlan.objects.filter(sweep=sweep).first()
         while (plan is not None and plan.free_slot_use == FreeSlotUse.NEW_SEED and len(waiting) < free
-               and budget_use(sweep, plan).may_start_seed):
-            waiting.append(_start_new_seed(sweep, plan, like=freed_run))
+               and not halting.new_seed_refusal(sweep, plan) and budget_use(sweep, plan).may_start_seed):
+            fresh = _start_new_seed(sweep, plan, like=freed_run)
+            if fresh is None:
+                break
+            waiting.append(fresh)
     for run in waiting:
         run_services.run_dispatch(run=run)
     return [r.pk for r in waiting]
@@ -285,20 +292,32 @@ def budget_use(sweep: Sweep, plan: SweepPlan) -> Optional[BudgetUse]:
     if plan.budget is None:
         return None
     runs = list(sweep.runs.all())
-    spent = sum(max(run.last_step, 0) for run in runs)
-    under_way = [(max(run.last_step, 0), run.total_steps) for run in runs
+    # a run that started, or ended other than killed in the queue, has used at least one step (steps_used)
+    used = {run.pk: steps_used(run.last_step, started=run.started_at is not None or run.status in (
+        RunStatus.FAILED, RunStatus.LOST, RunStatus.SUCCEEDED)) for run in runs}
+    spent = sum(used.values())
+    under_way = [(used[run.pk], run.total_steps) for run in runs
                  if run.status in (RunStatus.RUNNING, RunStatus.QUEUED) and run.kill_requested_at is None]
     return BudgetUse(budget_runs=plan.budget, run_steps=int(sweep.config.get("total_steps", 0)), spent=spent,
                      committed=committed_steps(under_way))
 
 
-def _start_new_seed(sweep: Sweep, plan: SweepPlan, *, like: Run) -> Run:
+def _start_new_seed(sweep: Sweep, plan: SweepPlan, *, like: Run) -> Optional[Run]:
     """Queue a new seed of ``like``'s grid point, its number one past every seed the sweep ever had (never one
-    used before), for the sweep's full ``total_steps``; counted in the plan."""
+    used before), for the sweep's full ``total_steps``; counted in the plan. None when its config is refused now
+    (e.g. its data file is gone): the plan's new seeds are halted with the field error, and the run whose end
+    freed the slot still ends (this runs inside its end's transaction)."""
     seed = max(sweep.runs.values_list("seed", flat=True), default=-1) + 1
     config = {**like.config, "seed": seed, "total_steps": sweep.config["total_steps"]}
-    fresh = run_services.run_create(config=config, sweep=sweep, user=sweep.created_by,
-                                    name=f"{sweep.name} / seed {seed} (fresh)")
+    try:
+        with transaction.atomic():
+            fresh = run_services.run_create(config=config, sweep=sweep, user=sweep.created_by,
+                                            name=f"{sweep.name} / seed {seed} (fresh)")
+    except FieldErrors as exc:
+        plan.new_seeds_halted = f"a new seed's config was refused: {exc}"[:2000]
+        SweepPlan.objects.filter(pk=plan.pk).update(new_seeds_halted=plan.new_seeds_halted)
+        log.warning("sweep %s: %s", sweep.pk, plan.new_seeds_halted)
+        return None
     SweepPlan.objects.filter(pk=plan.pk).update(new_seeds_started=F("new_seeds_started") + 1)
     plan.new_seeds_started += 1
     sweep.seeds = [*sweep.seeds, seed]
@@ -413,11 +432,16 @@ def use_freed_slot(*, sweep: Sweep, freed_run: Run) -> str:
         return "no queued seed left; the slot is released"
     if plan.free_slot_use == FreeSlotUse.EXTEND:
         return "no queued seed left; the slot extends a survivor"
+    refused = halting.new_seed_refusal(sweep, plan)
+    if refused:
+        return f"no queued seed left and no new seed starts ({refused}); slot released"
     use = budget_use(sweep, plan)
     if use is None or not use.may_start_seed:
         why = use.summary() if use else "no budget"
         return f"no queued seed left and the budget cannot pay for a new seed to its end ({why}); slot released"
     fresh = _start_new_seed(sweep, plan, like=freed_run)
+    if fresh is None:
+        return f"no queued seed left and no new seed starts ({plan.new_seeds_halted}); slot released"
     return f"no queued seed left; started fresh seed {fresh.seed} (run {fresh.pk}; {budget_use(sweep, plan).summary()})"
 
 

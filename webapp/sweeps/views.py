@@ -1,4 +1,4 @@
-"""Thin views for sweeps: the list, the sweep form, the dashboard, its JSON endpoints, the multi-select kill."""
+"""Thin views for sweeps: the list, the sweep form, the dashboard, its JSON endpoints, the multi-select kill, Stop."""
 from __future__ import annotations
 
 import json
@@ -15,10 +15,11 @@ from webapp.runs.forms import preset_form_values
 from webapp.projects.selectors import audit_trail, get_visible, visible
 from webapp.runs.models import ENDED_STATUSES
 from webapp.runs import copies
+from webapp.runs import services as run_services
 from webapp.runs.views import (can_act, copy_context, fragment, launched_redirect, parent_checkpoint_of,
                                run_form_for)
 
-from . import forecasts, replays, selectors, services
+from . import forecasts, halting, replays, selectors, services
 from .forms import ReplayForm, SweepForm
 from .models import Sweep, SweepPlan
 
@@ -199,6 +200,21 @@ def sweep_kill(request: HttpRequest, sweep_id: int) -> HttpResponse:
         messages.info(request, f"Kill requested for run(s) {', '.join(map(str, killed))}.")
     for message in refused.values():
         messages.error(request, message)
+    return redirect("sweeps:detail", sweep_id=sweep_id)
+
+
+@require_POST
+def sweep_stop(request: HttpRequest, sweep_id: int) -> HttpResponse:
+    """Stop the whole sweep (halting.sweep_stop): its live runs killed, nothing more started."""
+    visible_sweep(request, sweep_id)
+    reason = request.POST.get("reason", "").strip()[:halting.MAX_REASON_CHARS] or "stopped from the sweep page"
+    try:
+        _, killed = halting.sweep_stop(sweep_id=sweep_id, user=request.user, reason=reason)
+    except run_services.TransitionError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.info(request, f"Sweep stopped; kill requested for run(s) {', '.join(map(str, killed))}." if killed
+                      else "Sweep stopped; none of its runs was still live.")
     return redirect("sweeps:detail", sweep_id=sweep_id)
 
 

@@ -1,4 +1,4 @@
-"""/api/v1/sweeps: launch, list and read sweeps, their forecasts, and the what-if replay of a policy
+"""/api/v1/sweeps: launch, list, read and stop sweeps, their forecasts, and the what-if replay of a policy
 (docs/architecture.md#a-sweeps-decisions)."""
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from pydantic import Field
 from training.fields import FieldErrors
 from webapp.api import selectors
 from webapp.api.endpoints.launches import IDEMPOTENT, launch_inputs, launched_once
-from webapp.api.v1 import api
+from webapp.api.v1 import api, conflict
 from webapp.projects import selectors as project_selectors
 from webapp.runs import services as run_services
 from webapp.sweeps import forecasts as sweep_forecasts
+from webapp.sweeps import halting as sweep_halting
 from webapp.sweeps import replays as sweep_replays
 from webapp.sweeps import selectors as sweep_selectors
 from webapp.sweeps import services as sweep_services
@@ -105,3 +106,21 @@ def sweeps_replay(request, sweep_id: int, payload: ReplayIn):
                                                                **payload.policy})
     except sweep_replays.ReplayTooLong as exc:
         raise HttpError(503, str(exc)) from None
+
+
+class StopIn(Schema):
+    reason: str = Field("", max_length=sweep_halting.MAX_REASON_CHARS)
+
+
+@api.post("/sweeps/{sweep_id}/stop", tags=["sweeps"])
+def sweeps_stop(request, sweep_id: int, payload: Optional[StopIn] = None):
+    """Stop the whole sweep: each queued or running run is killed and nothing of it starts again (no freed slot
+    starts a seed, no run of it resumes); who stopped it is recorded. 409 for a sweep stopped before."""
+    project_selectors.get_visible(Sweep.objects.all(), request.user, pk=sweep_id)
+    reason = (payload.reason.strip() if payload else "") or "stopped through the API"
+    try:
+        sweep, killed = sweep_halting.sweep_stop(sweep_id=sweep_id, user=request.user, reason=reason)
+    except run_services.TransitionError as exc:
+        raise conflict(exc) from None
+    return {"id": sweep.pk, "stopped_at": sweep.stopped_at.isoformat(), "stopped_by": sweep.stopped_by,
+            "stop_reason": sweep.stop_reason, "killed": killed}

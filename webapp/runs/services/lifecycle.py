@@ -187,6 +187,9 @@ def run_resume(*, run_id: int, user=None, nproc_per_node: int | None = None, nno
         require_role(user, run.project_id, Role.MEMBER)
     if run.status not in RESUMABLE_STATUSES:
         raise TransitionError(f"run {run.pk} is {run.status}; only a killed, lost or failed run can be resumed")
+    if run.sweep_id is not None and run.sweep.stopped_at is not None:  # a stopped sweep starts nothing again
+        raise TransitionError(f"run {run.pk} belongs to sweep {run.sweep_id}, which {run.sweep.stopped_by} stopped: "
+                              "nothing of it runs again (launch a new sweep, or re-run this one with changes)")
     ranks_before = (run.config.get("nproc_per_node") or 1) * (run.config.get("nnodes") or 1)
     if nproc_per_node is not None or nnodes is not None:
         run.config = _config_on_ranks(run, nproc_per_node, nnodes)

@@ -6,9 +6,12 @@ both ask ``may_start_seed``, so the replay shows what the scheduler would do (do
 Units: steps. One *run* is ``run_steps`` steps (the sweep's ``total_steps``); a budget of B runs is
 ``B * run_steps`` steps.
 
-- **spent**: the steps every run of the sweep has run so far (stopped, failed and finished runs included).
+- **used** by one run: the steps it has run, and at least ``MIN_STEPS_USED`` once it started (``steps_used``): a
+  run that fails before its first step still took a slot and loaded a model, so it is never free, and a sweep
+  whose seeds all fail at step 0 cannot start seeds without end on a budget of steps.
+- **spent**: the steps every run of the sweep has used so far (stopped, failed and finished runs included).
 - **committed**: the steps the runs still under way will run if nothing stops them: for each running or queued
-  run not being stopped, ``max(total_steps - steps_run, 0)`` (an extended survivor counts its extended total).
+  run not being stopped, ``max(total_steps - used, 0)`` (an extended survivor counts its extended total).
 - **left** = budget - spent - committed.
 
 A new seed starts only when it can finish within the budget: ``left >= run_steps`` (it commits a full run).
@@ -28,6 +31,17 @@ from typing import Iterable
 
 EPS = 1e-9
 MAX_BUDGET_RUNS = 4096  # a sweep's runs are at most 256 (services.MAX_RUNS) plus fresh seeds: a bound, not a target
+MIN_STEPS_USED = 1  # what a started run costs at least, whatever step it reached
+
+
+def steps_used(steps_run: int, *, started: bool) -> int:
+    """What one run has used of the budget: ``max(steps_run, MIN_STEPS_USED)`` once it started, else
+    ``max(steps_run, 0)`` (a seed killed in the queue cost nothing).
+
+    >>> steps_used(0, started=True), steps_used(0, started=False), steps_used(7, started=True)
+    (1, 0, 7)
+    """
+    return max(steps_run, MIN_STEPS_USED if started else 0)
 
 
 @dataclass(frozen=True)
@@ -39,7 +53,7 @@ class BudgetUse:
     run_steps: int
     """Steps of one full run (the sweep's ``total_steps``)."""
     spent: int
-    """Steps run by every run so far."""
+    """Steps used by every run so far (``steps_used``: at least one per started run)."""
     committed: int
     """Steps the running and queued runs will still run to their ends."""
 
@@ -68,7 +82,7 @@ class BudgetUse:
 
 
 def committed_steps(runs: Iterable[tuple[int, int]]) -> int:
-    """``sum(max(total - run, 0))`` over ``(steps run, total steps)`` of the runs still under way.
+    """``sum(max(total - used, 0))`` over ``(steps used, total steps)`` of the runs still under way.
 
     >>> committed_steps([(40, 100), (0, 100), (120, 100)])
     160
