@@ -129,11 +129,11 @@ def _csv_rows(path: str, skip: int = 0):
         except UnicodeDecodeError:
             raise DatasetError(f"{path}: not UTF-8 text (a binary file?)") from None
         except csv.Error as exc:
-            message = str(exc)
-            if "field larger than field limit" in message:
-                message = (f"a field over the {size_text(MAX_VALUE_BYTES)} limit per value "
-                           "(SEEDBED_MAX_VALUE_MB)")
-            raise DatasetError(f"{path}:{reader.line_num}: not valid CSV ({message})") from None
+            message, line = str(exc), reader.line_num
+            if "field larger than field limit" in message:  # raised before the record's line is counted
+                message, line = f"a field over the {size_text(MAX_VALUE_BYTES)} limit per value " \
+                                "(SEEDBED_MAX_VALUE_MB)", line + 1
+            raise DatasetError(f"{path}:{line}: not valid CSV ({message})") from None
 
 
 def _jsonl_lines(path: str):

@@ -15,6 +15,9 @@ class DatasetError(ValueError):
     """A dataset that cannot be used; the message names the file and the line or field."""
 
 
+DatasetError.__module__ = "training.data"  # where callers import it from: tracebacks and doctests name it so
+
+
 def _value_limit() -> int:
     """SEEDBED_MAX_VALUE_MB in MiB, from 0.01 to 64 (1 by default): a bounded setting, refused loudly."""
     text = os.environ.get("SEEDBED_MAX_VALUE_MB", "1")

@@ -8,7 +8,9 @@ Four things keep a small Parquet file from becoming a large decoded one:
 2. A batch has at most ``PARQUET_BATCH_ROWS`` rows and fewer when the footer's uncompressed sizes say rows are
    large: rows = MAX_BATCH_BYTES / (row group's uncompressed bytes / its rows), so that Arrow's own decoding of a
    batch stays near MAX_BATCH_BYTES for a file whose footer tells the truth.
-3. The footer's uncompressed sizes (all row groups) are within MAX_DECODED_BYTES before anything is decoded.
+3. The footer's uncompressed sizes are checked before anything is decoded: all row groups within
+   MAX_DECODED_BYTES, and no column chunk over MAX_BATCH_BYTES that decompresses over MAX_RATIO times its stored
+   bytes (Arrow decompresses a page whole; a writer may put a whole chunk in one page).
 4. Before a batch becomes Python values, each row's decoded size is computed from Arrow's lengths (a dictionary
    value counted in every row that references it): a value over MAX_VALUE_BYTES or a row over MAX_ROW_BYTES is an
    error naming its row and field; a batch over MAX_BATCH_BYTES is handed over in slices within it.
@@ -16,7 +18,9 @@ Four things keep a small Parquet file from becoming a large decoded one:
 from __future__ import annotations
 
 from training.data_limits import (MAX_BATCH_BYTES, MAX_DECODED_BYTES, MAX_ROW_BYTES, MAX_VALUE_BYTES, PARQUET_BATCH_ROWS, DatasetError, count_decoded,
-                                  row_error, value_error)
+                                  row_error, size_text, value_error)
+
+MAX_RATIO = 100  # the most a column chunk over MAX_BATCH_BYTES may decompress from its stored bytes
 
 
 def parquet_file(path: str, dictionaries: bool = False):
@@ -32,6 +36,7 @@ def parquet_file(path: str, dictionaries: bool = False):
         if footer > MAX_DECODED_BYTES:  # before any page is decoded
             raise DatasetError(f"{path}: decodes to {footer:,} bytes (its footer), over the "
                                f"{MAX_DECODED_BYTES:,} limit per file (8 x SEEDBED_MAX_DATASET_MB)")
+        _check_ratios(plain.metadata, path)
         leaves = [plain.schema.column(i) for i in range(len(plain.schema))]
         binary = [leaf.path for leaf in leaves if leaf.physical_type in ("BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY")]
         return pq.ParquetFile(path, read_dictionary=binary) if binary else plain
@@ -39,6 +44,21 @@ def parquet_file(path: str, dictionaries: bool = False):
         raise
     except Exception as exc:  # pyarrow's errors for a file that is not Parquet
         raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from None
+
+
+def _check_ratios(metadata, path: str) -> None:
+    """No column chunk decompresses to more than MAX_BATCH_BYTES at over MAX_RATIO times its stored size (by the
+    footer): Arrow decompresses a page whole, and a writer may put a chunk's values in one page. Text compresses
+    3-10 times; a column repeating one value is small before compression too (dictionary and run lengths)."""
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            stored, size = max(chunk.total_compressed_size, 1), chunk.total_uncompressed_size
+            if size > MAX_BATCH_BYTES and size > MAX_RATIO * stored:
+                raise DatasetError(f"{path}: column {chunk.path_in_schema!r} (row group {g + 1}) decompresses to "
+                                   f"{size:,} bytes from {stored:,}, over {MAX_RATIO} times and over the "
+                                   f"{size_text(MAX_BATCH_BYTES)} limit per batch (64 x SEEDBED_MAX_VALUE_MB)")
 
 
 def batch_rows(metadata) -> int:
