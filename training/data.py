@@ -184,9 +184,24 @@ class ReasoningGymExamples(Sequence):
 DATA_SUFFIXES = (".jsonl", ".parquet", ".csv")
 
 
-def _as_example(where: str, row, prompt_field: str, answer_field: str, fields: dict | None = None) -> dict:
+def row_example(where: str, row, prompt_field: str, answer_field: str, fields: dict | None = None) -> dict:
     """A row as an example: its prompt and answer, and ``fields`` ({name a verifier reads: the row's column},
-    e.g. {"tests": "test"}) copied under the names the verifiers and the prompt template read."""
+    e.g. {"tests": "test"}) copied under the names the verifiers and the prompt template read.
+
+    The one check of a dataset row, wherever a row is read: the upload's and the launch's check of the first
+    rows (``check_file_dataset``, the upload's columns and preview), the worker's read of every row
+    (``load_file_dataset``), the run page's prompt (``first_prompt``). So a bad row the first rows' check did not
+    reach fails a run with the message an upload gives for it (``<file>:<line>: ...``). The rules: the row is an
+    object; it has every mapped column; its prompt is a non-empty string. A DatasetError names ``where`` and the
+    field.
+
+    >>> row_example("d.jsonl:3", {"q": "1+1?", "a": 2}, "q", "a")["answer"]
+    '2'
+    >>> row_example("d.jsonl:1001", [1, 2], "q", "a")
+    Traceback (most recent call last):
+    ...
+    training.data.DatasetError: d.jsonl:1001: expected an object, got list
+    """
     if not isinstance(row, dict):
         raise DatasetError(f"{where}: expected an object, got {type(row).__name__}")
     mapping = {"prompt": prompt_field, **({"answer": answer_field} if answer_field else {}), **(fields or {})}
@@ -219,7 +234,7 @@ def data_fields_error(fields) -> str:
 def load_file_dataset(path: str, prompt_field: str = "prompt", answer_field: str = "answer",
                       fields: dict | None = None) -> list[dict]:
     """Read a JSONL, Parquet or CSV file into examples; a bad row raises DatasetError naming its line."""
-    examples = [_as_example(where, row, prompt_field, answer_field, fields)
+    examples = [row_example(where, row, prompt_field, answer_field, fields)
                 for where, row in _file_rows(path)]
     if not examples:
         raise DatasetError(f"{path}: the dataset is empty")
@@ -237,7 +252,7 @@ def check_file_dataset(path: str, prompt_field: str = "prompt", answer_field: st
     count = 0
     rows = _file_rows(path)
     for where, row in rows:
-        _as_example(where, row, prompt_field, answer_field, fields)
+        row_example(where, row, prompt_field, answer_field, fields)
         count += 1
         if count >= max_rows:
             break

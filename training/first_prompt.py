@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 
-from training.data import (DatasetError, _as_example, data_generator_seed, first_draw, is_file_task,
+from training.data import (DatasetError, data_generator_seed, first_draw, is_file_task, row_example,
                            make_prompt_source, prompt_source, split_held_out)
 from training.data_files import count_rows, row_at
 
@@ -20,7 +20,7 @@ def first_question(task: str, data_path: str = "", prompt_field: str = "prompt",
     """One example of the task (the first), cheaply: a file's first row, a generator's first held-out item."""
     if is_file_task(task):
         where, row = row_at(data_path, 0)
-        return _as_example(where, row, prompt_field, answer_field, data_fields)
+        return row_example(where, row, prompt_field, answer_field, data_fields)
     return make_prompt_source(task, task_size=1).eval_set(1)[0]
 
 
@@ -38,7 +38,7 @@ def first_training_example(config) -> dict:
     if not n:
         raise DatasetError(f"{config.data_path}: the dataset is empty")
     where, row = row_at(config.data_path, _first_row(n, config.held_out_fraction, config.split_seed, seed))
-    return _as_example(where, row, config.prompt_field, config.answer_field, config.data_fields)
+    return row_example(where, row, config.prompt_field, config.answer_field, config.data_fields)
 
 
 @functools.lru_cache(maxsize=256)

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import transaction
 
 from training.data import (CHECKED_ROWS, DATA_SUFFIXES, MAPPED_FIELDS, MAX_DATASET_BYTES, DatasetError,
-                           check_file_dataset, data_fields_error, file_rows)
+                           check_file_dataset, data_fields_error, file_rows, row_example)
 from training.fields import FieldErrors
 from training.names import child_path, path_component_error, require_path_component
 from webapp.projects.models import Role
@@ -59,8 +59,8 @@ def inspect_file(path: str) -> tuple[list[str], list[dict]]:
     columns: dict[str, None] = {}
     preview = []
     for i, (where, row) in enumerate(file_rows(path)):
-        if not isinstance(row, dict):
-            raise DatasetError(f"{where}: expected an object, got {type(row).__name__}")
+        if not isinstance(row, dict):  # refused by the one row check, as training would refuse it
+            row_example(where, row, "", "")
         columns.update(dict.fromkeys(map(str, row)))
         if len(preview) < PREVIEW_ROWS:
             preview.append({str(k): _shorten(v) for k, v in row.items()})
