@@ -253,11 +253,12 @@ def _verifier_on(server_dir: str | None, processes: int = 1, partial_credit: boo
     return v
 
 
-def bench_code_against_baseline(n: int, rounds: int = 10) -> dict:
-    """Sequential sandboxed executions/s and CPU-ms each of the baseline server and this checkout's, timed
-    alternately (``rounds`` slices of n / rounds executions each, on the same programs), so that other load on
-    the machine weighs on both alike. Programs: ``code_items`` (the 10-assert test and the trivial one, mixed)."""
-    verifiers = {"baseline": _verifier_on(baseline_server_dir()), "now": _verifier_on(None)}
+def bench_code_against_baseline(n: int, rounds: int = 10, processes: int = 1) -> dict:
+    """Sandboxed executions/s and CPU-ms each of the baseline server and this checkout's, timed alternately
+    (``rounds`` slices of n / rounds executions each, on the same programs), so that other load on the machine
+    weighs on both alike: one call after the other with 1 server, a batch per slice with more. Programs:
+    ``code_items`` (the 10-assert test and the trivial one, mixed)."""
+    verifiers = {"baseline": _verifier_on(baseline_server_dir(), processes), "now": _verifier_on(None, processes)}
     items = [item for pair in zip(code_items(n // 2, False), code_items(n - n // 2, True)) for item in pair]
     totals = {name: [0.0, 0.0, 0] for name in verifiers}  # wall s, CPU s, executions
     per_round = max(1, len(items) // rounds)
@@ -268,7 +269,10 @@ def bench_code_against_baseline(n: int, rounds: int = 10) -> dict:
             servers = [w.proc.pid for w in v.sandbox.pool._workers]
             cpu_before = time.process_time() + _tree_cpu_seconds(servers)
             start = time.perf_counter()
-            out = [v(c, e) for c, e in chunk]
+            if processes == 1:
+                out = [v(c, e) for c, e in chunk]
+            else:
+                out = score_batch(v, [c for c, _ in chunk], [e for _, e in chunk])
             totals[name][0] += time.perf_counter() - start
             totals[name][1] += time.process_time() + _tree_cpu_seconds(servers) - cpu_before
             totals[name][2] += len(chunk)
@@ -399,13 +403,14 @@ def main() -> None:
               f"checks/s  (n={args.ifeval_n}; language checks alone: {language_rate:.0f}/s)")
     if args.only in ("math", "ifeval"):
         return
-    if args.only in (None, "code", "sandbox"):
-        figures = bench_code_against_baseline(args.code_n)
+    for processes, mode in ((1, "sequential, 1 server"), (2, "batch, 2 servers")) if args.only in (
+            None, "code", "sandbox") else ():
+        figures = bench_code_against_baseline(args.code_n, processes=processes)
         base, now = figures["baseline"], figures["now"]
         for name, f in (("baseline " + BASELINE_COMMIT, base), ("this checkout", now)):
-            print(f"code  sandbox server {name:22s}: {f['rate']:8.1f} executions/s  (n={f['n']}, sequential, "
-                  f"1 server, alternating slices; {f['cpu_ms']:.2f} CPU-ms each)")
-        print(f"code  this checkout / baseline: {now['rate'] / base['rate']:.2f}x executions/s, "
+            print(f"code  sandbox server {name:22s}: {f['rate']:8.1f} executions/s  (n={f['n']}, {mode}, "
+                  f"alternating slices; {f['cpu_ms']:.2f} CPU-ms each)")
+        print(f"code  this checkout / baseline, {mode}: {now['rate'] / base['rate']:.2f}x executions/s, "
               f"{now['cpu_ms'] / base['cpu_ms']:.2f}x CPU-ms each")
     if args.only in (None, "readers"):
         for (server, form), (whole, gained) in bench_readers(args.readers_n).items():
