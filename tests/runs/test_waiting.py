@@ -49,12 +49,12 @@ def test_a_queued_run_names_the_run_holding_its_slot_only_where_the_viewer_may_r
     queued = [first, second, third]
 
     for_ada = queue_reasons(runs=queued, viewer=ada)
-    assert for_ada[first.pk] == "cpu slot held by a run of another project, about 5 min left"
+    assert for_ada[first.pk] == "cpu slot busy"  # bob's run: neither named nor its time left told
     assert for_ada[second.pk] == f"cpu slot held by run {demo.pk}, SmolLM2 demo, about 20 min left"
     assert for_ada[third.pk] == "waiting for a cpu slot: 2 runs ahead of it, every slot taken"
     for_bob = queue_reasons(runs=queued, viewer=bob)
     assert for_bob[first.pk] == f"cpu slot held by run {other.pk}, bob's run, about 5 min left"
-    assert for_bob[second.pk] == "cpu slot held by a run of another project, about 20 min left"
+    assert for_bob[second.pk] == "cpu slot busy"
     assert personal_project(ada).pk == demo.project_id != other.project_id
 
     # a free slot: the first in line is being taken, the others wait for the runs' ends

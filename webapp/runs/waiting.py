@@ -3,8 +3,9 @@ life"): a queued run waits for a slot (its sweep's concurrency, or a worker of i
 for the built-in model's build before its first step.
 
 ``queue_reasons`` says, for each queued run, which run holds the slot it will get and about how long that one has
-left ("slot held by run 5, SmolLM2 demo, about 20 min left"), naming the run only where the viewer may read it
-("a run of another project" otherwise). ``build_wait`` is the display state of a run waiting for the build: it
+left ("slot held by run 5, SmolLM2 demo, about 20 min left"), naming the run and its time left only where the
+viewer may read it; a slot held by a run the viewer may not read is only said to be busy ("cpu slot busy"): that
+run's progress (its time left) belongs to its project. ``build_wait`` is the display state of a run waiting for the build: it
 stays ``running`` in the database (a worker holds it; its status machine is unchanged) and shows as
 ``waiting: <reason>``. Read-only: nothing here writes.
 """
@@ -56,9 +57,11 @@ def _left(run: Run, now) -> Optional[float]:
 
 
 def _holder_text(run: Run, readable: set[int], now, what: str) -> str:
+    """Who holds the slot and its time left, for a run the viewer may read; only ``"<what> busy"`` otherwise (not
+    even the time left: it tells another project's progress)."""
     if run.pk not in readable:
-        who = "a run of another project"
-    elif run.name:
+        return f"{what} busy"
+    if run.name:
         who = f"run {run.pk}, {run.name}"
     elif run.sweep_id is not None:
         who = f"run {run.pk} (seed {run.seed})"
