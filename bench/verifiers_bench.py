@@ -246,8 +246,8 @@ def _verifier_on(server_dir: str | None, processes: int = 1, partial_credit: boo
     if server_dir is not None:
         sandbox = Sandbox(processes=processes, max_wall_s=35.0, tmp_mb=v.tmp_mb)
         sandbox.pool.close()
-        sandbox.pool = WorkerPool("sandbox", processes=processes, deadline_s=35.0, worker_factory=lambda: BaselineServer(
-            sandbox.uid, sandbox.gid, sandbox.use_bwrap, v.tmp_mb, sandbox.tests_ids))
+        sandbox.pool = WorkerPool("sandbox", processes=processes, deadline_s=35.0, worker_factory=lambda: (
+            BaselineServer(sandbox.uid, sandbox.gid, sandbox.use_bwrap, v.tmp_mb, sandbox.tests_ids)))
         v.sandbox = sandbox
     v("```python\nx = 1\n```", {"tests": "assert x == 1"})  # servers started outside the timing
     return v

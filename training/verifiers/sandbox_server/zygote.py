@@ -7,8 +7,8 @@ in a memfd, the two pipes to the test process, the program's output file) and pl
 directory and limits); it never receives a test, an expected value or the program's code. It forks each program
 process ahead of its run (no run waits for a fork): that process takes the run's spawn message, answers its pid
 and becomes the program; the zygote waits for it to end (the server kills it with the rest of the run) and
-answers how it ended; what the program leaves behind (a double-forked daemon) is reparented to the server, a child subreaper,
-which kills and reaps it as before. One program at a time: the server runs one run at a time.
+answers how it ended; what the program leaves behind (a double-forked daemon) is reparented to the server, a
+child subreaper, which kills and reaps it as before. One program at a time: the server runs one run at a time.
 
 The program process locks itself down (:func:`.lockdown.lock_down`), and only then reads its part, ``{"code",
 "setup", "program_names"}``, from its own descriptor: so the program's memory never holds anything of the tests
