@@ -12,9 +12,9 @@ values, per value, per row (a JSONL line, a CSV record, a Parquet row), per Parq
 - a whole file at most ``MAX_DECODED_BYTES`` = 8 x ``MAX_DATASET_BYTES`` decoded (text compresses 3-5 x).
 
 A JSONL line is read with a length limit (never more than ``MAX_ROW_BYTES`` + 1 bytes of it held); a Parquet
-file is read with every string column dictionary-encoded as stored (``read_dictionary``: a value repeated by a
-dictionary is held once), its rows' sizes computed from Arrow's lengths before any row becomes Python; a CSV field
-is bounded by the csv module's field size limit, set to the value limit.
+file is read in batches whose rows are bounded by its footer and its dictionary pages' headers, each row's size
+computed from Arrow's lengths before any row becomes Python (training.data_parquet); a CSV field is bounded by
+the csv module's field size limit, set to the value limit.
 
 ``count_rows`` counts a file's rows without decoding them (JSONL: its non-blank lines, bytes only; Parquet: its
 footer; CSV: records, by the csv module's C parser), and ``row_at`` decodes one row: the run page shows a run's

@@ -1,49 +1,49 @@
 """Parquet rows in bounded memory (the limits: training.data_limits; why: training.data_files).
 
-Four things keep a small Parquet file from becoming a large decoded one:
+Arrow turns a dictionary-encoded column into one value per row as it reads a batch, so a value stored once and
+referenced by every row is copied into each (the 1.2 kB file of 64 rows of one 16 MiB string is 1 GiB in a
+batch of 64). Four things keep a small Parquet file from becoming a large decoded one:
 
-1. Every string and binary column (nested ones too, ``tests.list.element``) is read as Arrow dictionaries
-   (``read_dictionary``): a value the file stores once in a dictionary page stays one buffer however many rows
-   reference it, instead of Arrow copying it into every row.
-2. A batch has at most ``PARQUET_BATCH_ROWS`` rows and fewer when the footer's uncompressed sizes say rows are
-   large: rows = MAX_BATCH_BYTES / (row group's uncompressed bytes / its rows), so that Arrow's own decoding of a
-   batch stays near MAX_BATCH_BYTES for a file whose footer tells the truth.
-3. The footer's uncompressed sizes are checked before anything is decoded: all row groups within
+1. The footer's uncompressed sizes are checked before anything is decoded: all row groups within
    MAX_DECODED_BYTES, and no column chunk over MAX_BATCH_BYTES that decompresses over MAX_RATIO times its stored
    bytes (Arrow decompresses a page whole; a writer may put a whole chunk in one page).
-4. Before a batch becomes Python values, each row's decoded size is computed from Arrow's lengths (a dictionary
-   value counted in every row that references it): a value over MAX_VALUE_BYTES or a row over MAX_ROW_BYTES is an
-   error naming its row and field; a batch over MAX_BATCH_BYTES is handed over in slices within it.
+2. Each column chunk's dictionary page header (a few bytes at its offset; Arrow checks that the page decompresses
+   to the size it states) gives the largest a value of that column can be: a dictionary page over MAX_BATCH_BYTES
+   is refused, and a batch has at most MAX_BATCH_BYTES / (the row group's largest dictionary page) rows, so a
+   batch Arrow expands is within MAX_BATCH_BYTES.
+3. A batch also has at most ``PARQUET_BATCH_ROWS`` rows and at most MAX_BATCH_BYTES / (the row group's
+   uncompressed bytes per row) of them.
+4. Before a batch becomes Python values, each row's decoded size is computed from Arrow's lengths: a value over
+   MAX_VALUE_BYTES or a row over MAX_ROW_BYTES is an error naming its row and field; a batch over MAX_BATCH_BYTES
+   is handed over in slices within it.
 """
 from __future__ import annotations
 
-from training.data_limits import (MAX_BATCH_BYTES, MAX_DECODED_BYTES, MAX_ROW_BYTES, MAX_VALUE_BYTES, PARQUET_BATCH_ROWS, DatasetError, count_decoded,
-                                  row_error, size_text, value_error)
+from training.data_limits import (MAX_BATCH_BYTES, MAX_DECODED_BYTES, MAX_ROW_BYTES, MAX_VALUE_BYTES,
+                                  PARQUET_BATCH_ROWS, DatasetError, count_decoded, row_error, size_text,
+                                  value_error)
 
 MAX_RATIO = 100  # the most a column chunk over MAX_BATCH_BYTES may decompress from its stored bytes
+DICTIONARY_PAGE = 2  # parquet.thrift PageType.DICTIONARY_PAGE
 
 
-def parquet_file(path: str, dictionaries: bool = False):
-    """A ``pyarrow.parquet.ParquetFile``; with ``dictionaries``, its string and binary columns read as Arrow
-    dictionaries. DatasetError for a file that is not Parquet."""
+def parquet_file(path: str, checked: bool = False):
+    """A ``pyarrow.parquet.ParquetFile``; ``checked``: its footer's sizes checked first (rule 1). DatasetError
+    for a file that is not Parquet."""
     import pyarrow.parquet as pq
 
     try:
-        plain = pq.ParquetFile(path)
-        if not dictionaries:
-            return plain
-        footer = sum(plain.metadata.row_group(g).total_byte_size for g in range(plain.metadata.num_row_groups))
-        if footer > MAX_DECODED_BYTES:  # before any page is decoded
-            raise DatasetError(f"{path}: decodes to {footer:,} bytes (its footer), over the "
-                               f"{MAX_DECODED_BYTES:,} limit per file (8 x SEEDBED_MAX_DATASET_MB)")
-        _check_ratios(plain.metadata, path)
-        leaves = [plain.schema.column(i) for i in range(len(plain.schema))]
-        binary = [leaf.path for leaf in leaves if leaf.physical_type in ("BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY")]
-        return pq.ParquetFile(path, read_dictionary=binary) if binary else plain
-    except DatasetError:
-        raise
+        parquet = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow's errors for a file that is not Parquet
         raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from None
+    if checked:
+        metadata = parquet.metadata
+        footer = sum(metadata.row_group(g).total_byte_size for g in range(metadata.num_row_groups))
+        if footer > MAX_DECODED_BYTES:
+            raise DatasetError(f"{path}: decodes to {footer:,} bytes (its footer), over the "
+                               f"{MAX_DECODED_BYTES:,} limit per file (8 x SEEDBED_MAX_DATASET_MB)")
+        _check_ratios(metadata, path)
+    return parquet
 
 
 def _check_ratios(metadata, path: str) -> None:
@@ -61,16 +61,71 @@ def _check_ratios(metadata, path: str) -> None:
                                    f"{size_text(MAX_BATCH_BYTES)} limit per batch (64 x SEEDBED_MAX_VALUE_MB)")
 
 
-def batch_rows(metadata) -> int:
-    """Rows per batch: PARQUET_BATCH_ROWS, or fewer so that a batch of the largest rows (by the row groups'
-    uncompressed bytes per row, from the footer) is about MAX_BATCH_BYTES; at least 1."""
-    rows = PARQUET_BATCH_ROWS
-    for g in range(metadata.num_row_groups):
-        group = metadata.row_group(g)
-        if group.num_rows:
-            per_row = max(group.total_byte_size // group.num_rows, 1)
-            rows = min(rows, max(MAX_BATCH_BYTES // per_row, 1))
-    return rows
+def page_header_sizes(head: bytes) -> tuple[int, int]:
+    """(page type, uncompressed size) from the start of a Parquet page header: a Thrift compact struct whose
+    fields 1 (type) and 2 (uncompressed_page_size) are i32s, each a field byte (id delta << 4 | 5) and a zigzag
+    varint. ValueError when the bytes are not that.
+
+    >>> page_header_sizes(bytes([0x15, 0x04, 0x15, 0x80, 0x80, 0x80, 0x10]))  # DICTIONARY_PAGE, 16 MiB
+    (2, 16777216)
+    """
+    fields, at, field = {}, 0, 0
+    while len(fields) < 2:
+        if at >= len(head) or head[at] & 0x0F != 5 or not head[at] >> 4:
+            raise ValueError("not a page header")
+        field, at = field + (head[at] >> 4), at + 1
+        value = shift = 0
+        while True:
+            if at >= len(head) or shift > 35:
+                raise ValueError("not a page header")
+            byte, at = head[at], at + 1
+            value, shift = value | (byte & 0x7F) << shift, shift + 7
+            if not byte & 0x80:
+                break
+        fields[field] = (value >> 1) ^ -(value & 1)
+    return fields.get(1, -1), fields.get(2, -1)
+
+
+def dictionary_bytes(path: str, metadata, g: int) -> dict[str, int]:
+    """{column path: its dictionary page's uncompressed bytes} of row group ``g``, read from each page header
+    (where Arrow starts reading the chunk: its dictionary page offset, else its first data page)."""
+    sizes, group = {}, metadata.row_group(g)
+    with open(path, "rb") as fh:
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            if not chunk.has_dictionary_page:
+                continue
+            fh.seek(chunk.dictionary_page_offset or chunk.data_page_offset)
+            try:
+                kind, size = page_header_sizes(fh.read(64))
+            except ValueError:
+                raise DatasetError(f"{path}: not a readable Parquet file (column {chunk.path_in_schema!r}, row "
+                                   f"group {g + 1}: no page header where its footer says)") from None
+            if kind == DICTIONARY_PAGE:
+                sizes[chunk.path_in_schema] = size
+    return sizes
+
+
+def batch_rows(path: str, metadata, g: int) -> int:
+    """Rows per batch of row group ``g`` (rules 2 and 3); a dictionary page over MAX_BATCH_BYTES is an error."""
+    group, rows = metadata.row_group(g), PARQUET_BATCH_ROWS
+    if group.num_rows:
+        rows = min(rows, MAX_BATCH_BYTES // max(group.total_byte_size // group.num_rows, 1))
+    for column, size in dictionary_bytes(path, metadata, g).items():
+        if size > MAX_BATCH_BYTES:
+            raise DatasetError(f"{path}: column {column!r} (row group {g + 1}) has a dictionary page of {size:,} "
+                               f"bytes, over the {size_text(MAX_BATCH_BYTES)} limit per batch "
+                               "(64 x SEEDBED_MAX_VALUE_MB)")
+        rows = min(rows, MAX_BATCH_BYTES // max(size, 1))
+    return max(rows, 1)
+
+
+def _numbers(array):
+    """An Arrow integer array without nulls as numpy int64 (fill_null is the slow part of a batch: only when
+    there are nulls)."""
+    import numpy as np
+
+    return array.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
 def value_sizes(array):
@@ -84,11 +139,12 @@ def value_sizes(array):
     kind, n = array.type, len(array)
     if pa.types.is_dictionary(kind):
         sizes = value_sizes(array.dictionary)
-        indices = array.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        indices = _numbers(array.indices.fill_null(0) if array.null_count else array.indices)
         out = sizes[indices] if len(sizes) else np.zeros(n, dtype=np.int64)
     elif (pa.types.is_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_string(kind)
           or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind)):
-        out = pc.binary_length(array).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        lengths = pc.binary_length(array)
+        out = _numbers(lengths.fill_null(0) if array.null_count else lengths)
     elif pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_map(kind):
         inner = np.concatenate([[0], np.cumsum(value_sizes(array.values))])
         offsets = array.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
@@ -136,19 +192,17 @@ def slices(sizes) -> list[tuple[int, int]]:
     return [*pieces, (start, len(sizes))] if len(sizes) else pieces
 
 
-def _batches(parquet, groups=None):
-    """The file's batches, one row group at a time (a batch across two groups of a nested dictionary column is
-    an Arrow chunked array it cannot convert)."""
-    size = batch_rows(parquet.metadata)
+def _batches(path: str, parquet, groups=None):
+    """The file's batches, a row group at a time, each within the rules' rows."""
     for g in range(parquet.metadata.num_row_groups) if groups is None else groups:
-        yield from parquet.iter_batches(batch_size=size, row_groups=[g])
+        yield from parquet.iter_batches(batch_size=batch_rows(path, parquet.metadata, g), row_groups=[g])
 
 
 def parquet_rows(path: str):
     """Yield (where, row) for each row of a Parquet file, a bounded batch at a time (the module's four rules)."""
-    parquet = parquet_file(path, dictionaries=True)
+    parquet = parquet_file(path, checked=True)
     i = total = 0
-    for batch in _batches(parquet):
+    for batch in _batches(path, parquet):
         sizes = checked_sizes(batch, path, i)
         for start, stop in slices(sizes):
             for j, row in enumerate(batch.slice(start, stop - start).to_pylist(), start=start):
@@ -160,7 +214,7 @@ def parquet_rows(path: str):
 def parquet_row_at(path: str, index: int):
     """(where, row) of row ``index`` (from 0): its row group found in the footer, the batches before it decoded
     by Arrow and skipped, the one row made Python. IndexError past the end."""
-    parquet = parquet_file(path, dictionaries=True)
+    parquet = parquet_file(path, checked=True)
     metadata, first = parquet.metadata, 0
     for g in range(metadata.num_row_groups):
         rows = metadata.row_group(g).num_rows
@@ -169,7 +223,7 @@ def parquet_row_at(path: str, index: int):
         first += rows
     else:
         raise IndexError(index)
-    for batch in _batches(parquet, [g]):
+    for batch in _batches(path, parquet, [g]):
         if index < first + batch.num_rows:
             one = batch.slice(index - first, 1)
             size = int(checked_sizes(one, path, index)[0])
