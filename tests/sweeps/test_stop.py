@@ -122,6 +122,7 @@ def test_stop_from_the_page_kills_every_live_run_and_nothing_of_the_sweep_starts
         run_services.run_resume(run_id=waiting.pk, user=user)
     page = client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode()
     assert 'id="sweep-stopped"' in page and "Stopped by user:ada" in page and 'id="stop-sweep"' not in page
+    assert '<span class="status" id="sweep-state" data-ended="true">stopped</span>' in page
     again = client_in.post(reverse("sweeps:stop", args=[sweep.pk]), follow=True).content.decode()
     assert "was already stopped by user:ada" in again
     assert AuditEvent.objects.filter(action="sweep.stop", target_id=sweep.pk).count() == 1
