@@ -20,6 +20,16 @@ def test_ids_and_the_diff():
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("ids", ["12345678901234567890123", "3 ²", "0", "9223372036854775808"])
+def test_an_id_that_cannot_be_a_run_is_a_field_error(client_in, ids):
+    """23 digits overflowed the database's integer and "²" passed ``isdigit`` but not ``int``: both were 500s."""
+    response = client_in.get(reverse("runs:compare"), {"ids": ids})
+    assert response.status_code == 400
+    assert "is not a run id" in response.content.decode()
+    assert client_in.post(reverse("runs:bulk"), {"run": [ids.split()[-1]], "action": "archive"}).status_code == 302
+
+
+@pytest.mark.django_db
 def test_runs_of_two_sweeps_side_by_side(client_in, config, django_capture_on_commit_callbacks, django_user_model):
     with django_capture_on_commit_callbacks(execute=False):
         one = sweep_services.sweep_create(config={**config, "lr": 1e-4}, seeds=[0], concurrency=1, name="one",

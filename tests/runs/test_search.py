@@ -54,6 +54,8 @@ def test_structured_terms_and_free_words_are_read():
     ("engine:jax", "engine is one of seedbed, trl"),
     ("owner:ada", "unknown filter owner:"),
     ("status:", "no value after status:"),
+    ("seed>12345678901234567890123", "12345678901234567890123 is out of range"),
+    ("seed=-9223372036854775809", "is out of range (a whole number from -9223372036854775807"),
 ])
 def test_a_bad_term_is_left_out_and_named(term, says):
     q = search.parse_query(f"baseline {term} lr<1")
@@ -216,6 +218,14 @@ def test_no_filter_shows_another_projects_runs(lab, user, text):
     # and the page says the same
     page = logged_in(user).get(reverse("runs:list"), {"q": text}).content.decode()
     assert "baseline eve" not in page
+
+
+@pytest.mark.parametrize("text", ["seed>12345678901234567890123", "group_size<=-12345678901234567890123"])
+def test_a_number_past_64_bits_is_named_not_a_server_error(client_in, text):
+    """The databases compare a JSON integer as a signed 64-bit one: SQLite raised OverflowError (a 500)."""
+    response = client_in.get(reverse("runs:list"), {"q": text})
+    assert response.status_code == 200
+    assert "is out of range (a whole number from" in response.content.decode()
 
 
 def test_eve_finds_her_own_runs_with_the_same_filters(lab):

@@ -22,8 +22,22 @@ from .finals import final_window
 from .models import MetricRollup, Run
 
 MAX_RUNS = 20
+MAX_ID = 2**63 - 1  # a primary key is a signed 64-bit integer (SQLite INTEGER, PostgreSQL bigint)
 MAX_POINTS = 400
 DEFAULT_EMA_WEIGHT = 0.6  # static/seedbed/smoothing.js SMOOTHING_DEFAULT
+
+
+def as_id(text: str) -> int | None:
+    """A primary key written in ASCII digits, 1 to ``MAX_ID``; None for anything else (``"²"`` passes
+    ``str.isdigit`` but not ``int``; 23 digits pass ``int`` but not the database).
+
+    >>> as_id("42"), as_id("²"), as_id("1" * 23), as_id("0"), as_id(str(MAX_ID))
+    (42, None, None, None, 9223372036854775807)
+    """
+    if not (text.isascii() and text.isdigit()) or len(text) > 19:
+        return None
+    value = int(text)
+    return value if 1 <= value <= MAX_ID else None
 
 
 def parse_ids(text: str) -> tuple[list[int], str]:
@@ -34,10 +48,11 @@ def parse_ids(text: str) -> tuple[list[int], str]:
     """
     ids = []
     for part in text.replace(",", " ").split():
-        if not part.isdigit():
+        value = as_id(part)
+        if value is None:
             return [], f"ids: {part[:20]!r} is not a run id"
-        if int(part) not in ids:
-            ids.append(int(part))
+        if value not in ids:
+            ids.append(value)
     if len(ids) > MAX_RUNS:
         return [], f"ids: at most {MAX_RUNS} runs at once; got {len(ids)}"
     return ids, ""
@@ -138,7 +153,7 @@ def run_compare(request: HttpRequest) -> HttpResponse:
     return render(request, "runs/compare.html", {
         "ids_text": " ".join(map(str, ids)), "metric": metric, "rows": rows, "problem": problem,
         "missing": missing, "diff": config_diff({r.pk: r.config for r in runs}), "curves": curves,
-        "runs": runs, "mode": mode, "unknown_metric": unknown})
+        "runs": runs, "mode": mode, "unknown_metric": unknown}, status=400 if problem else 200)
 
 
 def logged_keys(run_ids: list[int]) -> list[str]:

@@ -48,6 +48,7 @@ ARCHIVED_CHOICES = ("no", "yes", "all")
 OPS = ("<=", ">=", "<", ">", "=")
 
 _COMPARISON = re.compile(r"^([A-Za-z_]\w*)(<=|>=|<|>|=)(.*)$")
+MAX_INT = 2**63 - 1  # the databases compare a JSON integer as a signed 64-bit one (SQLite raises past it)
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _WORD = re.compile(r"^[\w.:/+\-]{1,200}$")
 _TAG = re.compile(r"^[A-Za-z0-9_.:/+\-]{1,40}$")  # what runs.services.parse_tags accepts
@@ -120,6 +121,8 @@ def parse_config_term(token: str) -> ConfigTerm | str:
     if not raw:
         return f"“{token}”: no value after {op}"
     number = parse_number(raw)
+    if isinstance(number, int) and not -MAX_INT <= number <= MAX_INT:
+        return f"“{token}”: {raw[:30]} is out of range (a whole number from -{MAX_INT} to {MAX_INT})"
     if op != "=":
         if kind != "number":
             return f"“{token}”: {key} is not a number; only = compares it"

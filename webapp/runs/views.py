@@ -296,7 +296,7 @@ def _kill(request: HttpRequest, run_id: int) -> str:
 
 def _resume(request: HttpRequest, run_id: int) -> str:
     ranks = request.POST.get("nproc_per_node", "")
-    if ranks and not (ranks.isdigit() and 1 <= int(ranks) <= 64):
+    if ranks and not (ranks.isascii() and ranks.isdigit() and 1 <= int(ranks) <= 64):
         raise services.TransitionError(f"nproc_per_node: a number of ranks from 1 to 64; got {ranks[:20]!r}")
     services.run_resume(run_id=run_id, user=request.user, nproc_per_node=int(ranks) if ranks else None)
     return (f"Run {run_id} queued again; it resumes from its last checkpoint"
@@ -360,7 +360,9 @@ def run_bulk(request: HttpRequest) -> HttpResponse:
     run's project; a run the user cannot read is not touched, and not named)."""
     from django.utils.http import url_has_allowed_host_and_scheme
 
-    ids = [int(x) for x in request.POST.getlist("run") if x.isdigit()][:MAX_BULK]
+    from .compare import as_id
+
+    ids = [i for i in map(as_id, request.POST.getlist("run")[:MAX_BULK]) if i is not None]
     runs = list(visible(Run.objects.all(), request.user).filter(pk__in=ids).values_list("pk", flat=True))
     action = request.POST.get("action", "")
     try:
