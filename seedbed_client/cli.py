@@ -13,6 +13,7 @@ from typing import Callable
 
 from . import commands
 from .client import ApiError, RedirectRefused, SeedbedClient, Unreachable
+from .text import printable
 
 URL_VAR, TOKEN_VAR = "SEEDBED_URL", "SEEDBED_TOKEN"
 RUN_STATUSES = ("queued", "running", "succeeded", "failed", "killed", "lost")
@@ -34,7 +35,7 @@ class OneLineErrors(argparse.ArgumentParser):
     """A usage mistake is one ``error: ...`` line too (exit 2), not argparse's usage block."""
 
     def error(self, message: str):
-        print(f"error: {message} (see: {self.prog} --help)", file=sys.stderr)
+        print(printable(f"error: {message} (see: {self.prog} --help)"), file=sys.stderr)
         sys.exit(2)
 
 
@@ -206,8 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run_command(args)
     except Failure as failure:
-        for line in failure.lines:
-            print(line, file=sys.stderr)
+        for line in failure.lines:  # they quote the server's messages (a name, a path): escaped
+            print(printable(line), file=sys.stderr)
         return failure.code
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)

@@ -8,6 +8,7 @@ import urllib.parse
 from typing import Any
 
 from .client import SeedbedClient
+from .text import printable
 from .watch import watch_run
 
 MAX_CONFIG_BYTES = 1_000_000
@@ -69,12 +70,24 @@ def load_config(path: str) -> dict:
 # --- output -------------------------------------------------------------------------------------------------------
 
 def print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, sort_keys=True))
+    print(json.dumps(data, indent=2, sort_keys=True))  # ensure_ascii: every control character is a \u escape
+
+
+def say(line: str) -> None:
+    """Print one line that carries the server's words (a name, a reason): its control characters escaped."""
+    print(printable(line))
 
 
 def format_table(headers: list[str], rows: list[list[Any]]) -> str:
-    """Left-aligned columns, as wide as their widest cell."""
-    cells = [headers] + [["" if c is None else str(c) for c in row] for row in rows]
+    r"""Left-aligned columns, as wide as their widest cell; each cell's control characters escaped, so a
+    newline or an escape sequence in a name can neither forge a row nor act on the terminal.
+
+    >>> print(format_table(["ID", "NAME"], [[1, "a\n2  forged"], [2, None]]))
+    ID  NAME
+    1   a\n2  forged
+    2
+    """
+    cells = [headers] + [[printable(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
 
@@ -104,7 +117,7 @@ def _launch_fields(args) -> dict:
 def runs_list(client: SeedbedClient, args) -> int:
     runs = client.get("/runs", project=args.project, status=args.status, limit=args.limit)["runs"]
     name = (lambda text: text) if args.wide else shorten
-    rows = [[r["id"], name(r.get("display_name") or r["name"]), r["project"], _status_text(r),
+    rows = [[r["id"], name(printable(r.get("display_name") or r["name"])), r["project"], _status_text(r),
              f"{r['last_step']}/{r['total_steps']}"] for r in runs]
     print(format_table(["ID", "NAME", "PROJECT", "STATUS", "STEP"], rows))
     return 0
@@ -124,7 +137,7 @@ def _status_text(run: dict) -> str:
 
 def runs_launch(client: SeedbedClient, args) -> int:
     created = client.launch("/runs", _launch_fields(args))
-    print(f"run {created['id']} {created['status']} in project {created['project']}")
+    say(f"run {created['id']} {created['status']} in project {created['project']}")
     return 0
 
 
@@ -136,13 +149,13 @@ def runs_get(client: SeedbedClient, args) -> int:
 def runs_kill(client: SeedbedClient, args) -> int:
     answer = client.post(f"/runs/{args.id}/kill", {"reason": args.reason})
     note = "" if answer["status"] == "killed" else " (kill requested: it stops at its next step)"
-    print(f"run {answer['id']} {answer['status']}{note}")
+    say(f"run {answer['id']} {answer['status']}{note}")
     return 0
 
 
 def runs_resume(client: SeedbedClient, args) -> int:
     answer = client.post(f"/runs/{args.id}/resume")
-    print(f"run {answer['id']} {answer['status']}")
+    say(f"run {answer['id']} {answer['status']}")
     return 0
 
 
@@ -159,7 +172,7 @@ def sweeps_launch(client: SeedbedClient, args) -> int:
         body.update(free_slot_use="new_seed", budget=args.budget)
     created = client.launch("/sweeps", body)
     runs = ", ".join(map(str, created["runs"]))
-    print(f"sweep {created['id']} in project {created['project']}: {len(created['runs'])} runs ({runs})")
+    say(f"sweep {created['id']} in project {created['project']}: {len(created['runs'])} runs ({runs})")
     return 0
 
 
@@ -179,7 +192,7 @@ def sweeps_get(client: SeedbedClient, args) -> int:
 def sweeps_stop(client: SeedbedClient, args) -> int:
     answer = client.post(f"/sweeps/{args.id}/stop", {"reason": args.reason})
     killed = ", ".join(map(str, answer["killed"])) or "none was still live"
-    print(f"sweep {answer['id']} stopped by {answer['stopped_by']}; runs killed: {killed}")
+    say(f"sweep {answer['id']} stopped by {answer['stopped_by']}; runs killed: {killed}")
     return 0
 
 
@@ -206,14 +219,14 @@ def projects_list(client: SeedbedClient, args) -> int:
 
 def projects_create(client: SeedbedClient, args) -> int:
     created = client.post("/projects", {"name": args.name})
-    print(f"project {created['name']} created; you are its {created['role']}")
+    say(f"project {created['name']} created; you are its {created['role']}")
     return 0
 
 
 def projects_add_member(client: SeedbedClient, args) -> int:
     path = f"/projects/{urllib.parse.quote(args.name, safe='')}/members"
     added = client.post(path, {"username": args.username, "role": args.role})
-    print(f"{added['username']} is {added['role']} in project {added['project']}")
+    say(f"{added['username']} is {added['role']} in project {added['project']}")
     return 0
 
 
@@ -244,6 +257,6 @@ def datasets_upload(client: SeedbedClient, args) -> int:
               "answer_field": args.answer_field, "held_out_fraction": args.held_out_fraction,
               "split_seed": args.split_seed}
     created = client.post_file("/datasets", fields, "file", args.file, content)
-    print(f"dataset {created['name']}: {created['rows']} rows in project {created['project']}; "
+    say(f"dataset {created['name']}: {created['rows']} rows in project {created['project']}; "
           f"a config names it as task: {created['task']}")
     return 0

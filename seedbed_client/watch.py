@@ -11,6 +11,7 @@ import sys
 import time
 
 from .client import SeedbedClient
+from .text import printable
 
 ENDED = frozenset({"succeeded", "failed", "killed", "lost"})
 REWARD_KEY = "reward/mean"
@@ -73,7 +74,7 @@ class ProgressLine:
     def draw(self, text: str) -> None:
         if text != self.text:
             padding = " " * max(0, len(self.text or "") - len(text))  # erase what a longer line left
-            self.stream.write(f"\r{text}{padding}")
+            self.stream.write(f"\r{printable(text)}{padding}")
             self.stream.flush()
             self.text = text
 
@@ -85,9 +86,12 @@ class ProgressLine:
 
 
 def report_end(run: dict, reward: float | None) -> int:
-    print(final_line(run, reward))
-    if run.get("error"):
-        print(f"error: run {run['id']} {run['status']}: {run['error']}", file=sys.stderr)
+    print(printable(final_line(run, reward)))  # a kill reason is whoever typed it's words: escaped
+    if run.get("error"):  # a traceback keeps its lines; each line's control characters are escaped
+        lines = str(run["error"]).splitlines() or [""]
+        print(printable(f"error: run {run['id']} {run['status']}: {lines[0]}"), file=sys.stderr)
+        for more in lines[1:]:
+            print(printable(more), file=sys.stderr)
     return 0 if run["status"] == "succeeded" else 1
 
 

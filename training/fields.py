@@ -4,6 +4,9 @@ policies (``webapp.sweeps.policies``) and the evaluation requests (``webapp.eval
 * :class:`FieldErrors` is the one exception for invalid input: ``errors`` maps each bad field to a message;
   forms attach them to their fields, the CLI prints them, the worker never sees invalid input.
 * :func:`coerce` turns one value (from JSON, YAML or a form's text) into the field's annotated type.
+* :func:`control_character_error` refuses control characters in a name or a reason a person types: printed
+  raw, ESC, C1 and newline characters would act on the reader's terminal (set its title, write its clipboard)
+  or forge a table row.
 * A field's single-value range lives in its metadata (``min``/``max`` inclusive, ``gt``/``lt`` exclusive):
   :func:`range_error` checks it and :func:`range_text` says it, so the form's help text, the API and
   ``validate`` read the same numbers. Rules that tie two fields together stay in the schema's ``validate``.
@@ -15,7 +18,8 @@ import math
 import types
 from typing import Any, Optional, Union, get_args, get_origin
 
-__all__ = ["FieldErrors", "coerce", "coerce_keys", "range_error", "range_text", "RANGE_KEYS"]
+__all__ = ["FieldErrors", "coerce", "coerce_keys", "range_error", "range_text", "RANGE_KEYS",
+           "control_character_error", "require_no_control_characters"]
 
 RANGE_KEYS = ("min", "max", "gt", "lt")
 
@@ -30,6 +34,43 @@ class FieldErrors(ValueError):
     def __init__(self, errors: dict[str, str]):
         self.errors = dict(errors)
         super().__init__("; ".join(f"{k}: {v}" for k, v in self.errors.items()))
+
+
+# Bidirectional overrides and isolates reorder what a terminal or a page shows (a name that reads backwards)
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def is_control_character(ch: str) -> bool:
+    r"""C0 (newline, ESC ...), DEL and C1 (U+0080-U+009F: CSI, OSC ...), line and paragraph separators and the
+    bidirectional controls.
+
+    >>> [is_control_character(c) for c in ("a", "\x1b", "\n", "\x9b", "\u2028", "\u202e", "é")]
+    [False, True, True, True, True, True, False]
+    """
+    import unicodedata
+
+    return unicodedata.category(ch) in ("Cc", "Zl", "Zp") or ch in BIDI_CONTROLS
+
+
+def control_character_error(text: str) -> Optional[str]:
+    r"""The message for a name or reason that holds a control character (the first one named), None when clean.
+
+    >>> control_character_error("run \x1b]0;owned\x07"), control_character_error("a run · 2")
+    ('must not hold control characters; U+001B at character 5', None)
+    """
+    for i, ch in enumerate(text):
+        if is_control_character(ch):
+            return f"must not hold control characters; U+{ord(ch):04X} at character {i + 1}"
+    return None
+
+
+def require_no_control_characters(**fields: Optional[str]) -> None:
+    """Raise FieldErrors naming every given field (``name=..., reason=...``; None is skipped) that holds a
+    control character."""
+    errors = {field: problem for field, text in fields.items()
+              if isinstance(text, str) and (problem := control_character_error(text))}
+    if errors:
+        raise FieldErrors(errors)
 
 
 _NAMES = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict}

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from training.config import TrainConfig
 from training.data import DATASET, DatasetError, check_file_dataset, default_rewards, is_file_task, task_error
-from training.fields import FieldErrors
+from training.fields import FieldErrors, require_no_control_characters
 from training.prompts import PromptTemplate
 from training.passk import MAX_N, doubling_ks
 from training.verifiers import check_reward_spec
@@ -251,6 +251,7 @@ def eval_create(*, run: Run | None = None, sweep: Sweep | None = None, models: l
 
     ``inputs`` are those of ``validate_eval_input`` (task, data_path, problems, n, ks, temperature, ...). The
     job belongs to its origin's project, where ``user`` must be a member."""
+    require_no_control_characters(name=name)
     origin = run if run is not None else sweep
     project_id = origin.project_id if origin is not None else default_project().pk
     if user is not None:

@@ -9,6 +9,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
+from training.fields import FieldErrors
+
 from .states import TransitionError
 
 
@@ -23,7 +25,7 @@ def transition_view(*, visible: Callable[[HttpRequest, int], object], act: Calla
         visible(request, pk)
         try:
             messages.info(request, act(request, pk))
-        except TransitionError as exc:
+        except (TransitionError, FieldErrors) as exc:  # e.g. a kill reason with a control character
             messages.error(request, str(exc))
         return redirect(page, **{pk_name: pk})
     return view

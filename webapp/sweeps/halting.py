@@ -14,6 +14,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from training.fields import require_no_control_characters
 from webapp.projects.models import Role
 from webapp.projects.services import audit, require_role
 from webapp.runs import services as run_services
@@ -70,6 +71,7 @@ def sweep_stop(*, sweep_id: int, user=None, reason: str = "") -> tuple[Sweep, li
     sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
     if user is not None:
         require_role(user, sweep.project_id, Role.MEMBER)
+        require_no_control_characters(reason=reason)  # FieldErrors: a person's reason is printed by the CLI
     if sweep.is_stopped:
         raise run_services.TransitionError(f"sweep {sweep.pk} was already stopped by {sweep.stopped_by} at "
                               f"{sweep.stopped_at:%Y-%m-%d %H:%M:%S} UTC")

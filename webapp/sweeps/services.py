@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from training.config import TrainConfig
 from training.reward_dry_run import DRY_RUN_KNOBS
-from training.fields import FieldErrors, range_error
+from training.fields import FieldErrors, control_character_error, range_error
 from webapp.projects.models import Role
 from webapp.projects.services import audit, project_for_launch, require_role
 from webapp.runs import services as run_services
@@ -141,7 +141,7 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
     if copied_from is not None and user is not None:
         require_role(user, copied_from.project_id, Role.VIEWER)
     seeds = [int(s) for s in seeds]
-    errors = {}
+    errors = {"name": control_character_error(name)} if control_character_error(name) else {}
     seed_range = next(f.metadata for f in dataclasses.fields(TrainConfig) if f.name == "seed")
     if not seeds:
         errors["seeds"] = "give at least one seed"

@@ -210,7 +210,7 @@ def sweep_stop(request: HttpRequest, sweep_id: int) -> HttpResponse:
     reason = request.POST.get("reason", "").strip()[:halting.MAX_REASON_CHARS] or "stopped from the sweep page"
     try:
         _, killed = halting.sweep_stop(sweep_id=sweep_id, user=request.user, reason=reason)
-    except run_services.TransitionError as exc:
+    except (run_services.TransitionError, FieldErrors) as exc:
         messages.error(request, str(exc))
     else:
         messages.info(request, f"Sweep stopped; kill requested for run(s) {', '.join(map(str, killed))}." if killed

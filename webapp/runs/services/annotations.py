@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from training.fields import FieldErrors
+from training.fields import FieldErrors, control_character_error
 from webapp.projects.models import Role
 from webapp.projects.services import audit, require_role
 from webapp.runs.models import Run
@@ -43,6 +43,8 @@ def run_annotate(*, run_ids: list[int], user=None, name: str | None = None, note
     errors = {}
     if name is not None and len(name) > MAX_NAME:
         errors["name"] = f"at most {MAX_NAME} characters; got {len(name)}"
+    elif name is not None and control_character_error(name):
+        errors["name"] = control_character_error(name)
     if notes is not None and len(notes) > MAX_NOTES:
         errors["notes"] = f"at most {MAX_NOTES} characters; got {len(notes)}"
     if errors:

@@ -11,6 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from training.config import TrainConfig
+from training.fields import require_no_control_characters
 from webapp import jobs
 from webapp.projects.models import Role
 from webapp.projects.services import audit, project_for_launch, require_role
@@ -29,7 +30,8 @@ def run_create(*, config: TrainConfig | dict, user=None, project=None, name: str
     sweep's run: the sweep's, checked when the sweep was made); a run outside a sweep is enqueued at once (on
     commit), a sweep's run when its sweep gives it a slot. ``user`` must be a member of the project and able to
     read ``parent_run`` and ``copied_from`` (the run whose config the form was filled with: its lineage,
-    docs/architecture.md "A run's life")."""
+    docs/architecture.md "A run's life"). A name with a control character is a field error (``fields``)."""
+    require_no_control_characters(name=name)
     if sweep is not None:
         project = sweep.project
     else:

@@ -7,7 +7,7 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from training.fields import FieldErrors
+from training.fields import FieldErrors, require_no_control_characters
 from webapp import jobs
 from webapp.projects.models import Role
 from webapp.projects.services import audit, require_role
@@ -149,10 +149,12 @@ def run_kill(*, run_id: int, user=None, killed_by: str = "", reason: str = "") -
     """Kill a queued or running run, for ``user`` (a member of its project) or for the system (``killed_by``
     names it, e.g. "policy:asha"). Running: set the flag the loop reads through should_stop() (status becomes
     killed when it exits, or when the worker terminates it after the grace period). Queued: killed at once.
-    Any other run, or one already being killed, is refused with TransitionError and left as it is."""
+    Any other run, or one already being killed, is refused with TransitionError and left as it is; a reason a
+    user gave with a control character, with FieldErrors (``reason``)."""
     run = _locked(run_id)
     if user is not None:
         require_role(user, run.project_id, Role.MEMBER)
+        require_no_control_characters(reason=reason)
         killed_by = killed_by or f"user:{user.get_username()}"
     if run.status not in KILLABLE_STATUSES:
         raise TransitionError(f"run {run.pk} already ended ({run.status}); only a queued or running run can be "

@@ -1,0 +1,76 @@
+"""Names and reasons cannot act on the reader's terminal: the server refuses control characters in the names and
+reasons people type (a field error naming the field, through the API and the CLI alike), and the client
+(``seedbed_client.text.printable``) escapes what it prints, for values stored before that rule or sent from
+elsewhere: an escape sequence that would set the terminal's title or write its clipboard (OSC 52), a C1 CSI, or
+a newline that would forge a table row is shown escaped, one row per run."""
+from __future__ import annotations
+
+import pytest
+
+from tests.api.test_client import alice, assert_failed, cli, config, config_file  # noqa: F401 (fixtures)
+from webapp.projects.models import Project
+from webapp.runs.models import Run, RunStatus
+from webapp.sweeps.models import Sweep
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TITLE = "\x1b]0;owned\x07"  # sets the window title
+CLIPBOARD = "\x1b]52;c;ZWNobyBvd25lZA==\x07"  # writes "echo owned" to the clipboard
+CSI = "\x9b2J"  # C1 CSI: clears the screen on terminals that read 8-bit controls
+FORGED = "\n999 trusted alice succeeded 6/6"  # a second row under the first
+RAW = ("\x1b", "\x07", "\x9b")
+
+
+def test_the_server_refuses_control_characters_in_names_and_reasons(cli, config_file):
+    for name in (f"lr{TITLE}", f"lr{FORGED}", f"lr{CSI}", "lr\u202eevil"):
+        assert_failed(cli("runs", "launch", config_file(), "--name", name), 2,
+                      "error: name: must not hold control characters; U+")
+        assert_failed(cli("sweeps", "launch", config_file(), "--seeds", "2", "--concurrency", "1", "--name", name),
+                      2, "error: name: must not hold control characters")
+    assert not Run.objects.exists() and not Sweep.objects.exists()
+    launched = cli("runs", "launch", config_file(), "--name", "plain · é")
+    assert launched.returncode == 0, launched.stderr
+    run = Run.objects.get()
+    assert_failed(cli("runs", "kill", str(run.pk), "--reason", f"bad{CLIPBOARD}"), 2,
+                  "error: reason: must not hold control characters; U+001B at character 4")
+    assert Run.objects.get().status == RunStatus.QUEUED  # refused before anything was written
+
+
+def test_the_api_rename_refuses_a_newline(client, django_user_model, config):
+    from webapp.api.services import token_create
+    from webapp.runs import services as run_services
+
+    user = django_user_model.objects.create_user(username="eve", password="pw-for-tests-only")
+    token = token_create(user=user, name="t")[1]
+    run = run_services.run_create(config=config, user=user, name="ok")
+    answer = client.patch(f"/api/v1/runs/{run.pk}", {"name": f"ok{FORGED}"}, content_type="application/json",
+                          HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert answer.status_code == 400, answer.content
+    assert answer.json()["errors"]["name"] == "must not hold control characters; U+000A at character 3"
+    assert Run.objects.get(pk=run.pk).name == "ok"
+
+
+def test_the_client_escapes_what_the_server_stored(cli, alice, config):
+    project = Project.objects.get(name="alice")
+    run = Run.objects.create(project=project, config=config, seed=0, name=f"evil{TITLE}{CSI}{FORGED}",
+                             status=RunStatus.KILLED, killed_by="user:alice", kill_reason=f"oops{CLIPBOARD}")
+    Sweep.objects.create(project=project, name=f"sweep{CLIPBOARD}{FORGED}", config=config, seeds=[0],
+                         concurrency=1, policy={"name": "manual"})
+
+    listed = cli("runs", "list", "--wide")
+    assert listed.returncode == 0, listed.stderr
+    assert not any(c in listed.stdout for c in RAW)
+    header, *rows = listed.stdout.strip().splitlines()
+    assert len(rows) == 1 and rows[0].startswith(f"{run.pk} ")  # the newline did not make a row
+    assert "evil\\x1b]0;owned\\x07\\x9b2J\\n999 trusted" in rows[0] and rows[0].split()[-3:] == [
+        "alice", "killed", "0/6"]
+
+    sweeps = cli("sweeps", "list")
+    assert sweeps.returncode == 0, sweeps.stderr
+    assert not any(c in sweeps.stdout for c in RAW) and len(sweeps.stdout.strip().splitlines()) == 2
+    assert "sweep\\x1b]52;c;ZWNobyBvd25lZA==\\x07\\n999" in sweeps.stdout
+
+    watched = cli("runs", "watch", str(run.pk), "--interval", "0.1")
+    assert watched.returncode == 1, watched.stderr  # a killed run
+    assert not any(c in watched.stdout + watched.stderr for c in RAW)
+    assert watched.stdout.strip().endswith("(killed by user:alice: oops\\x1b]52;c;ZWNobyBvd25lZA==\\x07)")
