@@ -215,6 +215,14 @@ def row_at(path: str, index: int):
         from training.data_parquet import parquet_row_at
 
         return parquet_row_at(path, index)
+    where, row = _csv_row(*_identity(path), index=index)
+    return where, dict(row)
+
+
+@functools.lru_cache(maxsize=16)
+def _csv_row(path: str, *version, index: int):
+    """Row ``index`` of a version of a CSV file, cached: finding it parses the records before it (a quoted value
+    may span lines, so no byte offset says where a record starts)."""
     item = next(_csv_rows(path, skip=index), None)
     if item is None:
         raise IndexError(index)
