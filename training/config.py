@@ -189,9 +189,9 @@ class TrainConfig:
                            "(0: mark it lost and wait for a person).", min=0, max=20)
     checkpoint_every: int = _f(0, "Save a checkpoint every N steps (0 = only at the end and on stop).", min=0,
                                max=1_000_000)
-    keep_checkpoints: int = _f(0, "Keep only the run's newest N checkpoints, removing older ones as new ones land "
-                               "(0 = keep all). A checkpoint a run started from or an evaluation read is always "
-                               "kept.", min=0, max=100_000)
+    keep_checkpoints: int = _f(3, "Keep only the run's newest N checkpoints, removing older ones as new ones land "
+                               "(0 = keep all, up to the project's disk budgets). A checkpoint a run started from "
+                               "or an evaluation read is always kept.", min=0, max=100_000)
     keep_best: int = _f(0, "With keep_checkpoints: also keep the N checkpoints whose keep_best_metric was best "
                         "at their step (0 = only the newest).", min=0, max=100_000)
     keep_best_metric: str = _f("reward/mean", "The logged metric keep_best ranks checkpoints by; higher is better, "

@@ -287,6 +287,10 @@ from webapp.runs import stall as _stall  # noqa: E402 (the bounds live beside th
 
 SEEDBED_STALL_FACTOR = _stall.bounded_setting("SEEDBED_STALL_FACTOR", _stall.DEFAULT_FACTOR, _stall.FACTOR_BOUNDS)
 SEEDBED_STALL_FLOOR_S = _stall.bounded_setting("SEEDBED_STALL_FLOOR_S", _stall.DEFAULT_FLOOR_S, _stall.FLOOR_BOUNDS_S)
+# Disk budgets (webapp.runs.disk_budget) where a project's staff-set budget is empty: one run's folder may take this
+# fraction of the runs folder's disk, all of a project's runs together this fraction (0.001 to 1).
+SEEDBED_RUN_DISK_FRACTION = _stall.bounded_setting("SEEDBED_RUN_DISK_FRACTION", 0.25, (0.001, 1.0))
+SEEDBED_PROJECT_DISK_FRACTION = _stall.bounded_setting("SEEDBED_PROJECT_DISK_FRACTION", 0.5, (0.001, 1.0))
 # Queue for runs whose config says device "auto": "cpu" in the embedded default, "gpu" in production.
 SEEDBED_AUTO_QUEUE = os.environ.get("SEEDBED_AUTO_QUEUE", "cpu")
 # Multi-node runs (nnodes > 1): the address other workers reach this one's torchrun at (node 0's rendezvous), and

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from celery.signals import task_failure, worker_init, worker_ready, worker_shutdown, worker_shutting_down
 
-from workers import db_full
+from workers import db_full, disk_watch
 from workers.celery_app import app, ensure_django
 from workers.runner import EXIT_RANK_LOST, EXIT_STOPPED, EXIT_SUCCEEDED
 
@@ -149,9 +149,9 @@ def _record_system_metrics(run_id: int, sampler) -> None:
 
 
 def _supervise(run_id: int, proc: ForkedChild, worker: str, heartbeat=None, system_metrics: bool = True) -> str:
-    """Wait for the child, heartbeating (``heartbeat(pid)``: the run's own by default) and recording its process
-    tree's CPU and memory; returns why it had to be terminated after a kill request ("" when it was not:
-    ``_kill_overdue``)."""
+    """Wait for the child, heartbeating (``heartbeat(pid)``: the run's own by default), recording its process tree's
+    CPU and memory and its folder's size against its disk budgets (``disk_watch``); returns why it had to be
+    terminated after a kill request ("" when it was not: ``_kill_overdue``)."""
     from workers.sysmetrics import ProcessTreeSampler
 
     heartbeat = heartbeat or (lambda pid: services.run_heartbeat(run_id=run_id, pid=pid, worker=worker))
@@ -159,6 +159,7 @@ def _supervise(run_id: int, proc: ForkedChild, worker: str, heartbeat=None, syst
     heartbeat = db_full.tolerant(heartbeat, "heartbeat", run_id, True)
     sample = db_full.tolerant(_record_system_metrics, "system metrics", run_id, None)
     system = ProcessTreeSampler(proc.pid) if system_metrics else None
+    over_budget = disk_watch.DiskWatch(run_id, run_dir(run_id), proc) if system_metrics else (lambda: False)
     next_beat = 0.0
     while proc.poll() is None:
         now = time.monotonic()
@@ -166,6 +167,8 @@ def _supervise(run_id: int, proc: ForkedChild, worker: str, heartbeat=None, syst
             next_beat = now + settings.SEEDBED_HEARTBEAT_S
             if system is not None:
                 sample(run_id, system)
+            if over_budget():  # (its folder measured: past its disk budget, the run failed and its process ended)
+                return ""
             if not heartbeat(proc.pid):
                 # lost, ended or taken over: the child sees it too (runner.StopFlag) and stops within a step
                 log.info("run %s: no longer held by %s; its training process is stopping", run_id, worker)

@@ -11,7 +11,10 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
-    list_display = ("name", "personal_for", "created_by", "created_at")
+    """Staff set a project's disk budgets here (empty: the defaults from the runs folder's disk,
+    webapp.runs.disk_budget)."""
+
+    list_display = ("name", "personal_for", "created_by", "run_disk_budget_mb", "disk_budget_mb", "created_at")
     search_fields = ("name",)
     inlines = [MembershipInline]
 

@@ -13,8 +13,11 @@ import unicodedata
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
+
+
+DISK_BUDGET_MAX_MB = 100_000_000  # 100 TB: a bound on what staff type, far above any one disk
 
 
 class Role(models.TextChoices):
@@ -52,6 +55,15 @@ class Project(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
+    # disk budgets (webapp.runs.disk_budget), set by staff in the admin; empty: the defaults from the runs disk
+    run_disk_budget_mb = models.PositiveBigIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(DISK_BUDGET_MAX_MB)],
+        help_text="What one run's folder may take on disk, in MB (1 MB to 100 TB); a run past it fails. Empty: "
+                  "SEEDBED_RUN_DISK_FRACTION of the runs folder's disk.")
+    disk_budget_mb = models.PositiveBigIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(DISK_BUDGET_MAX_MB)],
+        help_text="What all the project's runs may take on disk together, in MB (1 MB to 100 TB); the run that "
+                  "finds it reached fails. Empty: SEEDBED_PROJECT_DISK_FRACTION of the runs folder's disk.")
 
     class Meta:
         ordering = ["name"]

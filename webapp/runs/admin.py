@@ -12,7 +12,7 @@ class RunAdmin(admin.ModelAdmin):
     raw_id_fields = ("sweep", "parent_run")
     # Status moves only through services (which check transitions); the admin shows it read-only.
     readonly_fields = ("status", "created_at", "enqueued_at", "started_at", "ended_at", "heartbeat_at",
-                       "kill_requested_at", "attempts", "last_step", "pid", "worker")
+                       "kill_requested_at", "attempts", "last_step", "pid", "worker", "disk_bytes")
 
 
 @admin.register(RunNode)

@@ -85,6 +85,9 @@ class Run(models.Model):
                                     help_text="A restarted run is sent again from this time on (backoff).")
 
     last_step = models.IntegerField(default=0, help_text="Last step whose metrics are stored.")
+    disk_bytes = models.BigIntegerField(default=0, help_text="What its folder takes on disk (bytes), as its worker "
+                                                             "last measured it: the disk budgets' count "
+                                                             "(webapp.runs.disk_budget).")
     step_advanced_at = models.DateTimeField(null=True, blank=True,
                                             help_text="When last_step last rose, or when the current attempt was "
                                                       "claimed: the stall rule's clock (webapp.runs.stall).")

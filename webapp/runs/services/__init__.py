@@ -9,6 +9,7 @@ freed slots through ``signals.slots_changed``.
 - ``dispatch``: creating a run, sending its task, and the reconciler's pass that sends it again;
 - ``lifecycle``: claim, heartbeat, how a run ended, requeue, kill, resume;
 - ``recovery``: the lost-run pass and automatic restarts; ``disk_full``: restarts once a full disk has room;
+- ``disk_budget``: a run past its disk budget or its project's fails;
 - ``gang``: the node tasks of a multi-node run;
 - ``annotations``: names, notes, tags, archive;
 - ``metrics``, ``samples``, ``engine_config``, ``run_warnings``, ``ranks``, ``checkpoints``: what training reports.
@@ -18,6 +19,7 @@ from __future__ import annotations
 from .annotations import MAX_NAME, MAX_NOTES, MAX_TAG, MAX_TAGS, TAG_CHARS, parse_tags, run_annotate, run_archive
 from .checkpoints import _best_checkpoint_steps, run_checkpoint_add, run_checkpoints_prune
 from .config import as_config, parse_config, queue_for
+from .disk_budget import run_budget_error, run_disk_check
 from .disk_full import DISK_FULL, _folder_bytes, runs_restart_after_disk_full
 from .dispatch import (WAITING_FOR_QUEUE, _runs_whose_message_was_lost, _send_run, _unless_sent_unrecorded,
                        run_create, run_dispatch, runs_redispatch)
@@ -38,12 +40,13 @@ __all__ = [
     "DISK_FULL", "KILLABLE_STATUSES", "MAX_ENGINE_CONFIG_CHARS", "MAX_ENGINE_VALUE_CHARS", "MAX_NAME", "MAX_NOTES",
     "MAX_RANKS_STORED", "MAX_TAG", "MAX_TAGS", "METRIC_ROWS_PER_INSERT", "TAG_CHARS", "TransitionError",
     "WAITING_FOR_QUEUE", "as_config", "bounded_engine_config", "parse_config", "parse_tags", "queue_for",
-    "restart_backoff_s", "run_annotate", "run_archive", "run_checkpoint_add", "run_checkpoints_prune", "run_create",
-    "run_discard_after", "run_dispatch", "run_engine_config_set", "run_finish", "run_heartbeat", "run_held_by",
-    "run_kill", "run_metrics_append", "run_nnodes", "run_node_errors", "run_node_exit", "run_node_gang",
-    "run_node_heartbeat", "run_node_lost", "run_node_master", "run_node_release", "run_node_take", "run_ranks_set",
-    "run_record_exit", "run_requeue", "run_resume", "run_samples_append", "run_start", "run_warning_add",
-    "runs_mark_lost", "runs_redispatch", "runs_restart_after_disk_full",
+    "restart_backoff_s", "run_annotate", "run_archive", "run_budget_error", "run_checkpoint_add",
+    "run_checkpoints_prune", "run_create", "run_discard_after", "run_disk_check", "run_dispatch",
+    "run_engine_config_set", "run_finish", "run_heartbeat", "run_held_by", "run_kill", "run_metrics_append",
+    "run_nnodes", "run_node_errors", "run_node_exit", "run_node_gang", "run_node_heartbeat", "run_node_lost",
+    "run_node_master", "run_node_release", "run_node_take", "run_ranks_set", "run_record_exit", "run_requeue",
+    "run_resume", "run_samples_append", "run_start", "run_warning_add", "runs_mark_lost", "runs_redispatch",
+    "runs_restart_after_disk_full",
     # (private helpers a few tests call directly)
     "_after_end", "_best_checkpoint_steps", "_folder_bytes", "_locked", "_move", "_restart",
     "_runs_whose_message_was_lost", "_send_run", "_unless_sent_unrecorded",

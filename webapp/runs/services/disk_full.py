@@ -10,6 +10,7 @@ from django.db import transaction
 from webapp.projects.services import audit
 from webapp.runs.models import Run, RunStatus
 
+from .disk_budget import run_budget_error
 from .lifecycle import run_resume
 
 log = logging.getLogger("seedbed.runs")
@@ -23,7 +24,9 @@ def runs_restart_after_disk_full(*, min_free_bytes: int | None = None) -> list[i
     """Failed runs whose error is a full disk, with restarts left (max_restarts): once their folder's disk (and
     the disk their error named: the database's, when it refused the write) has ``min_free_bytes`` free again
     (default settings.SEEDBED_DISK_RESUME_MB), and room for two of its last checkpoint, back to the queue, to
-    resume from their last whole checkpoint; counted as a restart, recorded in the run's activity. The maintenance pass calls it, so writing resumes by itself once space is freed."""
+    resume from their last whole checkpoint; counted as a restart, recorded in the run's activity. A run past its
+    disk budget or its project's (its stored size: it filled the disk itself) is not restarted: its error says so.
+    The maintenance pass calls it, so writing resumes by itself once space is freed."""
     from workers.runner import disk_free, human_bytes
 
     need = settings.SEEDBED_DISK_RESUME_MB * 1e6 if min_free_bytes is None else min_free_bytes
@@ -31,6 +34,10 @@ def runs_restart_after_disk_full(*, min_free_bytes: int | None = None) -> list[i
     for run in Run.objects.select_for_update().filter(status=RunStatus.FAILED, error__startswith=DISK_FULL):
         allowed = int(run.config.get("max_restarts", 0))
         if run.restarts >= allowed or run.kill_requested_at is not None:
+            continue
+        if over := run_budget_error(run):  # its own folder filled its budget (or the disk): not restarted
+            run.error = f"{over}\n{run.error}"
+            run.save(update_fields=["error"])
             continue
         last = run.checkpoints.order_by("-step").values_list("step", "path").first()
         step = last[0] if last else 0
