@@ -184,12 +184,13 @@ def _program_process(spec: dict, fds: list[int], lockdown_args: dict) -> None:
     except BaseException:
         os._exit(120)  # set-up failed: the test process finds the program gone
     try:
-        chunks = []
-        while True:
-            chunk = os.read(_PART_FD, 1 << 20)
+        size, chunks = os.fstat(_PART_FD).st_size, []  # a memfd: its size is the part's, read in one go
+        while size > 0:
+            chunk = os.read(_PART_FD, size)
             if not chunk:
                 break
             chunks.append(chunk)
+            size -= len(chunk)
         os.close(_PART_FD)
         part = json.loads(b"".join(chunks))
         del chunks
