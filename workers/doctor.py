@@ -179,11 +179,17 @@ def check_database() -> Finding:
 
 
 def check_redis() -> Finding:
-    from workers.broker import redis_answers, redis_url
+    """The Redis at $REDIS_URL, as given, or the password-protected redis-server ``./seedbed up`` started on its
+    port (workers.broker)."""
+    from workers.broker import masked, own_redis_url, redis_answers, redis_url, seedbed_home
 
     url = redis_url()
     if redis_answers(url, timeout_s=1.0):
-        return Finding(True, f"answers at {url}")
+        return Finding(True, f"answers at {masked(url)}")
+    own = own_redis_url(url, seedbed_home())
+    if own:
+        return Finding(True, f"answers at {masked(own)} (the local redis-server ./seedbed up started)")
+    url = masked(url)
     return Finding(False, f"nothing answers at {url}",
                    "redis-server --daemonize yes --bind 127.0.0.1 --port 6379 (./seedbed up and ./seedbed test "
                    "start a local one; up falls back to a filesystem broker without it)")

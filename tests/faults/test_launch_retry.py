@@ -6,6 +6,7 @@ test Redis, which no worker consumes."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -29,13 +30,13 @@ def server(tmp_path):
     prefix = f"seedbed-test-{uuid.uuid4().hex[:8]}:"
     marker = tmp_path / "die"
     server = Server(home, "-c", CONF, SEEDBED_TEST_DIE=str(marker), SEEDBED_BROKER_PREFIX=prefix,
-                    REDIS_URL="redis://127.0.0.1:6379/0")
+                    REDIS_URL=os.environ["CELERY_BROKER_URL"])
     server.token, server.marker, server.prefix = account["token"], marker, prefix
     yield server
     server.stop()
     import redis
 
-    client = redis.Redis.from_url("redis://127.0.0.1:6379/0")
+    client = redis.Redis.from_url(os.environ["CELERY_BROKER_URL"])  # the session's (./seedbed test's) Redis
     for key in client.scan_iter(f"{prefix}*"):
         client.delete(key)
 

@@ -1,5 +1,8 @@
 """`./seedbed up` supervises its services: one that is killed is started again (with the restart on the /status
-page's services.json and in logs/supervisor.log) and a run launched afterwards trains; Ctrl-C still stops every process it started. A real `./seedbed up` on a fresh $SEEDBED_HOME (SQLite), a port and a Redis of its own."""
+page's services.json and in logs/supervisor.log) and a run launched afterwards trains; Ctrl-C still stops every process it started. A real `./seedbed up` on a fresh $SEEDBED_HOME (SQLite), a port and a Redis of its own.
+
+It serves on 0.0.0.0 (every address), so its one plain-HTTP warning is checked on a real ``up``; the Redis it starts
+requires the password kept in $SEEDBED_HOME/redis_password, which the run launched here is given."""
 from __future__ import annotations
 
 import json
@@ -32,7 +35,8 @@ def test_a_killed_service_is_restarted_and_ctrl_c_stops_everything(tmp_path, tin
     home, port, redis_port = tmp_path / "home", free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL")}
     env.update({"SEEDBED_HOME": str(home), "SEEDBED_PORT": str(port), "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-                "SEEDBED_DEMO": "0", "SEEDBED_TINY_MODEL": tiny_model_dir, "SEEDBED_CPU_SLOTS": "1"})
+                "SEEDBED_DEMO": "0", "SEEDBED_TINY_MODEL": tiny_model_dir, "SEEDBED_CPU_SLOTS": "1",
+                "SEEDBED_HOST": "0.0.0.0"})
     log = open(tmp_path / "up.log", "w")
     up = subprocess.Popen(["./seedbed", "up"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
                           start_new_session=True, preexec_fn=as_from_a_terminal, umask=0o022)
@@ -43,6 +47,10 @@ def test_a_killed_service_is_restarted_and_ctrl_c_stops_everything(tmp_path, tin
         modes = {str(p.relative_to(tmp_path)): f"{p.stat().st_mode & 0o777:04o}" for p in
                  [home, home / "logs", home / "services.json", *(home / "logs").glob("*.log")]}
         assert len(modes) >= 6 and all(int(m, 8) & 0o077 == 0 for m in modes.values()), modes
+        warning = f"warning: serving plain HTTP on 0.0.0.0:{port}, not a loopback address"
+        assert (tmp_path / "up.log").read_text().count(warning) == 1
+        assert (home / "logs" / "supervisor.log").read_text().count(warning) == 1
+        password = redis_password_of(home, redis_port)
         before = {s["name"]: s for s in services_state(home)["services"]}
         worker = next(s for name, s in before.items() if name.startswith("worker"))
         killed_at = time.monotonic()
@@ -66,7 +74,7 @@ def test_a_killed_service_is_restarted_and_ctrl_c_stops_everything(tmp_path, tin
                                  "print(services.run_create(config={'total_steps': 3, 'prompts_per_step': 2, "
                                  "'group_size': 2, 'max_new_tokens': 4}).pk)"],
                                 cwd=REPO, env={**env, "DJANGO_SETTINGS_MODULE": "webapp.settings",
-                                               "CELERY_BROKER_URL": f"redis://127.0.0.1:{redis_port}/0"},
+                                               "CELERY_BROKER_URL": f"redis://:{password}@127.0.0.1:{redis_port}/0"},
                                 capture_output=True, text=True, timeout=120)
         assert launch.returncode == 0, launch.stderr
         run_id = int(launch.stdout.split()[-1])
@@ -102,6 +110,28 @@ def test_a_killed_service_is_restarted_and_ctrl_c_stops_everything(tmp_path, tin
     print(f"\nfault: ./seedbed up's worker SIGKILLed -> running again {restarted_s:.1f} s later; web server "
           f"SIGKILLed 6 times in a row -> serving again {web_down_s:.1f} s after the last; maintenance worker 5 "
           f"times -> a pass {maintenance_down_s:.1f} s after the last")
+
+
+def redis_password_of(home, redis_port: int) -> str:
+    """The password of the Redis ``up`` started (0600 in $SEEDBED_HOME/redis_password), after checking that a client
+    without it is refused (NOAUTH) and that no process's command line shows it."""
+    import socket
+    from pathlib import Path
+
+    path = home / "redis_password"
+    assert path.stat().st_mode & 0o777 == 0o600
+    password = path.read_text().strip()
+    with socket.create_connection(("127.0.0.1", redis_port), timeout=5) as conn:
+        conn.sendall(b"PING\r\n")
+        assert conn.recv(200).startswith(b"-NOAUTH")
+    shown = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            shown += [cmdline] if password.encode() in cmdline.read_bytes() else []
+        except OSError:  # gone meanwhile
+            pass
+    assert not shown, shown
+    return password
 
 
 def service(home, prefix: str) -> dict:
