@@ -178,12 +178,16 @@ def model_try(*, user, prompt, max_new_tokens=TRIAL_DEFAULTS["max_new_tokens"],
 
     Trying a model needs the member role, as launching a run does, not just read access: a trial takes a cpu
     worker slot (the one runs and evaluations queue for) for up to a minute, and viewers may not spend a
-    project's compute. A built-in model's trial goes to the user's personal project (where they are admin)."""
+    project's compute. A built-in model's trial goes to the user's personal project (where they are admin).
+
+    An entry's folder is checked again for ``user`` on every trial (``_still_readable``), as a launch checks a
+    config's ``model_path``: an entry registered from a run's checkpoint is tried only while the user may read
+    that run (removed from its project, they may not, though the entry lives in a project of their own)."""
     if (entry is None) == (builtin is None):
         raise TypeError("model_try: give exactly one of entry and builtin")
     if entry is not None:
         require_role(user, entry.project_id, Role.MEMBER)  # a non-member: 404; a viewer: 403
-        project, folder = entry.project, entry.path
+        project, folder = entry.project, _still_readable(user, entry)
     else:
         project, folder = project_for_launch(user=user, project=None), builtin["folder"]
     values = _trial_inputs(prompt, max_new_tokens, temperature, chat)
@@ -211,6 +215,15 @@ def model_try(*, user, prompt, max_new_tokens=TRIAL_DEFAULTS["max_new_tokens"],
     return trial
 
 
+def _still_readable(user, entry: ModelEntry) -> str:
+    """``entry``'s folder if ``user`` may name it now (inside the allowed folders, and a run's or a library
+    folder only while they may read that run or project: ``allowed_path``); FieldErrors on ``model`` otherwise."""
+    try:
+        return allowed_path(user=user, value=entry.path, field="model", missing="the model has no folder")
+    except FieldErrors as exc:
+        raise FieldErrors({"model": f"{entry.name}: its folder is {exc.errors['model']}"}) from None
+
+
 def model_try_run(*, trial_id: int) -> ModelTrial | None:
     """The worker's side of a trial: claim it (only a queued trial: a second delivery, or a trial given up
     meanwhile, is left alone), generate, record the reply (or why it failed). None when the trial is gone."""
@@ -222,6 +235,8 @@ def model_try_run(*, trial_id: int) -> ModelTrial | None:
     if trial is None or not claimed:
         return trial
     try:
+        if trial.entry_id is not None:  # queued before the user lost the folder: not run (the same check)
+            _still_readable(trial.created_by, trial.entry)
         result = generate_reply(trial.model_path, trial.prompt, max_new_tokens=trial.max_new_tokens,
                                 temperature=trial.temperature, chat=trial.chat)
         fields = {"status": TrialStatus.DONE, "error": "", **result}
