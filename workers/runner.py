@@ -248,6 +248,19 @@ def silence_progress_bars() -> None:
         sys.modules["datasets"].disable_progress_bars()
 
 
+def limit_judges_to(run) -> None:
+    """The run's training process sees only the judge endpoints open to its project (staff may have limited one
+    since the launch): one it names that is not fails the run here, before any work, naming the endpoint and the
+    project; the verifiers it builds (and a TRL rank's exported list) find no other."""
+    from training.verifiers.judge import set_endpoint_provider
+    from webapp.library.selectors import judge_endpoints, judge_problem
+
+    problem = judge_problem((run.config or {}).get("rewards"), project=run.project)
+    if problem:
+        raise ValueError(problem)
+    set_endpoint_provider(lambda: judge_endpoints(project_id=run.project_id))
+
+
 def main(argv: list[str]) -> int:
     """``workers.runner RUN_ID [NODE_RANK MASTER_HOST MASTER_PORT]``."""
     run_id = int(argv[1])
@@ -275,6 +288,7 @@ def main(argv: list[str]) -> int:
     claim = (run.worker, run.attempts) if not node_rank else None  # another node holds no claim on the run itself
     stop = StopFlag(run_id, claim=claim)
     signal.signal(signal.SIGTERM, stop.on_signal)
+    limit_judges_to(run)
     cfg = TrainConfig.from_dict(run.config)
     out_dir = str(run.folder)
     os.makedirs(out_dir, exist_ok=True)

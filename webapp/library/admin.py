@@ -5,7 +5,13 @@ from .models import JudgeEndpoint, ModelEntry, ModelTrial
 
 @admin.register(JudgeEndpoint)
 class JudgeEndpointAdmin(admin.ModelAdmin):
-    list_display = ("name", "base_url", "model", "local_model_path", "secret")
+    list_display = ("name", "base_url", "model", "local_model_path", "secret", "open_to")
+    filter_horizontal = ("projects",)
+
+    @admin.display(description="projects")
+    def open_to(self, endpoint) -> str:
+        names = [p.name for p in endpoint.projects.all()]
+        return ", ".join(names) if names else "every project"
 
 
 @admin.register(ModelEntry)

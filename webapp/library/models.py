@@ -19,6 +19,10 @@ class JudgeEndpoint(models.Model):
     secret = models.CharField(max_length=100, blank=True, validators=[RegexValidator(r"^[A-Za-z0-9_]*$")],
                               help_text="The name of the secret holding the key: the workers read "
                                         "$SEEDBED_SECRET_<NAME>. Empty: no key is sent.")
+    # A judge costs its owner money or GPU time: staff may open one to some projects only (a field error on
+    # ``rewards`` elsewhere, checked at launch and again when a worker starts the run, selectors.judge_problem).
+    projects = models.ManyToManyField("projects.Project", blank=True, related_name="judge_endpoints",
+                                      help_text="The projects whose runs may name it. None: every project.")
 
     class Meta:
         ordering = ["name"]

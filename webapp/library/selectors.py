@@ -3,16 +3,46 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from django.db.models import Q
+
 from training.verifiers.judge import JudgeEndpoint as Endpoint
 
 from .models import JudgeEndpoint
 
 
-def judge_endpoints() -> dict[str, Endpoint]:
-    """Every registered judge endpoint, as the training core knows them (a small table, read each time)."""
+def judge_endpoints(*, project_id: int | None = None) -> dict[str, Endpoint]:
+    """Every registered judge endpoint, as the training core knows them (a small table, read each time); given
+    ``project_id``, only those open to that project (``open_to``: the training process of a run sees no other)."""
+    rows = JudgeEndpoint.objects.all() if project_id is None else open_to(project_id)
     return {row.name: Endpoint(name=row.name, base_url=row.base_url, model=row.model,
                                local_model_path=row.local_model_path, secret=row.secret)
-            for row in JudgeEndpoint.objects.all()}
+            for row in rows}
+
+
+def open_to(project_id: int):
+    """The endpoints a project's runs may name: those limited to no project, and those limited to it."""
+    return JudgeEndpoint.objects.filter(Q(projects=None) | Q(projects=project_id)).distinct()
+
+
+def judge_problem(rewards, *, project) -> str:
+    """"" when every judge endpoint the reward spec ``rewards`` names is open to ``project`` (or is not
+    registered at all: the judge verifier's own check names that), else the message for the first one that is
+    not, naming it and the project (never the projects it is open to: another project's name is not the
+    user's to see)."""
+    if not isinstance(rewards, list) or project is None:
+        return ""  # not a list: the schema's own error
+    names = sorted({item["params"]["endpoint"] for item in rewards
+                    if isinstance(item, dict) and item.get("name") == "judge" and isinstance(item.get("params"), dict)
+                    and isinstance(item["params"].get("endpoint"), str)})
+    if not names:
+        return ""
+    registered = set(JudgeEndpoint.objects.filter(name__in=names).values_list("name", flat=True))
+    allowed = set(open_to(project.pk).filter(name__in=names).values_list("name", flat=True))
+    for name in names:
+        if name in registered and name not in allowed:
+            return (f"judge endpoint {name!r} is not open to project {project.name!r}: staff limit it to other "
+                    "projects (ask them to add this one, or name another endpoint)")
+    return ""
 
 
 def model_entries(*, user):

@@ -19,6 +19,8 @@ def parse_config(data: dict, *, user=None, project=None, dry_run: bool = True) -
     from webapp.datasets.selectors import resolve_dataset_config
 
     data = resolve_dataset_config(data, user=user, project=project)
+    if isinstance(data, dict):
+        check_judges(data.get("rewards"), project=project)  # before the schema's dry run asks any judge
     errors = {}
     if isinstance(data, dict):
         for name in ("model_path", "data_path"):
@@ -35,9 +37,22 @@ def parse_config(data: dict, *, user=None, project=None, dry_run: bool = True) -
 
 def as_config(config: TrainConfig | dict, *, user=None, project=None, dry_run: bool = True) -> TrainConfig:
     """A config as the one schema (training.config) has it: a TrainConfig passes as it is (a request parsed it
-    once, in its form, for its user), a mapping is parsed and validated (``parse_config``)."""
-    return config if isinstance(config, TrainConfig) else parse_config(config, user=user, project=project,
-                                                                       dry_run=dry_run)
+    once, in its form, for its user; its judges are checked again for ``project``, which the form may not have
+    named), a mapping is parsed and validated (``parse_config``)."""
+    if isinstance(config, TrainConfig):
+        check_judges(config.rewards, project=project)
+        return config
+    return parse_config(config, user=user, project=project, dry_run=dry_run)
+
+
+def check_judges(rewards, *, project) -> None:
+    """FieldErrors on ``rewards`` when it names a judge endpoint staff did not open to ``project``
+    (webapp.library.selectors.judge_problem); the worker checks again when it starts the run (workers.runner)."""
+    from webapp.library.selectors import judge_problem
+
+    problem = judge_problem(rewards, project=project)
+    if problem:
+        raise FieldErrors({"rewards": problem})
 
 
 def queue_for(cfg: TrainConfig) -> str:
