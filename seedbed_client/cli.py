@@ -177,7 +177,10 @@ def api_failure(exc: ApiError, root: str) -> Failure:
     if exc.status == 400 and isinstance(exc.body.get("errors"), dict):
         return Failure(2, *[f"error: {field}: {message}" for field, message in exc.body["errors"].items()])
     if exc.status == 401:
-        return Failure(3, "error: the server refused the token (missing, invalid or revoked): "
+        detail = _detail(exc.body)
+        if detail.startswith("this token"):  # the server says why: it expired, it was revoked
+            return Failure(3, f"error: the server refused the token: {detail}")
+        return Failure(3, "error: the server refused the token (missing, invalid, revoked or expired): "
                           + TOKEN_HELP.format(root=root))
     if exc.status in REFUSALS:
         detail, word = _detail(exc.body) or exc.url, REFUSALS[exc.status]

@@ -4,7 +4,9 @@
 an ``ApiError`` (status and decoded body), a server that cannot be reached is an ``Unreachable``, a redirect to
 another host, port or scheme (which would carry the token there) is a ``RedirectRefused``. A launch
 (``launch``) carries an ``Idempotency-Key`` and is retried with that key when the connection breaks, so a launch
-whose answer was lost is made once. Standard library only.
+whose answer was lost is made once. A request the server refuses for the token's rate (429) is sent again after
+the seconds its ``Retry-After`` says (the server did nothing with it), at most ``RATE_LIMIT_WAITS`` times and
+``MAX_RATE_WAIT_S`` each. Standard library only.
 """
 from __future__ import annotations
 
@@ -25,14 +27,18 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 LAUNCH_ATTEMPTS = 4          # a launch whose connection broke is sent again at most 3 times, with its key
 LAUNCH_RETRY_WAIT_S = 1.0    # 1 s, 2 s, 4 s between them
 RETRIED_STATUSES = (502, 503, 504)  # a proxy's answer while the server restarts
+RATE_LIMIT_WAITS = 3         # a 429 is waited out this many times before it is an error
+MAX_RATE_WAIT_S = 60.0       # ... each wait at most this long (a longer Retry-After is an error at once)
 
 
 class ApiError(Exception):
     """The server answered with an HTTP error: ``status`` and the decoded JSON ``body`` (``{}`` if not JSON)."""
 
-    def __init__(self, status: int, body: dict, url: str):
+    def __init__(self, status: int, body: dict, url: str, retry_after: str | None = None):
         super().__init__(f"HTTP {status} from {url}")
         self.status, self.body, self.url = status, body, url
+        # Retry-After in seconds (RFC 9110 delta-seconds; an HTTP date is not waited for)
+        self.retry_after_s = float(retry_after) if retry_after and retry_after.strip().isdigit() else None
 
 
 class Unreachable(Exception):
@@ -139,6 +145,20 @@ class SeedbedClient:
 
     def _send(self, method: str, path: str, body: dict | None, raw: tuple[bytes, str] | None = None,
               headers: dict[str, str] | None = None) -> Any:
+        for wait in range(RATE_LIMIT_WAITS + 1):
+            try:
+                return self._send_once(method, path, body, raw, headers)
+            except ApiError as exc:
+                retry_after = exc.retry_after_s if exc.status == 429 else None
+                if retry_after is None or retry_after > MAX_RATE_WAIT_S or wait == RATE_LIMIT_WAITS:
+                    raise
+                print(f"{method} {path}: the server's rate limit for this token; sending it again in "
+                      f"{retry_after:g} s ({wait + 1}/{RATE_LIMIT_WAITS})", file=sys.stderr)
+                time.sleep(retry_after)
+        raise AssertionError("unreachable")
+
+    def _send_once(self, method: str, path: str, body: dict | None, raw: tuple[bytes, str] | None,
+                   headers: dict[str, str] | None) -> Any:
         url = f"{self.root}{API_PREFIX}{path}"
         data = json.dumps(body).encode("utf-8") if body is not None else None
         content_type = "application/json" if data is not None else None
@@ -152,7 +172,8 @@ class SeedbedClient:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
             body = _decode(exc.read())
-            raise ApiError(exc.code, body if isinstance(body, dict) else {}, url) from None
+            raise ApiError(exc.code, body if isinstance(body, dict) else {}, url,
+                           retry_after=exc.headers.get("Retry-After")) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:  # refused, unknown host, reset,
             # time-out, an answer cut short
             raise Unreachable(self.root, _reason(exc)) from None

@@ -186,8 +186,13 @@ def _database() -> dict:
 DATABASES = {"default": _database()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Applied wherever a password is chosen through a form (the password change page, the admin's user forms): at least
+# 8 characters, not like the user name or e-mail, not one of Django's list of 20,000 common passwords, not all digits
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
 LANGUAGE_CODE = "en-us"
@@ -291,6 +296,15 @@ SEEDBED_STALL_FLOOR_S = _stall.bounded_setting("SEEDBED_STALL_FLOOR_S", _stall.D
 # fraction of the runs folder's disk, all of a project's runs together this fraction (0.001 to 1).
 SEEDBED_RUN_DISK_FRACTION = _stall.bounded_setting("SEEDBED_RUN_DISK_FRACTION", 0.25, (0.001, 1.0))
 SEEDBED_PROJECT_DISK_FRACTION = _stall.bounded_setting("SEEDBED_PROJECT_DISK_FRACTION", 0.5, (0.001, 1.0))
+# Requests per API token (webapp.api.ratelimit: a token bucket of SEEDBED_API_RATE_BURST requests refilled at
+# SEEDBED_API_RATE_PER_MIN a minute, in the broker's Redis; past it, 429 with Retry-After; out of bounds: the
+# settings refuse to load).
+from webapp.api import ratelimit as _ratelimit  # noqa: E402
+
+SEEDBED_API_RATE_PER_MIN = _stall.bounded_setting("SEEDBED_API_RATE_PER_MIN", _ratelimit.DEFAULT_RATE_PER_MIN,
+                                                  _ratelimit.RATE_BOUNDS)
+SEEDBED_API_RATE_BURST = _stall.bounded_setting("SEEDBED_API_RATE_BURST", _ratelimit.DEFAULT_BURST,
+                                                _ratelimit.BURST_BOUNDS)
 # Queue for runs whose config says device "auto": "cpu" in the embedded default, "gpu" in production.
 SEEDBED_AUTO_QUEUE = os.environ.get("SEEDBED_AUTO_QUEUE", "cpu")
 # Multi-node runs (nnodes > 1): the address other workers reach this one's torchrun at (node 0's rendezvous), and

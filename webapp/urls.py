@@ -4,7 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.shortcuts import redirect
 from django.templatetags.static import static
-from django.urls import include, path
+from django.urls import include, path, reverse_lazy
 from django.views.generic import RedirectView
 
 from webapp import builtin_model, status
@@ -35,6 +35,12 @@ urlpatterns = [
     path("favicon.ico", favicon, name="favicon"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Django's own password change (login required; AUTH_PASSWORD_VALIDATORS apply; the user's other sessions end)
+    path("accounts/password/", auth_views.PasswordChangeView.as_view(
+        template_name="registration/change_password.html", success_url=reverse_lazy("password-change-done")),
+        name="password-change"),
+    path("accounts/password/done/", auth_views.PasswordChangeDoneView.as_view(
+        template_name="registration/change_password_done.html"), name="password-change-done"),
     path("admin/", admin.site.urls),
     path("runs/", include("webapp.runs.urls")),
     path("evals/", include("webapp.evals.urls")),

@@ -8,10 +8,10 @@ from .models import ApiToken
 class ApiTokenAdmin(admin.ModelAdmin):
     """Tokens are made by their users (or manage.py api_token); staff see and revoke them."""
 
-    list_display = ("prefix", "user", "name", "created_at", "last_used_at", "revoked_at")
-    list_filter = ("revoked_at",)
+    list_display = ("prefix", "user", "name", "scope", "created_at", "expires_at", "last_used_at", "revoked_at")
+    list_filter = ("scope", "revoked_at")
     search_fields = ("user__username", "name", "prefix")
-    readonly_fields = ("user", "prefix", "digest", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = ("user", "prefix", "digest", "scope", "created_at", "expires_at", "last_used_at", "revoked_at")
     actions = ["revoke"]
 
     def has_add_permission(self, request):

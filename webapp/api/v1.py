@@ -6,14 +6,18 @@ its errors; the endpoints are :mod:`webapp.api.endpoints`, one module per resour
 call the same services and selectors as the forms, so the API and the forms cannot disagree and the same checks
 apply (docs/architecture.md#projects-and-trust). Errors:
 - 400 ``{"errors": {"<field>": "<message>"}}`` for bad input (nothing is created);
-- 401 without a valid token, 403 when the caller's role in the project is too low, 404 for what is not in
-  the caller's projects (missing and not-yours look the same), 409 when the object's state forbids the action.
+- 401 without a valid token (an expired or revoked one says so), 403 when the token's scope or the caller's role
+  in the project is too low, 404 for what is not in the caller's projects (missing and not-yours look the same),
+  409 when the object's state forbids the action, 429 past the token's rate (``Retry-After`` in seconds;
+  webapp.api.ratelimit).
 """
 from __future__ import annotations
 
 import json
 import logging
+import math
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from ninja import NinjaAPI
@@ -23,17 +27,43 @@ from ninja.security import HttpBearer
 
 from training.fields import FieldErrors
 
-from .services import user_for_token
+from . import ratelimit
+from .services import TokenRefused, token_authenticate
 
 log = logging.getLogger("seedbed.api")
 
 
+class RateLimited(Exception):
+    """429: the token's bucket is empty for ``wait_s`` more seconds."""
+
+    def __init__(self, wait_s: float):
+        self.wait_s = wait_s
+        super().__init__(wait_s)
+
+
+class TokenNotAccepted(AuthenticationError):
+    """401 with the reason the holder of a known token is told (it expired, it was revoked)."""
+
+
 class BearerToken(HttpBearer):
+    """The request's token, in this order: it must be live (401 unknown, revoked or expired), within its rate
+    (429), and its scope must allow the request's method (403); then the request acts as its user."""
+
     def authenticate(self, request, token: str):
-        user = user_for_token(token)
-        if user is not None:
-            request.user = user  # the services and selectors act for this user
-        return user
+        try:
+            row = token_authenticate(token)
+        except TokenRefused as exc:
+            raise TokenNotAccepted(401, str(exc)) from None
+        wait_s = ratelimit.take(row.digest, rate_per_min=settings.SEEDBED_API_RATE_PER_MIN,
+                                burst=settings.SEEDBED_API_RATE_BURST)
+        if wait_s > 0:
+            raise RateLimited(wait_s)
+        refusal = row.refusal_for(request.method)
+        if refusal:
+            raise PermissionDenied(refusal)
+        request.user = row.user  # the services and selectors act for this user
+        request.api_token = row
+        return row.user
 
 
 class JsonObjectParser(Parser):
@@ -103,9 +133,21 @@ def _forbidden(request, exc):
 
 @api.exception_handler(AuthenticationError)
 def _unauthorized(request, exc):
-    return api.create_response(request, {"detail": "give a valid token: Authorization: Bearer <token> (make one on "
-                                                   "the API tokens page, /account/tokens/, or with `python "
-                                                   "manage.py api_token USERNAME`)"}, status=401)
+    why = exc.message if isinstance(exc, TokenNotAccepted) else ""
+    return api.create_response(request, {"detail": why or "give a valid token: Authorization: Bearer <token> (make "
+                                                          "one on the API tokens page, /account/tokens/, or with "
+                                                          "`python manage.py api_token USERNAME`)"}, status=401)
+
+
+@api.exception_handler(RateLimited)
+def _rate_limited(request, exc: RateLimited):
+    retry_after = max(1, math.ceil(exc.wait_s))  # Retry-After is whole seconds (RFC 9110)
+    response = api.create_response(request, {
+        "detail": f"too many requests with this token: at most {settings.SEEDBED_API_RATE_BURST:g} at once and "
+                  f"{settings.SEEDBED_API_RATE_PER_MIN:g} a minute (SEEDBED_API_RATE_BURST, SEEDBED_API_RATE_PER_MIN);"
+                  f" retry in {retry_after} s", "retry_after_s": retry_after}, status=429)
+    response["Retry-After"] = str(retry_after)
+    return response
 
 
 def conflict(exc: Exception) -> HttpError:

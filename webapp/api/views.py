@@ -1,6 +1,8 @@
-"""The API tokens page: make a token (shown once), see when each was last used, revoke one."""
+"""The API tokens page: make a token (its scope and expiry chosen; shown once), see each one's scope, expiry, last use
+and state, revoke one."""
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -13,19 +15,31 @@ from . import services
 from .models import ApiToken
 
 
+def _create(request: HttpRequest) -> str:
+    """The token the form asks for (its fields: name, scope, expires_days); FieldErrors names a bad field."""
+    expires_days = services.parse_expiry_days(request.POST.get("expires_days", services.DEFAULT_EXPIRY_DAYS))
+    _, token = services.token_create(user=request.user, name=request.POST.get("name", ""),
+                                     scope=request.POST.get("scope", ApiToken.Scope.READ_WRITE),
+                                     expires_days=expires_days)
+    return token
+
+
 @never_cache  # Cache-Control: no-store: a new token is shown once, and a kept copy would show it again
 def token_list(request: HttpRequest) -> HttpResponse:
     new_token = None
     status = 200
     if request.method == "POST":
         try:
-            _, new_token = services.token_create(user=request.user, name=request.POST.get("name", ""))
+            new_token = _create(request)
         except FieldErrors as exc:
             messages.error(request, str(exc))
             status = 400
     return render(request, "api/tokens.html", {
         "tokens": ApiToken.objects.filter(user=request.user), "new_token": new_token,
-        "api_url": request.build_absolute_uri("/api/v1/")}, status=status)
+        "api_url": request.build_absolute_uri("/api/v1/"), "scopes": ApiToken.Scope.choices,
+        "expiry_choices": services.EXPIRY_CHOICES_DAYS, "default_expiry": services.DEFAULT_EXPIRY_DAYS,
+        "may_never_expire": request.user.is_staff, "rate_per_min": settings.SEEDBED_API_RATE_PER_MIN,
+        "rate_burst": settings.SEEDBED_API_RATE_BURST}, status=status)
 
 
 @require_POST

@@ -2,7 +2,9 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from webapp.api.services import token_create
+from training.fields import FieldErrors
+from webapp.api.models import ApiToken
+from webapp.api.services import DEFAULT_EXPIRY_DAYS, MAX_EXPIRY_DAYS, parse_expiry_days, token_create
 
 
 class Command(BaseCommand):
@@ -11,10 +13,19 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("username")
         parser.add_argument("--name", default="", help="What the token is for (shown on the tokens page).")
+        parser.add_argument("--scope", default=ApiToken.Scope.READ_WRITE, choices=ApiToken.Scope.values,
+                            help="read: GET only; read-write (the default): everything the user may do.")
+        parser.add_argument("--expires-days", default=str(DEFAULT_EXPIRY_DAYS),
+                            help=f"Days until it stops working, 1 to {MAX_EXPIRY_DAYS} (default "
+                                 f"{DEFAULT_EXPIRY_DAYS}), or 'never' (the operator's choice, for any user).")
 
-    def handle(self, *args, username: str, name: str, **options):
+    def handle(self, *args, username: str, name: str, scope: str, expires_days: str, **options):
         user = get_user_model().objects.filter(username=username, is_active=True).first()
         if user is None:
             raise CommandError(f"username: no active user {username!r}")
-        _, token = token_create(user=user, name=name or "manage.py api_token")
+        try:
+            _, token = token_create(user=user, name=name or "manage.py api_token", scope=scope,
+                                    expires_days=parse_expiry_days(expires_days), allow_never=True)
+        except FieldErrors as exc:
+            raise CommandError(str(exc)) from None
         self.stdout.write(token)
