@@ -61,6 +61,7 @@ class _Progress:
 def cmd_run(args) -> int:
     import torch
 
+    from training.checkpoint import prune_checkpoints
     from training.engines import run_engine
     from training.sink import JsonlSink
 
@@ -84,6 +85,10 @@ def cmd_run(args) -> int:
         def on_metrics(self, step, metrics):
             super().on_metrics(step, metrics)
             progress(step, metrics)
+
+        def on_checkpoint(self, step, path):  # (rank 0's: it writes the model folder)
+            super().on_checkpoint(step, path)
+            prune_checkpoints(args.out, cfg.keep_checkpoints)
 
     sink = CliSink(args.out, echo=lambda s: print(s, file=sys.stderr), reward_hacking_guard=cfg.reward_hacking_guard,
                    eval_problems=cfg.eval_problems)

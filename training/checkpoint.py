@@ -53,6 +53,21 @@ def discard_checkpoints_except(out_dir: str, keep_steps, keep_paths=()) -> list[
     return sorted(removed)
 
 
+def prune_checkpoints(out_dir: str, keep: int) -> list[int]:
+    """Keep ``out_dir``'s newest ``keep`` whole checkpoints (``step_N`` with its trainer state: the newest is what
+    resume reads) and remove the older ones; ``keep`` 0 keeps all. A folder being written (``step_N.tmp``) is left
+    alone. The CLI's retention (``keep_checkpoints``); the web app's also keeps the ones its records need
+    (webapp.runs.services.run_checkpoints_prune). Returns the steps removed."""
+    root = checkpoint_dir(out_dir)
+    if keep <= 0 or not os.path.isdir(root):
+        return []
+    whole = sorted((int(m.group(1)), d) for d in os.listdir(root)
+                   if (m := _STEP_DIR.match(d)) and os.path.isfile(os.path.join(root, d, "trainer_state.pt")))
+    for _, d in whole[:-keep]:
+        shutil.rmtree(os.path.join(root, d), ignore_errors=True)
+    return [step for step, _ in whole[:-keep]]
+
+
 def save_checkpoint(out_dir: str, step: int, *, model, tokenizer, optimizer, scheduler, generators: dict,
                     config_dict: dict, world=None, export_model=None) -> str:
     """Write ``step_N``: every rank its shards of the optimizer state (``optim/``, torch.distributed.checkpoint,

@@ -96,3 +96,20 @@ def test_folder_bytes_counts_blocks_once(tmp_path):
         fh.truncate(10_000_000)
     assert 100_000 <= folder_bytes(tmp_path) < 200_000
     assert folder_bytes(tmp_path / "gone") == 0
+
+
+def test_files_removed_from_an_ended_run_give_the_project_its_budget_back(tmp_path):
+    import socket
+
+    project = Project.objects.create(name="freed", disk_budget_mb=10)
+    here = Run.objects.create(project=project, config=tiny_config(), status=RunStatus.SUCCEEDED, seed=0,
+                              disk_bytes=8_000_000, worker=f"{socket.gethostname()}:1")
+    elsewhere = Run.objects.create(project=project, config=tiny_config(), status=RunStatus.SUCCEEDED, seed=0,
+                                   disk_bytes=1_000_000, worker="another-machine:1")
+    run = running(project)
+    # the run that ran here has had its folder removed: measured again, 0; the other machine's run keeps its size
+    assert services.run_disk_check(run_id=run.pk, used=2_500_000) == ""
+    assert Run.objects.get(pk=here.pk).disk_bytes == 0
+    assert Run.objects.get(pk=elsewhere.pk).disk_bytes == 1_000_000
+    assert services.run_disk_check(run_id=run.pk, used=9_500_000).startswith(
+        "project's disk budget of 10.0 MB reached: its runs take 10.5 MB")

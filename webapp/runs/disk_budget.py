@@ -98,6 +98,6 @@ def over_budget(*, run_bytes: int, project_bytes: int, run_budget: int, project_
                 "(keep_checkpoints keeps fewer checkpoints; staff set the budget in the project's admin)")
     if project_bytes >= project_budget:
         return (f"project's disk budget of {human_size(project_budget)} reached: its runs take "
-                f"{human_size(project_bytes)}, this one {human_size(run_bytes)} (delete runs the project no longer "
-                "needs; staff set the budget in the project's admin)")
+                f"{human_size(project_bytes)}, this one {human_size(run_bytes)} (an operator removing old runs' "
+                "checkpoints frees it; staff set the budget in the project's admin)")
     return ""

@@ -9,7 +9,7 @@ from django.db.models import Sum
 
 from webapp.projects.services import audit
 from webapp.runs.disk_budget import budgets, over_budget
-from webapp.runs.models import Run, RunStatus
+from webapp.runs.models import ENDED_STATUSES, Run, RunStatus
 
 from .lifecycle import run_finish
 
@@ -18,13 +18,40 @@ log = logging.getLogger("seedbed.runs")
 
 def run_budget_error(run: Run, run_bytes: int | None = None) -> str:
     """Why ``run`` is past its disk budget or its project's ("" when it is not), from the runs' stored sizes
-    (``run_bytes``: this run's fresh measure instead of its stored one)."""
+    (``run_bytes``: this run's fresh measure instead of its stored one); before the project's budget is said to be
+    reached, its ended runs are measured again (``_remeasure_ended``)."""
     used = run.disk_bytes if run_bytes is None else run_bytes
-    others = (Run.objects.filter(project_id=run.project_id).exclude(pk=run.pk)
-              .aggregate(total=Sum("disk_bytes"))["total"] or 0)
     run_budget, project_budget = budgets(run.project)
-    return over_budget(run_bytes=used, project_bytes=others + used, run_budget=run_budget,
-                       project_budget=project_budget)
+    why = ""
+    for fresh in (False, True):  # past the project's budget: its ended runs measured again, then judged again
+        if fresh:
+            _remeasure_ended(run)
+        others = (Run.objects.filter(project_id=run.project_id).exclude(pk=run.pk)
+                  .aggregate(total=Sum("disk_bytes"))["total"] or 0)
+        why = over_budget(run_bytes=used, project_bytes=others + used, run_budget=run_budget,
+                          project_budget=project_budget)
+        if not why.startswith("project's"):
+            return why
+    return why
+
+
+def _remeasure_ended(run: Run) -> None:
+    """The stored sizes of ``run``'s project's ended runs, measured again where this machine can: their folder is
+    here, or they last ran here (a folder gone from here takes 0; one on another worker's disk keeps its size).
+    So files an operator removed (old runs' checkpoints) give the project its budget back."""
+    import socket
+
+    from webapp.runs.disk_budget import folder_bytes
+
+    host = socket.gethostname()
+    ended = (Run.objects.filter(project_id=run.project_id, status__in=ENDED_STATUSES, disk_bytes__gt=0)
+             .exclude(pk=run.pk).only("pk", "uid", "worker", "disk_bytes"))
+    for other in ended:
+        folder = other.folder
+        if folder.is_dir() or other.worker.rpartition(":")[0] == host:
+            used = folder_bytes(folder)
+            if used != other.disk_bytes:
+                Run.objects.filter(pk=other.pk).update(disk_bytes=used)
 
 
 @transaction.atomic
