@@ -65,6 +65,10 @@ def test_the_local_redis_server_started_requires_its_password(monkeypatch, tmp_p
         cmdlines = [p.read_bytes() for p in Path("/proc").glob("[0-9]*/cmdline") if p.exists()]
         assert not [c for c in cmdlines if password.encode() in c]
         assert b"redis-server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        from workers.doctor import check_redis  # `./seedbed doctor` finds it too, its password masked
+
+        found = check_redis()
+        assert found.ok and "started" in found.found and password not in found.found, found
         again, line = broker.choose(start_local=True)  # `./seedbed demo` on the running up: the same server
         assert again == url and "started before" in line and int((tmp_path / "redis.pid").read_text()) == pid
     finally:
