@@ -170,10 +170,12 @@ class Server:
             self._clean_files((program_dir, tests_dir))
             raise
         grace = min(0.05, start + float(req["timeout_s"]) - time.monotonic()) if status == "exited" else 0.0
-        program_exit = self._exit_if_done(grace)
+        ended = self._ended_within(program_pid, grace)
         tmp_full = self._tmp_full()
         killed = self._kill_all((tests_pid, program_pid))
-        self.zygote.program_exit(None)  # the zygote has reaped the program (killed above, if it was running)
+        wstatus = self.zygote.program_exit(None)  # the zygote has reaped it (killed above, if it was running)
+        program_exit = ({**self._exit_info(wstatus), "program_running": False} if ended else
+                        {"signal": None, "exit_code": None, "program_running": True})
         output_tail = self._tail(out_fd, 2000)
         os.close(out_fd)
         leftover = self._clean_files((program_dir, tests_dir))
@@ -181,13 +183,19 @@ class Server:
                 "output_tail": output_tail, "wall_s": round(time.monotonic() - start, 4), "killed_processes": killed,
                 "leftover_files_removed": leftover, "tmp_full": tmp_full, "tmp_mb": self.tmp_mb}
 
-    def _exit_if_done(self, grace_s: float) -> dict:
-        """The program process's exit (its parent, the zygote, tells it), if it ends within ``grace_s`` (it does
-        at once when the tests are done: its request pipe closes); else it is killed with the rest."""
-        wstatus = self.zygote.program_exit(max(0.0, grace_s))
-        if wstatus is None:
-            return {"signal": None, "exit_code": None, "program_running": True}
-        return {**self._exit_info(wstatus), "program_running": False}
+    @staticmethod
+    def _ended_within(pid: int, grace_s: float) -> bool:
+        """Whether the program process ends within ``grace_s`` (it does at once when the tests are done: its
+        request pipe closes); else it is killed with the rest. Watched through a pidfd (it is the zygote's child,
+        which answers its wait status later), so that the end of a run waits for no other process."""
+        try:
+            pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return True  # already gone
+        try:
+            return bool(select.select([pidfd], [], [], max(0.0, grace_s))[0])
+        finally:
+            os.close(pidfd)
 
     def _tmp_full(self) -> bool:
         """Whether the run filled the server's private /tmp (a tmpfs of ``tmp_mb``; bubblewrap mode only)."""
