@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from training.benchmarks import BENCHMARKS
 from training.data_files import count_rows, file_rows
 from training.data_limits import MAX_DATASET_BYTES, DatasetError  # noqa: F401 (the web app reads them here)
+from training.data_limits import nesting_error
 from training.names import path_component_error
 
 HELD_OUT_OFFSET = 10_000_000  # held-out built-in problems come from indices past this
@@ -192,8 +193,8 @@ def row_example(where: str, row, prompt_field: str, answer_field: str, fields: d
     rows (``check_file_dataset``, the upload's columns and preview), the worker's read of every row
     (``load_file_dataset``), the run page's prompt (``first_prompt``). So a bad row the first rows' check did not
     reach fails a run with the message an upload gives for it (``<file>:<line>: ...``). The rules: the row is an
-    object; it has every mapped column; its prompt is a non-empty string. A DatasetError names ``where`` and the
-    field.
+    object; it nests at most MAX_NESTING lists and objects deep (``data_limits.nesting_error``); it has every
+    mapped column; its prompt is a non-empty string. A DatasetError names ``where`` and the field.
 
     >>> row_example("d.jsonl:3", {"q": "1+1?", "a": 2}, "q", "a")["answer"]
     '2'
@@ -204,6 +205,8 @@ def row_example(where: str, row, prompt_field: str, answer_field: str, fields: d
     """
     if not isinstance(row, dict):
         raise DatasetError(f"{where}: expected an object, got {type(row).__name__}")
+    if nesting_error(where, row):
+        raise DatasetError(nesting_error(where, row))
     mapping = {"prompt": prompt_field, **({"answer": answer_field} if answer_field else {}), **(fields or {})}
     for column in mapping.values():
         if column not in row:

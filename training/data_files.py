@@ -31,7 +31,7 @@ import os
 import sys
 
 from training.data_limits import (MAX_ROW_BYTES, MAX_VALUE_BYTES, MIB, DatasetError, check_size, count_decoded,
-                                  row_error, size_text, value_error)
+                                  nesting_message, row_error, size_text, value_error)
 SCAN_BYTES = 256 * 1024  # what a count reads at a time
 
 
@@ -75,6 +75,8 @@ def _jsonl_row(raw: bytes, where: str):
         row = json.loads(line)
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{where}: not valid JSON ({exc.msg})") from None
+    except RecursionError:  # nested about 1,000 deep or more: refused as row_example refuses past MAX_NESTING
+        raise DatasetError(nesting_message(where)) from None
     except ValueError:  # an integer longer than Python converts from text (int_max_str_digits)
         raise DatasetError(f"{where}: a number of more than {sys.get_int_max_str_digits()} "
                            "digits, too long to read") from None

@@ -83,3 +83,38 @@ def count_decoded(size: int, total: int, path: str) -> int:
     return total
 
 
+
+
+# A row's values nest at most this many lists and objects deep. Real rows nest a few levels (a test list, a
+# tool call, metadata); JSON nested 100,000 deep is 200 kB that Python's decoder refuses with RecursionError, and
+# one nested 900 deep decodes but every later walk of it (the preview's JSON field, a verifier) recurses again.
+MAX_NESTING = 64
+
+
+def nesting_error(where: str, value) -> str:
+    """The message for a row nested deeper than MAX_NESTING lists and objects ("" when it is not), measured level
+    by level without recursion, so any depth Python could decode is measured (a flat row: one pass over its
+    values, about 0.6 us; each level's containers held at once, never more than the row holds).
+
+    >>> nesting_error("d.jsonl:2", {"prompt": "hi", "meta": [[[1]]]}), nesting_error("d.jsonl:3", [[[]]] * 2)
+    ('', '')
+    >>> deep = []
+    >>> for _ in range(70): deep = [deep]
+    >>> nesting_error("d.jsonl:4", {"prompt": "hi", "meta": deep})
+    'd.jsonl:4: nested more than 64 lists and objects deep'
+    """
+    level, depth = ([value] if isinstance(value, (dict, list)) else []), 1
+    while level:
+        if depth > MAX_NESTING:
+            return nesting_message(where)
+        below = []
+        for node in level:
+            for child in (node.values() if isinstance(node, dict) else node):
+                if isinstance(child, (dict, list)):
+                    below.append(child)
+        level, depth = below, depth + 1
+    return ""
+
+
+def nesting_message(where: str) -> str:
+    return f"{where}: nested more than {MAX_NESTING} lists and objects deep"
