@@ -15,7 +15,8 @@ import pytest
 
 from tests.conftest import tiny_config, wait_for
 from tests.faults.conftest import status, wait_until
-from webapp.projects.models import AuditEvent
+from webapp.projects.models import AuditEvent, Project
+from webapp.projects.services import default_project
 from webapp.runs import services
 from webapp.runs.models import Checkpoint, MetricPoint, RunStatus
 
@@ -42,6 +43,8 @@ def test_a_full_disk_fails_the_run_clearly_and_it_restarts_once_space_is_back(st
         stack.maintenance.stop()
         stack.env["SEEDBED_DISK_RESUME_MB"] = "1"
         stack.start_maintenance()
+        # (a disk this small would make the default budgets, fractions of it, end the run before it fills)
+        Project.objects.filter(pk=default_project().pk).update(run_disk_budget_mb=10**6, disk_budget_mb=10**6)
         run = services.run_create(config=tiny_config(total_steps=STEPS, checkpoint_every=2, keep_checkpoints=2,
                                                      max_restarts=2))
         wait_until(lambda: Checkpoint.objects.filter(run=run).exists(), 240, "the run's first checkpoint")

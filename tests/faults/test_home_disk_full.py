@@ -19,7 +19,8 @@ from tests.conftest import logged_in, tiny_config, wait_for
 from tests.faults.conftest import FAST, process_alive, running_stack, status, wait_until
 from tests.workers.test_train_run import assert_every_step_complete
 from webapp.api.services import token_create
-from webapp.projects.models import AuditEvent
+from webapp.projects.models import AuditEvent, Project
+from webapp.projects.services import default_project
 from webapp.runs import services
 from webapp.runs.models import Checkpoint, Run, RunStatus
 
@@ -62,6 +63,8 @@ def test_a_full_home_disk_keeps_reads_up_and_the_run_restarts_as_a_full_disk_run
     stack = full_home
     _, token = token_create(user=user, name="reads")  # (never used yet: its first use writes last_used_at)
     client = logged_in(user)  # (a session written before the disk fills)
+    # (a disk this small would make the default budgets, fractions of it, end the run before it fills)
+    Project.objects.filter(pk=default_project().pk).update(run_disk_budget_mb=10**6, disk_budget_mb=10**6)
     run = services.run_create(config=tiny_config(total_steps=STEPS, checkpoint_every=2, keep_checkpoints=2,
                                                  max_restarts=2))
     wait_until(lambda: Checkpoint.objects.filter(run=run).exists(), 240, "the run's first checkpoint")
