@@ -215,6 +215,30 @@ def test_the_real_model_demo_run_is_launched_once(smollm2_dir, django_user_model
     assert run.project.name == "admin" and "exists already" in capsys.readouterr().out
 
 
+def test_another_users_run_named_like_the_demo_does_not_stop_its_launch(smollm2_dir, django_user_model, capsys,
+                                                                         config):
+    """b1d04b3 looked for any run of that name: bob's own run, or a run bob (a member of the admin's personal
+    project) named so there, kept `./seedbed demo` from ever launching."""
+    from django.core.management import call_command
+
+    from webapp.projects.models import Role
+    from webapp.projects.services import member_set, personal_project
+    from webapp.runs.management.commands.demo_real_run import DEMO_NAME
+    from webapp.runs.models import Run
+
+    admin = django_user_model.objects.create_superuser(username="admin", password="x")
+    bob = django_user_model.objects.create_user(username="bob", password="x")
+    member_set(user=admin, project=personal_project(admin), username="bob", role=Role.MEMBER)
+    squatters = {services.run_create(config=config, user=bob, name=DEMO_NAME).pk,
+                 services.run_create(config=config, user=bob, project=personal_project(admin), name=DEMO_NAME).pk}
+    call_command("demo_real_run", "--steps", "5")
+    demo = Run.objects.exclude(pk__in=squatters).get()
+    assert demo.name == DEMO_NAME and demo.created_by == admin and demo.config["model_path"] == smollm2_dir
+    assert f"real-model demo run {demo.pk} launched" in capsys.readouterr().out
+    call_command("demo_real_run")  # and once only
+    assert Run.objects.count() == 3 and f"exists already (run {demo.pk})" in capsys.readouterr().out
+
+
 def test_the_live_endpoint_sends_only_the_metrics_asked_for_and_the_page_lists_the_others(client_in, config):
     run = services.run_create(config=config)
     services.run_metrics_append(run_id=run.pk, points=[(s, k, 1.0) for s in (1, 2) for k in
