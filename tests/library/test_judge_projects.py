@@ -38,6 +38,7 @@ def grader(django_user_model):
 
 
 @pytest.mark.django_db
+@pytest.mark.postgres  # (an OR over a many-to-many join, distinct: the engine's SQL)
 def test_the_run_form_refuses_an_endpoint_not_open_to_the_project_and_takes_it_once_open(
         client_in, model_dir, vision, grader):
     from webapp.runs.models import Run
@@ -53,6 +54,7 @@ def test_the_run_form_refuses_an_endpoint_not_open_to_the_project_and_takes_it_o
 
 
 @pytest.mark.django_db
+@pytest.mark.postgres  # (an OR over a many-to-many join, distinct: the engine's SQL)
 def test_an_endpoint_limited_to_no_project_is_open_to_every_project(client_in, model_dir, vision, grader):
     grader.projects.clear()
     data = form_post(model_path=model_dir, rewards=json.dumps(SPEC), project="vision")
@@ -60,6 +62,7 @@ def test_an_endpoint_limited_to_no_project_is_open_to_every_project(client_in, m
 
 
 @pytest.mark.django_db
+@pytest.mark.postgres  # (an OR over a many-to-many join, distinct: the engine's SQL)
 def test_the_sweep_form_refuses_it(client_in, model_dir, vision, grader):
     from webapp.sweeps.models import Sweep
 
@@ -69,6 +72,7 @@ def test_the_sweep_form_refuses_it(client_in, model_dir, vision, grader):
 
 
 @pytest.mark.django_db
+@pytest.mark.postgres  # (an OR over a many-to-many join, distinct: the engine's SQL)
 def test_the_api_launch_refuses_it_with_a_field_error(django_user_model, model_dir, grader):
     from django.test import Client
 
@@ -87,6 +91,7 @@ def test_the_api_launch_refuses_it_with_a_field_error(django_user_model, model_d
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.postgres
 def test_a_worker_fails_a_run_whose_endpoint_was_limited_since_its_launch(celery_worker):
     from webapp.runs import services
     from webapp.runs.models import Run, RunStatus
@@ -103,6 +108,7 @@ def test_a_worker_fails_a_run_whose_endpoint_was_limited_since_its_launch(celery
 
 
 @pytest.mark.django_db
+@pytest.mark.postgres  # (an OR over a many-to-many join, distinct: the engine's SQL)
 def test_the_training_process_of_a_run_sees_only_the_endpoints_open_to_its_project(grader):
     from training.verifiers.judge import judge_endpoint, set_endpoint_provider
     from webapp.library.selectors import judge_endpoints
