@@ -74,3 +74,32 @@ def test_the_client_escapes_what_the_server_stored(cli, alice, config):
     assert watched.returncode == 1, watched.stderr  # a killed run
     assert not any(c in watched.stdout + watched.stderr for c in RAW)
     assert watched.stdout.strip().endswith("(killed by user:alice: oops\\x1b]52;c;ZWNobyBvd25lZA==\\x07)")
+
+
+def test_the_pages_show_a_refused_reason_or_id_as_an_error_not_a_500(alice, config):
+    """The run page's and the sweep page's kill with a control character in the reason, and the sweep page's kill
+    of a 23-digit run id (b1d04b3: a 500 each)."""
+    from django.urls import reverse
+
+    from tests.conftest import logged_in
+    from webapp.runs import services as run_services
+    from webapp.sweeps import services as sweep_services
+
+    user = alice[0]
+    client = logged_in(user)
+    client.raise_request_exception = False
+    run = run_services.run_create(config=config, user=user, name="plain")
+    answer = client.post(reverse("runs:kill", args=[run.pk]), {"reason": f"bad{TITLE}"}, follow=True)
+    assert answer.status_code == 200 and "reason: must not hold control characters" in answer.content.decode()
+    assert Run.objects.get(pk=run.pk).kill_requested_at is None
+
+    sweep = sweep_services.sweep_create(config=config, seeds=[0, 1], concurrency=1, name="two", user=user,
+                                        policy={"name": "manual"})
+    first = sweep.runs.order_by("pk").first()
+    url = reverse("sweeps:kill", args=[sweep.pk])
+    answer = client.post(url, {"run": [str(first.pk)], "reason": f"bad{CSI}"}, follow=True)
+    assert answer.status_code == 200 and "reason: must not hold control characters; U+009B" in \
+        answer.content.decode()
+    answer = client.post(url, {"run": ["12345678901234567890123"]}, follow=True)
+    assert answer.status_code == 200 and "run: expected run ids" in answer.content.decode()
+    assert not Run.objects.filter(kill_requested_at__isnull=False).exists()

@@ -449,10 +449,12 @@ def use_freed_slot(*, sweep: Sweep, freed_run: Run) -> str:
 def sweep_kill_runs(*, sweep_id: int, run_ids: list[int], user=None, killed_by: str = "",
                     reason: str = "") -> tuple[list[int], dict]:
     """Kill several runs of one sweep (the dashboard's multi-select) for ``user`` (a member of its project).
-    Returns (killed ids, {id: why not})."""
+    Returns (killed ids, {id: why not}); FieldErrors for a reason a user gave with a control character."""
     sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
     if user is not None:
         require_role(user, sweep.project_id, Role.MEMBER)
+        if control_character_error(reason or ""):
+            raise FieldErrors({"reason": control_character_error(reason)})
     killed, refused = [], {}
     for run in Run.objects.filter(sweep=sweep, pk__in=run_ids).order_by("pk"):
         try:

@@ -185,17 +185,23 @@ def sweep_samples(request: HttpRequest, sweep_id: int) -> HttpResponse:
 
 @require_POST
 def sweep_kill(request: HttpRequest, sweep_id: int) -> HttpResponse:
+    from webapp.runs.compare import as_id
+
     visible_sweep(request, sweep_id)
-    try:
-        run_ids = [int(v) for v in request.POST.getlist("run")]
-    except ValueError:
+    run_ids = [as_id(v) for v in request.POST.getlist("run")]
+    if None in run_ids:  # "²" passes isdigit, 23 digits pass int: neither is a run id the database can hold
         messages.error(request, "run: expected run ids")
         return redirect("sweeps:detail", sweep_id=sweep_id)
     if not run_ids:
         messages.error(request, "Select at least one run to kill.")
         return redirect("sweeps:detail", sweep_id=sweep_id)
     reason = request.POST.get("reason", "").strip()[:1000] or "killed from the sweep dashboard"
-    killed, refused = services.sweep_kill_runs(sweep_id=sweep_id, run_ids=run_ids, user=request.user, reason=reason)
+    try:
+        killed, refused = services.sweep_kill_runs(sweep_id=sweep_id, run_ids=run_ids, user=request.user,
+                                                   reason=reason)
+    except FieldErrors as exc:  # a reason with a control character
+        messages.error(request, str(exc))
+        return redirect("sweeps:detail", sweep_id=sweep_id)
     if killed:
         messages.info(request, f"Kill requested for run(s) {', '.join(map(str, killed))}.")
     for message in refused.values():
