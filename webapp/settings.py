@@ -22,7 +22,8 @@ os.umask(0o077)
 # Everything Seedbed writes at run time (database, run folders, broker files, admin password) lives here.
 SEEDBED_HOME = Path(os.environ.get("SEEDBED_HOME", BASE_DIR / "var")).resolve()
 SEEDBED_HOME.mkdir(parents=True, exist_ok=True)
-PRIVATE_FILES = ("seedbed.sqlite3", "seedbed.sqlite3-wal", "seedbed.sqlite3-shm", "secret_key", "admin_password")
+PRIVATE_FILES = ("seedbed.sqlite3", "seedbed.sqlite3-wal", "seedbed.sqlite3-shm", "secret_key", "admin_password",
+                 "redis_password", "redis/redis.conf")  # (the last two: the Redis ./seedbed up starts, workers.broker)
 
 
 def _tighten(path: Path, mode: int) -> None:

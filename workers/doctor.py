@@ -132,7 +132,9 @@ def check_disk() -> Finding:
 
 
 PRIVATE = {"seedbed.sqlite3": 0o600, "seedbed.sqlite3-wal": 0o600, "seedbed.sqlite3-shm": 0o600,
-           "secret_key": 0o600, "admin_password": 0o600}
+           "secret_key": 0o600, "admin_password": 0o600,
+           # the password of the Redis ./seedbed up starts, and the config file redis-server reads it from
+           "redis_password": 0o600, "redis/redis.conf": 0o600}
 
 
 def check_permissions() -> Finding:

@@ -77,6 +77,19 @@ def test_the_local_redis_server_started_requires_its_password(monkeypatch, tmp_p
     wait_for(lambda: not broker.redis_answers(url), timeout=10, what="the local redis-server to stop")
 
 
+def test_the_doctor_names_a_redis_password_file_other_accounts_can_read(monkeypatch, tmp_path):
+    from workers.doctor import check_permissions
+
+    monkeypatch.setenv("SEEDBED_HOME", str(tmp_path))
+    tmp_path.chmod(0o700)
+    broker.local_password(tmp_path, create=True)
+    assert check_permissions().ok
+    (tmp_path / "redis_password").chmod(0o644)
+    found = check_permissions()
+    assert not found.ok and f"{tmp_path / 'redis_password'} (0644)" in found.found
+    assert f"chmod 600 {tmp_path / 'redis_password'}" in found.fix
+
+
 def test_an_explicit_broker_urls_password_is_masked_in_the_log_line(monkeypatch):
     monkeypatch.setenv("CELERY_BROKER_URL", "redis://:hunter2@redis.example:6379/0")
     url, line = broker.choose(start_local=False)
