@@ -205,6 +205,10 @@ def test_samples_side_by_side_as_a_fragment(client_in, sweep):
     assert "No samples stored at step 4" in client_in.get(reverse("sweeps:samples", args=[sweep.pk]),
                                                           {"step": 4}).content.decode()
     assert client_in.get(reverse("sweeps:samples", args=[sweep.pk])).status_code == 400
+    client_in.raise_request_exception = False
+    for step in ("12345678901234567890123", "-1"):  # b1d04b3: 23 digits overflowed SQLite's integer, a 500
+        answer = client_in.get(reverse("sweeps:samples", args=[sweep.pk]), {"step": step})
+        assert answer.status_code == 400 and "step: give the step" in answer.content.decode()
 
 
 def test_a_bayes_decision_shows_its_probability_and_forecast_on_the_dashboard(client_in, config,

@@ -177,6 +177,8 @@ def sweep_samples(request: HttpRequest, sweep_id: int) -> HttpResponse:
     visible_sweep(request, sweep_id)
     try:
         step = int(request.GET["step"])
+        if not 0 <= step <= 2**31 - 1:  # a step the database compares (23 digits overflowed SQLite: a 500)
+            raise ValueError
     except (KeyError, ValueError):
         return HttpResponse('<p class="error">step: give the step whose samples to show</p>', status=400)
     return render(request, "sweeps/_samples.html",
