@@ -34,6 +34,13 @@ def test_the_server_refuses_control_characters_in_names_and_reasons(cli, config_
     assert_failed(cli("runs", "kill", str(run.pk), "--reason", f"bad{CLIPBOARD}"), 2,
                   "error: reason: must not hold control characters; U+001B at character 4")
     assert Run.objects.get().status == RunStatus.QUEUED  # refused before anything was written
+    swept = cli("sweeps", "launch", config_file(), "--seeds", "2", "--concurrency", "1", "--name", "plain sweep")
+    assert swept.returncode == 0, swept.stderr
+    sweep = Sweep.objects.get()
+    assert_failed(cli("sweeps", "stop", str(sweep.pk), "--reason", f"done{FORGED}"), 2,
+                  "error: reason: must not hold control characters; U+000A at character 5")
+    sweep.refresh_from_db()
+    assert sweep.stopped_at is None and not sweep.runs.filter(kill_requested_at__isnull=False).exists()
 
 
 def test_the_api_rename_refuses_a_newline(client, django_user_model, config):
