@@ -201,3 +201,21 @@ def test_a_config_whose_training_memory_fits_no_worker_is_a_field_error(api, con
     # the form shows the estimate before launch
     form = RunForm(initial_config={"model_path": str(folder), "kl_coef": 0.0})
     assert form.memory_estimate().startswith("3.") and "weights 0.54" in form.memory_estimate()
+
+
+def test_the_processes_a_sandboxed_program_may_fork_count_against_the_cores(api, config):
+    """ranks × processes × max_processes sandboxed processes may spin at once (each for the whole timeout_s): at
+    most 64 a core. b1d04b3 let 1 rank × 3 servers × 1,024 processes launch on 3 cores."""
+    report("box", cores=3, memory_mb=24 * GB)
+    response = api.post("/runs", {"config": {**config, **code_reward(processes=3, max_processes=1024)}})
+    assert response.json()["errors"] == {
+        "rewards": "item 0: verifier 'code': max_processes must lie in [1, 64]; got 1024"}
+    response = api.post("/runs", {"config": {**config, **ranks(3), **code_reward(processes=3, max_processes=64,
+                                                                                  memory_mb=1024)}})
+    assert response.json()["errors"] == {
+        "rewards": "item 0 (code): the sandbox's programs may run 3 ranks × 3 processes × max_processes 64 = 576 "
+                   "processes at once; at most 64 a core, 192 on queue cpu (its largest worker has 3 cores): lower "
+                   "max_processes or processes"}
+    assert not Run.objects.exists()
+    assert api.post("/runs", {"config": {**config, **ranks(3), **code_reward(processes=3, max_processes=21,
+                                                                             memory_mb=1024)}}).status_code == 201

@@ -298,6 +298,11 @@ def parse_reports(text: str, n_steps: int) -> tuple[str, list[dict]]:
     return "", steps
 
 
+# max_processes: the processes (and threads) a run's program may have; each may spin for the whole timeout_s,
+# and webapp.runs.capacity counts them against the worker's cores. Low: tests need a few, not a fork farm.
+MAX_PROCESSES = 64
+
+
 @register_verifier("code")
 class CodeVerifier:
     """1.0 when the program passes every test (``partial_credit=True``: the fraction passed).
@@ -313,7 +318,7 @@ class CodeVerifier:
     # What a reward spec may set, with bounds (checked at submit time; base.Param). Which user the programs run
     # as and whether bubblewrap is used are the operator's (the worker's set-up), never a config's.
     PARAMS = {"timeout_s": Param(float, 0.1, 300), "memory_mb": Param(int, 64, 16_384),
-              "max_output_kb": Param(int, 1, 65_536), "max_processes": Param(int, 1, 1024),
+              "max_output_kb": Param(int, 1, 65_536), "max_processes": Param(int, 1, MAX_PROCESSES),
               "processes": Param(int, 1, 64, optional=True), "partial_credit": Param(bool),
               "cache_size": Param(int, 0, 1_000_000)}
 
@@ -324,6 +329,8 @@ class CodeVerifier:
             raise ValueError(f"code: timeout_s must lie in (0, 300]; got {timeout_s}")
         if memory_mb < 64:
             raise ValueError(f"code: memory_mb must be at least 64; got {memory_mb}")
+        if not 1 <= max_processes <= MAX_PROCESSES:
+            raise ValueError(f"code: max_processes must lie in [1, {MAX_PROCESSES}]; got {max_processes}")
         self.limits = {"timeout_s": float(timeout_s), "memory_mb": int(memory_mb),
                        "max_output_kb": int(max_output_kb), "max_processes": int(max_processes),
                        "max_report_kb": 4096}
@@ -412,7 +419,9 @@ class CodeVerifier:
         details = {"layers": layers, "status": reply["status"], "exit_code": reply.get("exit_code"),
                    "signal": reply.get("signal"), "wall_s": reply["wall_s"], "total": len(counted), "passed": 0,
                    "output_tail": reply.get("output_tail", "")[-500:], "cached": False,
-                   "killed_processes": reply.get("killed_processes", 0)}
+                   "killed_processes": reply.get("killed_processes", 0),
+                   # the most the program's process tree, and the tests', held together (a memory cgroup's peak)
+                   "memory_peak_mb": reply.get("memory_peak_mb")}
         problem, reports = parse_reports(reply["reports"], len(steps))
         if problem == "no setup report" and tests_exit.get("exit_code") == 120:
             return VerifierError("code: sandbox set-up failed (the test process could not drop its privileges)")

@@ -24,6 +24,7 @@ import threading
 from typing import Any
 
 from training.verifiers.base import VerifierError
+from training.verifiers.sandbox_cgroup import CGROUP_IN_SANDBOX, ServerCgroup
 from training.verifiers.workers import TaskFailed, WorkerPool, _Worker
 
 SANDBOX_USER = "seedbed-sandbox"        # the program processes run as this uid
@@ -55,11 +56,13 @@ def _python_paths() -> tuple[str, str]:
     return exe, prefix
 
 
-def bwrap_command(python: str, prefix: str, tmp_mb: int = 0, server_dir: str = _SERVER_DIR) -> list[str] | None:
+def bwrap_command(python: str, prefix: str, tmp_mb: int = 0, server_dir: str = _SERVER_DIR,
+                  cgroup: str | None = None) -> list[str] | None:
     """The bubblewrap prefix for a fork server, or None when bwrap is not installed. ``tmp_mb``: the size of
     its private /tmp, where its runs' files live (bubblewrap's ``--size``; 0: the kernel's default, half the
     host's RAM). /dev/shm is root-owned and read-only to the sandbox user: a token 1 MB. ``server_dir``: the
-    server's folder, bound read-only at /seedbed/sandbox_server (another only for the bench's comparisons)."""
+    server's folder, bound read-only at /seedbed/sandbox_server (another only for the bench's comparisons);
+    ``cgroup``: the server's memory cgroup folder, bound read-write at /seedbed/cgroup (/sys is not mounted)."""
     bwrap = shutil.which("bwrap")
     if not bwrap:
         return None
@@ -82,8 +85,10 @@ def bwrap_command(python: str, prefix: str, tmp_mb: int = 0, server_dir: str = _
         cmd += ["--ro-bind", prefix, prefix]
     if not python.startswith((prefix + "/", "/usr/")):
         cmd += ["--ro-bind", python, python]
-    cmd += ["--ro-bind", server_dir, _SERVER_IN_SANDBOX, "--proc", "/proc", "--dev", "/dev",
-            "--perms", "0755"]
+    cmd += ["--ro-bind", server_dir, _SERVER_IN_SANDBOX, "--proc", "/proc", "--dev", "/dev"]
+    if cgroup:
+        cmd += ["--bind", cgroup, CGROUP_IN_SANDBOX]
+    cmd += ["--perms", "0755"]
     if tmp_mb:
         cmd += ["--size", str(tmp_mb * 1024 * 1024)]
     cmd += ["--tmpfs", "/tmp", "--perms", "0755", "--size", str(1024 * 1024), "--tmpfs", "/dev/shm", "--chdir", "/"]
@@ -165,21 +170,31 @@ class SandboxServerProcess(_Worker):
 
     def __init__(self, uid: int, gid: int, use_bwrap: bool, tmp_mb: int = 0,
                  tests_ids: tuple[int, int] | None = None):
-        self.proc = self._start(self.command(uid, gid, tests_ids or (uid, gid), use_bwrap, tmp_mb))
+        self.cgroup = ServerCgroup.make()  # its runs' memory cgroups go in it (None: none writable here)
+        self.proc = self._start(self.command(uid, gid, tests_ids or (uid, gid), use_bwrap, tmp_mb,
+                                             self.cgroup.path if self.cgroup else None))
         self.conn = _JsonConn(self.proc)
         self.ready = False
         self.tasks_done = 0
         self.layers: dict = {}
 
     @staticmethod
-    def command(uid: int, gid: int, tests_ids: tuple[int, int], use_bwrap: bool, tmp_mb: int) -> list[str]:
-        """The server's command line: ``UID GID TESTS_UID TESTS_GID MODE [TMP_MB]``, inside bwrap or not."""
+    def command(uid: int, gid: int, tests_ids: tuple[int, int], use_bwrap: bool, tmp_mb: int,
+                cgroup: str | None = None) -> list[str]:
+        """The server's command line: ``UID GID TESTS_UID TESTS_GID MODE TMP_MB CGROUP``, inside bwrap or not
+        (CGROUP ``-``: none)."""
         python, prefix = _python_paths()
         ids = [str(uid), str(gid), str(tests_ids[0]), str(tests_ids[1])]
         if use_bwrap:
-            return bwrap_command(python, prefix, tmp_mb) + [python, "-I", _SERVER_IN_SANDBOX, *ids, "bwrap",
-                                                            str(tmp_mb)]
-        return [python, "-I", _SERVER_DIR, *ids, "host"]
+            return bwrap_command(python, prefix, tmp_mb, cgroup=cgroup) + [
+                python, "-I", _SERVER_IN_SANDBOX, *ids, "bwrap", str(tmp_mb), CGROUP_IN_SANDBOX if cgroup else "-"]
+        return [python, "-I", _SERVER_DIR, *ids, "host", str(tmp_mb), cgroup or "-"]
+
+    def kill(self) -> None:  # (stop ends with a kill too)
+        super().kill()
+        if self.cgroup:
+            self.cgroup.remove()
+
 
     @staticmethod
     def _start(cmd: list[str]) -> subprocess.Popen:

@@ -5,7 +5,9 @@ other ranks, a sweep's grid) beside the schema's own checks (training/ knows not
 For the run's queue, the largest worker reporting lately bounds ``nproc_per_node`` (its cores, or its GPUs for a
 GPU run), the code sandbox (``processes`` at most its cores; ranks × processes × 2 × ``memory_mb`` at most its
 memory: each execution is a program and its tests, two sandboxed processes each bounded by ``memory_mb``, the
-program's bound covering its /tmp) and ``nnodes`` (how many workers report for the queue: two nodes never share a worker). The operator
+program's bound covering its /tmp: a memory cgroup bounds each process tree as a whole, or the sandbox divides
+``memory_mb`` among its processes), the processes the programs may fork (ranks × processes × ``max_processes``
+at most SANDBOX_TASKS_PER_CORE a core) and ``nnodes`` (how many workers report for the queue: two nodes never share a worker). The operator
 lowers them with SEEDBED_MAX_RANKS_PER_NODE, SEEDBED_MAX_SANDBOX_PROCS, SEEDBED_MAX_SANDBOX_MB and
 SEEDBED_MAX_NODES. With no worker reporting for the queue (workers down, or not started yet), those settings
 alone decide where set, else this host's cores and memory stand in and ``nnodes`` is at most
@@ -29,6 +31,9 @@ from .models import WorkerCapacity
 # a report older than this is a worker gone without saying so (killed): ignored
 FRESH_FOR_S = 4 * REPORT_EVERY_S
 NODES_WITHOUT_REPORTS = 8
+# Each process a sandboxed program forks may spin for the whole timeout_s (RLIMIT_CPU is per process): ranks ×
+# processes × max_processes of them at most this many a core of the worker.
+SANDBOX_TASKS_PER_CORE = 64
 
 
 @transaction.atomic
@@ -133,6 +138,16 @@ def cap_errors(cfg: TrainConfig, *, queue: str) -> dict[str, str]:
                                  f"got {processes}")
             return errors
         processes = int(processes) if processes is not None else cap.cores
+        tasks = cfg.nproc_per_node * processes * int(params.get("max_processes") or defaults["max_processes"])
+        if tasks > SANDBOX_TASKS_PER_CORE * cap.cores:
+            errors["rewards"] = (f"item {index} (code): the sandbox's programs may run {cfg.nproc_per_node} rank"
+                                 f"{'s' if cfg.nproc_per_node != 1 else ''} × {processes} process"
+                                 f"{'es' if processes != 1 else ''} × max_processes "
+                                 f"{int(params.get('max_processes') or defaults['max_processes'])} = {tasks:,} "
+                                 f"processes at once; at most {SANDBOX_TASKS_PER_CORE} a core, "
+                                 f"{SANDBOX_TASKS_PER_CORE * cap.cores:,} on queue {queue} "
+                                 f"({cap.has(f'{cap.cores} cores')}): lower max_processes or processes")
+            return errors
         # each execution is two sandboxed processes alive together, the program and its tests, each bounded by
         # memory_mb (the program's bound covers its /tmp too)
         total += cfg.nproc_per_node * processes * 2 * memory

@@ -12,6 +12,7 @@ import signal
 import sys
 import time
 
+from .cgroup import RunCgroups, fallback_limits, join
 from .harness import _tests_harness
 from .lockdown import lock_down
 from .seccomp import (_ARCHES, _PR_SET_CHILD_SUBREAPER, _PR_SET_DUMPABLE, _PR_SET_PDEATHSIG, SeccompFilter,
@@ -20,9 +21,12 @@ from .zygote import Zygote, ZygoteGone
 
 
 class Server:
-    def __init__(self, uid: int, gid: int, mode: str, tmp_mb: int = 0, tests_ids: tuple[int, int] | None = None):
+    def __init__(self, uid: int, gid: int, mode: str, tmp_mb: int = 0, tests_ids: tuple[int, int] | None = None,
+                 cgroup: str | None = None):
         """``uid``/``gid``: the program process's; ``tests_ids``: the test process's (None: the same as the
-        program's, which leaves the tests within the program's reach: ``layers["tests_apart"]`` says False)."""
+        program's, which leaves the tests within the program's reach: ``layers["tests_apart"]`` says False);
+        ``cgroup``: a memory cgroup folder for the runs' cgroups (None: the bound is per process, see
+        :func:`.cgroup.fallback_limits`; ``layers["memory_bound"]`` says which)."""
         self.uid, self.gid, self.mode = uid, gid, mode
         self.tests_uid, self.tests_gid = tests_ids or (uid, gid)
         self.tmp_mb = tmp_mb if mode == "bwrap" else 0  # the size of the private /tmp bubblewrap mounted
@@ -39,6 +43,13 @@ class Server:
                        "net_namespace": mode == "bwrap", "mount_namespace": mode == "bwrap",
                        "pid_namespace": mode == "bwrap", "rlimits": True, "session": True,
                        "tests_apart": apart, "program_part_only": True, "tmp_mb": self.tmp_mb}
+        self.cgroups = RunCgroups(cgroup)
+        self.layers["memory_cgroup"] = self.cgroups.layer  # "cgroup v1"/"cgroup v2", or None (and why)
+        self.layers["memory_bound"] = (
+            "memory_mb for the program and all it forks, and memory_mb for the tests and theirs (a memory cgroup "
+            "each)" if self.cgroups.version else
+            f"address space per process: memory_mb / max_processes, max_processes lowered so that each has at "
+            f"least 128 MB (no writable memory cgroup: {self.cgroups.why})")
         try:
             _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # orphans (double-forked daemons) come back to us to be reaped
         except OSError:
@@ -95,10 +106,44 @@ class Server:
 
     def _limits(self, req: dict, role: str) -> dict:
         """The rlimits of one of the run's processes. The program's memory_mb is shared between its address space
-        and the files it may write in the private /tmp (a tmpfs of tmp_mb): together they stay within memory_mb."""
-        return {"cpu_s": int(req["timeout_s"]) + 1,
-                "memory_mb": int(req["memory_mb"]) - (self.tmp_mb if role == "program" else 0),
-                "max_processes": int(req["max_processes"]), "max_output_kb": int(req["max_output_kb"])}
+        and the files it may write in the private /tmp (a tmpfs of tmp_mb): together they stay within memory_mb.
+        With a memory cgroup (which bounds each process tree as a whole, its tmpfs pages too) each process's
+        address space is bounded by that as well; without one, each gets memory_mb / max_processes of it, so that
+        all together stay within memory_mb (:func:`.cgroup.fallback_limits`)."""
+        memory = int(req["memory_mb"]) - (self.tmp_mb if role == "program" else 0)
+        processes = int(req["max_processes"])
+        if not self.cgroups.version:
+            memory, processes = fallback_limits(memory, processes)
+        return {"cpu_s": int(req["timeout_s"]) + 1, "memory_mb": memory, "max_processes": processes,
+                "max_output_kb": int(req["max_output_kb"])}
+
+    def _make_cgroups(self, req: dict) -> tuple[tuple[str, ...], list[int]]:
+        """(paths, cgroup.procs descriptors) of the run's two cgroups, the program's and the tests', each of
+        memory_mb; ((), [-1, -1]) without cgroups."""
+        if not self.cgroups.version:
+            return (), [-1, -1]
+        paths, fds = [], []
+        try:
+            for role in ("program", "tests"):
+                paths.append(self.cgroups.create(f"run-{self.counter}-{role}", int(req["memory_mb"]) << 20))
+                fds.append(self.cgroups.procs_fd(paths[-1]))
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            self._drop_cgroups(tuple(paths))
+            raise
+        return tuple(paths), fds
+
+    def _drop_cgroups(self, paths: tuple[str, ...]) -> dict | None:
+        """The peak (MB) of each of the run's cgroups, which are then emptied and removed; None without them."""
+        if not paths:
+            return None
+        peaks = {}
+        for role, path in zip(("program", "tests"), paths):
+            peak = self.cgroups.peak_bytes(path)
+            peaks[role] = None if peak is None else round(peak / 2**20, 1)
+            self.cgroups.remove(path)
+        return peaks
 
     @staticmethod
     def _program_part(req: dict) -> int:
@@ -113,9 +158,11 @@ class Server:
         os.lseek(fd, 0, os.SEEK_SET)
         return fd
 
-    def _tests_child(self, req: dict, run_dir: str, fds: dict[int, int]) -> None:
-        """In the forked test process: lock down as the tests' uid, then run the tests. Never returns."""
+    def _tests_child(self, req: dict, run_dir: str, fds: dict[int, int], procs_fd: int) -> None:
+        """In the forked test process: join its cgroup (``procs_fd``, -1: none), lock down as the tests' uid,
+        then run the tests. Never returns."""
         try:
+            join(procs_fd)
             lock_down(run_dir, fds, **self._limits(req, "tests"),
                       ids=(self.tests_uid, self.tests_gid) if self.switch_uid else None,
                       seccomp_filter=self._filter, streams=self._streams)
@@ -131,6 +178,11 @@ class Server:
         the report pipe; the two talk through a pair of pipes carrying JSON lines, and share no other file."""
         start = time.monotonic()
         program_dir, tests_dir = self._make_run_dirs()
+        try:
+            cgroups, procs_fds = self._make_cgroups(req)
+        except OSError:
+            self._clean_files((program_dir, tests_dir))
+            raise
         # The program's output goes to an unnamed file in a root-owned directory: nothing to leave behind, no path
         # to swap. The test process writes to /dev/null: nothing of what the tests print reaches the program.
         out_fd = os.open(os.path.dirname(program_dir), os.O_TMPFILE | os.O_RDWR, 0o600)
@@ -138,23 +190,24 @@ class Server:
         report_r, report_w = os.pipe()
         request_r, request_w = os.pipe()  # tests -> program
         reply_r, reply_w = os.pipe()      # program -> tests
-        opened = [out_fd, part_fd, report_w, request_r, request_w, reply_r, reply_w]
+        opened = [out_fd, part_fd, report_w, request_r, request_w, reply_r, reply_w] + [f for f in procs_fds if f >= 0]
         program_pid = tests_pid = None
         try:
-            self.zygote.send({"run_dir": program_dir, **self._limits(req, "program")},
-                             [part_fd, request_r, reply_w, out_fd])
+            self.zygote.send({"run_dir": program_dir, **self._limits(req, "program"), "cgroup": bool(cgroups)},
+                             [part_fd, request_r, reply_w, out_fd, *procs_fds[:1 if cgroups else 0]])
             tests_null = os.open("/dev/null", os.O_RDWR)
             opened.append(tests_null)
             tests_pid = os.fork()
             if tests_pid == 0:
                 self._tests_child(req, tests_dir, {0: tests_null, 1: tests_null, 2: tests_null, 3: report_w,
-                                                   4: request_w, 5: reply_r})
+                                                   4: request_w, 5: reply_r}, procs_fds[1])
         except BaseException:
             self.zygote.broken = True  # the exchange is in an unknown state: this server answers and exits
             self._kill_all(tuple(p for p in (tests_pid,) if p))
             for fd in opened + [report_r]:
                 os.close(fd)
             self._clean_files((program_dir, tests_dir))
+            self._drop_cgroups(cgroups)
             raise
         for fd in opened:
             if fd != out_fd:
@@ -168,6 +221,7 @@ class Server:
             self._kill_all((tests_pid,))
             os.close(out_fd)
             self._clean_files((program_dir, tests_dir))
+            self._drop_cgroups(cgroups)
             raise
         grace = min(0.05, start + float(req["timeout_s"]) - time.monotonic()) if status == "exited" else 0.0
         ended = self._ended_within(program_pid, grace)
@@ -179,7 +233,8 @@ class Server:
         output_tail = self._tail(out_fd, 2000)
         os.close(out_fd)
         leftover = self._clean_files((program_dir, tests_dir))
-        return {"id": req["id"], "status": status, **program_exit, "tests_exit": tests_exit, "reports": reports,
+        peaks = self._drop_cgroups(cgroups)  # after the files: the program's tmpfs pages are charged to it
+        return {"memory_peak_mb": peaks, "id": req["id"], "status": status, **program_exit, "tests_exit": tests_exit, "reports": reports,
                 "output_tail": output_tail, "wall_s": round(time.monotonic() - start, 4), "killed_processes": killed,
                 "leftover_files_removed": leftover, "tmp_full": tmp_full, "tmp_mb": self.tmp_mb}
 
@@ -371,9 +426,11 @@ class Server:
 
 
 def main(argv: list[str]) -> None:
-    """``UID GID TESTS_UID TESTS_GID MODE [TMP_MB]``: the program's ids, the test process's, bwrap or host."""
+    """``UID GID TESTS_UID TESTS_GID MODE [TMP_MB [CGROUP]]``: the program's ids, the test process's, bwrap or
+    host, the private /tmp's size, the memory cgroup folder for the runs' cgroups (``-``: none)."""
     uid, gid, tests_uid, tests_gid, mode = int(argv[1]), int(argv[2]), int(argv[3]), int(argv[4]), argv[5]
     tmp_mb = int(argv[6]) if len(argv) > 6 else 0
+    cgroup = argv[7] if len(argv) > 7 and argv[7] != "-" else None
     try:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:
@@ -387,7 +444,7 @@ def main(argv: list[str]) -> None:
     null = os.open("/dev/null", os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
-    server = Server(uid, gid, mode, tmp_mb, tests_ids=(tests_uid, tests_gid))
+    server = Server(uid, gid, mode, tmp_mb, tests_ids=(tests_uid, tests_gid), cgroup=cgroup)
     try:
         server.serve(stdin, stdout)
     except ZygoteGone:

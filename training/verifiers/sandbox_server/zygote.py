@@ -23,13 +23,16 @@ import select
 import signal
 import socket
 
+from .cgroup import join
 from .harness import _program_harness
 from .lockdown import lock_down
 from .seccomp import _PR_SET_DUMPABLE, _PR_SET_PDEATHSIG, _prctl
 
 # What the server sends per run besides descriptors: the only keys the zygote accepts, each a number or a path.
-SPEC_KEYS = ("run_dir", "cpu_s", "memory_mb", "max_processes", "max_output_kb")
-_PART_FD, _FDS_PER_RUN = 5, 4  # the program reads its part on fd 5; the run's fds: part, request, reply, output
+SPEC_KEYS = ("run_dir", "cpu_s", "memory_mb", "max_processes", "max_output_kb", "cgroup")
+# the program reads its part on fd 5; the run's fds: part, request, reply, output (and, when ``cgroup`` is true,
+# the run's cgroup.procs, which the program process writes itself into before it locks down)
+_PART_FD, _FDS_PER_RUN = 5, 4
 _NO_SERVER, _SPAWN_FAILED = 121, 122  # a waiting program's exit codes: the server closed the socket; a bad spawn
 
 
@@ -77,8 +80,9 @@ class Zygote:
 
     def send(self, spec: dict, fds: list[int]) -> None:
         """Ask for a program process: ``spec`` (SPEC_KEYS), ``fds`` [part, request read end, reply write end,
-        output file]. The pid is read by :meth:`receive`, so that the server forks the test process meanwhile."""
-        if set(spec) != set(SPEC_KEYS) or len(fds) != _FDS_PER_RUN:
+        output file, and the cgroup's procs file when ``spec["cgroup"]``]. The pid is read by :meth:`receive`, so
+        that the server forks the test process meanwhile."""
+        if set(spec) != set(SPEC_KEYS) or len(fds) != _FDS_PER_RUN + bool(spec["cgroup"]):
             raise ValueError("zygote: a spawn takes exactly the run's directory, limits and four descriptors")
         self._exit = None
         try:
@@ -153,14 +157,14 @@ def _waiting_program(sock: socket.socket, lockdown_args: dict) -> None:
     """A program process before its run: wait for the spawn message (the run's limits and descriptors), answer
     this process's pid, then become the run's program. Never returns."""
     try:
-        message, fds, _, _ = socket.recv_fds(sock, 4096, _FDS_PER_RUN)
+        message, fds, _, _ = socket.recv_fds(sock, 4096, _FDS_PER_RUN + 1)
         if not message:
             raise EOFError
     except (OSError, EOFError):
         os._exit(_NO_SERVER)
     try:
         spec = json.loads(message)
-        if set(spec) != set(SPEC_KEYS) or len(fds) != _FDS_PER_RUN:
+        if set(spec) != set(SPEC_KEYS) or len(fds) != _FDS_PER_RUN + bool(spec["cgroup"]):
             raise ValueError("malformed spawn request")
         sock.send(json.dumps({"pid": os.getpid()}).encode())
         sock.close()
@@ -173,9 +177,11 @@ def _waiting_program(sock: socket.socket, lockdown_args: dict) -> None:
 
 
 def _program_process(spec: dict, fds: list[int], lockdown_args: dict) -> None:
-    """In the program process: lock down, then read the program's part from its own descriptor and run it."""
+    """In the program process: join the run's cgroup (while still privileged: every process the program forks is
+    in it too), lock down, then read the program's part from its own descriptor and run it."""
     try:
-        part_fd, request_r, reply_w, out_fd = fds
+        part_fd, request_r, reply_w, out_fd = fds[:_FDS_PER_RUN]
+        join(fds[_FDS_PER_RUN] if spec["cgroup"] else -1)
         null = os.open("/dev/null", os.O_RDONLY)  # its own: it shares no open file with the test process
         lock_down(spec["run_dir"], {0: null, 1: out_fd, 2: out_fd, 3: request_r, 4: reply_w, _PART_FD: part_fd},
                   cpu_s=int(spec["cpu_s"]), memory_mb=int(spec["memory_mb"]),
