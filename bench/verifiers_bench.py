@@ -235,7 +235,7 @@ def _verifier_on(server_dir: str | None, processes: int = 1, partial_credit: boo
 
     class BaselineServer(SandboxServerProcess):
         @staticmethod
-        def command(uid, gid, tests_ids, use_bwrap, tmp_mb):
+        def command(uid, gid, tests_ids, use_bwrap, tmp_mb, cgroup=None):  # (the baseline takes no cgroup)
             python, prefix = _python_paths()
             if use_bwrap:
                 return bwrap_command(python, prefix, tmp_mb, server_dir=server_dir) + [

@@ -1,7 +1,7 @@
 """The sandbox fork server: runs untrusted Python programs against tests, one run at a time, and reports
 raw outcomes.
 
-Standard library only: it runs as ``python -I sandbox_server UID GID TESTS_UID TESTS_GID MODE [TMP_MB]`` (this
+Standard library only: it runs as ``python -I sandbox_server UID GID TESTS_UID TESTS_GID MODE [TMP_MB [CGROUP]]`` (this
 folder, through its ``__main__.py``) with a clean environment, inside bubblewrap's namespaces when available
 (MODE ``bwrap``, with a private /tmp of TMP_MB) or directly on the host (MODE ``host``). It is trusted (root, or
 the caller's uid) and not dumpable; everything it forks is not trusted.
@@ -24,7 +24,9 @@ calls made to it. The test process is forked by the server (it needs the steps) 
 (the program's output is its own unnamed file, the tests' goes to /dev/null). Without a uid switch (a non-root
 server) both run as the caller: ``layers["tests_apart"]`` says False.
 
-Per run: two fresh directories (each 0700, owned by its process's uid), each process in its own session and
+Per run: two fresh directories (each 0700, owned by its process's uid), two memory cgroups of ``memory_mb`` (the
+program and all it forks; the tests and theirs: :mod:`.cgroup`, where the host gave the server a cgroup folder,
+else ``memory_mb / max_processes`` of address space a process), each process in its own session and
 process group, with rlimits (CPU, address space, processes, file size, open files, core 0), only its own fds,
 groups dropped, uid/gid switched, not dumpable, no_new_privs, a seccomp filter (no network sockets, ptrace,
 process_vm_*, namespaces, mount, exec, io_uring, bpf, ...) and a clean environment:
@@ -43,7 +45,7 @@ program and tells the server how it ended), notes whether the run filled /tmp, a
 by a server that has held requests: the server answers the run and exits, and the host starts a fresh one.
 
 The modules: :mod:`.server` (the trusted side: the runs' processes, their limits, reading reports, killing and
-cleaning up), :mod:`.zygote` (the program processes' parent), :mod:`.lockdown` (how a forked child becomes a
+cleaning up), :mod:`.cgroup` (the runs' memory cgroups), :mod:`.zygote` (the program processes' parent), :mod:`.lockdown` (how a forked child becomes a
 sandboxed process), :mod:`.harness` (the two sandboxed processes), :mod:`.wire` (the plain-data values and line
 I/O between them) and :mod:`.seccomp` (the filter). See docs/architecture.md#verifiers.
 """
