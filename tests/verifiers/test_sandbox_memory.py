@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import textwrap
+import time
 
 import pytest
 
@@ -110,7 +111,17 @@ def test_the_runs_cgroups_are_removed_and_the_servers_folder_with_its_server():
     v = get_verifier("code", timeout_s=6, memory_mb=320, max_processes=16, cache_size=0, processes=1)
     v(SIX_CHILDREN, EXAMPLE)
     server = next(w for w in v.sandbox.pool._workers if w.ready)
-    assert not [name for name in os.listdir(server.cgroup.path) if name.startswith("run-")]
+    # after its reply the server removes the run's two cgroups and makes the next run's: one pair, empty
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        left = sorted(name for name in os.listdir(server.cgroup.path) if name.startswith("run-"))
+        if left == ["run-2-program", "run-2-tests"]:
+            break
+        time.sleep(0.01)
+    assert left == ["run-2-program", "run-2-tests"]
+    for name in left:
+        with open(os.path.join(server.cgroup.path, name, "cgroup.procs")) as f:
+            assert f.read() == ""
     path = server.cgroup.path
     v.sandbox.close()  # (its own: no other test uses these limits)
     assert not os.path.exists(path)

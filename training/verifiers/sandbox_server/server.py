@@ -44,6 +44,9 @@ class Server:
                        "pid_namespace": mode == "bwrap", "rlimits": True, "session": True,
                        "tests_apart": apart, "program_part_only": True, "tmp_mb": self.tmp_mb}
         self.cgroups = RunCgroups(cgroup)
+        self._cgroups_made = 0
+        self._next_cgroups: tuple[int, tuple[str, ...]] | None = None  # (memory_mb, paths) made between runs
+        self._cgroups_done: list[str] = []  # the last run's, removed once its reply is out
         self.layers["memory_cgroup"] = self.cgroups.layer  # "cgroup v1"/"cgroup v2", or None (and why)
         self.layers["memory_bound"] = (
             "memory_mb for the program and all it forks, and memory_mb for the tests and theirs (a memory cgroup "
@@ -117,33 +120,61 @@ class Server:
         return {"cpu_s": int(req["timeout_s"]) + 1, "memory_mb": memory, "max_processes": processes,
                 "max_output_kb": int(req["max_output_kb"])}
 
-    def _make_cgroups(self, req: dict) -> tuple[tuple[str, ...], list[int]]:
-        """(paths, cgroup.procs descriptors) of the run's two cgroups, the program's and the tests', each of
-        memory_mb; ((), [-1, -1]) without cgroups."""
-        if not self.cgroups.version:
-            return (), [-1, -1]
-        paths, fds = [], []
+    def _new_cgroups(self, memory_mb: int) -> tuple[str, ...]:
+        """The program's and the tests' cgroups of a run, fresh, each limited to ``memory_mb``."""
+        self._cgroups_made += 1
+        paths: list[str] = []
         try:
             for role in ("program", "tests"):
-                paths.append(self.cgroups.create(f"run-{self.counter}-{role}", int(req["memory_mb"]) << 20))
-                fds.append(self.cgroups.procs_fd(paths[-1]))
+                paths.append(self.cgroups.create(f"run-{self._cgroups_made}-{role}", memory_mb << 20))
+        except OSError:
+            self._cgroups_done += paths
+            raise
+        return tuple(paths)
+
+    def _make_cgroups(self, req: dict) -> tuple[tuple[str, ...], list[int]]:
+        """(paths, cgroup.procs descriptors) of the run's two cgroups, the program's and the tests', each of
+        memory_mb (made after the last run's reply, for the same memory_mb; else now); ((), [-1, -1]) without
+        cgroups."""
+        if not self.cgroups.version:
+            return (), [-1, -1]
+        ready, self._next_cgroups = self._next_cgroups, None
+        if ready is not None and ready[0] == int(req["memory_mb"]):
+            paths = ready[1]
+        else:
+            self._cgroups_done += ready[1] if ready else ()
+            paths = self._new_cgroups(int(req["memory_mb"]))
+        fds: list[int] = []
+        try:
+            for path in paths:
+                fds.append(self.cgroups.procs_fd(path))
         except OSError:
             for fd in fds:
                 os.close(fd)
-            self._drop_cgroups(tuple(paths))
+            self._drop_cgroups(paths)
             raise
-        return tuple(paths), fds
+        return paths, fds
 
     def _drop_cgroups(self, paths: tuple[str, ...]) -> dict | None:
-        """The peak (MB) of each of the run's cgroups, which are then emptied and removed; None without them."""
+        """The peak (MB) of each of the run's cgroups, which are emptied and removed once the reply is out
+        (:meth:`between_runs`); None without them."""
         if not paths:
             return None
         peaks = {}
         for role, path in zip(("program", "tests"), paths):
             peak = self.cgroups.peak_bytes(path)
             peaks[role] = None if peak is None else round(peak / 2**20, 1)
-            self.cgroups.remove(path)
+        self._cgroups_done += paths
         return peaks
+
+    def between_runs(self, memory_mb: int | None) -> None:
+        """After a reply: the last run's cgroups emptied (whatever of it the kill missed) and removed, and the
+        next run's made for the same ``memory_mb``, off the runs' critical path."""
+        done, self._cgroups_done = self._cgroups_done, []
+        for path in done:
+            self.cgroups.remove(path)
+        if self.cgroups.version and memory_mb and self._next_cgroups is None:
+            self._next_cgroups = (memory_mb, self._new_cgroups(memory_mb))
 
     @staticmethod
     def _program_part(req: dict) -> int:
@@ -421,6 +452,10 @@ class Server:
                 reply = {"id": req.get("id"), "status": "server_error", "error": f"{type(exc).__name__}: {exc}"}
             stdout.write(json.dumps(reply) + "\n")
             stdout.flush()
+            try:
+                self.between_runs(int(req["memory_mb"]))
+            except OSError:  # a cgroup that cannot be made now is made again for the next run
+                pass
             if not self.zygote.alive():  # a clean zygote cannot be made again here: the host starts a new server
                 raise ZygoteGone("the zygote ended")
 
