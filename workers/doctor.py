@@ -282,7 +282,9 @@ def check_code_verifier() -> Finding:
                               f" a wrong one {bad.score}", "see the sandbox user and bubblewrap lines")
     layers = good.details.get("layers", {})
     active = ", ".join(k for k, v in sorted(layers.items()) if v is True) or "none reported"
-    return Finding(True, f"a correct program passes and a wrong one fails (layers: {active})")
+    memory = layers.get("memory_cgroup") or "no memory cgroup: memory_mb / max_processes a process"
+    return Finding(True, f"a correct program passes and a wrong one fails (layers: {active}; memory bound: "
+                         f"{memory})")
 
 
 def check_math_verifier() -> Finding:

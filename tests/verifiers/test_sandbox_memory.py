@@ -136,3 +136,14 @@ def test_max_processes_is_bounded():
     with pytest.raises(FieldErrors) as info:
         TrainConfig.from_dict({"rewards": [{"name": "code", "params": {"max_processes": 65}}]}, check_paths=False)
     assert "max_processes must lie in [1, 64]; got 65" in info.value.errors["rewards"]
+
+
+def test_the_doctor_names_the_memory_bound():
+    from workers.doctor import check_code_verifier
+
+    finding = check_code_verifier()
+    assert finding.ok, finding
+    if memory_cgroup_base() is not None and os.geteuid() == 0:
+        assert finding.found.endswith("memory bound: cgroup v1)") or finding.found.endswith("memory bound: cgroup v2)")
+    else:
+        assert finding.found.endswith("memory bound: no memory cgroup: memory_mb / max_processes a process)")
