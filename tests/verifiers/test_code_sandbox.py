@@ -194,6 +194,26 @@ def test_partial_credit_and_details_layers():
     assert layers["tmp_mb"] == (1024 // 4 if expect_ns else 0)  # memory_mb's default, 1024
 
 
+SYSV_IPC = fenced("""
+    import ctypes, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    made = {"shm": libc.shmget(0, 4096, 0o1600), "sem": libc.semget(0, 1, 0o1600), "msg": libc.msgget(0, 0o1600)}
+    errors = {name: os.strerror(ctypes.get_errno()) if made[name] == -1 else made[name] for name in made}
+    def f():
+        return errors
+""")
+
+
+def test_ipc_objects_that_would_outlive_the_program_are_refused():
+    """System V shared memory, semaphores and message queues outlive their processes in the server's IPC
+    namespace, which all its runs share: a program could leave bytes in one for a later run's program (same
+    uid) to read. Their creation is refused by the seccomp filter (b1d04b3 made all three)."""
+    v = get_verifier("code", timeout_s=5, cache_size=0)
+    denied = os.strerror(1)  # EPERM
+    r = v(SYSV_IPC, {"tests": f"assert f() == {{'shm': {denied!r}, 'sem': {denied!r}, 'msg': {denied!r}}}, f()"})
+    assert r.score == 1.0, r.details
+
+
 def test_cache_by_code_and_tests():
     v = get_verifier("code", timeout_s=2)
     ex = {"tests": "assert square(5) == 25"}

@@ -101,6 +101,35 @@ class RunCgroups:
             raise
         return path
 
+    @property
+    def reusable(self) -> bool:
+        """Whether one pair of cgroups serves every run of the server: on v1, whose peak is reset by writing 0 to
+        ``memory.max_usage_in_bytes``; on v2 ``memory.peak`` resets only per open file, so each run makes its
+        own."""
+        return self.version == 1
+
+    def set_limit(self, path: str, limit_bytes: int) -> None:
+        """A v1 cgroup's limit changed to ``limit_bytes`` (swap adding nothing): memory+swap is never below
+        memory, so it is raised first when the limit grows and lowered last when it shrinks."""
+        memory = os.path.join(path, "memory.limit_in_bytes")
+        files = [memory]
+        if self.swap:
+            memsw = os.path.join(path, "memory.memsw.limit_in_bytes")
+            current = int(_read(memory).split()[0])
+            files = [memsw, memory] if limit_bytes > current else [memory, memsw]
+        for name in files:
+            _write(name, str(limit_bytes))
+
+    @staticmethod
+    def reset_peak(path: str) -> None:
+        """A reused v1 cgroup's peak set back to its usage now (what the run before it left is freed)."""
+        _write(os.path.join(path, "memory.max_usage_in_bytes"), "0")
+
+    @staticmethod
+    def procs(path: str) -> list[int]:
+        """The live processes in the cgroup (v1 lists no zombie)."""
+        return [int(p) for p in _read(os.path.join(path, "cgroup.procs")).split()]
+
     @staticmethod
     def procs_fd(path: str) -> int:
         """A descriptor on the cgroup's ``cgroup.procs``: the process given it writes ``0`` to join."""

@@ -16,7 +16,9 @@ _AF_UNIX = 1
 # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
 _CLONE_NEW_MASK = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x80
 
-# Syscall numbers per architecture (Linux uapi unistd tables).
+# Syscall numbers per architecture (Linux uapi unistd tables). System V shared memory, semaphores and message
+# queues and POSIX message queues are refused at creation: they outlive their processes in the server's IPC
+# namespace (one for all its runs), so a program could otherwise leave bytes for a later run's program to read.
 _ARCHES = {
     "x86_64": {
         "audit_arch": 0xC000003E, "x32_bit": 0x40000000,
@@ -31,7 +33,7 @@ _ARCHES = {
             "execve": 59, "execveat": 322, "open_by_handle_at": 304, "name_to_handle_at": 303,
             "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
             "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-            "mount_setattr": 442,
+            "mount_setattr": 442, "shmget": 29, "semget": 64, "msgget": 68, "mq_open": 240,
         },
     },
     "aarch64": {
@@ -46,7 +48,8 @@ _ARCHES = {
             "reboot": 142, "swapon": 224, "swapoff": 225, "acct": 89, "execve": 221, "execveat": 281,
             "open_by_handle_at": 265, "name_to_handle_at": 264, "io_uring_setup": 425, "io_uring_enter": 426,
             "io_uring_register": 427, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
-            "fsmount": 432, "fspick": 433, "mount_setattr": 442,
+            "fsmount": 432, "fspick": 433, "mount_setattr": 442, "msgget": 186, "semget": 190, "shmget": 194,
+            "mq_open": 180,
         },
     },
 }

@@ -47,6 +47,8 @@ class Server:
         self._cgroups_made = 0
         self._next_cgroups: tuple[int, tuple[str, ...]] | None = None  # (memory_mb, paths) made between runs
         self._cgroups_done: list[str] = []  # the last run's, removed once its reply is out
+        # v1: one pair for every run, (memory_mb, paths, cgroup.procs descriptors); emptied by each run's kill
+        self._pair: tuple[int, tuple[str, ...], tuple[int, ...]] | None = None
         self.layers["memory_cgroup"] = self.cgroups.layer  # "cgroup v1"/"cgroup v2", or None (and why)
         self.layers["memory_bound"] = (
             "memory_mb for the program and all it forks, and memory_mb for the tests and theirs (a memory cgroup "
@@ -138,6 +140,8 @@ class Server:
         cgroups."""
         if not self.cgroups.version:
             return (), [-1, -1]
+        if self.cgroups.reusable:
+            return self._reused_cgroups(int(req["memory_mb"]))
         ready, self._next_cgroups = self._next_cgroups, None
         if ready is not None and ready[0] == int(req["memory_mb"]):
             paths = ready[1]
@@ -155,6 +159,22 @@ class Server:
             raise
         return paths, fds
 
+    def _reused_cgroups(self, memory_mb: int) -> tuple[tuple[str, ...], list[int]]:
+        """The server's one pair of v1 cgroups, made at its first run, limited to ``memory_mb`` (changed only
+        when it differs from the last run's) and their peaks reset; the last run's kill left them empty (it
+        kills by their ``cgroup.procs`` until none is left) and its files are removed, so nothing of it is
+        charged. Descriptors: duplicates of the pair's, one for each of the run's processes to join by."""
+        if self._pair is None:
+            paths = tuple(self.cgroups.create(role, memory_mb << 20) for role in ("program", "tests"))
+            self._pair = (memory_mb, paths, tuple(self.cgroups.procs_fd(path) for path in paths))
+        elif self._pair[0] != memory_mb:
+            for path in self._pair[1]:
+                self.cgroups.set_limit(path, memory_mb << 20)
+            self._pair = (memory_mb, *self._pair[1:])
+        for path in self._pair[1]:
+            self.cgroups.reset_peak(path)
+        return self._pair[1], [os.dup(fd) for fd in self._pair[2]]
+
     def _drop_cgroups(self, paths: tuple[str, ...]) -> dict | None:
         """The peak (MB) of each of the run's cgroups, which are emptied and removed once the reply is out
         (:meth:`between_runs`); None without them."""
@@ -164,7 +184,8 @@ class Server:
         for role, path in zip(("program", "tests"), paths):
             peak = self.cgroups.peak_bytes(path)
             peaks[role] = None if peak is None else round(peak / 2**20, 1)
-        self._cgroups_done += paths
+        if not self.cgroups.reusable:
+            self._cgroups_done += paths
         return peaks
 
     def between_runs(self, memory_mb: int | None) -> None:
@@ -173,7 +194,7 @@ class Server:
         done, self._cgroups_done = self._cgroups_done, []
         for path in done:
             self.cgroups.remove(path)
-        if self.cgroups.version and memory_mb and self._next_cgroups is None:
+        if self.cgroups.version and not self.cgroups.reusable and memory_mb and self._next_cgroups is None:
             self._next_cgroups = (memory_mb, self._new_cgroups(memory_mb))
 
     @staticmethod
@@ -234,7 +255,7 @@ class Server:
                                                    4: request_w, 5: reply_r}, procs_fds[1])
         except BaseException:
             self.zygote.broken = True  # the exchange is in an unknown state: this server answers and exits
-            self._kill_all(tuple(p for p in (tests_pid,) if p))
+            self._kill_all(tuple(p for p in (tests_pid,) if p), cgroups)
             for fd in opened + [report_r]:
                 os.close(fd)
             self._clean_files((program_dir, tests_dir))
@@ -249,7 +270,7 @@ class Server:
         try:  # read only now: the zygote forks while the tests start, and no hand-off waits for it
             program_pid = self.zygote.receive()
         except OSError:
-            self._kill_all((tests_pid,))
+            self._kill_all((tests_pid,), cgroups)
             os.close(out_fd)
             self._clean_files((program_dir, tests_dir))
             self._drop_cgroups(cgroups)
@@ -257,7 +278,7 @@ class Server:
         grace = min(0.05, start + float(req["timeout_s"]) - time.monotonic()) if status == "exited" else 0.0
         ended = self._ended_within(program_pid, grace)
         tmp_full = self._tmp_full()
-        killed = self._kill_all((tests_pid, program_pid))
+        killed = self._kill_all((tests_pid, program_pid), cgroups)
         wstatus = self.zygote.program_exit(None)  # the zygote has reaped it (killed above, if it was running)
         program_exit = ({**self._exit_info(wstatus), "program_running": False} if ended else
                         {"signal": None, "exit_code": None, "program_running": True})
@@ -362,9 +383,11 @@ class Server:
                 (zombies if state in (b"Z", b"X") else live).append(int(name))
         return live, zombies
 
-    def _kill_all(self, pids: tuple[int, ...]) -> int:
-        """SIGKILL the groups of ``pids`` (the test process, then the program's), then every process of the
-        sandbox uids until none is left; reap all of ours (the program is the zygote's to reap)."""
+    def _kill_all(self, pids: tuple[int, ...], cgroups: tuple[str, ...] = ()) -> int:
+        """SIGKILL the groups of ``pids`` (the test process, then the program's), then every process of the run
+        until none is left: with ``cgroups`` (the run's, which every process of it joined before it ran anything
+        of the run's, and which none can leave) those listed in them, else those of the sandbox uids; reap all
+        of ours (the program is the zygote's to reap)."""
         killed: set[int] = set()
         for pid in pids:
             for kill in (os.killpg, os.kill):
@@ -372,10 +395,10 @@ class Server:
                     kill(pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
-        if self.switch_uid:
+        if cgroups or self.switch_uid:
             deadline = time.monotonic() + 10.0
             while time.monotonic() < deadline:
-                live, zombies = self._uid_pids()
+                live, zombies = self._run_pids(cgroups)
                 for victim in live:
                     try:
                         os.kill(victim, signal.SIGKILL)
@@ -391,6 +414,19 @@ class Server:
             self._reap(block_for=pid)
         self._reap()
         return len(killed)
+
+    def _run_pids(self, cgroups: tuple[str, ...]) -> tuple[list[int], list[int]]:
+        """(live, zombie) processes of the run: those in its cgroups (which list no zombie: a killed one is
+        gone from them once it has exited), else :meth:`_uid_pids`."""
+        if not cgroups:
+            return self._uid_pids()
+        live: list[int] = []
+        for path in cgroups:
+            try:
+                live += self.cgroups.procs(path)
+            except FileNotFoundError:
+                continue
+        return live, []
 
     @staticmethod
     def _reap(block_for: int | None = None) -> None:
