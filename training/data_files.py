@@ -17,7 +17,7 @@ computed from Arrow's lengths before any row becomes Python (training.data_parqu
 the csv module's field size limit, set to the value limit.
 
 ``count_rows`` counts a file's rows without decoding them (JSONL: its non-blank lines, bytes only; Parquet: its
-footer; CSV: records, by the csv module's C parser), and ``row_at`` decodes one row: the run page shows a run's
+footer; CSV: its records, found from its bytes by training.data_csv), and ``row_at`` decodes one row: the run page shows a run's
 first prompt with these, so a view of it decodes one row of a 200 MB file, not all of it. ``DECODED`` counts the
 rows (and their bytes) turned into Python values in this process: the tests read it.
 """
@@ -27,11 +27,13 @@ import csv
 import functools
 import io
 import json
+import mmap
 import os
 import sys
 
-from training.data_limits import (MAX_ROW_BYTES, MAX_VALUE_BYTES, MIB, DatasetError, check_size, count_decoded,
-                                  nesting_message, row_error, size_text, value_error)
+from training.data_csv import count_records, lines_before, record_start
+from training.data_limits import (DECODED, MAX_ROW_BYTES, MAX_VALUE_BYTES, MIB, DatasetError, check_size,
+                                  count_decoded, nesting_message, row_error, size_text, value_error)
 SCAN_BYTES = 256 * 1024  # what a count reads at a time
 
 
@@ -103,22 +105,21 @@ def _jsonl_rows(path: str):
             yield f"{path}:{lineno}", row
 
 
-def _csv_rows(path: str, skip: int = 0):
-    """CSV rows as DictReader reads them; the first ``skip`` records only parsed by its csv reader (row_at)."""
+def _csv_rows(path: str, start: int = 0, fieldnames: list | None = None, lines: int = 0):
+    """CSV rows as DictReader reads them, from the start of the file (its header the first record) or from the
+    record starting at byte ``start`` with the header given (row_at; ``lines`` the line ends before it)."""
     with open(path, "rb") as raw:
+        raw.seek(start)
         text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
         total = 0
         try:
-            reader = csv.DictReader(text, strict=True)
+            reader = csv.DictReader(text, fieldnames=fieldnames, strict=True)
             if not reader.fieldnames:
                 return
-            while skip > 0:  # DictReader skips empty records: so does this
-                record = next(reader.reader, None)
-                if record is None:
-                    return
-                skip -= bool(record)
+            DECODED["records"] += fieldnames is None
             for row in reader:
-                where = f"{path}:{reader.line_num}"
+                DECODED["records"] += 1
+                where = f"{path}:{lines + reader.line_num}"
                 if None in row:
                     raise DatasetError(f"{where}: more values than the header's {len(reader.fieldnames)} columns")
                 if any(value is None for value in row.values()):
@@ -131,7 +132,7 @@ def _csv_rows(path: str, skip: int = 0):
         except UnicodeDecodeError:
             raise DatasetError(f"{path}: not UTF-8 text (a binary file?)") from None
         except csv.Error as exc:
-            message, line = str(exc), reader.line_num
+            message, line = str(exc), lines + reader.line_num
             if "field larger than field limit" in message:  # raised before the record's line is counted
                 message, line = f"a field over the {size_text(MAX_VALUE_BYTES)} limit per value " \
                                 "(SEEDBED_MAX_VALUE_MB)", line + 1
@@ -165,7 +166,7 @@ def _identity(path: str) -> tuple:
 
 def count_rows(path: str) -> int:
     """The number of rows ``file_rows`` yields, without decoding them: JSONL its non-blank lines (bytes only),
-    Parquet its footer, CSV its records (the C parser, values never made into dicts). Cached per version of the
+    Parquet its footer, CSV its records (from its bytes, training.data_csv: no record parsed). Cached per version of the
     file (path, inode, size, modification time), so a page shown again counts nothing."""
     check_size(path)
     return _count(*_identity(path))
@@ -179,16 +180,7 @@ def _count(path: str, *version) -> int:
         from training.data_parquet import parquet_file
 
         return parquet_file(path).metadata.num_rows
-    with open(path, "rb") as raw:
-        records = csv.reader(io.TextIOWrapper(raw, encoding="utf-8", newline=""), strict=True)
-        try:
-            if not next(records, None):  # no header: DictReader yields nothing
-                return 0
-            return sum(1 for record in records if record)  # DictReader skips empty records
-        except UnicodeDecodeError:
-            raise DatasetError(f"{path}: not UTF-8 text (a binary file?)") from None
-        except csv.Error as exc:
-            raise DatasetError(f"{path}:{records.line_num}: not valid CSV ({exc})") from None
+    return count_records(path)
 
 
 @functools.lru_cache(maxsize=256)
@@ -202,8 +194,8 @@ def _jsonl_line(path: str, *version, index: int) -> tuple[int, int]:
 
 def row_at(path: str, index: int):
     """(where, row) of row ``index`` (from 0) as ``file_rows`` yields it, decoding that row only (JSONL: the
-    lines before it are found by their bytes; Parquet: one batch of its row group made Python; CSV: the records
-    before it parsed, not made into dicts). IndexError past the end."""
+    lines before it are found by their bytes; Parquet: one batch of its row group made Python; CSV: its header
+    and that record parsed, the record found from the file's bytes). IndexError past the end."""
     check_size(path)
     if path.endswith(".jsonl"):
         lineno, offset = _jsonl_line(*_identity(path), index=index)
@@ -217,15 +209,31 @@ def row_at(path: str, index: int):
         from training.data_parquet import parquet_row_at
 
         return parquet_row_at(path, index)
-    where, row = _csv_row(*_identity(path), index=index)
-    return where, dict(row)
+    return _csv_row_at(path, index)
 
 
-@functools.lru_cache(maxsize=16)
-def _csv_row(path: str, *version, index: int):
-    """Row ``index`` of a version of a CSV file, cached: finding it parses the records before it (a quoted value
-    may span lines, so no byte offset says where a record starts)."""
-    item = next(_csv_rows(path, skip=index), None)
-    if item is None:
-        raise IndexError(index)
+@functools.lru_cache(maxsize=256)
+def _csv_record(path: str, *version, index: int) -> int:
+    """The byte offset of record ``index`` after the header of a version of a CSV file, found from its bytes
+    (training.data_csv); IndexError past the end."""
+    return record_start(path, index)
+
+
+def _csv_row_at(path: str, index: int):
+    """Row ``index`` of a CSV file: its header and that one record parsed, the line ends before it counted."""
+    start = _csv_record(*_identity(path), index=index)
+    with open(path, "rb") as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+        try:
+            header = next(csv.reader(text, strict=True))
+        except UnicodeDecodeError:
+            raise DatasetError(f"{path}: not UTF-8 text (a binary file?)") from None
+        except csv.Error as exc:
+            raise DatasetError(f"{path}:1: not valid CSV ({exc})") from None
+    DECODED["records"] += 1
+    with open(path, "rb") as raw, mmap.mmap(raw.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        lines = lines_before(data, start)
+    rows = _csv_rows(path, start, header, lines)
+    item = next(rows)
+    rows.close()
     return item

@@ -35,7 +35,9 @@ MAX_ROW_BYTES = 4 * MAX_VALUE_BYTES
 MAX_BATCH_BYTES = 64 * MAX_VALUE_BYTES
 MAX_DECODED_BYTES = 8 * MAX_DATASET_BYTES
 PARQUET_BATCH_ROWS = 1024  # at most; fewer when the footer says rows are large
-DECODED = {"rows": 0, "bytes": 0}  # rows turned into Python values in this process, and their bytes
+# Rows turned into Python values in this process, their bytes, and the CSV records (rows and headers) the csv
+# module parsed: the tests read them.
+DECODED = {"rows": 0, "bytes": 0, "records": 0}
 csv.field_size_limit(MAX_VALUE_BYTES)  # the csv module's own bound on one field (its default is 128 KiB)
 
 

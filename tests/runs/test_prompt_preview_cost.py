@@ -1,7 +1,8 @@
 """The run page's prompt (GET /runs/<id>/prompt/) on a large dataset decodes one row of it, not the file: its rows
 are counted without decoding them and only the row training draws first is read (training.data_files.count_rows,
 row_at). Measured by the readers' own count of rows made Python (data_limits.DECODED) and by the request's CPU
-time against decoding the file once, on a real 110 MB JSONL file."""
+time against decoding the file once, on a real 110 MB JSONL file; on a CSV file (whose quoted values span lines)
+by the csv records parsed (DECODED["records"]): the header and the one row, the records found from the bytes."""
 from __future__ import annotations
 
 import json
@@ -72,3 +73,37 @@ def test_a_view_of_a_parquet_datasets_prompt_decodes_one_row_of_its_row_group(us
     html, decoded, _ = view(logged_in(user), run)
     assert f"question {first_draw(n, data_generator_seed(5))}: lorem" in html, html[:2000]
     assert decoded["rows"] == 1, decoded
+
+
+@pytest.fixture(scope="module")
+def large_csv(tmp_path_factory) -> tuple[str, int]:
+    """A 60 MB CSV file (about 170,000 rows) whose prompts hold a quoted line end and doubled quotes, and its
+    row count: a newline count would find twice its rows."""
+    import csv
+
+    path = tmp_path_factory.mktemp("large") / "large.csv"
+    size = rows = 0
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["prompt", "answer"])
+        while size < 60_000_000:
+            writer.writerow([f'question {rows}: "{PAD}"\r\n{PAD}', str(rows)])
+            size, rows = size + 2 * len(PAD) + 40, rows + 1
+    return str(path), rows
+
+
+def test_a_view_of_a_large_csv_datasets_prompt_and_its_upload_check_parse_a_bounded_number_of_records(
+        user, tiny_model_dir, large_csv):
+    from training.data import check_file_dataset
+
+    path, rows = large_csv
+    run = run_create(config=tiny_config(task="file", data_path=path, seed=4, held_out_fraction=0.1, **BOXED),
+                     user=user)
+    data_files._count.cache_clear(), data_files._csv_record.cache_clear()  # as a fresh web process finds them
+    html, decoded, _ = view(logged_in(user), run)
+    assert "lorem" in html and "question " in html, html[:2000]
+    assert decoded["rows"] == 1 and decoded["records"] == 2, decoded  # the header and that row
+    data_files._count.cache_clear()
+    before = dict(DECODED)
+    assert check_file_dataset(path, max_rows=100) == rows  # an upload's check: 100 rows, the rest counted
+    assert DECODED["records"] - before["records"] == 101, DECODED  # the header and 100 rows, none counted
