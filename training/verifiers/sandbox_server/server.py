@@ -69,8 +69,12 @@ class Server:
         self._streams = (open(0, "r", closefd=False), open(1, "w", closefd=False), open(2, "w", closefd=False))
         # Before any request is read: every program process is forked from this zygote, whose memory never
         # held a request (nor the freed remains of one).
+        if self.cgroups.reusable:  # made now: the zygote's waiting programs join the program's before they wait
+            paths = tuple(self.cgroups.create(role, 64 << 20) for role in ("program", "tests"))
+            self._pair = (64, paths, tuple(self.cgroups.procs_fd(path) for path in paths))
         self.zygote = Zygote({"ids": (uid, gid) if self.switch_uid else None, "seccomp_filter": self._filter,
-                              "streams": self._streams}, keep_fds=(0, 1, 2))
+                              "streams": self._streams}, keep_fds=(0, 1, 2),
+                             join_fd=self._pair[2][0] if self._pair else -1)
 
     def _probe_seccomp(self) -> bool:
         """Fork, install the filter, check that an AF_INET socket and ptrace are refused."""
@@ -160,20 +164,19 @@ class Server:
         return paths, fds
 
     def _reused_cgroups(self, memory_mb: int) -> tuple[tuple[str, ...], list[int]]:
-        """The server's one pair of v1 cgroups, made at its first run, limited to ``memory_mb`` (changed only
+        """The server's one pair of v1 cgroups (made with the server), limited to ``memory_mb`` (changed only
         when it differs from the last run's) and their peaks reset; the last run's kill left them empty (it
         kills by their ``cgroup.procs`` until none is left) and its files are removed, so nothing of it is
-        charged. Descriptors: duplicates of the pair's, one for each of the run's processes to join by."""
-        if self._pair is None:
-            paths = tuple(self.cgroups.create(role, memory_mb << 20) for role in ("program", "tests"))
-            self._pair = (memory_mb, paths, tuple(self.cgroups.procs_fd(path) for path in paths))
-        elif self._pair[0] != memory_mb:
+        charged. The program's waiting process joined the program's before its run (:class:`.zygote.Zygote`);
+        descriptor: a duplicate of the tests' for the test process to join by (-1 for the program's)."""
+        assert self._pair is not None
+        if self._pair[0] != memory_mb:
             for path in self._pair[1]:
                 self.cgroups.set_limit(path, memory_mb << 20)
             self._pair = (memory_mb, *self._pair[1:])
         for path in self._pair[1]:
             self.cgroups.reset_peak(path)
-        return self._pair[1], [os.dup(fd) for fd in self._pair[2]]
+        return self._pair[1], [-1, os.dup(self._pair[2][1])]
 
     def _drop_cgroups(self, paths: tuple[str, ...]) -> dict | None:
         """The peak (MB) of each of the run's cgroups, which are emptied and removed once the reply is out
@@ -245,8 +248,8 @@ class Server:
         opened = [out_fd, part_fd, report_w, request_r, request_w, reply_r, reply_w] + [f for f in procs_fds if f >= 0]
         program_pid = tests_pid = None
         try:
-            self.zygote.send({"run_dir": program_dir, **self._limits(req, "program"), "cgroup": bool(cgroups)},
-                             [part_fd, request_r, reply_w, out_fd, *procs_fds[:1 if cgroups else 0]])
+            self.zygote.send({"run_dir": program_dir, **self._limits(req, "program"), "cgroup": procs_fds[0] >= 0},
+                             [part_fd, request_r, reply_w, out_fd, *procs_fds[:1 if procs_fds[0] >= 0 else 0]])
             tests_null = os.open("/dev/null", os.O_RDWR)
             opened.append(tests_null)
             tests_pid = os.fork()
@@ -279,13 +282,14 @@ class Server:
         ended = self._ended_within(program_pid, grace)
         tmp_full = self._tmp_full()
         killed = self._kill_all((tests_pid, program_pid), cgroups)
-        wstatus = self.zygote.program_exit(None)  # the zygote has reaped it (killed above, if it was running)
-        program_exit = ({**self._exit_info(wstatus), "program_running": False} if ended else
-                        {"signal": None, "exit_code": None, "program_running": True})
+        self.zygote.next_program()  # every process of the run is gone: the next program may join its cgroup
         output_tail = self._tail(out_fd, 2000)
         os.close(out_fd)
         leftover = self._clean_files((program_dir, tests_dir))
         peaks = self._drop_cgroups(cgroups)  # after the files: the program's tmpfs pages are charged to it
+        wstatus = self.zygote.program_exit(None)  # read last: the zygote reaps it meanwhile
+        program_exit = ({**self._exit_info(wstatus), "program_running": False} if ended else
+                        {"signal": None, "exit_code": None, "program_running": True})
         return {"memory_peak_mb": peaks, "id": req["id"], "status": status, **program_exit, "tests_exit": tests_exit, "reports": reports,
                 "output_tail": output_tail, "wall_s": round(time.monotonic() - start, 4), "killed_processes": killed,
                 "leftover_files_removed": leftover, "tmp_full": tmp_full, "tmp_mb": self.tmp_mb}

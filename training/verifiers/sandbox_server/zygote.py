@@ -46,16 +46,18 @@ class Zygote:
     """The server's handle on its zygote: :meth:`send` asks for one program process, :meth:`receive` gives its
     pid, :meth:`program_exit` how it ended."""
 
-    def __init__(self, lockdown_args: dict, keep_fds: tuple[int, ...] = ()):
+    def __init__(self, lockdown_args: dict, keep_fds: tuple[int, ...] = (), join_fd: int = -1):
         """Fork the zygote now. ``lockdown_args``: what every program process is locked down with besides its
         run's own limits (``ids``, ``seccomp_filter``, ``streams``); ``keep_fds``: descriptors the zygote keeps
-        besides its socket (its /dev/null on 0-2)."""
+        besides its socket (its /dev/null on 0-2); ``join_fd``: the ``cgroup.procs`` of the one cgroup every
+        program joins (-1: none, or one per run, sent with the spawn), which each waiting program writes itself
+        into before it waits, off the runs' critical path."""
         server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.pid = os.fork()
         if self.pid == 0:
             server_end.close()
             try:
-                _zygote_main(zygote_end, lockdown_args, keep_fds)
+                _zygote_main(zygote_end, lockdown_args, keep_fds, join_fd)
             finally:
                 os._exit(0)
         zygote_end.close()
@@ -99,6 +101,15 @@ class Zygote:
             raise OSError(f"the zygote could not fork the program: {reply.get('error')}")
         return int(reply["pid"])
 
+    def next_program(self) -> None:
+        """Let the zygote fork the next run's program process: sent once every process of this run is killed
+        (a waiting program in the run's cgroup would be killed with them)."""
+        try:
+            self.sock.send(b"next")
+        except OSError as exc:
+            self.broken = True
+            raise ZygoteGone(f"the zygote is gone ({exc})") from None
+
     def program_exit(self, timeout_s: float | None) -> int | None:
         """The program's wait status once it has ended, waiting at most ``timeout_s`` (None: until it ends, as
         it does once killed); None if it is still running."""
@@ -122,16 +133,16 @@ class Zygote:
             pass
 
 
-def _zygote_main(sock: socket.socket, lockdown_args: dict, keep_fds: tuple[int, ...]) -> None:
-    """The zygote's loop: fork the next program process, wait for it, answer how it ended; until the server
-    closes the socket."""
+def _zygote_main(sock: socket.socket, lockdown_args: dict, keep_fds: tuple[int, ...], join_fd: int) -> None:
+    """The zygote's loop: fork the next program process, wait for it, answer how it ended, wait for the server's
+    ``next`` (the run's kill is over); until the server closes the socket."""
     try:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # (bubblewrap's PID namespace takes it too)
     except OSError:
         pass
     _prctl(_PR_SET_DUMPABLE, 0)
     gc.freeze()  # what it inherited is never traversed by its collector again: fewer pages copied on write
-    keep = sorted({sock.fileno(), *keep_fds})
+    keep = sorted({sock.fileno(), *keep_fds, *([join_fd] if join_fd >= 0 else [])})
     low = 0
     for fd in keep + [65536]:  # every descriptor but these: the server's request and reply streams above all
         if fd > low:  # (closerange(n, n) would close everything from n up)
@@ -143,12 +154,18 @@ def _zygote_main(sock: socket.socket, lockdown_args: dict, keep_fds: tuple[int, 
         # locks down (a program must not write on it). The zygote then waits for it and answers how it ended.
         pid = os.fork()
         if pid == 0:
+            try:
+                join(join_fd)  # (its copy; the zygote keeps its own)
+            except OSError:
+                os._exit(_SPAWN_FAILED)  # never a program outside its cgroup: the server fails the run and exits
             _waiting_program(sock, lockdown_args)
         _, wstatus = os.waitpid(pid, 0)  # it ends by itself or when the server kills the run
         if os.WIFEXITED(wstatus) and os.WEXITSTATUS(wstatus) == _NO_SERVER:
             return
         try:
             sock.send(json.dumps({"wstatus": wstatus}).encode())
+            if sock.recv(16) != b"next":  # the server closed the socket
+                return
         except OSError:
             return
 
