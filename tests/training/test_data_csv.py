@@ -104,3 +104,26 @@ def test_many_empty_lines_scan_in_linear_time(tmp_path):
     start = time.process_time()
     assert data_csv.count_records(path) == 200_000
     assert time.process_time() - start < 5  # a re-read of 1 MiB per record would take minutes
+
+
+@pytest.mark.django_db
+def test_an_upload_of_a_large_csv_parses_only_the_rows_it_checks(django_user_model, settings, tmp_path):
+    """The upload page checks CHECKED_ROWS rows and shows the first 100; the other 19,000 are counted from the
+    bytes (a newline count would say 40,000: every prompt holds a quoted CRLF)."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.urls import reverse
+
+    from tests.conftest import logged_in
+    from training.data import CHECKED_ROWS
+    from webapp.datasets.models import DatasetEntry
+
+    settings.SEEDBED_LIBRARY_DIR = tmp_path / "library"
+    ann = django_user_model.objects.create_user(username="ann", password="x")
+    content = ("prompt,answer\r\n" + "".join(f'"question {i}:\r\nwhat is ""{i}""?",{i}\r\n'
+                                             for i in range(20_000))).encode()
+    before = dict(DECODED)
+    response = logged_in(ann).post(reverse("datasets:list"), {
+        "form": "upload", "name": "big", "project": "ann", "file": SimpleUploadedFile("big.csv", content)})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert DatasetEntry.objects.get(name="big").rows == 20_000
+    assert DECODED["records"] - before["records"] <= (CHECKED_ROWS + 1) + (100 + 1), DECODED
