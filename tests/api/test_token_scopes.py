@@ -129,9 +129,9 @@ def test_tokens_made_before_the_scope_existed_become_read_write_and_never_expire
     token = "sb_" + "x" * 43
     from webapp.api.services import _digest
     old.get_model("api", "ApiToken").objects.create(user=owner, prefix=token[:10], digest=_digest(token))
-    migrate(("api", "0004_token_scope_expiry"))
+    migrate(("api", "0005_token_run_scope"))  # (the model's fields now: 0005 adds the run of a run token)
     row = ApiToken.objects.get(user_id=owner.pk)
-    assert row.scope == "read-write" and row.expires_at is None and row.state == "active"
+    assert row.scope == "read-write" and row.expires_at is None and row.state == "active" and row.run_id is None
     assert user_for_token(token).username == "hal"
 
 

@@ -51,12 +51,16 @@ def parse_expiry_days(text) -> int | None:
 
 @transaction.atomic
 def token_create(*, user, name: str = "", scope: str = ApiToken.Scope.READ_WRITE,
-                 expires_days: int | None = DEFAULT_EXPIRY_DAYS, allow_never: bool = False) -> tuple[ApiToken, str]:
+                 expires_days: int | None = DEFAULT_EXPIRY_DAYS, allow_never: bool = False,
+                 run=None) -> tuple[ApiToken, str]:
     """A new token for ``user``: returns the row and the token itself (shown once, never stored). It expires
     ``expires_days`` days from now (1 to ``MAX_EXPIRY_DAYS``); a token that never expires (``None``) is for staff
-    accounts, or made by the operator (``allow_never``: ``manage.py api_token``)."""
+    accounts, or made by the operator (``allow_never``: ``manage.py api_token``). Scope ``run`` needs ``run`` (a
+    Run or its id), one the user may write (a member of its project: 404 outside it, 403 below member); the other
+    scopes take none."""
     name = (name or "").strip()
     errors = {}
+    run = _token_run(user, scope, run, errors)
     if len(name) > 100:
         errors["name"] = f"at most 100 characters; got {len(name)}"
     if scope not in ApiToken.Scope.values:
@@ -71,8 +75,31 @@ def token_create(*, user, name: str = "", scope: str = ApiToken.Scope.READ_WRITE
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     expires_at = None if expires_days is None else timezone.now() + timedelta(days=expires_days)
     row = ApiToken.objects.create(user=user, name=name, prefix=token[:10], digest=_digest(token), scope=scope,
-                                  expires_at=expires_at)
+                                  expires_at=expires_at, run=run)
     return row, token
+
+
+def _token_run(user, scope: str, run, errors: dict):
+    """The run a ``run`` token is bound to, checked for the user; an error on ``run`` for any other case."""
+    if scope != ApiToken.Scope.RUN:
+        if run not in (None, ""):
+            errors["run"] = f"only a token of scope run is bound to a run; this one's scope is {str(scope)[:40]}"
+        return None
+    from webapp.projects.models import Role
+    from webapp.projects.services import require_role
+    from webapp.runs.models import Run
+
+    run_id = run.pk if isinstance(run, Run) else run
+    if isinstance(run_id, str) and run_id.strip().isascii() and run_id.strip().isdigit():
+        run_id = int(run_id)
+    if type(run_id) is not int or not 0 < run_id < 2**63:
+        errors["run"] = f"a token of scope run needs the run's id; got {str(run)[:40]!r}"
+        return None
+    found = Run.objects.filter(pk=run_id).first()
+    if found is None:
+        raise Http404("run: not found in your projects")
+    require_role(user, found.project_id, Role.MEMBER)  # one who may write the run (log to it, kill it)
+    return found
 
 
 class TokenRefused(Exception):

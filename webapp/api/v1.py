@@ -58,7 +58,7 @@ class BearerToken(HttpBearer):
                                 burst=settings.SEEDBED_API_RATE_BURST)
         if wait_s > 0:
             raise RateLimited(wait_s)
-        refusal = row.refusal_for(request.method)
+        refusal = row.refusal_for(request.method, request.path_info)
         if refusal:
             raise PermissionDenied(refusal)
         request.user = row.user  # the services and selectors act for this user

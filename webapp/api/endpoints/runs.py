@@ -1,5 +1,5 @@
-"""/api/v1/runs: launch, list, read, annotate, kill and resume runs, and read their metrics
-(docs/architecture.md#a-runs-life)."""
+"""/api/v1/runs: launch, list, read, annotate, kill and resume runs, read their metrics, and append a run's metrics
+and samples from a process logging to it (docs/architecture.md#a-runs-life)."""
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -125,3 +125,35 @@ def runs_metrics(request, run_id: int, metric_keys: str = Query("", alias="keys"
     wanted = [k.strip() for k in metric_keys.split(",") if k.strip()]
     return run_selectors.run_metrics_bucketed(run_id=run.pk, keys=wanted or None, since_step=since_step,
                                               max_points=max_points)
+
+
+class PointsIn(Schema):
+    points: list[dict[str, Any]] = Field(description="[{step, key, value}...], at most 1,000.")
+
+
+class SamplesIn(Schema):
+    step: int
+    samples: list[dict[str, Any]] = Field(description="[{prompt, completion, answer, reward, details}...], at most 64.")
+
+
+@api.post("/runs/{run_id}/metrics", tags=["runs"])
+def runs_metrics_append(request, run_id: int, payload: PointsIn):
+    """Append metric points to a run that has not ended (members, or a token scoped to the run); a point of a
+    (key, step) already stored replaces it. 409 once the run ended."""
+    try:
+        stored = run_services.run_metrics_log(user=request.user, run_id=run_id, points=payload.points)
+    except run_services.TransitionError as exc:
+        raise conflict(exc) from None
+    return {"id": run_id, "stored": stored}
+
+
+@api.post("/runs/{run_id}/samples", tags=["runs"])
+def runs_samples_append(request, run_id: int, payload: SamplesIn):
+    """Store a step's sampled completions on a run that has not ended (members, or a token scoped to the run),
+    replacing that step's earlier ones. 409 once the run ended."""
+    try:
+        stored = run_services.run_samples_log(user=request.user, run_id=run_id, step=payload.step,
+                                              samples=payload.samples)
+    except run_services.TransitionError as exc:
+        raise conflict(exc) from None
+    return {"id": run_id, "stored": stored}

@@ -29,6 +29,7 @@ from .gang import (run_nnodes, run_node_errors, run_node_exit, run_node_gang, ru
                    run_node_master, run_node_release, run_node_take)
 from .lifecycle import (KILLABLE_STATUSES, run_finish, run_heartbeat, run_held_by, run_kill, run_record_exit,
                         run_requeue, run_resume, run_start)
+from .logged import run_metrics_log, run_samples_log
 from .metrics import METRIC_ROWS_PER_INSERT, run_discard_after, run_metrics_append
 from .ranks import MAX_RANKS_STORED, run_ranks_set
 from .recovery import _restart, restart_backoff_s, runs_mark_lost
@@ -43,6 +44,7 @@ __all__ = [
     "restart_backoff_s", "run_annotate", "run_archive", "run_budget_error", "run_checkpoint_add",
     "run_checkpoints_prune", "run_create", "run_discard_after", "run_disk_check", "run_dispatch",
     "run_engine_config_set", "run_finish", "run_heartbeat", "run_held_by", "run_kill", "run_metrics_append",
+    "run_metrics_log", "run_samples_log",
     "run_nnodes", "run_node_errors", "run_node_exit", "run_node_gang", "run_node_heartbeat", "run_node_lost",
     "run_node_master", "run_node_release", "run_node_take", "run_ranks_set", "run_record_exit", "run_requeue",
     "run_resume", "run_samples_append", "run_start", "run_warning_add", "runs_mark_lost", "runs_redispatch",
