@@ -34,11 +34,12 @@ def _plain_prefix(piece: bytes) -> int:
     """The length of the lines at the start of ``piece`` (whole lines, no quote in them) that are a record
     each: up to the line before the first empty one or the line ending in a \r that is not in a \r\n."""
     whole = len(piece)
-    for empty in (b"\n\n", b"\n\r\n"):
+    crs = piece.count(b"\r")  # none (a file of \n line ends): the \r searches are skipped
+    for empty in (b"\n\n", b"\n\r\n") if crs else (b"\n\n",):
         at = piece.find(empty, 0, whole)
         if at >= 0:
             whole = at + 1
-    if piece.count(b"\r", 0, whole) != piece.count(b"\r\n", 0, whole):
+    if crs and piece.count(b"\r", 0, whole) != piece.count(b"\r\n", 0, whole):
         lone = LONE_CR.search(piece, 0, whole)
         whole = piece.rfind(b"\n", 0, lone.start()) + 1
     return whole
