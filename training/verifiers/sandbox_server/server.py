@@ -34,6 +34,7 @@ class Server:
         self.uids = {uid, self.tests_uid} - ({os.geteuid()} if not self.switch_uid else set())
         self.base = "/tmp/seedbed-runs" if mode == "bwrap" else None
         self.counter = 0
+        self._tests_dir: str | None = None  # the test processes' directory, one for all runs
         machine = os.uname().machine
         self.seccomp = build_seccomp_filter(machine) if machine in _ARCHES else None
         # tests_apart: the test process runs as a uid of its own, so the program can neither signal it nor open
@@ -97,21 +98,28 @@ class Server:
         return os.waitstatus_to_exitcode(status) == 0
 
     # -- one run --
-    def _make_run_dirs(self) -> tuple[str, str]:
-        """(the program's directory, the test process's): each 0700 and owned by its own uid."""
+    def _new_dir(self, role: str, owner: tuple[int, int]) -> str:
+        """A fresh directory for ``role``, 0700 and owned by ``owner`` (as root)."""
         self.counter += 1
-        dirs = []
-        for role, owner in (("program", (self.uid, self.gid)), ("tests", (self.tests_uid, self.tests_gid))):
-            if self.base:
-                path = os.path.join(self.base, f"run-{self.counter}-{role}")
-                os.mkdir(path, 0o700)
-            else:
-                import tempfile
-                path = tempfile.mkdtemp(prefix=f"seedbed-sbx-{role}-")
-            if self.switch_uid:
-                os.chown(path, *owner)
-            dirs.append(path)
-        return dirs[0], dirs[1]
+        if self.base:
+            path = os.path.join(self.base, f"run-{self.counter}-{role}")
+            os.mkdir(path, 0o700)
+        else:
+            import tempfile
+            path = tempfile.mkdtemp(prefix=f"seedbed-sbx-{role}-")
+        if self.switch_uid:
+            os.chown(path, *owner)
+        return path
+
+    def _make_run_dirs(self) -> tuple[str, str]:
+        """(the program's directory, fresh; the test process's, the server's one, used again while the last run
+        left it empty and as it was made (the usual case: the tests write nothing), else removed with all in it
+        and made afresh), each 0700 and owned by its own uid."""
+        if self._tests_dir is None or not self._tests_dir_clean():
+            if self._tests_dir is not None:  # (an error path's: not checked at the end of its run)
+                self._clean_files((self._tests_dir,))
+            self._tests_dir = self._new_dir("tests", (self.tests_uid, self.tests_gid))
+        return self._new_dir("program", (self.uid, self.gid)), self._tests_dir
 
     def _limits(self, req: dict, role: str) -> dict:
         """The rlimits of one of the run's processes. The program's memory_mb is shared between its address space
@@ -285,7 +293,10 @@ class Server:
         self.zygote.next_program()  # every process of the run is gone: the next program may join its cgroup
         output_tail = self._tail(out_fd, 2000)
         os.close(out_fd)
-        leftover = self._clean_files((program_dir, tests_dir))
+        kept = self._tests_dir_clean()
+        leftover = self._clean_files((program_dir,) if kept else (program_dir, tests_dir))
+        if not kept:
+            self._tests_dir = None
         peaks = self._drop_cgroups(cgroups)  # after the files: the program's tmpfs pages are charged to it
         wstatus = self.zygote.program_exit(None)  # read last: the zygote reaps it meanwhile
         program_exit = ({**self._exit_info(wstatus), "program_running": False} if ended else
@@ -453,6 +464,18 @@ class Server:
         os.lseek(fd, max(0, size - limit), os.SEEK_SET)
         return os.read(fd, limit).decode("utf-8", "replace")
 
+    def _tests_dir_clean(self) -> bool:
+        """Whether the tests' directory is as it was made and empty (kept for the next run); else it is removed
+        with the run's files and the next run makes it afresh."""
+        try:
+            st = os.lstat(self._tests_dir)
+            if (st.st_mode & 0o7777 == 0o700 and (st.st_uid == self.tests_uid or not self.switch_uid)
+                    and st.st_nlink == 2 and not os.listdir(self._tests_dir)):
+                return True
+        except OSError:
+            pass
+        return False
+
     def _clean_files(self, run_dirs: tuple[str, ...]) -> int:
         """Remove the run's directories; in host mode also anything the uids left in /tmp and /dev/shm."""
         removed = 0
@@ -484,6 +507,13 @@ class Server:
     def serve(self, stdin, stdout) -> None:
         stdout.write(json.dumps({"ready": True, "pid": os.getpid(), "layers": self.layers}) + "\n")
         stdout.flush()
+        try:
+            self._serve(stdin, stdout)
+        finally:
+            if self._tests_dir is not None:
+                self._clean_files((self._tests_dir,))
+
+    def _serve(self, stdin, stdout) -> None:
         for line in stdin:
             req = json.loads(line)
             try:
