@@ -24,12 +24,14 @@ calls made to it. The test process is forked by the server (it needs the steps) 
 (the program's output is its own unnamed file, the tests' goes to /dev/null). Without a uid switch (a non-root
 server) both run as the caller: ``layers["tests_apart"]`` says False.
 
-Per run: two fresh directories (each 0700, owned by its process's uid), two memory cgroups of ``memory_mb`` (the
-program and all it forks; the tests and theirs: :mod:`.cgroup`, where the host gave the server a cgroup folder,
+Per run: two directories (each 0700, owned by its process's uid: the program's fresh, the tests' one for the
+server's runs while they leave it empty), two memory cgroups of ``memory_mb`` (the program and all it forks; the
+tests and theirs: :mod:`.cgroup`, where the host gave the server a cgroup folder, one pair for all runs on v1,
 else ``memory_mb / max_processes`` of address space a process), each process in its own session and
 process group, with rlimits (CPU, address space, processes, file size, open files, core 0), only its own fds,
 groups dropped, uid/gid switched, not dumpable, no_new_privs, a seccomp filter (no network sockets, ptrace,
-process_vm_*, namespaces, mount, exec, io_uring, bpf, ...) and a clean environment:
+process_vm_*, namespaces, mount, exec, io_uring, bpf, System V IPC and POSIX message queues, ...) and a clean
+environment:
 
 * the program process runs the set-up code and the program, then answers ``get``/``call`` requests from the
   test process, one JSON line each way on a pipe pair (fds 3 and 4): all it ever gives is JSON;
