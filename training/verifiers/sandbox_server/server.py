@@ -301,8 +301,8 @@ class Server:
         wstatus = self.zygote.program_exit(None)  # read last: the zygote reaps it meanwhile
         program_exit = ({**self._exit_info(wstatus), "program_running": False} if ended else
                         {"signal": None, "exit_code": None, "program_running": True})
-        return {"memory_peak_mb": peaks, "id": req["id"], "status": status, **program_exit, "tests_exit": tests_exit, "reports": reports,
-                "output_tail": output_tail, "wall_s": round(time.monotonic() - start, 4), "killed_processes": killed,
+        return {"memory_peak_mb": peaks, "id": req["id"], "status": status, **program_exit, "tests_exit": tests_exit,
+                "reports": reports, "output_tail": output_tail, "wall_s": round(time.monotonic() - start, 4), "killed_processes": killed,
                 "leftover_files_removed": leftover, "tmp_full": tmp_full, "tmp_mb": self.tmp_mb}
 
     @staticmethod
