@@ -151,7 +151,10 @@ TINY_RECIPE_MODULES = (
     "training.verifiers.math_fastpath", "training.verifiers.reasoning_gym", "training.verifiers.registry",
     "training.verifiers.sandbox", "training.verifiers.sandbox_server", "training.verifiers.sandbox_server.harness",
     "training.verifiers.sandbox_server.seccomp", "training.verifiers.sandbox_server.server",
-    "training.verifiers.sandbox_server.wire", "training.verifiers.simple", "training.verifiers.workers")
+    "training.verifiers.sandbox_server.wire", "training.verifiers.simple", "training.verifiers.workers",
+    "training.data_csv", "training.data_files", "training.data_limits", "training.verifiers.ifeval_text",
+    "training.verifiers.math_candidates", "training.verifiers.sandbox_cgroup", "training.verifiers.sandbox_server.cgroup",
+    "training.verifiers.sandbox_server.lockdown", "training.verifiers.sandbox_server.zygote")
 TINY_RECIPE_PACKAGES = ("torch", "transformers", "tokenizers")
 
 

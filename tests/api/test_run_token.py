@@ -22,7 +22,7 @@ from webapp.projects.models import Project
 from webapp.projects.services import member_set
 from webapp.runs.models import MetricPoint, Run, Sample
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def _two_runs(api, config) -> tuple[Run, Run]:

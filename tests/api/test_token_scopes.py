@@ -19,7 +19,7 @@ from webapp.api.models import ApiToken
 from webapp.api.services import token_create, token_revoke, user_for_token
 from webapp.runs.models import Run, RunStatus
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def _launch(api, config) -> dict:

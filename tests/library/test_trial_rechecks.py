@@ -17,7 +17,7 @@ from webapp.projects.models import Membership, Project, Role
 from webapp.projects.services import member_set, project_create
 from webapp.runs.services import run_create
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from webapp.runs.models import Run, RunStatus
 from webapp.runs.stall import bounded_setting
 from training.config import TrainConfig
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def running(project, **fields) -> Run:

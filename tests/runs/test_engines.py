@@ -117,7 +117,7 @@ def test_the_engine_select_offers_the_engines_this_server_runs(client_in, monkey
     assert html.index('name="task"') < html.index('name="data_path"') < html.index("Every other knob")
     # each knob some engine lacks names those engines (the registry's Engine.lacks)
     assert 'data-engine-lacks="seedbed trl verl"' in html  # command
-    assert html.count('data-engine-lacks="trl verl command"') == 2  # nnodes, strategy
+    assert html.count('data-engine-lacks="trl verl command"') == 3  # nnodes, strategy, collective_timeout_s
     assert "seedbed/engine_fields" in html
     assert "seedbed/engine_fields" in client_in.get(reverse("sweeps:new")).content.decode()
 

@@ -132,7 +132,7 @@ def test_ranks_on_gpus_pick_their_device_and_backend(monkeypatch, gpus, local_ra
     monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
     monkeypatch.setattr(torch.cuda, "set_device", lambda dev: None)
     monkeypatch.setattr(torch.distributed, "is_initialized", lambda: False)
-    monkeypatch.setattr(torch.distributed, "init_process_group", lambda backend: seen.append(backend))
+    monkeypatch.setattr(torch.distributed, "init_process_group", lambda backend, **kw: seen.append(backend))
     got = []
     for local in range(local_ranks):
         monkeypatch.setenv("WORLD_SIZE", str(local_ranks))

@@ -20,7 +20,7 @@ def parse_config(data: dict, *, user=None, project=None, dry_run: bool = True) -
 
     data = resolve_dataset_config(data, user=user, project=project)
     if isinstance(data, dict):
-        check_judges(data.get("rewards"), project=project)  # before the schema's dry run asks any judge
+        _check_judges(data.get("rewards"), project=project)  # before the schema's dry run asks any judge
     errors = {}
     if isinstance(data, dict):
         for name in ("model_path", "data_path"):
@@ -40,12 +40,12 @@ def as_config(config: TrainConfig | dict, *, user=None, project=None, dry_run: b
     once, in its form, for its user; its judges are checked again for ``project``, which the form may not have
     named), a mapping is parsed and validated (``parse_config``)."""
     if isinstance(config, TrainConfig):
-        check_judges(config.rewards, project=project)
+        _check_judges(config.rewards, project=project)
         return config
     return parse_config(config, user=user, project=project, dry_run=dry_run)
 
 
-def check_judges(rewards, *, project) -> None:
+def _check_judges(rewards, *, project) -> None:
     """FieldErrors on ``rewards`` when it names a judge endpoint staff did not open to ``project``
     (webapp.library.selectors.judge_problem); the worker checks again when it starts the run (workers.runner)."""
     from webapp.library.selectors import judge_problem
