@@ -41,7 +41,10 @@ def most_at_once(runs: list[Run], slack: timedelta = CLOCK_SLACK) -> int:
 
 
 def test_a_policy_stop_hands_the_slot_to_the_queued_seed_and_never_exceeds_the_limit(celery_worker):
-    sweep = services.sweep_create(config=tiny_config(total_steps=40), seeds=[21, 22, 23], concurrency=2,
+    # long enough that the survivor is still training when the stopped run ends: a tiny step takes ~40 ms here and
+    # the policy is checked at most once a second (CHECK_EVERY_S), so at 40 steps the step-2 stop came when both
+    # runs were near their end, and the survivor's success could hand its slot to the queued seed first
+    sweep = services.sweep_create(config=tiny_config(total_steps=1000), seeds=[21, 22, 23], concurrency=2,
                                   policy=POLICY, name="worker sweep")
     first, second, third = sweep.runs.order_by("pk")
 
