@@ -5,8 +5,9 @@
 // beside engine=trl), and a marker where a killed run ended, with Plotly.react and a fixed uirevision (zoom
 // survives updates); refreshes the runs table, policy decisions, next decision points and alerts.
 // With the forecast toggle on (checked by default for a bayes sweep) it also polls the sweep's forecasts
-// (forecastUrl, every few seconds: webapp/sweeps/forecasts.py) and draws each run's forecast to its horizon dashed
-// after its curve, in the curve's colour, over a light 95 % band (step axis only: the forecast is in steps).
+// (forecastUrl, every few seconds: webapp/sweeps/forecasts.py) and draws each run's calibrated forecast to its
+// horizon dashed after its curve, in the curve's colour, over a light 95 % band ending on the interval of its row
+// (step axis only: the forecast is in steps).
 "use strict";
 
 // Two-sided 95 % Student t quantiles t(0.975, df) for df = 1..30; beyond, the normal 1.96.
@@ -219,8 +220,10 @@ function sweepNoPointsText(chart, key) {
     (logged.length > 8 ? ", …" : "") + ")";
 }
 
-// A run's forecast from its last point to its horizon: the band (low edge, then the high edge filled to it) and
-// the dashed mean, in the run's colour, hidden from the legend (hover says whose it is).
+// A run's calibrated forecast from its last point to its horizon: the band (low edge, then the high edge filled to
+// it) and the dashed median, in the run's colour, hidden from the legend (hover says whose it is). The path ends on
+// the forecast worth and the band on the 95 % interval the runs table shows (webapp/sweeps/policies/forecast_paths.py);
+// a run out of the race has no path.
 function sweepForecastTraces(dash, traces, run, name, color, xKind) {
   const toggle = sweepEl("forecast-toggle");
   const f = dash.forecast && xKind === "step" && toggle && toggle.checked ? dash.forecast.runs[run.id] : null;
@@ -234,9 +237,9 @@ function sweepForecastTraces(dash, traces, run, name, color, xKind) {
   traces.push({type: "scatter", mode: "lines", name: "forecast band " + name, x: p.x, y: p.hi,
                line: {width: 0, color}, fill: "tonexty", fillcolor: sweepRgba(color, 0.12), legendgroup: group,
                showlegend: false, hoverinfo: "skip"});
-  const final = f.final === null ? "" : "<br>forecast final " + f.final.toPrecision(4) + " [" +
-    f.ci[0].toPrecision(4) + ", " + f.ci[1].toPrecision(4) + "]" +
-    (f.p === null ? "" : ", P(near-best) " + f.p.toFixed(2));
+  const final = "<br>forecast worth " + f.final.toPrecision(4) + " (95 % " + f.ci[0].toPrecision(4) + " to " +
+    f.ci[1].toPrecision(4) + ")" + (f.p === null ? "" : ", P(near-best) " + f.p.toFixed(2)) +
+    (f.at_stop === null ? "" : " at its stop (step " + f.at_stop + ")");
   traces.push({type: "scatter", mode: "lines", name: "forecast " + name, meta: "forecast", x: p.x, y: p.y,
                customdata: p.lo.map((lo, i) => [lo, p.hi[i]]), legendgroup: group, showlegend: false,
                line: {color, width: 1.3, dash: "dash"},

@@ -125,7 +125,7 @@ def test_a_finished_run_of_a_sweep_shows_its_final_not_a_forecast(live_server, d
     page = browser_page
     log_in(page, live_server, django_user_model, start=f"/sweeps/{sweep.pk}/")
     going_row, done_row = (f"#runs-table tr[data-run='{r.pk}']" for r in (going, done))
-    wait_for(lambda: "±" in (page.text_content(f"{going_row} td.forecast") or ""), timeout=30,
+    wait_for(lambda: " to " in (page.text_content(f"{going_row} td.forecast") or ""), timeout=30,
              what="the running run's forecast")
     assert page.text_content(f"{done_row} td.forecast").strip() == "–"
     assert page.text_content(f"{done_row} td.final").strip() not in ("", "–")

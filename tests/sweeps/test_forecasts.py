@@ -61,17 +61,20 @@ def test_the_forecasts_are_the_policys_numbers_and_the_killed_run_is_out_of_the_
     curves = {r.pk: [(t, v) for t, v in enumerate(curve(level, 20 if i == 4 else 30, seed=i), 1)]
               for i, (r, level) in enumerate(zip(runs, LEVELS + [0.9]))}
     params = parse_config({**BAYES, "mode": "max", "max_steps": 60})
-    expected = sweep_forecasts(curves, params=params, horizons={}, out_of_race={runs[4].pk})
+    expected = sweep_forecasts(curves, params=params, horizons={}, out_of_race={runs[4].pk}, bounds=(0.0, 1.0))
+    assert answer["range"] == [0.0, 1.0]  # reward/mean of the task's own verifier
     for run in runs[:4]:
         got, want = answer["runs"][str(run.pk)], expected[run.pk]
         assert got["final"] == pytest.approx(want.final.mean, rel=1e-5)
         assert got["ci"] == pytest.approx(list(want.final.ci), rel=1e-5)
         assert got["p"] == pytest.approx(want.probability, rel=1e-5, abs=1e-9)
         assert got["path"]["x"][0] == 30 and got["path"]["x"][-1] == 60 and len(got["path"]["y"]) == 24
-        assert all(lo <= y <= hi for lo, y, hi in zip(got["path"]["lo"], got["path"]["y"], got["path"]["hi"]))
+        assert all(0 <= lo <= y <= hi <= 1 for lo, y, hi in zip(got["path"]["lo"], got["path"]["y"], got["path"]["hi"]))
+        # the path ends on the row's forecast worth, the band on its interval
+        assert [got["path"][k][-1] for k in ("y", "lo", "hi")] == [got["final"], *got["ci"]]
     killed = answer["runs"][str(runs[4].pk)]
     assert killed["final"] is None and killed["p"] is None and not killed["in_race"]
-    assert killed["path"]["x"][0] == 20
+    assert killed["path"]["x"] == []  # killed by a user: no forecast, and none drawn
     # the policy fed the same points gives the same P(near-best): the probability column is the policy's number
     policy = make_policy(params.__dict__ | {"name": "bayes", "guards": []})
     for run_id, points in curves.items():
@@ -86,19 +89,60 @@ def test_the_forecasts_are_the_policys_numbers_and_the_killed_run_is_out_of_the_
 def test_the_runs_table_shows_forecast_final_and_p_near_best(client_in, live_sweep):
     sweep, runs = live_sweep
     html = client_in.get(reverse("sweeps:panel", args=[sweep.pk]), {"metric": "reward/mean"}).content.decode()
-    assert "Forecast final ± CI" in html and "P(near-best)" in html
+    assert "Forecast worth (95 % interval)" in html and "P(near-best)" in html
+    # the probability in plain words, on the page
+    assert ("P(near-best) = the chance this seed ends within 0.02 of the best seed&#x27;s final, by the bayes "
+            "policy&#x27;s calibrated forecast") in html
     forecast = client_in.get(reverse("sweeps:forecast", args=[sweep.pk])).json()["runs"]
     for run in runs[:4]:
         row = re.search(rf'<tr data-run="{run.pk}".*?</tr>', html, re.S).group(0)
         f = forecast[str(run.pk)]
         cell = re.search(r'<td class="forecast">(.*?)</td>', row).group(1)
-        assert cell == f"{f['final']:.4g} ± {(f['ci'][1] - f['ci'][0]) / 2:.2g}"
-        assert re.search(r'<td class="p-near-best">(.*?)</td>', row).group(1) == f"{f['p']:.2f}"
+        assert cell == (f'<span class="worth">{f["final"]:.4g}</span> <span class="ci">({f["ci"][0]:.4g} to '
+                        f'{f["ci"][1]:.4g})</span>')
+        assert re.search(r'<td class="p-near-best">(.*?)</td>', row).group(1) == f'<span class="p">{f["p"]:.2f}</span>'
     killed = re.search(rf'<tr data-run="{runs[4].pk}".*?</tr>', html, re.S).group(0)
     assert '<td class="forecast">–</td>' in killed and '<td class="p-near-best">–</td>' in killed
     # the dashboard page: the toggle, on for a bayes sweep
     page = client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode()
     assert re.search(r'id="forecast-toggle" checked', page)
+
+
+def test_a_stopped_run_shows_the_numbers_of_its_stop_frozen(client_in, live_sweep):
+    """A seed stopped by bayes at step 30 (its decision as the policy makes it, stored): its row and its path show
+    the decision's forecast, interval and P(near-best) "at its stop (step 30)", and still do once the others have
+    run on and the sweep's forecasts are computed again."""
+    sweep, runs = live_sweep
+    sweep.policy = {**sweep.policy, "risk": 0.5, "min_peers": 2}
+    sweep.save(update_fields=["policy"])
+    policy = make_policy({**sweep.policy, "max_steps": 60})
+    for i, (run, level) in enumerate(zip(runs[:4], LEVELS)):
+        for step, value in enumerate(curve(level, 30, seed=i), 1):
+            policy.observe(run.pk, step, value)
+    stop = policy.decide()[0]  # the least likely near-best seed (the policy's choice, whichever it is)
+    stopped = Run.objects.get(pk=stop.run_id)
+    PolicyDecision.objects.create(sweep=sweep, run=stopped, action="stop", rule="bayes", step=stop.step,
+                                  value=stop.value, threshold=stop.threshold, n_peers=stop.n_peers,
+                                  details=stop.details, reason=stop.reason)
+    Run.objects.filter(pk=stopped.pk).update(status=RunStatus.KILLED, killed_by="policy:bayes")
+    d, seen = stop.details, []
+    for _ in range(2):
+        answer = client_in.get(reverse("sweeps:forecast", args=[sweep.pk])).json()["runs"][str(stopped.pk)]
+        html = client_in.get(reverse("sweeps:panel", args=[sweep.pk])).content.decode()
+        row = re.search(rf'<tr data-run="{stopped.pk}".*?</tr>', html, re.S).group(0)
+        assert answer["at_stop"] == stop.step == 30 and answer["path"]["x"][0] == 30 and answer["path"]["x"][-1] == 60
+        assert [answer["path"][k][-1] for k in ("y", "lo", "hi")] == [answer["final"], *answer["ci"]]
+        assert row.count("at its stop (step 30)") == 2  # the forecast cell and the probability cell
+        seen.append((answer["final"], answer["ci"], answer["p"]))
+        for i, (run, level) in enumerate(zip(runs[:4], LEVELS)):  # the others run on to step 50, and better
+            if run.pk != stopped.pk:
+                log_points(run, "reward/mean", [v + 0.1 for v in curve(level, 50, seed=i)[30:]], start=31)
+        cache.clear()
+    clip = lambda x: min(max(x, 0.0), 1.0)  # noqa: E731 (reward/mean of the task's verifier: in [0, 1])
+    want = (pytest.approx(clip(d["forecast"]), rel=1e-5), pytest.approx([clip(d["ci_low"]), clip(d["ci_high"])],
+                                                                        rel=1e-5),
+            pytest.approx(d["probability"], rel=1e-5))
+    assert seen[0] == want and seen[1] == want
 
 
 def test_forecasts_are_cached_until_a_run_moves(client_in, live_sweep, django_assert_max_num_queries):
@@ -232,10 +276,10 @@ def test_long_runs_are_forecast_from_the_chart_buckets(client_in, config, django
     answer = client_in.get(reverse("sweeps:forecast", args=[sweep.pk])).json()
     assert answer["width"] == 3
     exact = sweep_forecasts(raw, params=parse_config({**BAYES, "mode": "max", "max_steps": 3000}), horizons={},
-                            out_of_race=set())
+                            out_of_race=set(), bounds=(0.0, 1.0))
     for run in runs:
         got = answer["runs"][str(run.pk)]
-        assert got["path"]["x"][0] == 1000 and got["path"]["x"][-1] == 3000
+        assert got["path"]["x"][0] == 1000 and got["path"]["x"][-1] == 3000 and got["path"]["y"][-1] == got["final"]
         assert got["final"] == pytest.approx(exact[run.pk].final.mean, abs=0.01)
         assert got["ci"][1] - got["ci"][0] == pytest.approx(exact[run.pk].final.ci[1] - exact[run.pk].final.ci[0],
                                                            rel=0.25)

@@ -1,8 +1,10 @@
-"""The sweep dashboard's forecasts: each run's forecast of a metric to its horizon with a 95 % band, and
-its forecast final and P(near-best) as the ``bayes`` policy computes them (``policies.forecast_paths``: a bayes
-policy fed the curves through the one simulator, ``policies.simulator.bayes_numbers``, told the sweep's stored
-bayes stops), for any sweep: with the sweep's own bayes config when it has one, otherwise the bayes defaults
-(min_peers 1: every other run is a peer) on the sweep's horizon.
+"""The sweep dashboard's forecasts: each run's calibrated forecast of a metric's worth at its horizon, its 95 %
+interval and P(near-best), as the ``bayes`` policy computes them, and the path the chart draws to it
+(``policies.forecast_paths``: a bayes policy fed the curves through the one simulator,
+``policies.simulator.bayes_numbers``, told the sweep's stored bayes stops; a stopped run shows the numbers of its
+stop, frozen), clipped to the metric's range where it has one (``policies.metric_ranges``), for any sweep: with
+the sweep's own bayes config when it has one, otherwise the bayes defaults (min_peers 1: every other run is a
+peer) on the sweep's horizon, said plainly (``meaning``: no policy of that sweep decides on them).
 
 Read from the chart tier, as the curves are (``rollups.bucketed`` at the chart's bucket width, ~400 points per run
 at most: exact for runs of up to 400 steps, bucket means beyond, weighed as ``forecast_paths`` says), and cached
@@ -25,13 +27,14 @@ from webapp.runs.models import Run, RunStatus
 
 from .models import Sweep
 from .policies import parse_config
+from .policies.decision import Decision
 from .policies.forecast_paths import sweep_forecasts
-from .policy_check import as_decision
+from .policies.metric_ranges import metric_range
 from .policies.parameters import BayesParams
 
 CACHE_SECONDS = 3600
 PROGRESS_STEPS = 400  # a sweep is forecast again each time its runs together ran 1/400 of its planned steps
-VERSION = 3  # bump when the answer's shape or numbers change: older cached answers are then never read
+VERSION = 4  # bump when the answer's shape or numbers change: older cached answers are then never read
 
 
 def _round(x: Optional[float]) -> Optional[float]:
@@ -53,10 +56,13 @@ def forecast_params(*, sweep: Sweep, metric: str, mode: str) -> BayesParams:
 
 
 def sweep_forecast(*, sweep: Sweep, metric: str, mode: str) -> dict:
-    """``{"metric", "mode", "tolerance", "max_steps", "bayes": whether the sweep's policy is bayes, "width": steps per
-    point read, "runs": {run_id: {"final", "ci": [lo, hi], "p", "trend", "in_race", "path": {"x", "y", "lo", "hi"}}}}``:
-    ``final``/``ci``/``p`` None for a run out of the race (stopped or failed before its horizon), ``path`` the run's
-    own trend from its last point to its horizon. Cached (see the module's docstring)."""
+    """``{"metric", "mode", "tolerance", "max_steps", "bayes": whether the sweep's policy is bayes, "policy": its
+    name, "range": [low, high] of the metric (None where unbounded), "width": steps per point read, "runs": {run_id:
+    {"final", "ci": [lo, hi], "p", "in_race", "at_stop", "path": {"x", "y", "lo", "hi"}}}}``: ``final`` the
+    calibrated forecast worth (the median), ``ci`` its 95 % interval, ``p`` P(near-best); ``at_stop`` the step of
+    the bayes stop whose frozen numbers these are; ``final``/``ci``/``p`` None and no path for a run out of the race
+    (ended before its horizon, not by a bayes stop); ``path`` from its last step to its horizon, ending on ``final``
+    and ``ci``. Cached (see the module's docstring)."""
     from .selectors import bucket_width
 
     params = forecast_params(sweep=sweep, metric=metric, mode=mode)
@@ -83,18 +89,48 @@ def sweep_forecast(*, sweep: Sweep, metric: str, mode: str) -> dict:
     stops = {}
     if sweep.policy.get("name") == "bayes" and metric == sweep.policy.get("metric"):  # stops keep their frozen prediction
         for row in sweep.decisions.filter(action="stop", rule="bayes"):
-            stops[row.run_id] = as_decision(row)
+            stops[row.run_id] = Decision(run_id=row.run_id, action=row.action, reason=row.reason, rule=row.rule,
+                                         step=row.step, value=row.value, threshold=row.threshold,
+                                         n_peers=row.n_peers, details=row.details)
+    bounds = metric_range(metric, sweep.config)
     forecasts = sweep_forecasts(curves, params=params, horizons=horizons, out_of_race=out_of_race,
                                 final_points=params.final_window() / width,
-                                last_steps={run_id: rows[(run_id, metric)][-1][2] for run_id in curves}, stops=stops)
+                                last_steps={run_id: rows[(run_id, metric)][-1][2] for run_id in curves}, stops=stops,
+                                bounds=bounds)
     answer = {"metric": metric, "mode": mode, "tolerance": params.tolerance, "max_steps": params.max_steps,
-              "bayes": sweep.policy.get("name") == "bayes", "width": width, "runs": {}}
+              "bayes": sweep.policy.get("name") == "bayes", "policy": sweep.policy.get("name") or "manual",
+              "range": list(bounds), "width": width, "runs": {}}
     for run_id, f in forecasts.items():
         answer["runs"][run_id] = {
             "final": _round(f.final.mean) if f.final else None,
             "ci": [_round(x) for x in f.final.ci] if f.final else None,
-            "p": _round(f.probability), "trend": _round(f.trend.mean), "in_race": f.final is not None,
+            "p": _round(f.probability), "in_race": f.final is not None, "at_stop": f.at_stop,
             "path": {"x": [round(p[0], 2) for p in f.path], "y": [_round(p[1]) for p in f.path],
                      "lo": [_round(p[2]) for p in f.path], "hi": [_round(p[3]) for p in f.path]}}
     cache.set(key, answer, CACHE_SECONDS)
     return answer
+
+
+def meaning(answer: dict) -> str:
+    """What the forecast columns and the chart's dashed paths mean, in plain words, for ``answer``
+    (``sweep_forecast``'s)."""
+    low, high = answer["range"]
+    bounded = (f"; bounded by {answer['metric']}'s range [{'-inf' if low is None else f'{low:g}'}, "
+               f"{'inf' if high is None else f'{high:g}'}]" if (low, high) != (None, None) else "")
+    whose = ("the bayes policy's calibrated forecast, the one its stops decide on" if answer["bayes"] else
+             f"the bayes model's calibrated forecast; this sweep's policy ({answer['policy']}) does not decide on it")
+    return (f"P(near-best) = the chance this seed ends within {answer['tolerance']:g} of the best seed's final, by "
+            f"{whose}. Forecast worth: that forecast's median of the seed's final at its last step, with its 95 % "
+            f"interval{bounded}; each dashed path on the chart ends on them. A seed the policy stopped keeps the "
+            f"numbers of its stop (\"at its stop\"); a seed ended otherwise before its last step has none.")
+
+
+def row_forecast(f: Optional[dict], *, finished: bool) -> dict:
+    """The runs table's forecast cells of one run from its entry in ``sweep_forecast``'s answer: ``forecast``,
+    ``forecast_low``, ``forecast_high`` (None for a run that finished: its final is known), ``p_near_best`` and
+    ``at_stop``."""
+    f = f or {}
+    ci = f.get("ci") or [None, None]
+    known = f.get("final") is not None and not finished
+    return {"forecast": f.get("final") if known else None, "forecast_low": ci[0] if known else None,
+            "forecast_high": ci[1] if known else None, "p_near_best": f.get("p"), "at_stop": f.get("at_stop")}

@@ -258,11 +258,9 @@ def sweep_panel(*, sweep: Sweep, metric: str, viewer=None) -> dict:
     for row in table:
         row.update(values.get(row["id"], {}))
         row["final"] = finals.get(row["id"])
-        f = forecast["runs"].get(row["id"]) or {}
-        row["forecast"], row["p_near_best"] = f.get("final"), f.get("p")
-        row["forecast_ci"] = (f["ci"][1] - f["ci"][0]) / 2 if f.get("ci") else None
-        if row["status"] == RunStatus.SUCCEEDED:  # it reached its last step: its final, not a forecast of it
-            row["forecast"] = row["forecast_ci"] = None
+        # a run that reached its last step: its final, not a forecast of it
+        row.update(forecasts.row_forecast(forecast["runs"].get(row["id"]),
+                                          finished=row["status"] == RunStatus.SUCCEEDED))
         row["next_check"] = following["runs"].get(row["id"])
         row["waiting"] = following["waiting"].get(row["id"])
         live = not (row["ended"] or row["kill_requested"])
@@ -270,7 +268,7 @@ def sweep_panel(*, sweep: Sweep, metric: str, viewer=None) -> dict:
         row["knobs_text"] = " ".join(f"{k}={v}" for k, v in row["knobs"].items())
     return {
         "runs": table, "metric": metric, "mode": mode, "next_summary": following["summary"],
-        "forecast_tolerance": forecast["tolerance"],
+        "forecast_tolerance": forecast["tolerance"], "forecast_meaning": forecasts.meaning(forecast),
         "summary": summary.summarize(table, mode),  # (sorts the table: best final first)
         "decisions": sweep_decisions(sweep_id=sweep.pk), "alerts": sweep_alerts(sweep_id=sweep.pk),
         # the can-never-act note, for the slots free at the last check (services._update_policy_note)
