@@ -133,6 +133,10 @@ def test_a_stopped_run_shows_the_numbers_of_its_stop_frozen(client_in, live_swee
         assert answer["at_stop"] == stop.step == 30 and answer["path"]["x"][0] == 30 and answer["path"]["x"][-1] == 60
         assert [answer["path"][k][-1] for k in ("y", "lo", "hi")] == [answer["final"], *answer["ci"]]
         assert row.count("at its stop (step 30)") == 2  # the forecast cell and the probability cell
+        # the decisions table shows the stop's forecast within the reward's range too, as the row does
+        cell = re.search(rf'<tr data-run="{stopped.pk}" data-action="stop">.*?<td class="forecast">(.*?)</td>',
+                         html, re.S).group(1)
+        assert cell == f'{answer["final"]:.4g} [{answer["ci"][0]:.4g}, {answer["ci"][1]:.4g}]'
         seen.append((answer["final"], answer["ci"], answer["p"]))
         for i, (run, level) in enumerate(zip(runs[:4], LEVELS)):  # the others run on to step 50, and better
             if run.pk != stopped.pk:

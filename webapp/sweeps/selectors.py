@@ -20,6 +20,7 @@ from webapp.runs.models import ENDED_STATUSES, MetricPoint, MetricRollup, Run, R
 
 from webapp.projects.selectors import visible
 from . import forecasts, summary
+from .policies.metric_ranges import metric_range
 from .models import Alert, PolicyDecision, Sweep, SweepPlan
 from .policies import make_policy
 
@@ -269,6 +270,8 @@ def sweep_panel(*, sweep: Sweep, metric: str, viewer=None) -> dict:
     return {
         "runs": table, "metric": metric, "mode": mode, "next_summary": following["summary"],
         "forecast_tolerance": forecast["tolerance"], "forecast_meaning": forecasts.meaning(forecast),
+        # the decisions' forecasts are of the policy's metric: shown within its range (policies.metric_ranges)
+        "decision_range": list(metric_range(sweep.policy.get("metric") or "", sweep.config)),
         "summary": summary.summarize(table, mode),  # (sorts the table: best final first)
         "decisions": sweep_decisions(sweep_id=sweep.pk), "alerts": sweep_alerts(sweep_id=sweep.pk),
         # the can-never-act note, for the slots free at the last check (services._update_policy_note)

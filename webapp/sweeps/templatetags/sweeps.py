@@ -13,12 +13,15 @@ def sig4(value) -> str:
 
 
 @register.filter
-def sig2(value) -> str:
-    """A number with 2 significant digits, "–" when there is none (an interval's half-width beside its value).
+def within(value, bounds):
+    """``value`` clipped to ``bounds`` ([low, high], a bound None is none; policies.metric_ranges), None kept: a
+    stored forecast shown within the metric's range, as the runs table and the chart show it.
 
-    >>> sig2(0.0731842), sig2(None)
-    ('0.073', '–')
+    >>> within(-0.42, [0.0, 1.0]), within(0.5, [None, None]), within(None, [0.0, 1.0])
+    (0.0, 0.5, None)
     """
-    if value is None or value == "":
-        return "–"
-    return f"{float(value):.2g}"
+    from webapp.sweeps.policies.metric_ranges import clip
+
+    if value is None or value == "" or not bounds:
+        return value
+    return clip(float(value), tuple(bounds))
