@@ -172,6 +172,8 @@ def test_any_sweep_gets_forecasts_with_the_bayes_defaults(client_in, config, dja
     assert answer["runs"][str(b.pk)]["p"] < 0.5 < answer["runs"][str(a.pk)]["p"]  # min_peers 1: one peer
     page = client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode()
     assert 'id="forecast-toggle">' in page  # there, but off
+    # said plainly: no policy of this sweep decides on these numbers
+    assert "the bayes model&#x27;s calibrated forecast; this sweep&#x27;s policy (median) does not decide on it" in page
 
 
 # --- replay --------------------------------------------------------------------------------------------------
