@@ -1,8 +1,9 @@
-"""How long one early-stopping policy check of a big sweep takes: going on from the state the last check saved,
-against feeding every stored point as every check did before (a check of 32 runs x 10 k steps in
-< 0.2 s, of 64 runs x 100 k steps in < 1 s).
+"""What the stateless early-stopping check of a big sweep costs: one replay from scratch of every stored point (or
+chart-tier bucket) through the one simulator, and the average share of one core a sweep's checks take when they
+are paced by that cost (``services.claim_policy_check``: the next check no sooner than ``policy_check.PACE``
+times the last one's duration after it; target <= 10 % of one core at 32 runs x 10 k steps).
 
-    .venv/bin/python bench/policy_check.py [--sizes 32x10000,64x100000] [--repeat 5] [--full-once-above 2000000]
+    .venv/bin/python bench/policy_check.py [--sizes 32x10000] [--repeat 3] [--window 60] [--policy median|bayes]
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/seedbed_bench_policy .venv/bin/python bench/policy_check.py
 
 What and how: for each size (runs x steps) a sweep of running runs, each with ``steps`` points of the policy
@@ -10,29 +11,23 @@ metric (noisy saturating curves, as bench/sweep_dashboard.py draws them), is wri
 in a temporary $SEEDBED_HOME, or into the PostgreSQL database $DATABASE_URL names (it must hold no runs; each
 size's sweep is deleted afterwards). The points go in as raw multi-row INSERTs, the rows the ingest service writes,
 and the chart tier is rebuilt from them: a check of runs over 400 planned steps reads the tier's complete buckets
-as its points (``policy_check._buckets_after``: 32-step buckets at 10 k steps, 256-step ones at 100 k; one new
-step seldom completes one, and such a check reads nothing new). The plan's ``policy_step`` is set to the last
-step, as if checks had kept up with the runs, and one check (``sweep_apply_policy``, no state yet: every point)
-saves the state. Then ``--repeat`` times: one new step for every run (``run_metrics_append``), and on those same points
+as its points (32-step buckets at 10 k steps). Then
 
-- full rebuild: ``policy_check(..., rebuild=True)``: a fresh policy fed every stored point (computing only);
-- incremental: ``policy_check`` going on from the saved state (computing only, the same decisions: checked);
-- whole check: ``sweep_apply_policy`` as the worker runs it: the incremental check, then the decisions, the
-  plan's policy_step and the new state stored under the sweep's lock.
+- replay: ``policy_check`` (computing only), the median of ``--repeat``, each after one new step of every run;
+- whole check: ``sweep_apply_policy`` as the worker runs it (the replay, the note, the decisions stored);
+- paced: for ``--window`` seconds every run logs a step every 0.1 s (``run_metrics_append``) and asks for a check
+  as a flush does (``claim_policy_check``, then ``sweep_apply_policy`` when it is granted): the share of wall time
+  spent in checks from the first granted check's start to the last one's (``paced``), and of this process's CPU
+  time (SQLite runs in it; PostgreSQL's server time is not counted there, so the wall share is the figure gated).
 
-Each figure is the median of the repeats (a size of more than ``--full-once-above`` points runs the full rebuild
-once: it takes long), timed in this process on the same data; the ratio is full rebuild / incremental. The policy
-is the median rule with ``min_delta`` 1 (``--policy bayes``: the bayes rule with ``risk`` 1e-9), so that no run
-is stopped and every check judges every run (stops only make later checks cheaper).
-
-With ``--late-start W``, each size also times one check after its last run was started again from step 1 (a late
-seed: a live run far behind holds the plan's policy_step where it was) while the others went ``W`` steps on: a
-check replays the steps from policy_step to the newest, as the full replay does, so it grows with W.
+The policy is the median rule with ``min_delta`` 1, so that no run is stopped and every check judges every run
+(``--policy bayes``: the bayes rule with ``risk`` 1e-9, which stops a seed only when it is all but certain; each
+check replays from the grace step on, as every live check does).
 """
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import os
 import statistics
 import sys
@@ -78,7 +73,7 @@ POLICIES = {
 
 
 def build_sweep(runs: int, steps: int, rng: np.random.Generator, policy_name: str = "median"):
-    """A sweep of ``runs`` running runs at ``steps`` steps whose checks kept up (policy_step = steps)."""
+    """A sweep of ``runs`` running runs at ``steps`` steps."""
     from django.db import connection
     from django.utils import timezone
 
@@ -90,7 +85,7 @@ def build_sweep(runs: int, steps: int, rng: np.random.Generator, policy_name: st
     policy = {**POLICIES[policy_name], "metric": METRIC, "mode": "max", "max_steps": steps + 1000}
     sweep = Sweep.objects.create(project=default_project(), name=f"bench {runs}x{steps}", config=config,
                                  seeds=list(range(runs)), concurrency=runs, policy=policy)
-    SweepPlan.objects.create(sweep=sweep, policy_step=steps)
+    SweepPlan.objects.create(sweep=sweep)
     created = Run.objects.bulk_create([
         Run(project=sweep.project, sweep=sweep, config={**config, "seed": s}, seed=s, status=RunStatus.RUNNING,
             started_at=timezone.now(), last_step=steps, name=f"bench / seed {s}") for s in range(runs)])
@@ -112,31 +107,30 @@ def timed(fn):
     return time.perf_counter() - t0, result
 
 
-def late_start(sweep, run_ids: list[int], window: int) -> tuple[float, float, int]:
-    """The last run starts again from step 1 (its points discarded), the others go ``window`` steps on, the late
-    one logs a step: (incremental check s, full rebuild s, points the incremental check read)."""
-    from webapp.runs.models import Run
-    from webapp.runs.services import run_discard_after, run_metrics_append
-    from webapp.sweeps.models import SweepPlan
-    from webapp.sweeps.policy_check import policy_check
-    from webapp.sweeps.services import sweep_apply_policy
+def paced(sweep, run_ids: list[int], first_step: int, window: float, rng: np.random.Generator) -> dict:
+    """``window`` seconds of live runs: every 0.1 s each logs a step and asks for a check as a flush does. The share
+    of a core the checks took in steady state: the seconds of every granted check but the last over the time from
+    the first one's start to the last one's (each check's own interval, whole); and of this process's CPU."""
+    from webapp.runs.services import run_metrics_append
+    from webapp.sweeps.services import claim_policy_check, sweep_apply_policy
 
-    run_discard_after(run_id=run_ids[-1], step=0)
-    run_metrics_append(run_id=run_ids[-1], points=[(1, METRIC, 0.5)])
-    sweep_apply_policy(sweep_id=sweep.pk)  # feeds every point (the discard), saves the state
-    for run_id in run_ids[:-1]:
-        last = Run.objects.get(pk=run_id).last_step
-        run_metrics_append(run_id=run_id, points=[(s, METRIC, 0.5) for s in range(last + 1, last + window + 1)])
-    run_metrics_append(run_id=run_ids[-1], points=[(2, METRIC, 0.5)])
-    plan = SweepPlan.objects.get(sweep=sweep)
-    t_inc, inc = timed(lambda: policy_check(sweep=sweep, plan=plan))
-    t_full, full = timed(lambda: policy_check(sweep=sweep, plan=plan, rebuild=True))
-    assert inc.rebuilt == "" and inc.decisions == full.decisions
-    return t_inc, t_full, inc.points_read
+    start, step, starts, walls, cpus = time.perf_counter(), first_step, [], [], []
+    while (now := time.perf_counter()) - start < window:
+        step += 1
+        for run_id in run_ids:
+            run_metrics_append(run_id=run_id, points=[(step, METRIC, 0.5 + rng.normal(0, 0.05))])
+        if claim_policy_check(sweep_id=sweep.pk):
+            c0, w0 = time.process_time(), time.perf_counter()
+            sweep_apply_policy(sweep_id=sweep.pk)
+            starts.append(w0)
+            cpus.append(time.process_time() - c0)
+            walls.append(time.perf_counter() - w0)
+        time.sleep(max(0.0, 0.1 - (time.perf_counter() - now)))  # (a bench's pace, not a test's wait)
+    span = starts[-1] - starts[0] if len(starts) > 1 else math.nan
+    return {"checks": len(starts), "wall_share": sum(walls[:-1]) / span, "cpu_share": sum(cpus[:-1]) / span}
 
 
-def bench_size(runs: int, steps: int, repeat: int, full_once_above: int, late_window: int,
-               policy_name: str = "median") -> dict:
+def bench_size(runs: int, steps: int, repeat: int, window: float, policy_name: str = "median") -> dict:
     from webapp.runs.services import run_metrics_append
     from webapp.sweeps.models import SweepPlan
     from webapp.sweeps.policy_check import policy_check
@@ -144,71 +138,51 @@ def bench_size(runs: int, steps: int, repeat: int, full_once_above: int, late_wi
 
     rng = np.random.default_rng(0)
     t_seed, (sweep, run_ids) = timed(lambda: build_sweep(runs, steps, rng, policy_name))
-    t_first, _ = timed(lambda: sweep_apply_policy(sweep_id=sweep.pk))
-    full, incremental, whole, read = [], [], [], {}
+    replays, whole, read = [], [], 0
     for k in range(1, repeat + 1):
         for run_id in run_ids:  # one new step of every run, through the ingest service
             run_metrics_append(run_id=run_id, points=[(steps + k, METRIC, 0.5 + rng.normal(0, 0.05))])
         plan = SweepPlan.objects.get(sweep=sweep)
-        t_inc, inc = timed(lambda: policy_check(sweep=sweep, plan=plan))
-        assert inc.rebuilt == "", inc.rebuilt
-        incremental.append(t_inc)
-        read["incremental"] = (inc.points_read, inc.points_reread)
-        if k == 1 or runs * steps <= full_once_above:
-            t_full, rebuilt = timed(lambda: policy_check(sweep=sweep, plan=plan, rebuild=True))
-            assert rebuilt.decisions == inc.decisions
-            full.append(t_full)
-            read["full rebuild"] = (rebuilt.points_read, 0)
+        t_replay, check = timed(lambda: policy_check(sweep=sweep, plan=plan))
+        replays.append(t_replay)
+        read = check.points_read
         t_whole, _ = timed(lambda: sweep_apply_policy(sweep_id=sweep.pk))
         whole.append(t_whole)
-    state_bytes = len(json.dumps(SweepPlan.objects.get(sweep=sweep).policy_state))
-    late = late_start(sweep, run_ids, late_window) if late_window else None
+    share = paced(sweep, run_ids, steps + repeat, window, rng) if window > 0 else None
     sweep.delete()
-    return {"seed": t_seed, "first": t_first, "full": full, "incremental": incremental, "whole": whole,
-            "read": read, "state_bytes": state_bytes, "late": late}
+    return {"seed": t_seed, "replay": replays, "whole": whole, "read": read, "paced": share}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="32x10000,64x100000", help="runs x steps, comma-separated")
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--full-once-above", type=int, default=2_000_000,
-                        help="above this many points the full rebuild is timed once, not --repeat times")
-    parser.add_argument("--late-start", type=int, default=0, metavar="W",
-                        help="also time a check with a late-started run while the others went W steps on")
+    parser.add_argument("--sizes", default="32x10000", help="runs x steps, comma-separated")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--window", type=float, default=60.0, help="seconds of paced live checks (0: none)")
     parser.add_argument("--policy", choices=sorted(POLICIES), default="median",
-                        help="median (min_delta 1) or bayes (risk 1e-9): neither stops a run")
+                        help="median (min_delta 1: it stops no run) or bayes (risk 1e-9)")
     args = parser.parse_args()
     setup_django()
     from django.db import connection
 
     from webapp.runs.models import Run
+    from webapp.sweeps.policy_check import PACE
 
     if Run.objects.exists():
         raise SystemExit("the database already holds runs: give bench/policy_check.py a fresh, empty database")
-    targets = {(32, 10_000): 0.2, (64, 100_000): 1.0}
+    target = 1 / PACE
     print(f"database: {connection.vendor}; policy {args.policy}; median of {args.repeat} checks, each after one new "
-          "step of every run")
-    header = (f"{'size':>12} {'points':>11} {'full rebuild':>13} {'incremental':>12} {'whole check':>12} "
-              f"{'ratio':>7} {'target':>7}  read (incremental / full)")
-    print(header)
+          f"step of every run; paced checks over {args.window:g} s (target <= {target:.0%} of one core)")
+    print(f"{'size':>12} {'points':>11} {'replay':>10} {'whole check':>12} {'read':>8} {'checks':>7} "
+          f"{'wall share':>11} {'cpu share':>10}")
     for size in args.sizes.split(","):
         runs, steps = (int(x) for x in size.lower().split("x"))
-        r = bench_size(runs, steps, args.repeat, args.full_once_above, args.late_start, args.policy)
-        full, inc, whole = (statistics.median(r[k]) for k in ("full", "incremental", "whole"))
-        target = targets.get((runs, steps))
-        verdict = "" if target is None else f"{'<' if whole < target else 'OVER'} {target:g} s"
-        print(f"{runs:>5} x {steps:<6} {runs * steps:>11,} {full * 1000:>10.0f} ms {inc * 1000:>9.1f} ms "
-              f"{whole * 1000:>9.1f} ms {full / inc:>6.0f}x {verdict:>9}  "
-              f"{r['read']['incremental'][0]:,} (+{r['read']['incremental'][1]:,} again) / "
-              f"{r['read']['full rebuild'][0]:,} points")
-        once = f"the full rebuild timed once (over {args.full_once_above:,} points); " if len(r["full"]) == 1 else ""
-        print(f"{'':>12} {once}seeded in {r['seed']:.0f} s; first check (no saved state: every point) "
-              f"{r['first']:.1f} s; saved state {r['state_bytes'] / 1000:.1f} kB")
-        if r["late"]:
-            t_inc, t_full, n = r["late"]
-            print(f"{'':>12} late start, the others {args.late_start} steps past policy_step: incremental "
-                  f"{t_inc * 1000:.0f} ms ({n:,} points read), full rebuild {t_full * 1000:.0f} ms")
+        r = bench_size(runs, steps, args.repeat, args.window, args.policy)
+        replay, whole = statistics.median(r["replay"]), statistics.median(r["whole"])
+        p = r["paced"] or {"checks": 0, "wall_share": math.nan, "cpu_share": math.nan}
+        verdict = "" if r["paced"] is None else ("<= target" if p["wall_share"] <= target else "OVER target")
+        print(f"{runs:>5} x {steps:<6} {runs * steps:>11,} {replay * 1000:>7.0f} ms {whole * 1000:>9.0f} ms "
+              f"{r['read']:>8,} {p['checks']:>7} {p['wall_share']:>10.1%} {p['cpu_share']:>10.1%}  {verdict}")
+        print(f"{'':>12} seeded in {r['seed']:.0f} s")
 
 
 if __name__ == "__main__":

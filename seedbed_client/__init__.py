@@ -15,6 +15,7 @@ Commands:
     sweeps launch CONFIG.yaml --seeds 4 [--concurrency 2] [--policy median] [--project P] [--name N]
     sweeps list [--project P]
     sweeps get ID
+    sweeps policies                               the early-stopping rules and their parameters
     evals list [--project P]
     evals get ID
     datasets list [--project P]

@@ -87,10 +87,11 @@ def _sweeps_commands(group) -> None:
     _add_launch_options(p)
     p.add_argument("--seeds", type=int, default=4, help="how many seeds, from the config's seed on (default 4)")
     p.add_argument("--concurrency", type=int, default=2, help="runs at a time (default 2)")
-    p.add_argument("--policy", default="median", help="early stopping policy: median, asha, manual, ...")
+    p.add_argument("--policy", default="median", help="early stopping policy (the list: sweeps policies)")
     p.add_argument("--budget", type=int, default=None,
                    help="compute budget in full runs (at least --seeds): slots freed by stops start new seeds, each "
                         "only if it can run to its end within the budget (default: none, no new seeds)")
+    _command(group, "policies", commands.sweeps_policies, "the early-stopping rules and their parameters")
     _command(group, "get", commands.sweeps_get, "a sweep and its runs as JSON").add_argument("id", type=int)
     p = _command(group, "stop", commands.sweeps_stop, "stop a whole sweep: kill its live runs, start nothing more")
     p.add_argument("id", type=int)

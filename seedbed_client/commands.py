@@ -184,6 +184,16 @@ def sweeps_list(client: SeedbedClient, args) -> int:
     return 0
 
 
+def sweeps_policies(client: SeedbedClient, args) -> int:
+    """The early-stopping rules the server knows (its one registry), each with its summary and parameters."""
+    for rule in client.get("/sweeps/policies")["policies"]:
+        params = ", ".join(f"{p['name']} {'required' if p['required'] else p['default']}"
+                           + (f" ({p['range']})" if p["range"] else "") for p in rule["params"])
+        print(f"{rule['name']}: {rule['summary']}" + (f"\n  waiting: {rule['waiting']}" if rule["waiting"] else "")
+              + (f"\n  params: {params}" if params else ""))
+    return 0
+
+
 def sweeps_get(client: SeedbedClient, args) -> int:
     print_json(client.get(f"/sweeps/{args.id}"))
     return 0

@@ -472,7 +472,7 @@ def maintenance() -> dict:
     stopped = {}
     for sweep_id in Sweep.objects.filter(runs__status=RunStatus.RUNNING).values_list("pk", flat=True).distinct():
         try:
-            stopped[sweep_id] = sweep_services.sweep_check(sweep_id=sweep_id)
+            stopped[sweep_id] = sweep_services.sweep_check(sweep_id=sweep_id, claim=True)  # (paced: claim)
         except Exception:  # one sweep's failure must not stop the others' checks (or the lost-run marking)
             log.exception("sweep %s: check failed", sweep_id)
     result = {**repaired, "stopped": stopped}

@@ -191,6 +191,16 @@ def test_sweeps_through_the_api(alice, config):
     assert Sweep.objects.count() == 1
 
 
+def test_the_policies_endpoint_lists_the_rules_of_the_one_registry(alice):
+    from webapp.sweeps.policies import RULES
+
+    rules = alice.get("/sweeps/policies").json()["policies"]
+    assert [r["name"] for r in rules] == [*RULES, "(every rule)"]
+    bayes = {p["name"]: p for p in next(r for r in rules if r["name"] == "bayes")["params"]}
+    assert (bayes["risk"]["default"], bayes["risk"]["bounds"]) == (0.05, {"gt": 0.0, "max": 0.5})
+    assert "waiting for peers" in next(r for r in rules if r["name"] == "median")["waiting"]
+
+
 def test_evals_through_the_api(alice, config):
     run_id = launch(alice, config)["id"]
     response = alice.post("/evals", {"run": run_id, "models": ["base"], "problems": 8, "n": 4, "k": [1, 2]})

@@ -401,6 +401,16 @@ def test_upload_list_and_get_a_dataset_then_launch_a_run_on_it(cli, tmp_path, se
                   "error: file: cannot read")
 
 
+def test_sweeps_policies_lists_every_rule_of_the_registry_with_its_parameters(cli):
+    from webapp.sweeps.policies import RULES
+
+    listed = cli("sweeps", "policies")
+    assert listed.returncode == 0, listed.stderr
+    names = [line.split(":")[0] for line in listed.stdout.splitlines() if not line.startswith(" ")]
+    assert names == [*RULES, "(every rule)"]
+    assert "risk 0.05 (in (0, 0.5])" in listed.stdout and "eta 2 (>= 2)" in listed.stdout
+
+
 def test_sweeps_launch_with_a_budget_starts_new_seeds_within_it_and_a_bad_budget_names_budget(cli, config_file,
                                                                                               alice):
     from webapp.sweeps.models import SweepPlan

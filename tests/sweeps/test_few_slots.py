@@ -104,6 +104,8 @@ def test_the_can_never_act_note_counts_the_slots_other_runs_hold_at_launch_and_a
         policy = {"name": "median", "metric": METRIC, "min_peers": 3}
         sweep = services.sweep_create(config={**config, "total_steps": 40}, seeds=[0, 1, 2], concurrency=2,
                                       policy=policy)
+    assert SweepPlan.objects.get(sweep=sweep).warnings == []  # computed by a task after the launch, not in it
+    services.sweep_update_policy_note(sweep_id=sweep.pk)  # what the first check does
     [note] = SweepPlan.objects.get(sweep=sweep).warnings
     assert note.startswith("the median policy can never stop a run of this sweep (3 runs, 1 at a time)")
     assert "only 1 of its 2 slots is free: the workers of queue cpu have 2, and 1 other run holds 1" in note

@@ -139,15 +139,11 @@ def test_a_sweep_of_long_runs_is_checked_on_the_chart_tier_as_the_replay_decides
 
     log(1, 1_203)  # the last bucket (1,201-1,208) is not complete yet: it is not read
     first = check_module.policy_check(sweep=sweep, plan=SweepPlan.objects.get(sweep=sweep))
-    assert first.rebuilt == "no saved state" and first.points_read == 4 * 1_200 // WIDTH  # buckets, not points
-    services.sweep_apply_policy(sweep_id=sweep.pk)  # policy_step 1,200
-    services.sweep_apply_policy(sweep_id=sweep.pk)  # saves the curves fed before it (the state of 8-step buckets)
+    assert first.points_read == 4 * 1_200 // WIDTH  # buckets, not points
+    services.sweep_apply_policy(sweep_id=sweep.pk)
     log(1_204, LONG)
-    plan = SweepPlan.objects.get(sweep=sweep)
-    going_on = check_module.policy_check(sweep=sweep, plan=plan)
-    rebuilt = check_module.policy_check(sweep=sweep, plan=plan, rebuild=True)
-    assert going_on.rebuilt == "" and going_on.decisions == rebuilt.decisions
-    assert going_on.points_read < rebuilt.points_read == 4 * LONG // WIDTH
+    assert check_module.policy_check(sweep=sweep, plan=SweepPlan.objects.get(sweep=sweep)).points_read == \
+        4 * LONG // WIDTH  # every bucket again: nothing is kept between checks
     services.sweep_apply_policy(sweep_id=sweep.pk)
     index = {run.pk: i for i, run in enumerate(runs)}
     live = [(index[d.run_id], d.action, d.rule, d.step, d.n_peers, d.value, d.threshold)
@@ -183,23 +179,26 @@ def test_bayes_on_the_chart_tier_counts_its_final_window_in_buckets_and_decides_
         [d.details["forecast"] for d in raw.decisions], abs=1e-3)
 
 
-def test_a_run_fed_its_unfinished_last_bucket_when_it_ended_makes_the_check_rebuild_once_it_runs_again(config):
+def test_a_run_that_ended_within_a_bucket_and_runs_again_is_fed_that_bucket_whole_once_it_is_complete(config):
     [curves] = early_stopping.synthetic_sweeps(seed=12, n_sweeps=1, n_seeds=3, steps=LONG)
     points = list(curves.values())
+    policy = {"name": "median", "grace_steps": 240, "min_peers": 1, "metric": METRIC}
     sweep = services.sweep_create(config={**config, "total_steps": LONG}, seeds=range(3), concurrency=3,
-                                  policy={"name": "median", "grace_steps": 240, "min_peers": 1, "metric": METRIC})
+                                  policy=policy)
     runs = list(sweep.runs.order_by("pk"))
     for run, curve, last in zip(runs, points, (1_203, 1_600, 1_600)):
         run_services.run_start(run_id=run.pk, worker="test:1")
         run_services.run_metrics_append(run_id=run.pk, points=[(s, METRIC, v) for s, v in curve[:last]])
     run_services.run_finish(run_id=runs[0].pk, status=RunStatus.KILLED)  # at step 1,203: its last bucket unfinished
-    services.sweep_apply_policy(sweep_id=sweep.pk)
-    services.sweep_apply_policy(sweep_id=sweep.pk)  # the state holds run 0 fed up to its bucket ending at 1,203
-    assert SweepPlan.objects.get(sweep=sweep).policy_state["width"] == WIDTH
+    ended = check_module.policy_check(sweep=sweep, plan=SweepPlan.objects.get(sweep=sweep))
+    assert ended.points_read == 1_200 // WIDTH + 1 + 2 * 1_600 // WIDTH  # an ended run's last bucket as it is
     run_services.run_resume(run_id=runs[0].pk)  # resumed from its last step: nothing is discarded
     run_services.run_start(run_id=runs[0].pk, worker="test:1")
     run_services.run_metrics_append(run_id=runs[0].pk, points=[(s, METRIC, v) for s, v in points[0][1_203:1_216]])
-    plan = SweepPlan.objects.get(sweep=sweep)
-    check = check_module.policy_check(sweep=sweep, plan=plan)
-    assert check.rebuilt == f"run {runs[0].pk} was fed its last bucket unfinished (step 1203) and runs again"
-    assert check.decisions == check_module.policy_check(sweep=sweep, plan=plan, rebuild=True).decisions
+    check = check_module.policy_check(sweep=sweep, plan=SweepPlan.objects.get(sweep=sweep))
+    assert check.points_read == 1_216 // WIDTH + 2 * 1_600 // WIDTH  # its bucket 1,201-1,208 whole, 8 steps
+    replayed = replay({**policy, "mode": "max", "max_steps": LONG},
+                      {run.pk: bucket_means(curve[:last], WIDTH) for run, curve, last in zip(runs, points,
+                                                                                         (1_216, 1_600, 1_600))})
+    assert [(d.run_id, d.step, d.rule) for d in check.decisions] == [(d.run_id, d.step, d.rule)
+                                                                   for d in replayed.decisions]

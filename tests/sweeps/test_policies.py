@@ -8,7 +8,7 @@ import pytest
 
 from training.fields import FieldErrors
 from webapp.sweeps.policies import (Decision, debiased_ema, make_policy, replay,
-                                    running_mean, saved_state, smooth, stored_config)
+                                    running_mean, smooth, stored_config)
 
 
 def constant_curves(levels: dict, steps: int) -> dict:
@@ -470,27 +470,6 @@ def test_p_near_best_matches_the_closed_form_for_one_peer():
     assert p_near_best(0.5, 0.1, [], 0.02) == pytest.approx(1.0)
     # two equal peers: P(X >= max(Y1, Y2)) = 1/3 for three exchangeable runs
     assert p_near_best(0.5, 0.1, [(0.5, 0.1), (0.5, 0.1)], 0.0) == pytest.approx(1 / 3, abs=2e-3)
-
-
-def test_bayes_state_saved_mid_sweep_and_restored_decides_as_the_policy_that_saw_every_point():
-    import json
-    curves = noisy_curves({"a": 0.7, "b": 0.66, "c": 0.62, "d": 0.58, "e": 0.5}, steps=40, noise=0.03, seed=5)
-    config = {**BAYES, "risk": 0.3}
-    whole, restored = make_policy(config), make_policy(config)
-    for t in range(1, 15):
-        for run_id, points in curves.items():
-            whole.observe(run_id, *points[t - 1])
-            restored.observe(run_id, *points[t - 1])
-    saved = json.loads(json.dumps(saved_state.save_state(restored)))
-    restored = make_policy(config)
-    saved_state.load_state(restored, saved)
-    decided = {"whole": [], "restored": []}
-    for t in range(15, 41):
-        for name, policy in (("whole", whole), ("restored", restored)):
-            for run_id, points in curves.items():
-                policy.observe(run_id, *points[t - 1])
-            decided[name] += policy.decide()
-    assert decided["whole"] and decided["whole"] == decided["restored"]
 
 
 def test_feasibility_finds_the_policies_that_can_never_act_and_what_would():

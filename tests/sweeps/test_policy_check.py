@@ -1,9 +1,8 @@
-"""A policy check that goes on from the curves the last check saved decides exactly what the full replay (a fresh
-policy fed every stored point, as every check did before the state existed) decides: on random sweeps driven
-through the real run services, against the replay itself kept here as the oracle, and on hand-made cases."""
+"""A policy check is a replay from scratch: it decides exactly what a fresh policy fed every stored point decides
+(the oracle kept here), whenever the checks happen and whatever was discarded in between: on random sweeps driven
+through the real run services, and on hand-made cases."""
 from __future__ import annotations
 
-import json
 import math
 import random
 from unittest import mock
@@ -18,7 +17,7 @@ from webapp.sweeps.models import FreeSlotUse, SweepPlan
 from webapp.sweeps.policies import EXTEND, STOP, Decision, make_policy
 
 # on PostgreSQL again (docs/architecture.md#tests-and-benchmarks): the hand-made cases, and of the random replays the
-# two that cover what the engine answers (the saved state's JSON, extensions, guards, new seeds, resumes); the other
+# two that cover what the engine answers (extensions, guards, new seeds, resumes); the other
 # replays vary only the policy's arithmetic over the same queries and run on SQLite
 pytestmark = [pytest.mark.django_db]
 
@@ -26,9 +25,9 @@ METRIC = "reward/mean"
 TOTAL = 24
 
 
-def full_replay(*, sweep, plan, rebuild=False) -> check_module.PolicyCheck:
-    """The oracle: the check as it was before it saved anything (a fresh policy fed every stored point of the
-    metric in step order across runs, deciding after each step from the plan's policy_step on)."""
+def full_replay(*, sweep, plan) -> check_module.PolicyCheck:
+    """The oracle: a fresh policy fed every stored point of the metric in step order across runs, deciding after
+    each step."""
     policy = make_policy(sweep.policy)
     runs = {run.pk: run for run in sweep.runs.all()}
     stored = {(d.run_id, d.action): d for d in sweep.decisions.all()}
@@ -47,15 +46,13 @@ def full_replay(*, sweep, plan, rebuild=False) -> check_module.PolicyCheck:
     for run_id, step, value, key in (MetricPoint.objects.filter(run_id__in=list(runs), key__in=policy.metrics(),
                                                                 value__isnull=False)
                                      .order_by("step", "run_id", "key").values_list("run_id", "step", "value", "key")):
-        if step != current_step and current_step is not None and current_step >= plan.policy_step:
+        if step != current_step and current_step is not None:
             decisions += policy.decide(budget)
         current_step = step
         if run_id not in stops or step <= stops[run_id].step:
             policy.observe(run_id, step, value, key)
     decisions += policy.decide(budget)
-    live = [r.last_step for r in runs.values() if r.status == RunStatus.RUNNING and r.kill_requested_at is None]
-    return check_module.PolicyCheck(decisions=decisions, complete=min(live) if live else (current_step or 0),
-                                    state=plan.policy_state, epoch=plan.policy_epoch)
+    return check_module.PolicyCheck(decisions=decisions)
 
 
 def apply_with(check):
@@ -210,31 +207,26 @@ REPLAYS_ON_POSTGRES = {("bayes-min-extend", 1), ("manual-with-guards", 2)}
     pytest.param(name, seed, id=f"{name}-{seed}",
                  marks=[pytest.mark.postgres] if (name, seed) in REPLAYS_ON_POSTGRES else [])
     for name in sorted(POLICIES) for seed in (1, 2)])
-def test_checks_that_go_on_from_the_saved_curves_decide_what_the_full_replay_decides(config, name, seed):
+def test_every_check_decides_what_a_fresh_policy_fed_every_stored_point_decides(config, name, seed):
     policy, kwargs = POLICIES[name]
     rng, seeds, attempts = random.Random(seed), Seeds(seed), {}
     copies = [services.sweep_create(config={**config, "total_steps": TOTAL}, seeds=range(6), concurrency=4,
                                     policy={**policy, "metric": METRIC}, **kwargs) for _ in range(2)]
-    incremental, checks = apply_with(check_module.policy_check)
+    live, checks = apply_with(check_module.policy_check)
     replayed, _ = apply_with(full_replay)
     for _ in range(60):
         tick(rng, copies, seeds, attempts, concurrency=4)
         if rng.random() < 0.6:
-            incremental(copies[0])
+            live(copies[0])
             replayed(copies[1])
             assert decisions_of(copies[0]) == decisions_of(copies[1])
-            plans = [SweepPlan.objects.get(sweep=copy) for copy in copies]
-            assert plans[0].policy_step == plans[1].policy_step
         assert ([(r.status, r.kill_requested_at is None, r.total_steps) for r in runs_of(copies[0])]
                 == [(r.status, r.kill_requested_at is None, r.total_steps) for r in runs_of(copies[1])])
-    went_on = [c for c in checks if not c.rebuilt]
-    assert len(went_on) >= len(checks) // 2, [c.rebuilt for c in checks]
+    assert checks and all(c.points_read > 0 for c in checks[1:])
     if "guards" in name:  # the guards acted (and so were compared with the replay), not just stayed quiet
         assert any(rule.startswith("guard:") for _, _, rule, *_ in decisions_of(copies[0])), decisions_of(copies[0])
     if "needed" in name:  # several stops, the later ones spending on top of the earlier checks' (tell_stop)
         assert sum(action == STOP for _, action, *_ in decisions_of(copies[0])) >= 2, decisions_of(copies[0])
-    # the only reasons to feed every point here: the first check, and a resume's discard since the last one
-    assert {c.rebuilt for c in checks} <= {"", "no saved state", "a run's points were discarded since it was saved"}
 
 
 def running_sweep(config, levels, start=None, **kwargs):
@@ -253,81 +245,50 @@ def log(run, steps, level):
 
 
 @pytest.mark.postgres
-def test_a_check_reads_only_the_points_stored_since_the_last_one_and_saves_json(config):
+def test_every_check_reads_every_stored_point_and_the_plan_keeps_no_curves(config):
     sweep, runs = running_sweep(config, [0.5, 0.5, 0.5])
     for run in runs:
         log(run, range(1, 11), 0.5)
     services.sweep_apply_policy(sweep_id=sweep.pk)
     for run in runs:
-        log(run, range(11, 13), 0.5)
+        log(run, range(11, 14), 0.5)
     plan = SweepPlan.objects.get(sweep=sweep)
-    assert plan.policy_step == 10
-    check = check_module.policy_check(sweep=sweep, plan=plan)
-    assert check.rebuilt == "" and check.points_read == 3 * 12  # everything was read once: the state holds none
-    services.sweep_apply_policy(sweep_id=sweep.pk)
-    for run in runs:
-        log(run, [13], 0.5)
-    plan = SweepPlan.objects.get(sweep=sweep)
-    check = check_module.policy_check(sweep=sweep, plan=plan)
-    # the last check started at policy_step 10: its state holds the steps before 10, so 10 to 13 are read
-    assert check.rebuilt == "" and check.points_read == 3 * 4
-    assert json.loads(json.dumps(plan.policy_state)) == plan.policy_state
-    assert check_module.policy_check(sweep=sweep, plan=plan, rebuild=True).points_read == 3 * 13
+    assert check_module.policy_check(sweep=sweep, plan=plan).points_read == 3 * 13  # not only the 3 x 3 new ones
+    assert not {"policy_state", "policy_step", "policy_epoch"} & {f.name for f in SweepPlan._meta.get_fields()}
+    assert plan.policy_check_s > 0  # the last replay's duration, which paces the next check
 
 
 @pytest.mark.postgres
-def test_a_resume_that_discards_points_makes_the_next_check_feed_every_point(config):
+def test_after_a_resume_that_discards_points_the_check_decides_on_the_points_stored_now(config):
     sweep, runs = running_sweep(config, [0.5, 0.5, 0.5, 0.5])
     for run in runs:
         log(run, range(1, 9), 0.5)
-    services.sweep_apply_policy(sweep_id=sweep.pk)
-    services.sweep_apply_policy(sweep_id=sweep.pk)
-    run_services.run_discard_after(run_id=runs[3].pk, step=8)  # resumed from its last step: nothing is discarded
-    assert check_module.policy_check(sweep=sweep, plan=SweepPlan.objects.get(sweep=sweep)).rebuilt == ""
+    assert services.sweep_apply_policy(sweep_id=sweep.pk) == []
     run_services.run_discard_after(run_id=runs[3].pk, step=3)  # resumed from its checkpoint at step 3 ...
     log(runs[3], range(4, 9), 0.1)  # ... it logs other values for the same steps
-    check = check_module.policy_check(sweep=sweep, plan=SweepPlan.objects.get(sweep=sweep))
-    assert check.rebuilt == "a run's points were discarded since it was saved"
-    assert check.decisions == full_replay(sweep=sweep, plan=SweepPlan.objects.get(sweep=sweep)).decisions
+    plan = SweepPlan.objects.get(sweep=sweep)
+    check = check_module.policy_check(sweep=sweep, plan=plan)
+    assert check.decisions == full_replay(sweep=sweep, plan=plan).decisions
     [decision] = services.sweep_apply_policy(sweep_id=sweep.pk)
-    assert (decision.run_id, decision.step) == (runs[3].pk, 8)  # the values logged after the resume are poor
+    assert (decision.run_id, decision.step) == (runs[3].pk, 4)  # its first step judged after the resume is poor
 
 
 @pytest.mark.postgres
-def test_a_run_that_starts_late_is_judged_against_its_peers_past_read_again_from_their_checkpoints(config):
+def test_a_run_that_starts_late_is_judged_from_its_first_judged_step_against_its_peers_there(config):
     sweep, runs = running_sweep(config, [0.5, 0.5, 0.5, 0.1], start=3)
     late = runs[3]
     for run in runs[:3]:
         log(run, range(1, 31), 0.5)
     services.sweep_apply_policy(sweep_id=sweep.pk)
-    for run in runs[:3]:
-        log(run, [31], 0.5)
-    services.sweep_apply_policy(sweep_id=sweep.pk)  # policy_step 30: the state holds the peers up to step 29
     run_services.run_start(run_id=late.pk, worker="test:1")
     log(late, range(1, 7), 0.1)
     plan = SweepPlan.objects.get(sweep=sweep)
     check = check_module.policy_check(sweep=sweep, plan=plan)
     oracle = full_replay(sweep=sweep, plan=plan)
-    assert check.rebuilt == "" and check.points_read == 3 * 2 + 6
     assert [d for d in check.decisions if d.run_id == late.pk] == [d for d in oracle.decisions if d.run_id == late.pk]
     [stop] = [d for d in check.decisions if d.run_id == late.pk]
-    assert (stop.step, stop.n_peers) == (6, 3)  # at its own step 6, against its peers' values at step 6
-
-
-@pytest.mark.postgres
-def test_a_state_saved_for_another_config_or_fed_past_a_stop_is_not_used(config):
-    sweep, runs = running_sweep(config, [0.5, 0.5, 0.5])
-    for run in runs:
-        log(run, range(1, 9), 0.5)
-    services.sweep_apply_policy(sweep_id=sweep.pk)
-    services.sweep_apply_policy(sweep_id=sweep.pk)
-    plan = SweepPlan.objects.get(sweep=sweep)
-    sweep.policy = {**sweep.policy, "min_delta": 0.2}
-    assert check_module.policy_check(sweep=sweep, plan=plan).rebuilt == "saved for another policy config"
-    sweep.refresh_from_db()
-    services.PolicyDecision.objects.create(sweep=sweep, run=runs[0], action="stop", rule="median", step=2,
-                                           value=0.1, threshold=0.5, reason="by another process")
-    assert "past its stop at step 2" in check_module.policy_check(sweep=sweep, plan=plan).rebuilt
+    # at the grace step 4, against its peers' values at step 4: the same whenever the checks happened
+    assert (stop.step, stop.n_peers) == (4, 3)
 
 
 @pytest.mark.postgres
@@ -339,41 +300,21 @@ def test_runs_are_judged_in_the_replays_order_also_when_a_run_with_a_smaller_id_
         run_services.run_start(run_id=run.pk, worker="test:1")
         log(run, range(1, 11), 0.5)
     services.sweep_apply_policy(sweep_id=sweep.pk)
-    services.sweep_apply_policy(sweep_id=sweep.pk)
     run_services.run_start(run_id=second_late.pk, worker="test:1")
-    log(second_late, [1, 2], 0.1)  # before the grace period: not judged yet, but saved with the curves
+    log(second_late, [1, 2], 0.1)  # before the grace period: not judged yet
     services.sweep_apply_policy(sweep_id=sweep.pk)
     run_services.run_start(run_id=first_late.pk, worker="test:1")
     log(first_late, range(1, 6), 0.1)
     log(second_late, range(3, 6), 0.1)
     plan = SweepPlan.objects.get(sweep=sweep)
     check = check_module.policy_check(sweep=sweep, plan=plan)
-    assert check.rebuilt == "" and check.decisions == full_replay(sweep=sweep, plan=plan).decisions
+    assert check.decisions == full_replay(sweep=sweep, plan=plan).decisions
     assert [d.run_id for d in services.sweep_apply_policy(sweep_id=sweep.pk)] == [first_late.pk, second_late.pk]
 
 
 @pytest.mark.postgres
-def test_a_run_that_starts_late_moves_up_its_peers_past_reading_again_only_the_steps_it_moved(config):
-    sweep, runs = running_sweep(config, [0.5] * 4, start=3)
-    for run in runs[:3]:
-        log(run, range(1, 31), 0.5)
-    services.sweep_apply_policy(sweep_id=sweep.pk)
-    services.sweep_apply_policy(sweep_id=sweep.pk)  # the first step judged (4) is kept for every peer
-    run_services.run_start(run_id=runs[3].pk, worker="test:1")
-    reread = []
-    for last in (6, 7, 9):
-        log(runs[3], range(runs[3].last_step + 1, last + 1), 0.5)
-        runs[3].refresh_from_db()
-        check = check_module.policy_check(sweep=sweep, plan=SweepPlan.objects.get(sweep=sweep))
-        assert check.rebuilt == "" and check.decisions == []
-        services.sweep_apply_policy(sweep_id=sweep.pk)
-        reread.append(check.points_reread)
-    assert reread == [3 * (6 - 4), 3 * (7 - 6), 3 * (9 - 7)]  # each peer's points from the late run's last step
-
-
-@pytest.mark.postgres
-def test_a_check_that_saves_an_older_state_after_a_newer_check_leaves_later_checks_exact(config):
-    # two processes check at once: the slower one computed on older points and stores last (its state too)
+def test_a_check_that_stores_its_older_decisions_after_a_newer_check_leaves_later_checks_exact(config):
+    # two processes check at once: the slower one computed on older points and stores last
     copies = [services.sweep_create(config={**config, "total_steps": TOTAL}, seeds=range(5), concurrency=5,
                                     policy={"name": "median", "metric": METRIC, "grace_steps": 3, "min_peers": 2})
               for _ in range(2)]
@@ -402,10 +343,8 @@ def test_a_check_that_saves_an_older_state_after_a_newer_check_leaves_later_chec
     log_to(14)
     check_both()
     for copy, old in zip(copies, stale):
-        apply_with(lambda **_: old)[0](copy)  # stored after the newer check: its decisions, policy_step, state
+        apply_with(lambda **_: old)[0](copy)  # stored after the newer check: its decisions
     assert decisions_of(copies[0]) == decisions_of(copies[1])
-    assert SweepPlan.objects.get(sweep=copies[0]).policy_state == stale[0].state
-    assert check_module.policy_check(sweep=copies[0], plan=SweepPlan.objects.get(sweep=copies[0])).rebuilt == ""
     for step in (16, 19, 23):
         log_to(step)
         check_both()

@@ -36,7 +36,7 @@ def test_a_grid_times_seeds_launches_every_run_queued_and_only_concurrency_of_th
     assert [(r.seed, r.config["lr"], r.config["eps_high"]) for r in runs] == [
         (3, 1e-4, 0.28), (3, 2e-4, 0.28), (4, 1e-4, 0.28), (4, 2e-4, 0.28)]
     assert all(r.status == RunStatus.QUEUED for r in runs)
-    assert len(callbacks) == 2 and holding(sweep) == 2
+    assert len(callbacks) == 3 and holding(sweep) == 2  # two runs sent, and the first check (its feasibility note)
     assert sweep.policy == {**MEDIAN, "max_steps": 20}  # the horizon is the runs' total_steps
     assert SweepPlan.objects.get(sweep=sweep).grid == {"lr": [1e-4, 2e-4], "eps_high": [0.28]}
 
@@ -112,7 +112,6 @@ def test_a_poor_run_ahead_of_its_peers_is_judged_once_they_reach_its_steps(confi
     [decision] = services.sweep_apply_policy(sweep_id=sweep.pk)
     # judged at step 2 (grace), where its peers now have values, although it has reached step 10
     assert (decision.run_id, decision.step, decision.n_peers, decision.threshold) == (fast.pk, 2, 2, 0.55)
-    assert SweepPlan.objects.get(sweep=sweep).policy_step == 4  # every running run's points are in up to 4
 
 
 def test_a_decision_is_stored_once_per_run_and_action(config, django_capture_on_commit_callbacks):
@@ -289,6 +288,33 @@ def test_a_flush_requests_a_check_at_most_once_a_second_per_sweep_and_the_check_
     stopped = services.sweep_check(sweep_id=sweep.pk)  # what the sweep_check task runs
     assert PolicyDecision.objects.filter(sweep=sweep).count() == 1
     assert stopped == [PolicyDecision.objects.get(sweep=sweep).run_id]
+
+
+def test_checks_are_paced_by_the_last_replays_cost_and_the_maintenance_pass_claims_its_check_too(
+        config, django_capture_on_commit_callbacks):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from webapp.sweeps.policy_check import PACE
+
+    sweep, runs = three_running(config, django_capture_on_commit_callbacks)
+    services.sweep_apply_policy(sweep_id=sweep.pk)
+    cost = SweepPlan.objects.get(sweep=sweep).policy_check_s
+    assert 0 < cost < 60  # the replay's measured seconds
+    SweepPlan.objects.filter(sweep=sweep).update(policy_check_s=0.5)  # a replay of half a second: one per 5 s
+    now = timezone.now()
+    assert services.claim_policy_check(sweep_id=sweep.pk, now=now)
+    assert not services.claim_policy_check(sweep_id=sweep.pk, now=now + timedelta(seconds=PACE * 0.5 - 0.1))
+    assert services.claim_policy_check(sweep_id=sweep.pk, now=now + timedelta(seconds=PACE * 0.5 + 0.1))
+    # the beat's pass (claim=True) replays nothing while a check is not due (the cost stored stays), then does
+    with django_capture_on_commit_callbacks(execute=True):
+        services.sweep_check(sweep_id=sweep.pk, claim=True)
+    assert SweepPlan.objects.get(sweep=sweep).policy_check_s == 0.5
+    SweepPlan.objects.filter(sweep=sweep).update(policy_checked_at=now - timedelta(seconds=60))
+    with django_capture_on_commit_callbacks(execute=True):
+        services.sweep_check(sweep_id=sweep.pk, claim=True)
+    assert SweepPlan.objects.get(sweep=sweep).policy_check_s != 0.5
 
 
 def test_sweep_respects_its_concurrency_and_hands_slots_on(config, django_capture_on_commit_callbacks):

@@ -44,7 +44,7 @@ def test_the_form_launches_a_grid_of_seeds_with_its_policy(client_in, model_dir,
     assert sorted(sweep.runs.values_list("seed", "config__lr")) == [(7, 1e-4), (7, 2e-4), (9, 1e-4), (9, 2e-4)]
     assert sweep.policy == {"name": "median", "metric": "reward/mean", "mode": "max", "grace_steps": 3,
                             "min_peers": 1, "max_steps": 20}
-    assert len(callbacks) == 2 and sweep.concurrency == 2
+    assert len(callbacks) == 3 and sweep.concurrency == 2  # two runs sent, and the first check (its feasibility note)
     plan = SweepPlan.objects.get(sweep=sweep)
     assert (plan.free_slot_use, plan.budget, plan.grid) == ("new_seed", 6, {"lr": [1e-4, 2e-4]})
     # the sweep page shows the budget: nothing run yet, the 4 runs of 20 steps committed
@@ -240,6 +240,10 @@ def test_a_policy_that_can_never_stop_a_run_is_said_with_the_settings_that_would
                                        policy={"name": "median", "metric": "reward/mean"})
         manual = services.sweep_create(config=config, seeds=[0, 1], concurrency=1, name="by hand",
                                        policy={"name": "manual"})
+    assert small.plan.warnings == []  # not replayed in the request: by the check sent once the launch committed
+    for sweep in (small, enough, manual):
+        services.sweep_check(sweep_id=sweep.pk)  # what that task runs
+        sweep.plan.refresh_from_db()
     (warning,) = small.plan.warnings
     assert warning.startswith("the median policy can never stop a run of this sweep (2 runs, 2 at a time)")
     assert "it would act with min_peers 1 or 4 runs" in warning

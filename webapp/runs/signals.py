@@ -2,12 +2,7 @@
 
 ``slots_changed(run=...)`` is sent inside the service's transaction when a run that belongs to a group ended or
 went back to the queue without being sent to a worker: the group decides which of its runs gets a slot next.
-
-``points_discarding(run_id=..., step=...)`` is sent inside ``run_discard_after``'s transaction before a resumed
-run's metric points after ``step`` are deleted: whatever kept state computed from them (a sweep's saved policy
-state) drops it.
 """
 from django.dispatch import Signal
 
 slots_changed = Signal()
-points_discarding = Signal()

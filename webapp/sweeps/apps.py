@@ -8,9 +8,8 @@ class SweepsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from webapp.runs.signals import points_discarding, slots_changed
+        from webapp.runs.signals import slots_changed
 
-        from .services import on_points_discarding, on_slots_changed
+        from .services import on_slots_changed
 
         slots_changed.connect(on_slots_changed, dispatch_uid="sweeps.on_slots_changed")
-        points_discarding.connect(on_points_discarding, dispatch_uid="sweeps.on_points_discarding")

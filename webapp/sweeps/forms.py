@@ -17,7 +17,7 @@ from webapp.runs.forms import RunForm
 from . import services
 from .models import FreeSlotUse
 from .policies.budget import MAX_BUDGET_RUNS
-from .policies import POLICY_NAMES, params_help
+from .policies import RULES, params_help
 
 POLICY_FIELD = {"name": "policy_name", "metric": "policy_metric", "mode": "policy_mode"}
 
@@ -88,11 +88,9 @@ class SweepForm(RunForm):
     grid = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3, "placeholder": "lr = 1e-4, 2e-4"}),
                            help_text="Optional: one to three knobs crossed with the seeds, one per line: "
                                      "knob = value, value.")
-    policy_name = forms.ChoiceField(choices=[(n, n) for n in POLICY_NAMES], initial="median", label="policy",
-                                    help_text="Early stopping: manual (kill buttons only), median stopping rule, "
-                                              "asha (successive halving), threshold/patience, or bayes (each "
-                                              "run's final forecast from its curve; a run unlikely to end near "
-                                              "the best stops).")
+    policy_name = forms.ChoiceField(choices=[(n, n) for n in RULES], initial="median", label="policy",
+                                    help_text="Early stopping: " + "; ".join(f"{name}: {rule.summary.rstrip('.')}"
+                                                                             for name, rule in RULES.items()) + ".")
     policy_metric = forms.CharField(initial="reward/mean", required=False, label="policy metric",
                                     help_text="The logged metric the policy watches.")
     policy_mode = forms.ChoiceField(choices=[("max", "max"), ("min", "min")], initial="max", label="policy mode",

@@ -76,16 +76,12 @@ class SweepPlan(models.Model):
                                     help_text="Overrides of webapp.sweeps.alerts.AlertBounds, by field name.")
     policy_checked_at = models.DateTimeField(null=True, blank=True,
                                              help_text="When a process last claimed the policy check (throttle).")
-    policy_step = models.IntegerField(default=0, help_text="Steps up to this one were judged with every "
-                                                          "running run's point there (see policy_check).")
-    policy_state = models.JSONField(default=dict, blank=True,
-                                    help_text="The policy's curves as the last check left them before policy_step "
-                                              "(JSON, see policy_check): the next check feeds only later points.")
+    policy_check_s = models.FloatField(default=0.0,
+                                       help_text="Seconds the last check's replay took: the next check waits at "
+                                                 "least policy_check.PACE times as long (services.claim_policy_check).")
     policy_held = models.JSONField(default=dict, blank=True,
                                    help_text="Run id -> why the last check kept it though its rule would stop it (a "
                                              "budget no new seed could use its steps under: PolicyCheck.held).")
-    policy_epoch = models.PositiveIntegerField(default=0, help_text="Bumped when a run's stored points are "
-                                                                    "discarded (a resume): an older state is rebuilt.")
 
     def __str__(self) -> str:
         return f"plan of sweep {self.sweep_id}"

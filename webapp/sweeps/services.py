@@ -2,9 +2,9 @@
 policy to the live runs, redirecting freed slots, killing several runs, raising RL-health alerts.
 
 Policy application (``sweep_apply_policy``) decides from the stored curves on every call (the database is the
-source of truth; any process may call it: the policy task after a metrics flush, the maintenance beat), as a
-fresh policy fed every stored point would, but going on from the curves the last call saved
-(``policy_check``), under a lock on the sweep row. A decision is stored once per run and action (a unique
+source of truth; any process may call it: the policy task after a metrics flush, the maintenance beat): a fresh
+policy fed every stored point (``policy_check``, a replay from scratch outside any transaction), its new decisions
+stored under a lock on the sweep row. A decision is stored once per run and action (a unique
 constraint), so applying twice, or from two processes at once, decides and kills once.
 """
 from __future__ import annotations
@@ -13,6 +13,7 @@ import dataclasses
 import itertools
 import logging
 import math
+import time
 from datetime import timedelta
 from typing import Iterable, Optional
 
@@ -36,7 +37,7 @@ from .policies.budget import BudgetUse, budget_error, committed_steps, steps_use
 from .policies.feasibility import NOTE_MARK, policy_cannot_act_cached
 from .models import Alert, AlertKind, FreeSlotUse, PolicyDecision, Sweep, SweepPlan
 from .policies import EXTEND, STOP, Decision, make_policy, stored_config
-from .policy_check import policy_check
+from .policy_check import PACE, policy_check
 
 log = logging.getLogger("seedbed.sweeps")
 
@@ -172,10 +173,6 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
     policy_config = policy_config_for(policy, total_steps=base.total_steps, free_slot_use=free_slot_use,
                                       extend_steps=extend_steps)
     n_runs = len(points) * len(seeds)
-    # a policy that compares runs but never has enough of them at once watches every run to its end: said on the
-    # sweep's page and in the API, with the nearest settings that would act (for the slots free now)
-    cannot = policy_note(policy_config, n_runs=n_runs, concurrency=concurrency,
-                         queue=run_services.queue_for(base))
     sweep = Sweep.objects.create(name=name or f"{base.preset} x {n_runs} runs", project=project,
                                  config=base.to_dict(), seeds=seeds, concurrency=concurrency, policy=policy_config,
                                  created_by=user, copied_from=copied_from)
@@ -183,8 +180,7 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
           runs=n_runs, policy=policy_config.get("name", "manual") if policy_config else "manual",
           **({"copied_from": copied_from.pk} if copied_from is not None else {}))
     SweepPlan.objects.create(sweep=sweep, grid=grid or {}, free_slot_use=free_slot_use, extend_steps=extend_steps,
-                             budget=budget, alert_bounds=alert_bounds or {},
-                             warnings=[cannot] if cannot else [])
+                             budget=budget, alert_bounds=alert_bounds or {})
     for seed in seeds:
         for point, point_config in points:
             knobs = "".join(f" {k}={v}" for k, v in point.items())
@@ -192,6 +188,13 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
                                     name=f"{sweep.name} / seed {seed}{knobs}", parent_run=parent_run,
                                     parent_step=parent_step)
     sweep_fill_slots(sweep_id=sweep.pk)
+    if policy_config.get("name"):
+        from workers.dispatch import send_on_commit
+
+        # a policy that compares runs but never has enough of them at once watches every run to its end: said on
+        # the sweep's page and in the API once the maintenance worker's first check has replayed it
+        # (sweep_apply_policy: sweep_update_policy_note)
+        send_on_commit("workers.tasks.sweep_check", args=[sweep.pk], queue="maintenance")
     return sweep
 
 
@@ -226,10 +229,13 @@ def policy_note(policy_config: dict, *, n_runs: int, concurrency: int, queue: st
     return f"{note}; {why}" if note and why else note
 
 
-def _update_policy_note(sweep: Sweep) -> None:
-    """At each check: the feasibility note again, for the slots free now; the sweep's page shows it when it changed
-    (the plan's warnings, the note replaced, any other warning kept). Called under the sweep's lock."""
-    runs = list(sweep.runs.values_list("queue", flat=True))
+def sweep_update_policy_note(*, sweep_id: int) -> None:
+    """The feasibility note (``policy_note``) for the slots free now, stored in the plan's warnings (the note
+    replaced, any other warning kept); the sweep's page and the API show it once it is there. Its replays run in
+    the maintenance worker (the ``workers.tasks.sweep_check`` task sent once the launch commits, then each check),
+    never in a request and never under the sweep's lock."""
+    sweep = Sweep.objects.filter(pk=sweep_id).first()
+    runs = list(sweep.runs.values_list("queue", flat=True)) if sweep is not None else []
     if not runs:
         return
     note = policy_note(sweep.policy, n_runs=len(runs), concurrency=sweep.concurrency, queue=runs[0],
@@ -328,8 +334,8 @@ def _start_new_seed(sweep: Sweep, plan: SweepPlan, *, like: Run) -> Optional[Run
 # --- applying the policy ------------------------------------------------------------------------------------
 
 def sweep_apply_policy(*, sweep_id: int) -> list[PolicyDecision]:
-    """Apply ``make_policy(sweep.policy)`` to the sweep's stored curves (``policy_check``: going on from the
-    curves the last check saved), store each new decision and apply it: a stop kills the run (killed_by
+    """Apply ``make_policy(sweep.policy)`` to the sweep's stored curves (``policy_check``: a replay from scratch),
+    store each new decision and apply it: a stop kills the run (killed_by
     "policy:<rule>", the decision's reason) and its slot is redirected; an extension raises a running survivor's
     ``total_steps``. Returns the decisions stored by this call.
 
@@ -338,21 +344,28 @@ def sweep_apply_policy(*, sweep_id: int) -> list[PolicyDecision]:
 
     The policy is computed outside any transaction (reading a big sweep's curves takes a while, and on SQLite a
     write transaction blocks every other writer); the decisions are then stored and applied under a lock on the
-    sweep row, against the decisions and run states read again under that lock, and the curves saved with them
-    (unless a run's points were discarded since they were read).
+    sweep row, against the decisions and run states read again under that lock. The whole check's duration is
+    stored (``SweepPlan.policy_check_s``: ``claim_policy_check`` paces the next check by it) and the feasibility
+    note is brought up to date, both outside the lock.
     """
     sweep = Sweep.objects.get(pk=sweep_id)
     if not make_policy(sweep.policy).reads_curves:  # manual: nothing to read, nothing to decide
         return []
+    started = time.monotonic()
     check = policy_check(sweep=sweep, plan=plan_of(sweep))
+    SweepPlan.objects.filter(sweep=sweep).update(policy_held={str(run_id): why for run_id, why in check.held.items()})
+    sweep_update_policy_note(sweep_id=sweep_id)
+    new = _store_decisions(sweep_id, check)
+    SweepPlan.objects.filter(sweep_id=sweep_id).update(policy_check_s=time.monotonic() - started)
+    return new
+
+
+def _store_decisions(sweep_id: int, check) -> list[PolicyDecision]:
+    """The check's new decisions stored and applied under the sweep's row lock (``sweep_apply_policy``)."""
     with transaction.atomic():
         sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
-        SweepPlan.objects.filter(sweep=sweep, policy_step__lt=check.complete).update(policy_step=check.complete)
-        SweepPlan.objects.filter(sweep=sweep, policy_epoch=check.epoch).update(
-            policy_state=check.state, policy_held={str(run_id): why for run_id, why in check.held.items()})
         runs = {run.pk: run for run in sweep.runs.all()}
         stored = {(d.run_id, d.action): d for d in sweep.decisions.all()}
-        _update_policy_note(sweep)
         new = []
         for decision in check.decisions:
             if (decision.run_id, decision.action) in stored or decision.run_id not in runs:
@@ -363,20 +376,6 @@ def sweep_apply_policy(*, sweep_id: int) -> list[PolicyDecision]:
             stored[(row.run_id, row.action)] = row
             new.append(row)
     return new
-
-
-def on_points_discarding(sender, *, run_id: int, step: int, **_) -> None:
-    """Receiver of ``webapp.runs.signals.points_discarding`` (connected in SweepsConfig.ready)."""
-    policy_points_discarded(run_id=run_id, step=step)
-
-
-def policy_points_discarded(*, run_id: int, step: int) -> None:
-    """``runs.services.run_discard_after`` is about to delete the run's points after ``step`` (a resumed run
-    restarts from its checkpoint): a saved policy state may have fed some of them, so the run's sweep's
-    ``policy_epoch`` moves on and its next check feeds every point again. Nothing to do for a run outside a sweep,
-    or with no point after ``step`` (every run's first start discards after step 0)."""
-    if MetricPoint.objects.filter(run_id=run_id, step__gt=step).exists():
-        SweepPlan.objects.filter(sweep__runs=run_id).update(policy_epoch=F("policy_epoch") + 1)
 
 
 def _record(sweep: Sweep, decision: Decision, outcome: str, note: str) -> PolicyDecision:
@@ -525,22 +524,27 @@ def _stall_findings(run: Run) -> list[alert_rules.AlertFinding]:
 CHECK_EVERY_S = 1.0
 
 
-def sweep_check(*, sweep_id: int) -> list[int]:
+def sweep_check(*, sweep_id: int, claim: bool = False) -> list[int]:
     """Apply the sweep's policy and check its RL-health alerts; returns the ids of the runs it stopped.
-    Run by the ``workers.tasks.sweep_check`` task (requested after a metrics flush) and by the beat."""
-    decisions = sweep_apply_policy(sweep_id=sweep_id)
+    Run by the ``workers.tasks.sweep_check`` task (requested after a metrics flush, which claimed the check) and by
+    the beat (``claim``: the policy only when ``claim_policy_check`` says it is due; the alerts every pass)."""
+    due = not claim or claim_policy_check(sweep_id=sweep_id)
+    decisions = sweep_apply_policy(sweep_id=sweep_id) if due else []
     sweep_check_alerts(sweep_id=sweep_id)
     return [d.run_id for d in decisions if d.action == STOP and d.outcome == PolicyDecision.Outcome.APPLIED]
 
 
 def claim_policy_check(*, sweep_id: int, min_interval_s: float = CHECK_EVERY_S, now=None) -> bool:
     """True for the one caller, across every process, that may check the sweep now: at most one check per
-    ``min_interval_s`` per sweep however many runs flush their metrics (a conditional UPDATE is the claim)."""
+    ``min_interval_s`` per sweep however many runs flush their metrics, and none sooner than ``PACE`` times the
+    last replay's duration after the last (``SweepPlan.policy_check_s``): a check of d seconds every PACE·d
+    seconds is d / (PACE·d) = 1/PACE of a core (a conditional UPDATE is the claim)."""
     now = now or timezone.now()
     if not Sweep.objects.filter(pk=sweep_id).exists():
         return False
-    SweepPlan.objects.get_or_create(sweep_id=sweep_id)
-    due = Q(policy_checked_at__isnull=True) | Q(policy_checked_at__lte=now - timedelta(seconds=min_interval_s))
+    plan, _ = SweepPlan.objects.get_or_create(sweep_id=sweep_id)
+    interval = max(min_interval_s, PACE * plan.policy_check_s)
+    due = Q(policy_checked_at__isnull=True) | Q(policy_checked_at__lte=now - timedelta(seconds=interval))
     return SweepPlan.objects.filter(due, sweep_id=sweep_id).update(policy_checked_at=now) == 1
 
 

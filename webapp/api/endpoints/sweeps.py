@@ -21,6 +21,7 @@ from webapp.sweeps import selectors as sweep_selectors
 from webapp.sweeps import services as sweep_services
 from webapp.sweeps.forms import parse_seeds
 from webapp.sweeps.models import Sweep
+from webapp.sweeps.policies import rule_list
 from webapp.sweeps.policies.budget import MAX_BUDGET_RUNS
 
 
@@ -73,6 +74,13 @@ def sweeps_list(request, project: Optional[str] = Query(None, max_length=150),
                 limit: int = Query(100, ge=1, le=1000)):
     return {"sweeps": [selectors.sweep_summary(s)
                        for s in sweep_selectors.sweep_list(user=request.user, project=project)[:limit]]}
+
+
+@api.get("/sweeps/policies", tags=["sweeps"])
+def sweeps_policies(request):
+    """The early-stopping rules a sweep's ``policy.name`` may name, from the one registry (``policies.RULES``):
+    each with its summary, what it says while it waits, and its parameters (default, range)."""
+    return {"policies": rule_list()}
 
 
 @api.get("/sweeps/{sweep_id}", tags=["sweeps"])

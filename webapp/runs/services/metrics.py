@@ -10,7 +10,6 @@ from django.utils import timezone
 
 from webapp.runs import rollups
 from webapp.runs.models import MetricPoint, Run, Sample
-from webapp.runs.signals import points_discarding
 
 
 def _finite_or_none(value) -> float | None:
@@ -95,8 +94,6 @@ def _insert_points(cursor, run_id: int, points: dict[tuple[int, str], float | No
 @transaction.atomic
 def run_discard_after(*, run_id: int, step: int) -> None:
     """Forget metrics and samples after ``step`` (a resumed run restarts from its checkpoint at ``step``)."""
-    # whatever kept state built from the points after ``step`` drops it (a sweep's saved policy state)
-    points_discarding.send(sender=Run, run_id=run_id, step=step)
     MetricPoint.objects.filter(run_id=run_id, step__gt=step).delete()
     with connection.cursor() as cursor:
         rollups.discard_after(cursor, run_id=run_id, step=step)

@@ -3,10 +3,9 @@
 Pure Python, importing no Django, so a sweep can be replayed offline (``replay``, ``bench/early_stopping.py``)
 and the database layer can feed a policy the curves it stores and apply what it decides. The package:
 ``smoothing`` and ``curves`` (each run's smoothed curve; ``SweepCurves``, what a rule reads), ``stopping_rules``
-(each rule a pure function over the curves, its formula in its docstring, registered in ``STOP_RULES``),
+(each rule a pure function over the curves, its formula in its docstring),
 ``calibrated`` and ``bayes`` (the ``bayes`` rule), ``forecast`` (the drawn trend paths), ``parameters`` (one
-dataclass per policy), ``rules`` (``Policy`` and the registry of names), ``saved_state`` (the curves between
-checks), ``replay``.
+dataclass per policy), ``rules`` (``Policy`` and ``RULES``, the one registry: a record per rule, by its name), ``simulator``, ``replay``.
 Callers never test a policy's kind: ``describe()`` says what it does, ``next_check(last_step, total_steps)``
 when it looks at a run next, ``waiting`` why it cannot decide about one now, ``reads_curves`` whether it needs the
 curves at all, ``stored_config(policy, config)`` what a sweep keeps of its config (nothing, for manual).
@@ -42,13 +41,9 @@ Steps: a run with ``max_steps`` steps logs steps ``1 .. max_steps`` (the trainin
 is the k-th completed step); points must arrive in increasing step order per run, and a repeated or older step is ignored, so the database
 layer may feed the same rows twice.
 
-Between checks (``webapp.sweeps.policy_check``): ``saved_state.save_state(policy)`` gives the curves as JSON,
-keeping of each run's past only what a later judgment can read (``saved_state.history_steps``: where runs stand
-for the median rule, the rungs for ASHA), and ``load_state`` puts them into a fresh policy, which then goes on
-observing from each run's last point as if it had observed every point; a value of the past it does not keep
-raises ``HistoryMissing`` unless ``refill`` put it back (``missing_history`` says which). What ``decide`` sets up
-is not saved. ``simulator`` feeds a policy and collects its decisions, for the live check and ``replay`` alike, and
-feeds the dashboard's forecasts a bayes policy whose numbers they show (``bayes_numbers``).
+Nothing is saved between checks: every live check (``webapp.sweeps.policy_check``) is a replay from scratch of
+the stored curves through ``simulator``, which feeds a policy and collects its decisions, for the live check and
+``replay`` alike, and feeds the dashboard's forecasts a bayes policy whose numbers they show (``bayes_numbers``).
 
 Extensions (optional, ``extend_survivors_by: N`` > 0): every stop frees a slot; ``decide`` then proposes to
 extend the best live run (highest smoothed value at its latest step, past the grace period, not extended
@@ -59,15 +54,13 @@ from __future__ import annotations
 
 from .parameters import AshaParams, BayesParams, CommonParams, ManualParams, MedianParams, ThresholdParams
 from .replay import ReplayResult, replay
-from . import saved_state
-from .rules import (EXTEND, POLICY_NAMES, STOP, Decision, HistoryMissing, Policy, make_policy, params_help,
-                    parse_config, stored_config)
-from .stopping_rules import STOP_RULES
+from .rules import (EXTEND, POLICY_NAMES, RULES, STOP, STOP_RULES, Decision, Policy, Rule, make_policy,
+                    params_help, parse_config, rule_list, stored_config)
 from .smoothing import debiased_ema, running_mean, smooth
 
 __all__ = [
     "Decision", "Policy", "CommonParams", "ManualParams", "MedianParams", "AshaParams", "ThresholdParams",
     "BayesParams", "make_policy", "parse_config", "params_help", "replay", "ReplayResult", "debiased_ema",
-    "running_mean", "smooth", "POLICY_NAMES", "STOP", "EXTEND", "HistoryMissing", "STOP_RULES", "saved_state",
-    "stored_config",
+    "running_mean", "smooth", "POLICY_NAMES", "STOP", "EXTEND", "STOP_RULES",
+    "stored_config", "RULES", "Rule", "rule_list",
 ]

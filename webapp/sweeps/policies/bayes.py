@@ -20,7 +20,6 @@ from .calibrated import Prediction, SeedFold
 from .parameters import BayesParams
 from .curves import SweepCurves
 from .rules import STOP, Decision, Policy, _RunCurve
-from .stopping_rules import STOP_RULES
 
 __all__ = ["BayesPolicy", "bayes_stops", "policy_numbers", "sweep_numbers", "SweepNumbers"]
 
@@ -86,12 +85,9 @@ class BayesPolicy(Policy):
     before included, stays <= ``risk`` (``calibrated.choose_stops``). Each decision's details keep its
     P(near-best), the loss, the risk, the worth's median and 95 % interval, the frozen prediction and every seed's
     level then (what a later check needs of it).
-
-    A run carries its ``calibrated.SeedFold`` between checks (``_run_state``); ``history_steps`` is empty.
     """
 
     compares_peers = True
-    rule = "bayes"
 
     def __init__(self, params: BayesParams):
         super().__init__(params)
@@ -128,13 +124,6 @@ class BayesPolicy(Policy):
             return
         self.stopped[decision.run_id] = decision
         self.frozen[decision.run_id] = frozen
-
-    def _run_state(self, run_id: Hashable, curve: _RunCurve) -> dict:
-        return {"fold": self.folds[run_id].state()}
-
-    def _load_run_state(self, run_id: Hashable, saved: dict) -> None:
-        fold = self.folds[run_id] = SeedFold(self.params.final_window())
-        fold.load(saved["fold"])
 
     def _waiting_for_peers(self, last_step: int, others: list[tuple[int, bool]]) -> Optional[str]:
         """Its peers are the seeds in the race with two points or more (``_current``, ``frozen``), whatever step
@@ -256,8 +245,6 @@ def _fresh_seed_reason(gains: Optional[tuple[float, float]], step: int, sweep: S
             f"{p.max_steps} steps {gains[1]:.2g} (stopped: a fresh seed adds at least {1 / FRESH_SEED_MARGIN:g}x as "
             f"much per step)")
 
-
-STOP_RULES["bayes"] = bayes_stops
 
 
 def frozen_from_details(details: dict) -> Optional[tuple[Prediction, list]]:

@@ -1,55 +1,22 @@
-"""The curves a policy keeps: each run's smoothed curve point by point (``RunCurve``, with what a check saves of it
-between checks) and ``SweepCurves``, what a rule reads of the whole sweep at a decision (docs/architecture.md,
-"Early stopping"). Pure Python: no Django."""
+"""The curves a policy keeps: each run's smoothed curve point by point (``RunCurve``) and ``SweepCurves``, what a
+rule reads of the whole sweep at a decision (docs/architecture.md, "Early stopping"). Pure Python: no Django."""
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Iterable, Optional
+from typing import Any, Callable, Hashable, Optional
 
 from .decision import Decision
 from .parameters import CommonParams
 
 
-class HistoryMissing(LookupError):
-    """A curve restored from a saved state was asked for its value at a step it keeps nothing of (the database
-    layer then feeds a fresh policy every stored point instead)."""
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """A curve as it stood at some step: its smoothed value there (at its last point at or before that step) and,
-    when ``full``, its smoother's state, from which the points after that step can be smoothed again."""
-
-    value: float
-    smoother: Any = None
-    full: bool = False
-
-    def to_json(self) -> list:
-        return [self.value, self.smoother] if self.full else [self.value]
-
-    @classmethod
-    def from_json(cls, saved: list) -> "Checkpoint":
-        return cls(float(saved[0]), saved[1], True) if len(saved) > 1 else cls(float(saved[0]))
-
-
 class RunCurve:
-    """One run's smoothed curve, point by point, with look-up of the value "at step s".
+    """One run's smoothed curve, point by point, with look-up of the value "at step s"."""
 
-    A curve built point by point keeps every point. One restored from a saved state (``from_state``) keeps only
-    what a later judgment can read: its last point, its first step, its smoother, and a checkpoint at each step of
-    ``kept`` it had passed; it records a checkpoint at each kept step it passes from then on. Asked for another
-    earlier step it raises HistoryMissing, unless ``refill`` put that step's checkpoint back from the stored points.
-    """
-
-    def __init__(self, new_smoother: Callable[[], Any], kept: Iterable[int] = ()):
-        self.new_smoother = new_smoother
+    def __init__(self, new_smoother: Callable[[], Any]):
         self.smoother = new_smoother()
-        self.steps: list[int] = []  # every point since the curve was built (or restored: from its last point on)
+        self.steps: list[int] = []
         self.smoothed: list[float] = []
         self.first_step: Optional[int] = None
-        self.checkpoints: dict[int, Checkpoint] = {}
-        self._ahead = sorted(kept, reverse=True)  # kept steps not reached yet, the nearest last
 
     @property
     def last_step(self) -> int:
@@ -62,83 +29,18 @@ class RunCurve:
     def add(self, step: int, value: float) -> bool:
         if step <= self.last_step:
             return False
-        while self._ahead and self._ahead[-1] < step:
-            self._checkpoint(self._ahead.pop())  # the curve as it stands is the curve at that step
         self.steps.append(step)
         self.smoothed.append(self.smoother.update(value))
         if self.first_step is None:
             self.first_step = step
-        if self._ahead and self._ahead[-1] == step:
-            self._checkpoint(self._ahead.pop())
         return True
 
-    def _checkpoint(self, step: int) -> None:
-        if self.steps:  # (before the first point value_at needs nothing kept: see there)
-            self.checkpoints[step] = Checkpoint(self.smoothed[-1], self.smoother.state(), full=True)
-
     def value_at(self, step: int) -> Optional[float]:
-        """Smoothed value at the last logged step <= ``step``; None when the run has not reached ``step``."""
+        """Smoothed value at the last logged step <= ``step``; None when the run has not reached ``step``. Before
+        the run's first point the look-up gives the last value (bisect's index -1 on the whole curve)."""
         if self.last_step < step:
             return None
-        if step < self.first_step:
-            # Before the run's first point the look-up has always given the last value (bisect's index -1 on the
-            # whole curve); kept as it is, so that what a policy decides does not depend on how the curve is held.
-            return self.smoothed[-1]
-        if step >= self.steps[0]:
-            return self.smoothed[bisect_right(self.steps, step) - 1]
-        if step in self.checkpoints:
-            return self.checkpoints[step].value
-        raise HistoryMissing(step)
-
-    def knows(self, step: int) -> bool:
-        """Whether ``value_at(step)`` answers without raising HistoryMissing."""
-        return (self.last_step < step or step < self.first_step or step >= self.steps[0]
-                or step in self.checkpoints)
-
-    def refill_from(self, step: int) -> int:
-        """The step after which the stored points must be read again to know the value at ``step``: the nearest
-        earlier full checkpoint, or -1 (from the first point)."""
-        return max((s for s, c in self.checkpoints.items() if c.full and s <= step), default=-1)
-
-    def refill(self, step: int, values: list[float]) -> None:
-        """Put back the checkpoint at ``step`` from ``values``: the run's points after ``refill_from(step)`` up to
-        ``step``, in step order, as they were fed (the smoother goes over them again from that checkpoint)."""
-        start = self.refill_from(step)
-        smoother, value = self.new_smoother(), None
-        if start >= 0:
-            smoother.load(self.checkpoints[start].smoother)
-            value = self.checkpoints[start].value
-        for x in values:
-            value = smoother.update(float(x))
-        if value is None:
-            raise HistoryMissing(step)
-        self.checkpoints[step] = Checkpoint(value, smoother.state(), full=True)
-
-    def to_state(self, kept: Iterable[int]) -> dict:
-        """The curve as JSON: first step, last point, smoother, and a checkpoint at each of the ``kept`` steps
-        between the two (value_at answers the others by itself); one the curve still holds the point for, but
-        did not record, is kept by its value."""
-        checkpoints = {}
-        for step in kept:
-            if not self.first_step <= step < self.last_step:
-                continue
-            if step in self.checkpoints:
-                checkpoints[str(step)] = self.checkpoints[step].to_json()
-            elif step >= self.steps[0]:
-                checkpoints[str(step)] = Checkpoint(self.value_at(step)).to_json()
-        return {"first": self.first_step, "last": [self.last_step, self.last_value],
-                "smoother": self.smoother.state(), "checkpoints": checkpoints}
-
-    @classmethod
-    def from_state(cls, new_smoother: Callable[[], Any], saved: dict, kept: Iterable[int]) -> "RunCurve":
-        """The curve ``to_state`` saved, going on from its last point."""
-        curve = cls(new_smoother)
-        step, value = saved["last"]
-        curve.steps, curve.smoothed, curve.first_step = [int(step)], [float(value)], int(saved["first"])
-        curve.smoother.load(saved["smoother"])
-        curve.checkpoints = {int(s): Checkpoint.from_json(c) for s, c in saved["checkpoints"].items()}
-        curve._ahead = sorted((s for s in kept if s > curve.last_step), reverse=True)
-        return curve
+        return self.smoothed[bisect_right(self.steps, step) - 1]
 
 
 def too_few_peers(step: int, others: list[tuple[int, bool]], min_peers: int, what: str = "peers") -> Optional[str]:

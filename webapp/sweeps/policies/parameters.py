@@ -1,5 +1,7 @@
-"""A policy's parameters: one frozen dataclass per policy, every field documented, unknown keys rejected, values
-checked with the shared field rules (``training.fields``) and each policy's own ``errors()``."""
+"""A policy's parameters: one frozen dataclass per policy, every field documented, unknown keys rejected, each
+field's range in its metadata (``min``/``max``/``gt``/``lt``, as ``training.config.TrainConfig`` keeps them:
+``parse_params`` checks them, ``param_specs`` lists them) and what ties fields together in the policy's own
+``errors()``."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,16 +9,38 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from training.fields import FieldErrors, coerce_keys
+from training.fields import RANGE_KEYS, FieldErrors, coerce_keys, range_text
 
 from .guards import parse_guards
 from .smoothing import SMOOTHING_KINDS
 
 __all__ = ["CommonParams", "ManualParams", "MedianParams", "AshaParams", "ThresholdParams", "BayesParams",
-           "parse_params", "RISK_ONLY_BAYES",
-           "defaults_text", "MODES"]
+           "parse_params", "param_specs", "RISK_ONLY_BAYES", "defaults_text", "MODES"]
 
 MODES = ("max", "min")
+
+
+def _r(default: Any, **bounds) -> Any:
+    """A field with its default and its range (``min``, ``max``, ``gt``, ``lt``) in its metadata."""
+    return dataclasses.field(default=default, metadata=bounds)
+
+
+def range_message(value: Any, meta: dict) -> Optional[str]:
+    """The error of a number outside the field's range, e.g. "must be at least 1; got 0", "must lie in (0, 0.5];
+    got 2"; None inside it (or for None: an empty optional field).
+
+    >>> range_message(0, {"min": 1}), range_message(0.6, {"gt": 0, "max": 0.5}), range_message(3, {"min": 1})
+    ('must be at least 1; got 0', 'must lie in (0, 0.5]; got 0.6', None)
+    """
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    ok = (("min" not in meta or value >= meta["min"]) and ("max" not in meta or value <= meta["max"])
+          and ("gt" not in meta or value > meta["gt"]) and ("lt" not in meta or value < meta["lt"]))
+    if ok or not any(k in meta for k in RANGE_KEYS):
+        return None
+    if set(meta) & {"max", "lt"} and set(meta) & {"min", "gt"}:
+        return f"must lie {range_text(meta)}; got {value}"
+    return f"must be {'at least ' + str(meta['min']) if 'min' in meta else range_text(meta)}; got {value}"
 
 
 @dataclass(frozen=True)
@@ -32,16 +56,16 @@ class CommonParams:
     smoothing: str = "ema"
     """How each run's curve is smoothed before any comparison: ``ema`` (debiased EMA), ``mean`` (running
     mean over ``smoothing_window`` points) or ``none``."""
-    smoothing_weight: float = 0.8
+    smoothing_weight: float = _r(0.8, min=0.0, lt=1.0)
     """EMA weight w in [0, 1): s_t = w*s_(t-1) + (1-w)*x_t, debiased; higher is smoother."""
-    smoothing_window: int = 5
+    smoothing_window: int = _r(5, min=1)
     """Window of the running mean (``smoothing: mean``)."""
     grace_steps: Optional[int] = None
     """No run is judged before this step. Empty means 20 % of ``max_steps`` (rounded up)."""
-    min_peers: int = 3
+    min_peers: int = _r(3, min=0)
     """A comparison needs at least this many other runs that reached the same step (0 allowed for
     ``threshold``, which needs no peers)."""
-    extend_survivors_by: int = 0
+    extend_survivors_by: int = _r(0, min=0)
     """When > 0, every stop also proposes to extend the best live run by this many steps (0 = never)."""
     guards: tuple = ()
     """Health guards (``guards.GuardParams``) that stop a broken run whatever its rank: a list such as
@@ -65,16 +89,8 @@ class CommonParams:
             e["mode"] = f"must be one of {', '.join(MODES)}; got {self.mode!r}"
         if self.smoothing not in SMOOTHING_KINDS:
             e["smoothing"] = f"must be one of {', '.join(SMOOTHING_KINDS)}; got {self.smoothing!r}"
-        if not 0.0 <= self.smoothing_weight < 1.0:
-            e["smoothing_weight"] = f"must lie in [0, 1); got {self.smoothing_weight}"
-        if self.smoothing_window < 1:
-            e["smoothing_window"] = f"must be at least 1; got {self.smoothing_window}"
         if self.grace_steps is not None and not 0 <= self.grace_steps < self.max_steps:
             e["grace_steps"] = f"must lie in [0, max_steps) = [0, {self.max_steps}); got {self.grace_steps}"
-        if self.min_peers < 0:
-            e["min_peers"] = f"must be 0 or more; got {self.min_peers}"
-        if self.extend_survivors_by < 0:
-            e["extend_survivors_by"] = f"must be 0 or more; got {self.extend_survivors_by}"
         return e
 
 
@@ -96,21 +112,14 @@ class ManualParams(CommonParams):
 class MedianParams(CommonParams):
     """Median stopping rule."""
 
-    min_delta: float = 0.05
+    min_peers: int = _r(3, min=1)
+    """A comparison needs at least this many other runs that reached the same step."""
+    min_delta: float = _r(0.05, min=0.0)
     """Stop only when the run is worse than the peer median by more than this margin, in the metric's units
     (the default suits rewards and accuracies in [0, 1]; set it for other scales)."""
-    eval_every: int = 1
+    eval_every: int = _r(1, min=1)
     """Judge a run every this many steps after the grace period (1 = every step)."""
 
-    def errors(self) -> dict[str, str]:
-        e = super().errors()
-        if self.min_peers < 1:
-            e["min_peers"] = f"must be at least 1 for the median rule; got {self.min_peers}"
-        if self.min_delta < 0:
-            e["min_delta"] = f"must be 0 or more; got {self.min_delta}"
-        if self.eval_every < 1:
-            e["eval_every"] = f"must be at least 1; got {self.eval_every}"
-        return e
 
 
 @dataclass(frozen=True)
@@ -120,7 +129,9 @@ class AshaParams(CommonParams):
     min_steps: Optional[int] = None
     """First rung (r in r*eta**k). Empty means 25 % of ``max_steps`` (rounded up), but not before the grace
     period."""
-    eta: int = 2
+    min_peers: int = _r(3, min=1)
+    """A rung's judgment needs at least this many other runs that reached it."""
+    eta: int = _r(2, min=2)
     """Reduction factor: at each rung only the top 1/eta of the runs that reached it continue."""
 
     def rungs(self) -> list[int]:
@@ -135,10 +146,6 @@ class AshaParams(CommonParams):
 
     def errors(self) -> dict[str, str]:
         e = super().errors()
-        if self.min_peers < 1:
-            e["min_peers"] = f"must be at least 1 for asha; got {self.min_peers}"
-        if self.eta < 2:
-            e["eta"] = f"must be at least 2; got {self.eta}"
         if self.min_steps is not None and not 1 <= self.min_steps < self.max_steps:
             e["min_steps"] = f"must lie in [1, max_steps) = [1, {self.max_steps}); got {self.min_steps}"
         return e
@@ -152,12 +159,12 @@ class ThresholdParams(CommonParams):
     """Stop when the smoothed metric falls below this (e.g. entropy collapse). Empty = off."""
     upper_bound: Optional[float] = None
     """Stop when the smoothed metric rises above this (e.g. response length at the cap). Empty = off."""
-    patience: Optional[int] = None
+    patience: Optional[int] = _r(None, min=1)
     """Stop when the smoothed metric has not improved (per ``mode``) by ``min_delta`` for this many steps.
     Empty = off."""
-    min_delta: float = 0.0
+    min_delta: float = _r(0.0, min=0.0)
     """Smallest change that counts as an improvement for ``patience``."""
-    min_peers: int = 0
+    min_peers: int = _r(0, min=0)
     """Threshold rules need no peers; set > 0 to act only once this many other runs reached the step."""
 
     def errors(self) -> dict[str, str]:
@@ -166,10 +173,6 @@ class ThresholdParams(CommonParams):
             e["lower_bound"] = "set at least one of lower_bound, upper_bound, patience"
         if self.lower_bound is not None and self.upper_bound is not None and self.lower_bound >= self.upper_bound:
             e["upper_bound"] = f"must be greater than lower_bound ({self.lower_bound}); got {self.upper_bound}"
-        if self.patience is not None and self.patience < 1:
-            e["patience"] = f"must be at least 1 (or empty for off); got {self.patience}"
-        if self.min_delta < 0:
-            e["min_delta"] = f"must be 0 or more; got {self.min_delta}"
         return e
 
 
@@ -178,14 +181,16 @@ class BayesParams(CommonParams):
     """Calibrated risk rule (``bayes``, ``bayes.BayesPolicy``): stop the seeds least likely to end near-best while
     the chance that the sweep has stopped every near-best seed stays at most ``risk``."""
 
-    tolerance: float = 0.02
+    min_peers: int = _r(3, min=1)
+    """The seeds in the race (two points or more) a decision needs besides the one judged."""
+    tolerance: float = _r(0.02, gt=0.0)
     """A seed whose worth (its final without noise) is within this of the best seed's counts as near-best, in the
     metric's units (0.02 suits rewards and accuracies in [0, 1]; set it for other scales)."""
-    risk: float = 0.05
+    risk: float = _r(0.05, gt=0.0, max=0.5)
     """The probability, per sweep, that you accept of stopping every near-best seed, in (0, 0.5]. On the
     benchmark's synthetic test corpus (bench/early_stopping.py --calibration) the realized loss rate stays within
     it; a higher risk saves more compute."""
-    half_life: Optional[int] = None
+    half_life: Optional[int] = _r(None, min=1)
     """The drawn forecast path's trend fit weighs a point half as much as one this many steps later. Empty means
     25 % of ``max_steps`` (rounded up)."""
     final_points: Optional[int] = None
@@ -211,14 +216,8 @@ class BayesParams(CommonParams):
 
     def errors(self) -> dict[str, str]:
         e = super().errors()
-        if self.min_peers < 1:
-            e["min_peers"] = f"must be at least 1 for bayes; got {self.min_peers}"
-        if not (math.isfinite(self.tolerance) and self.tolerance > 0):
+        if not math.isfinite(self.tolerance):
             e["tolerance"] = f"must be a finite number > 0; got {self.tolerance}"
-        if not (math.isfinite(self.risk) and 0.0 < self.risk <= 0.5):
-            e["risk"] = f"must lie in (0, 0.5]; got {self.risk}"
-        if self.half_life is not None and self.half_life < 1:
-            e["half_life"] = f"must be at least 1 (or empty for 25 % of max_steps); got {self.half_life}"
         if self.final_points is not None and not 1 <= self.final_points <= max(1, self.max_steps):
             e["final_points"] = f"must lie in [1, max_steps] = [1, {self.max_steps}]; got {self.final_points}"
         return e
@@ -252,10 +251,20 @@ def parse_params(cls: type, config: dict) -> CommonParams:
     if errors:
         raise FieldErrors(errors)
     params = cls(**kwargs)
-    errors = params.errors()
+    errors = {name: why for name, f in fields.items() if (why := range_message(getattr(params, name), f.metadata))}
+    errors = {**params.errors(), **errors}
     if errors:
         raise FieldErrors(errors)
     return params
+
+
+def param_specs(cls: type) -> list[dict]:
+    """Each field of a params dataclass: name, default (None: empty; required ones have none), its range as text
+    and its bounds (the field's metadata), as the API and the CLI list a rule's parameters."""
+    return [{"name": f.name, "default": None if f.default is dataclasses.MISSING else f.default,
+             "required": f.default is dataclasses.MISSING, "range": range_text(f.metadata),
+             "bounds": {k: f.metadata[k] for k in RANGE_KEYS if k in f.metadata}}
+            for f in dataclasses.fields(cls) if f.name != "guards"]
 
 
 def defaults_text(classes: dict[str, type]) -> str:

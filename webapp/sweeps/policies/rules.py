@@ -1,37 +1,41 @@
 """The policies: a ``Policy`` keeps every run's smoothed curve (``curves``), asks its rule which runs stop (a pure
-function over the curves, ``stopping_rules.STOP_RULES``), applies its guards and the once-per-run rule, proposes
+function over the curves, ``stopping_rules``), applies its guards and the once-per-run rule, proposes
 extensions for freed slots, and says in words what it does (``describe``), when it looks at a run next
-(``next_check``) and why it cannot decide about one now (``waiting``). Saving the curves between checks is
-``saved_state``; feeding a policy curves is ``simulator``. The registry below maps each name to its params and
-policy class (docs/architecture.md, "Early stopping")."""
+(``next_check``) and why it cannot decide about one now (``waiting``). Feeding a policy curves is ``simulator``.
+``RULES`` below is the one registry: a record per rule (``Rule``: its params dataclass, its stops function, its
+policy class, what it says while waiting), by its name, written there only; the forms, the API and the CLI read
+the list of rules from it (docs/architecture.md, "Early stopping")."""
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
 from functools import partial
-from typing import Hashable, Iterable, Optional
+from typing import Any, Callable, Hashable, Iterable, Optional
 
 from training.fields import FieldErrors
 
 from .budget import BudgetUse, held_note, stops_fund_a_seed
-from .curves import Checkpoint, HistoryMissing, RunCurve, SweepCurves, too_few_peers
+from .curves import RunCurve, SweepCurves, too_few_peers
 from .decision import EXTEND, STOP, Decision
 from .guards import GuardFold, guard_reason
 from .parameters import (AshaParams, BayesParams, CommonParams, ManualParams, MedianParams, ThresholdParams,
-                         defaults_text, parse_params)
+                         defaults_text, param_specs, parse_params)
 from .smoothing import make_smoother
-from .stopping_rules import STOP_RULES, best_so_far
+from .stopping_rules import asha_stops, median_stops, no_stops, threshold_stops
 
 _RunCurve = RunCurve  # the name bayes.py imports
-__all__ = ["STOP", "EXTEND", "Decision", "HistoryMissing", "Checkpoint", "Policy", "POLICY_NAMES", "make_policy",
+__all__ = ["STOP", "EXTEND", "Decision", "Policy", "Rule", "RULES", "POLICY_NAMES", "STOP_RULES", "rule_list",
+           "make_policy",
            "parse_config", "params_help", "stored_config"]
 
 
 class Policy:
     """Base class: keeps the curves, applies grace, the guards and the once-per-run rule; its rule
-    (``STOP_RULES[rule]``) finds the stops. Eight public methods: ``observe``, ``decide``, ``tell_stop``,
+    (``RULES[rule].stops``) finds the stops. Eight public methods: ``observe``, ``decide``, ``tell_stop``,
     ``mark_stopped`` (the feed), ``metrics``, ``describe``, ``next_check``, ``waiting`` (what callers show)."""
 
-    rule = "manual"
+    rule = "manual"  # its name in ``RULES`` (set there)
     ranks = True  # whether it ranks runs on its metric (manual does not; its guards may still stop runs)
     compares_peers = False  # whether it judges a run against other runs (min_peers matters: feasibility.py)
 
@@ -46,7 +50,6 @@ class Policy:
         self.reads_curves = self.ranks or bool(self.guards)  # whether the database layer must feed it the curves
         self._memo: dict = {}  # what the rule keeps between decisions of one feed (stopping_rules)
         self.held: dict[Hashable, str] = {}  # run -> why its rule's stop was withheld at the last decide (a budget)
-        self._kept: frozenset[int] = frozenset()  # steps each curve records a checkpoint at (saved_state)
         p = params
         self._new_smoother = partial(make_smoother, p.smoothing, p.smoothing_weight, p.smoothing_window)
 
@@ -77,7 +80,7 @@ class Policy:
         """A point of the policy's own metric; whether the curve took it (not a repeated or older step)."""
         curve = self.curves.get(run_id)
         if curve is None:
-            curve = self.curves[run_id] = RunCurve(self._new_smoother, self._kept)
+            curve = self.curves[run_id] = RunCurve(self._new_smoother)
         return curve.add(step, value)
 
     def metrics(self) -> list[str]:
@@ -124,6 +127,9 @@ class Policy:
         """What the policy does, in one sentence (the sweep form and the dashboard show it)."""
         return f"{self._describe_rule()}; smoothing {self.params.smoothing}{self._describe_guards()}"
 
+    def _learn(self, history) -> None:
+        """Learn from the project's finished sweeps (``make_policy``'s ``history``): only ``bayes`` does."""
+
     def _describe_guards(self) -> str:
         if not self.guards:
             return ""
@@ -160,7 +166,7 @@ class Policy:
         """The rule judges a run at its last step against the peers that reached it (at least ``min_peers``)."""
         return too_few_peers(last_step, others, self.params.min_peers)
 
-    # -- for the rules and saved_state -------------------------------------------------------------
+    # -- for the rules ----------------------------------------------------------------------------
     def _view(self) -> SweepCurves:
         """What the rule reads: the curves, the runs out of the race, the extensions."""
         return SweepCurves(self.params, self.curves, self.stopped, self.extended)
@@ -173,18 +179,6 @@ class Policy:
 
     def _format_value(self, value: float) -> str:
         return self._view().format_value(value)
-
-    def _history_steps(self) -> set[int]:
-        """Steps, besides each run's last one, at which a later ``decide`` may read a run's smoothed value. A
-        curve restored from a saved state keeps its value at these and forgets the rest of its past."""
-        return set()
-
-    def _run_state(self, run_id: Hashable, curve: RunCurve) -> dict:
-        """What the policy carries per run from one point to the next, saved with its curve."""
-        return {}
-
-    def _load_run_state(self, run_id: Hashable, saved: dict) -> None:
-        pass
 
     def _describe_rule(self) -> str:
         return f"{self.rule} on {self.params.metric} ({self.params.mode})"
@@ -207,7 +201,7 @@ class Policy:
         return max(after, self.params.grace())
 
     def _find_stops(self) -> list[Decision]:
-        return STOP_RULES[self.rule](self._view(), self.params, self._memo)
+        return RULES[self.rule].stops(self._view(), self.params, self._memo)
 
     def _find_guard_stops(self) -> list[Decision]:
         """Live runs one of whose guards has been breached for its ``for_steps`` (past the grace period, before
@@ -253,7 +247,6 @@ class Policy:
 class ManualPolicy(Policy):
     """Never decides: runs are stopped by hand from the dashboard."""
 
-    rule = "manual"
     ranks = False
 
     def describe(self) -> str:
@@ -279,8 +272,6 @@ class MedianStoppingPolicy(Policy):
 
     compares_peers = True
 
-    rule = "median"
-
     def _describe_rule(self) -> str:
         p: MedianParams = self.params  # type: ignore[assignment]
         every = f"every {p.eval_every} steps" if p.eval_every > 1 else "every step"
@@ -298,13 +289,6 @@ class MedianStoppingPolicy(Policy):
         step = p.grace() + (last_step - p.grace()) // p.eval_every * p.eval_every
         return too_few_peers(step, others, p.min_peers)
 
-    def _history_steps(self) -> set[int]:
-        """Where the runs stand: a run is judged at its last step against its peers' values there, and a run that
-        logs nothing more (stopped, waiting in the queue) or is far behind (started late) stays below its peers'
-        last steps. And the first step judged: a run that starts late is first compared there, and a
-        checkpoint there spares re-reading its peers' points from their first one."""
-        grace = self.params.grace()
-        return {self._next_step(0)} | {c.last_step for c in self.curves.values() if c.last_step >= grace}
 
 
 class AshaPolicy(Policy):
@@ -318,8 +302,6 @@ class AshaPolicy(Policy):
     """
 
     compares_peers = True
-
-    rule = "asha"
 
     def __init__(self, params: AshaParams):
         super().__init__(params)
@@ -339,15 +321,10 @@ class AshaPolicy(Policy):
         return next((why for rung in self.rung_steps if rung <= last_step
                      and (why := too_few_peers(rung, others, p.min_peers))), None)
 
-    def _history_steps(self) -> set[int]:
-        """The rungs: a run's value is recorded (again, in each check's replay) at every rung it reached."""
-        return set(self.rung_steps)
 
 
 class ThresholdPolicy(Policy):
     """Stop a run whose smoothed metric crosses a bound, or has not improved for ``patience`` steps."""
-
-    rule = "threshold"
 
     def _describe_rule(self) -> str:
         p: ThresholdParams = self.params  # type: ignore[assignment]
@@ -360,26 +337,61 @@ class ThresholdPolicy(Policy):
             parts.append(f"no improvement for {p.patience} steps")
         return f"threshold on {p.metric}: every step from {p.grace()}, stop when {' or '.join(parts)}"
 
-    def _run_state(self, run_id: Hashable, curve: RunCurve) -> dict:
-        best_of = self._memo.setdefault("best", {})
-        best_of[run_id] = best_so_far(self._view(), curve, self.params, best_of.get(run_id))
-        return {"best": list(best_of[run_id])}
 
-    def _load_run_state(self, run_id: Hashable, saved: dict) -> None:
-        step, value = saved["best"]
-        self._memo.setdefault("best", {})[run_id] = (int(step), float(value))
+from .bayes import BayesPolicy, bayes_stops  # noqa: E402  (it subclasses Policy, defined above)
 
 
-from .bayes import BayesPolicy  # noqa: E402  (it subclasses Policy, defined above)
 
-_REGISTRY: dict[str, tuple[type, type]] = {
-    "manual": (ManualParams, ManualPolicy),
-    "median": (MedianParams, MedianStoppingPolicy),
-    "asha": (AshaParams, AshaPolicy),
-    "threshold": (ThresholdParams, ThresholdPolicy),
-    "bayes": (BayesParams, BayesPolicy),
+@dataclass(frozen=True)
+class Rule:
+    """One early-stopping rule: all that the engine, the forms, the API and the CLI know of it."""
+
+    params: type
+    """Its params dataclass (``parameters``): every key documented, unknown keys rejected, ranges checked."""
+    stops: Callable[[SweepCurves, Any, dict], list[Decision]]
+    """(sweep, params, memo) -> its new stops, its formula in its docstring (``stopping_rules``, ``bayes``)."""
+    policy: type
+    """Its ``Policy`` class: when it judges a run (``next_check``), what it says it does (``describe``)."""
+    waiting: str
+    """What it says of a live run it cannot decide about yet (``Policy.waiting`` fills in the numbers)."""
+
+    @property
+    def summary(self) -> str:
+        """The first line of its policy class's docstring."""
+        return (self.policy.__doc__ or "").strip().splitlines()[0]
+
+
+RULES: dict[str, Rule] = {
+    "manual": Rule(ManualParams, no_stops, ManualPolicy, "never waits: runs are stopped from the dashboard"),
+    "median": Rule(MedianParams, median_stops, MedianStoppingPolicy,
+                   "judged from step g; waiting for peers at step s: k of min_peers"),
+    "asha": Rule(AshaParams, asha_stops, AshaPolicy, "judged at its rungs; waiting for peers at a rung: k of min_peers"),
+    "threshold": Rule(ThresholdParams, threshold_stops, ThresholdPolicy, "judged from step g (min_peers 0: no peers)"),
+    "bayes": Rule(BayesParams, bayes_stops, BayesPolicy,
+                  "judged from step g; waiting for peers in the race: k of min_peers"),
 }
-POLICY_NAMES = tuple(_REGISTRY)
+for _name, _rule in RULES.items():
+    _rule.policy.rule = _name  # the name is the registry's key, and only that
+POLICY_NAMES = tuple(RULES)
+STOP_RULES = {name: rule.stops for name, rule in RULES.items()}  # (what tests/sweeps/test_engine_size.py reads)
+
+
+def rule_list() -> list[dict]:
+    """Every rule as the forms, the API (``GET /api/v1/sweeps/policies``) and the CLI (``seedbed sweeps
+    policies``) list it: name, summary, what it says while waiting, and its own parameters (those beyond the
+    common ones: ``parameters.param_specs``), then the common ones once."""
+    common = param_specs(CommonParams)
+    names = {spec["name"] for spec in common}
+    return [{"name": name, "summary": rule.summary, "waiting": rule.waiting,
+             "params": [spec for spec in param_specs(rule.params) if spec["name"] not in names
+                        or _default_differs(rule.params, CommonParams, spec["name"])]}
+            for name, rule in RULES.items()] + [{"name": "(every rule)", "summary": "the keys every rule takes",
+                                                 "waiting": "", "params": common}]
+
+
+def _default_differs(cls: type, base: type, name: str) -> bool:
+    field_of = {f.name: f for f in dataclasses.fields(cls)}
+    return field_of[name].default != {f.name: f for f in dataclasses.fields(base)}[name].default
 
 
 def parse_config(config: dict) -> CommonParams:
@@ -388,28 +400,30 @@ def parse_config(config: dict) -> CommonParams:
     if not isinstance(config, dict):
         raise FieldErrors({"config": f"expected a mapping; got {type(config).__name__}"})
     name = config.get("name") or "manual"
-    if not isinstance(name, str) or name not in _REGISTRY:
+    if not isinstance(name, str) or name not in RULES:
         raise FieldErrors({"name": f"must be one of {', '.join(POLICY_NAMES)}; got {name!r}"})
-    params_cls, _ = _REGISTRY[name]
-    return parse_params(params_cls, {**config, "name": name})
+    return parse_params(RULES[name].params, {**config, "name": name})
 
 
-def make_policy(config: dict, width: int = 1) -> Policy:
+def make_policy(config: dict, width: int = 1, history=None) -> Policy:
     """Build a policy from ``{"name": ..., "metric": ..., "mode": ..., "max_steps": ..., other keys}``.
 
     ``metric`` and ``max_steps`` are required by every policy but manual (the default, also for ``{}``); every
     other key has the default documented on its params dataclass (``CommonParams`` plus ``MedianParams``,
     ``AshaParams``, ``ThresholdParams`` or ``BayesParams``). ``width``: the steps each point it will be fed is the
-    mean of (the chart tier's bucket width; ``CommonParams.for_width``).
+    mean of (the chart tier's bucket width; ``CommonParams.for_width``). ``history``: the finished sweeps of the same
+    project on the same metric, each run id -> [(step, value)] at raw steps (runs stopped early included); a rule
+    that learns from them (``bayes``: ``prior.learn``) does, the others ignore them.
     """
     params = parse_config(config).for_width(width)
-    _, policy_cls = _REGISTRY[config.get("name") or "manual"]
-    return policy_cls(params)
+    policy = RULES[config.get("name") or "manual"].policy(params)
+    policy._learn(history or [])
+    return policy
 
 
 def params_help() -> str:
     """Every policy parameter and its default, for the sweep form."""
-    return defaults_text({name: params_cls for name, (params_cls, _) in _REGISTRY.items()})
+    return defaults_text({name: rule.params for name, rule in RULES.items()})
 
 
 def stored_config(policy: Policy, config: dict) -> dict:

@@ -3,8 +3,8 @@
 A ``Simulator`` feeds a policy a sweep's points and asks it to ``decide`` after each batch of points that arrive
 together; every path that asks a policy what it decides goes through it:
 
-- the live check (``webapp.sweeps.policy_check``) feeds the stored points in step order across runs and decides
-  after each step (``feed_by_step``), going on from the curves the last check saved (``saved_state``);
+- the live check (``webapp.sweeps.policy_check``) feeds every stored point in step order across runs and decides
+  after each step (``feed_by_step``): a replay from scratch at every check, nothing saved between checks;
 - ``replay`` (the what-if replay ``webapp.sweeps.replays``, the launch-time feasibility check ``feasibility`` and
   ``bench/early_stopping.py``) runs the curves under the sweep's slots: at each tick every running run logs its next
   point, then the policy decides; its result holds the decisions, the compute run and the runs kept;
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Hashable, Iterable, Optional, Sequence
+from typing import Hashable, Iterable, Optional, Sequence
 
 from .bayes import BayesPolicy, SweepNumbers, policy_numbers
 from .budget import BudgetUse
@@ -56,24 +56,18 @@ class Simulator:
         return new
 
 
-def feed_by_step(simulator: Simulator, points: Iterable[tuple[Hashable, int, float, Optional[str]]], *,
-                 decide_from: int, on_reaching: Callable[[], None] = lambda: None) -> tuple[Optional[int], int]:
+def feed_by_step(simulator: Simulator, points: Iterable[tuple[Hashable, int, float, Optional[str]]],
+                 *, decide_from: int = 0) -> tuple[Optional[int], int]:
     """Feed ``points`` (run, step, value, metric), ordered by step then run, deciding once every point of a step
-    >= ``decide_from`` is in, and once more at the end. ``on_reaching`` is called once, when every point before
-    ``decide_from`` is in (before the first point at or after it, or at the end). Returns the last step fed (None
-    for no point) and how many points were read."""
-    current_step, count, reached = None, 0, False
+    >= ``decide_from`` is in, and once more at the end. Returns the last step fed (None for no point) and how many
+    points were read."""
+    current_step, count = None, 0
     for run_id, step, value, metric in points:
         if step != current_step and current_step is not None and current_step >= decide_from:
             simulator.decide()  # every run's point at current_step is in
-        if not reached and step >= decide_from:
-            on_reaching()
-            reached = True
         current_step = step
         count += 1
         simulator.feed(run_id, step, value, metric)
-    if not reached:
-        on_reaching()
     simulator.decide()
     return current_step, count
 

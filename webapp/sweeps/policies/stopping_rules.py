@@ -1,5 +1,5 @@
 """The stopping rules: each a pure function over the sweep's smoothed curves, ``(sweep, params, memo) -> stops``,
-its formula in its docstring, registered by name in ``STOP_RULES`` (docs/architecture.md, "Early stopping").
+its formula in its docstring, registered by name in ``rules.RULES`` (docs/architecture.md, "Early stopping").
 
 ``sweep`` is a ``curves.SweepCurves`` (every run's smoothed curve, the runs out of the race, the horizons);
 ``params`` the rule's params dataclass (``parameters``); ``memo`` a dict the rule keeps between the decisions of
@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import statistics
 from bisect import bisect_right
-from typing import Any, Callable, Hashable
+from typing import Any, Hashable
 
-from .curves import HistoryMissing, RunCurve, SweepCurves
+from .curves import RunCurve, SweepCurves
 from .decision import STOP, Decision
 from .parameters import AshaParams, MedianParams, ThresholdParams
 
-__all__ = ["STOP_RULES", "no_stops", "median_stops", "asha_stops", "threshold_stops", "best_so_far"]
+__all__ = ["no_stops", "median_stops", "asha_stops", "threshold_stops", "best_so_far"]
 
 
 def no_stops(sweep: SweepCurves, params: Any, memo: dict) -> list[Decision]:
@@ -109,10 +109,7 @@ def best_so_far(sweep: SweepCurves, curve: RunCurve, p: ThresholdParams,
                 previous: tuple[int, float] | None) -> tuple[int, float]:
     """The best smoothed value of ``curve`` so far and its step, a fold over its points: b_0 = x(s_0), and
     b_i = x(s_i) when x(s_i) improves on b_(i−1) by more than ``min_delta``, else b_(i−1). It goes on from
-    ``previous`` (the fold up to some earlier point), so it comes out the same whenever it is updated; a curve
-    restored without its first points needs its saved ``previous`` (else HistoryMissing)."""
-    if previous is None and curve.steps[0] != curve.first_step:
-        raise HistoryMissing(curve.first_step)
+    ``previous`` (the fold up to some earlier point), so it comes out the same whenever it is updated."""
     best_step, best = previous if previous is not None else (curve.steps[0], curve.smoothed[0])
     for i in range(bisect_right(curve.steps, best_step), len(curve.steps)):
         if sweep.worse(best, curve.smoothed[i], p.min_delta):  # improves on best by more than min_delta
@@ -126,7 +123,7 @@ def threshold_stops(sweep: SweepCurves, p: ThresholdParams, memo: dict) -> list[
         x_r(s) < ``lower_bound``,   or   x_r(s) > ``upper_bound``,   or   s − s_b >= ``patience``,
 
     (rule "threshold" for a bound, "patience" for the last), b = ``best_so_far`` of r's curve, reached at s_b.
-    ``memo["best"]``: run -> (s_b, b), the fold so far (saved with the curves between checks)."""
+    ``memo["best"]``: run -> (s_b, b), the fold so far."""
     best_of: dict[Hashable, tuple[int, float]] = memo.setdefault("best", {})
     stops = []
     for run_id, curve in sweep.judgeable():
@@ -151,13 +148,3 @@ def threshold_stops(sweep: SweepCurves, p: ThresholdParams, memo: dict) -> list[
             stops.append(Decision(run_id=run_id, action=STOP, rule=rule, step=step, value=value,
                                   threshold=threshold, n_peers=n_peers, reason=reason))
     return stops
-
-
-#: The stopping rules by policy name; one signature: (sweep, params, memo) -> the new stops. ``bayes`` registers
-#: its own (``bayes.bayes_stops``) when ``rules`` imports it.
-STOP_RULES: dict[str, Callable[[SweepCurves, Any, dict], list[Decision]]] = {
-    "manual": no_stops,
-    "median": median_stops,
-    "asha": asha_stops,
-    "threshold": threshold_stops,
-}
