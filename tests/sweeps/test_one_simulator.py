@@ -80,8 +80,9 @@ def test_the_live_check_the_replay_and_the_bench_decide_the_same_on_the_same_cur
 
 def test_the_dashboards_forecasts_are_the_numbers_of_the_policy_the_simulator_fed_the_same_curves(config, curves):
     """A bayes sweep whose six seeds logged 16 of 24 steps and whose live check stopped four: the dashboard's
-    forecast final, interval and P(near-best) of every run, the stopped ones at the prediction frozen in their
-    stored stop, are those of the policy the simulator fed the same points in the live check's order."""
+    forecast worth, interval and P(near-best) of every run are those of the policy the simulator fed the same
+    points in the live check's order, the stopped ones those of their stop (its decision's, frozen), all within the
+    reward's [0, 1]."""
     policy = {**POLICIES["bayes"], "metric": METRIC}
     seen = {run_id: points[:16] for run_id, points in curves.items()}
     sweep = services.sweep_create(config={**config, "total_steps": STEPS}, seeds=range(len(seen)),
@@ -101,11 +102,17 @@ def test_the_dashboards_forecasts_are_the_numbers_of_the_policy_the_simulator_fe
     numbers = policy_numbers(simulator.policy)
     shown = sweep_forecast(sweep=sweep, metric=METRIC, mode="max")["runs"]
     assert set(numbers.p) == {run.pk for run in runs} == set(shown)
+    stops = {d.run_id: d for d in simulator.decisions}
+    clip = lambda x: min(max(x, 0.0), 1.0)  # noqa: E731 (reward/mean of the task's verifier: in [0, 1])
     for run_id, p in numbers.p.items():
         mid, low, high = numbers.interval(run_id, 1.0)
+        if run_id in stops:
+            d = stops[run_id].details
+            p, mid, low, high = d["probability"], d["forecast"], d["ci_low"], d["ci_high"]
+            assert shown[run_id]["at_stop"] == stops[run_id].step
         assert shown[run_id]["p"] == pytest.approx(p, rel=1e-5, abs=1e-9)
-        assert shown[run_id]["final"] == pytest.approx(mid, rel=1e-5)
-        assert shown[run_id]["ci"] == pytest.approx([low, high], rel=1e-5)
+        assert shown[run_id]["final"] == pytest.approx(clip(mid), rel=1e-5, abs=1e-9)
+        assert shown[run_id]["ci"] == pytest.approx([clip(low), clip(high)], rel=1e-5, abs=1e-9)
 
 
 LONG = 2_400  # the sweep's charts read 8-step buckets from this length on (selectors.bucket_width)
