@@ -125,11 +125,9 @@ def test_a_manual_sweep_keeps_its_guards_and_needs_max_steps_for_them():
     assert "max_steps" in caught.value.errors
 
 
-def test_a_fold_ignores_repeated_steps_and_reads_back_exactly():
+def test_a_fold_ignores_repeated_steps():
     fold = GuardFold(GuardParams(kind="reward_drop", drop=0.1, for_steps=2))
     for step, value in [(1, 0.5), (2, 0.9), (2, 0.0), (3, 0.2), (4, 0.2)]:
         fold.add(step, value)
-    twin = GuardFold(fold.params)
-    twin.load(fold.state())
-    assert twin.state() == fold.state() and fold.breached_for() == 2 and fold.breach_from == 3
+    assert fold.breached_for() == 2 and fold.breach_from == 3 and fold.last_step == 4
     assert parse_guards(None) == () and parse_guards([]) == ()

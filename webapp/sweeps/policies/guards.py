@@ -166,15 +166,6 @@ class GuardFold:
             return self.best - p.drop
         return p.above
 
-    def state(self) -> list:
-        return [self.last_step, self.smoother.state(), self.value, self.best, self.breach_from]
-
-    def load(self, state: list) -> None:
-        last, smoother, value, best, since = state
-        self.last_step, self.value, self.best = int(last), float(value), float(best)
-        self.smoother.load(smoother)
-        self.breach_from = None if since is None else int(since)
-
 
 def guard_reason(fold: GuardFold) -> str:
     """Why the guard stops the run, in words (the decision's reason)."""

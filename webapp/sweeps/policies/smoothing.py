@@ -1,9 +1,5 @@
 """Smoothing a run's curve before any comparison: debiased EMA, running mean, or none (one point at a time, as
-the policies observe them, or a whole curve at once).
-
-A smoother's ``state()`` is a small JSON value (numbers and lists) and ``load(state)`` puts it back, so a policy
-check can save where each curve stands and go on from there later: the same floats, so the same smoothed
-values, as a smoother fed every point again (JSON keeps a float's shortest repr, which reads back exactly)."""
+the policies observe them, or a whole curve at once)."""
 from __future__ import annotations
 
 from typing import Iterable
@@ -58,12 +54,6 @@ class _EmaSmoother:
             return self.biased
         return self.biased / (1.0 - self.weight ** self.count)
 
-    def state(self) -> list:
-        return [self.biased, self.count]
-
-    def load(self, state: list) -> None:
-        self.biased, self.count = float(state[0]), int(state[1])
-
 
 class _WindowSmoother:
     def __init__(self, window: int):
@@ -76,22 +66,10 @@ class _WindowSmoother:
             self.recent.pop(0)
         return sum(self.recent) / len(self.recent)
 
-    def state(self) -> list:
-        return list(self.recent)
-
-    def load(self, state: list) -> None:
-        self.recent = [float(x) for x in state]
-
 
 class _IdentitySmoother:
     def update(self, x: float) -> float:
         return x
-
-    def state(self) -> None:
-        return None
-
-    def load(self, state: None) -> None:
-        pass
 
 
 def make_smoother(kind: str, weight: float, window: int):
