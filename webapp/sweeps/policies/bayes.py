@@ -125,14 +125,6 @@ class BayesPolicy(Policy):
         self.stopped[decision.run_id] = decision
         self.frozen[decision.run_id] = frozen
 
-    def _waiting_for_peers(self, last_step: int, others: list[tuple[int, bool]]) -> Optional[str]:
-        """Its peers are the seeds in the race with two points or more (``_current``, ``frozen``), whatever step
-        they stand at: a seed still running, finished, or stopped by this policy."""
-        p: BayesParams = self.params  # type: ignore[assignment]
-        n = sum(1 for reached, out in others if not out and reached >= 2)
-        return (f"waiting for peers in the race: {n} of {p.min_peers} (a run killed or failed before its end is "
-                f"not one)" if n < p.min_peers else None)
-
     def _find_stops(self) -> list[Decision]:
         return bayes_stops(self._view(), self.params, self._memo)
 
@@ -245,6 +237,13 @@ def _fresh_seed_reason(gains: Optional[tuple[float, float]], step: int, sweep: S
             f"{p.max_steps} steps {gains[1]:.2g} (stopped: a fresh seed adds at least {1 / FRESH_SEED_MARGIN:g}x as "
             f"much per step)")
 
+
+
+def bayes_waiting(p: BayesParams, last_step: int, others: list[tuple[int, bool]]) -> Optional[str]:
+    """waiting for peers in the race (seeds with two points or more, at whatever step): k of min_peers"""
+    n = sum(1 for reached, out in others if not out and reached >= 2)  # running, finished or stopped by bayes
+    return (f"waiting for peers in the race: {n} of {p.min_peers} (a run killed or failed before its end is "
+            f"not one)" if n < p.min_peers else None)
 
 
 def frozen_from_details(details: dict) -> Optional[tuple[Prediction, list]]:

@@ -16,13 +16,14 @@ from typing import Any, Callable, Hashable, Iterable, Optional
 from training.fields import FieldErrors
 
 from .budget import BudgetUse, held_note, stops_fund_a_seed
-from .curves import RunCurve, SweepCurves, too_few_peers
+from .curves import RunCurve, SweepCurves
 from .decision import EXTEND, STOP, Decision
 from .guards import GuardFold, guard_reason
 from .parameters import (AshaParams, BayesParams, CommonParams, ManualParams, MedianParams, ThresholdParams,
                          defaults_text, param_specs, parse_params)
 from .smoothing import make_smoother
-from .stopping_rules import asha_stops, median_stops, no_stops, threshold_stops
+from .stopping_rules import (asha_stops, asha_waiting, median_stops, median_waiting, no_stops, no_waiting,
+                             peers_waiting, threshold_stops)
 
 _RunCurve = RunCurve  # the name bayes.py imports
 __all__ = ["STOP", "EXTEND", "Decision", "Policy", "Rule", "RULES", "POLICY_NAMES", "STOP_RULES", "rule_list",
@@ -90,9 +91,8 @@ class Policy:
 
 
     def tell_stop(self, decision: Decision) -> None:
-        """Tell the policy about a stop it decided in an earlier check (the database layer replays ``decide`` from
-        the plan's ``policy_step`` on, with nothing ``decide`` set up before: a rule whose later stops depend on
-        its earlier ones reads them here). Most rules need nothing of it."""
+        """Tell the policy about a stop it decided in an earlier check (each check replays ``decide`` from scratch:
+        a rule whose later stops depend on its earlier ones reads them here). Most rules need nothing of it."""
 
     def mark_stopped(self, run_id: Hashable) -> None:
         """Tell the policy that ``run_id`` ended for another reason (a user killed it, it failed): no decision is
@@ -160,11 +160,7 @@ class Policy:
             return f"queued; judged from step {first} once it runs"
         if last_step < first:
             return f"judged from step {first}"
-        return self._waiting_for_peers(last_step, list(others)) if self.ranks else None
-
-    def _waiting_for_peers(self, last_step: int, others: list[tuple[int, bool]]) -> Optional[str]:
-        """The rule judges a run at its last step against the peers that reached it (at least ``min_peers``)."""
-        return too_few_peers(last_step, others, self.params.min_peers)
+        return RULES[self.rule].waiting(self.params, last_step, list(others)) if self.ranks else None
 
     # -- for the rules ----------------------------------------------------------------------------
     def _view(self) -> SweepCurves:
@@ -283,11 +279,6 @@ class MedianStoppingPolicy(Policy):
         start = max(after, p.grace())
         return start + (-(start - p.grace())) % p.eval_every
 
-    def _waiting_for_peers(self, last_step: int, others: list[tuple[int, bool]]) -> Optional[str]:
-        """Judged at its last step of the ``eval_every`` grid from the grace step."""
-        p: MedianParams = self.params  # type: ignore[assignment]
-        step = p.grace() + (last_step - p.grace()) // p.eval_every * p.eval_every
-        return too_few_peers(step, others, p.min_peers)
 
 
 
@@ -315,11 +306,6 @@ class AshaPolicy(Policy):
     def _next_step(self, after: int) -> Optional[int]:
         return next((rung for rung in self.rung_steps if rung >= after), None)
 
-    def _waiting_for_peers(self, last_step: int, others: list[tuple[int, bool]]) -> Optional[str]:
-        """Pending at the first rung it reached that fewer than ``min_peers`` other runs reached."""
-        p: AshaParams = self.params  # type: ignore[assignment]
-        return next((why for rung in self.rung_steps if rung <= last_step
-                     and (why := too_few_peers(rung, others, p.min_peers))), None)
 
 
 
@@ -338,7 +324,7 @@ class ThresholdPolicy(Policy):
         return f"threshold on {p.metric}: every step from {p.grace()}, stop when {' or '.join(parts)}"
 
 
-from .bayes import BayesPolicy, bayes_stops  # noqa: E402  (it subclasses Policy, defined above)
+from .bayes import BayesPolicy, bayes_stops, bayes_waiting  # noqa: E402  (it subclasses Policy, defined above)
 
 
 
@@ -352,23 +338,27 @@ class Rule:
     """(sweep, params, memo) -> its new stops, its formula in its docstring (``stopping_rules``, ``bayes``)."""
     policy: type
     """Its ``Policy`` class: when it judges a run (``next_check``), what it says it does (``describe``)."""
-    waiting: str
-    """What it says of a live run it cannot decide about yet (``Policy.waiting`` fills in the numbers)."""
+    waiting: Callable[[Any, int, list], Optional[str]]
+    """(params, a live run's last step, the other started runs) -> what it says of a run past its first judged
+    step that it cannot decide about yet, or None (``Policy.waiting``; ``stopping_rules``, ``bayes``)."""
 
     @property
     def summary(self) -> str:
         """The first line of its policy class's docstring."""
         return (self.policy.__doc__ or "").strip().splitlines()[0]
 
+    @property
+    def waiting_text(self) -> str:
+        """What it says while it waits, in general: the first line of its waiting function's docstring."""
+        return (self.waiting.__doc__ or "").strip().splitlines()[0]
+
 
 RULES: dict[str, Rule] = {
-    "manual": Rule(ManualParams, no_stops, ManualPolicy, "never waits: runs are stopped from the dashboard"),
-    "median": Rule(MedianParams, median_stops, MedianStoppingPolicy,
-                   "judged from step g; waiting for peers at step s: k of min_peers"),
-    "asha": Rule(AshaParams, asha_stops, AshaPolicy, "judged at its rungs; waiting for peers at a rung: k of min_peers"),
-    "threshold": Rule(ThresholdParams, threshold_stops, ThresholdPolicy, "judged from step g (min_peers 0: no peers)"),
-    "bayes": Rule(BayesParams, bayes_stops, BayesPolicy,
-                  "judged from step g; waiting for peers in the race: k of min_peers"),
+    "manual": Rule(ManualParams, no_stops, ManualPolicy, no_waiting),
+    "median": Rule(MedianParams, median_stops, MedianStoppingPolicy, median_waiting),
+    "asha": Rule(AshaParams, asha_stops, AshaPolicy, asha_waiting),
+    "threshold": Rule(ThresholdParams, threshold_stops, ThresholdPolicy, peers_waiting),
+    "bayes": Rule(BayesParams, bayes_stops, BayesPolicy, bayes_waiting),
 }
 for _name, _rule in RULES.items():
     _rule.policy.rule = _name  # the name is the registry's key, and only that
@@ -382,7 +372,7 @@ def rule_list() -> list[dict]:
     common ones: ``parameters.param_specs``), then the common ones once."""
     common = param_specs(CommonParams)
     names = {spec["name"] for spec in common}
-    return [{"name": name, "summary": rule.summary, "waiting": rule.waiting,
+    return [{"name": name, "summary": rule.summary, "waiting": rule.waiting_text,
              "params": [spec for spec in param_specs(rule.params) if spec["name"] not in names
                         or _default_differs(rule.params, CommonParams, spec["name"])]}
             for name, rule in RULES.items()] + [{"name": "(every rule)", "summary": "the keys every rule takes",

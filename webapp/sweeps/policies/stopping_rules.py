@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import statistics
 from bisect import bisect_right
-from typing import Any, Hashable
+from typing import Any, Hashable, Optional
 
-from .curves import RunCurve, SweepCurves
+from .curves import RunCurve, SweepCurves, too_few_peers
 from .decision import STOP, Decision
 from .parameters import AshaParams, MedianParams, ThresholdParams
 
-__all__ = ["no_stops", "median_stops", "asha_stops", "threshold_stops", "best_so_far"]
+__all__ = ["no_stops", "no_waiting", "peers_waiting", "median_waiting", "asha_waiting", "median_stops", "asha_stops", "threshold_stops", "best_so_far"]
 
 
 def no_stops(sweep: SweepCurves, params: Any, memo: dict) -> list[Decision]:
@@ -148,3 +148,29 @@ def threshold_stops(sweep: SweepCurves, p: ThresholdParams, memo: dict) -> list[
             stops.append(Decision(run_id=run_id, action=STOP, rule=rule, step=step, value=value,
                                   threshold=threshold, n_peers=n_peers, reason=reason))
     return stops
+
+
+# What a rule says of a live run past its first judged step that it cannot decide about yet: one signature,
+# (params, the run's last step, every other started run as (the step its curve counts up to, out of the race))
+# -> the words, or None when it is judged now (``Policy.waiting``; the first line is what the rule list shows).
+
+def no_waiting(params: Any, last_step: int, others: list[tuple[int, bool]]) -> Optional[str]:
+    """never waits: runs are stopped from the dashboard (and by its guards)"""
+    return None
+
+
+def peers_waiting(p: Any, last_step: int, others: list[tuple[int, bool]]) -> Optional[str]:
+    """waiting for peers at its last step: k of min_peers (a peer counts at step s when its curve reaches s)"""
+    return too_few_peers(last_step, others, p.min_peers)
+
+
+def median_waiting(p: MedianParams, last_step: int, others: list[tuple[int, bool]]) -> Optional[str]:
+    """waiting for peers at its last step of the eval_every grid from the grace step: k of min_peers"""
+    step = p.grace() + (last_step - p.grace()) // p.eval_every * p.eval_every
+    return too_few_peers(step, others, p.min_peers)
+
+
+def asha_waiting(p: AshaParams, last_step: int, others: list[tuple[int, bool]]) -> Optional[str]:
+    """waiting for peers at the first rung it reached that fewer than min_peers other runs reached: k of min_peers"""
+    return next((why for rung in p.rungs() if rung <= last_step
+                 and (why := too_few_peers(rung, others, p.min_peers))), None)
