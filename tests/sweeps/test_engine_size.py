@@ -54,3 +54,32 @@ def test_every_policy_has_a_registered_stopping_rule_with_its_formula():
         assert f"``{name}``" in (rule.__doc__ or ""), f"{name}: its docstring names the rule"
     for name in ("median", "asha", "threshold", "bayes"):  # the rules that compare: a formula with a relation
         assert any(op in STOP_RULES[name].__doc__ for op in ("<=", ">=", "<", ">")), name
+
+
+def test_each_rule_is_one_record_of_the_one_registry_that_the_form_reads():
+    import dataclasses
+
+    import pytest
+
+    from training.fields import FieldErrors
+    from webapp.sweeps.forms import SweepForm
+    from webapp.sweeps.policies import RULES
+
+    assert tuple(RULES) == POLICY_NAMES and set(STOP_RULES) == set(RULES)
+    assert [name for name, _ in SweepForm.base_fields["policy_name"].choices] == list(RULES)
+    for name, rule in RULES.items():
+        assert rule.policy.rule == name and STOP_RULES[name] is rule.stops  # the name is the registry's key only
+        assert rule.waiting_text and rule.summary, name
+        params = make_policy({"name": name, "metric": "m", "max_steps": 10, "min_peers": 1,
+                              **({"patience": 3} if name == "threshold" else {})}).params
+        said = rule.waiting(params, 9, [])  # past the grace step, alone in the sweep
+        assert (said is None) if name == "manual" else said.startswith("waiting for peers"), (name, said)
+        ranged = [f for f in dataclasses.fields(rule.params) if {"min", "gt"} & set(f.metadata)]
+        assert ranged or name == "manual", name  # its ranges are in its fields' metadata
+        for f in ranged:
+            low = f.metadata.get("min", f.metadata.get("gt"))
+            config = {"name": name, "metric": "m", "max_steps": 10, **({"patience": 3} if name == "threshold" else {}),
+                      f.name: low - 1}
+            with pytest.raises(FieldErrors) as caught:
+                make_policy(config)
+            assert f.name in caught.value.errors, (name, f.name)
