@@ -12,9 +12,7 @@ import signal
 import sys
 import time
 
-from .cgroup import RunCgroups, fallback_limits, join
-from .harness import _tests_harness
-from .lockdown import lock_down
+from .cgroup import RunCgroups, fallback_limits
 from .seccomp import (_ARCHES, _PR_SET_CHILD_SUBREAPER, _PR_SET_DUMPABLE, _PR_SET_PDEATHSIG, SeccompFilter,
                       _libc, _prctl, build_seccomp_filter, install_seccomp)
 from .zygote import Zygote, ZygoteGone
@@ -76,6 +74,11 @@ class Server:
         self.zygote = Zygote({"ids": (uid, gid) if self.switch_uid else None, "seccomp_filter": self._filter,
                               "streams": self._streams}, keep_fds=(0, 1, 2),
                              join_fd=self._pair[2][0] if self._pair else -1)
+        # The test processes' own zygote: small and idle, each waiting test process already in the tests' cgroup
+        # (v1) when its run comes; it reads the request (the tests) only once forked, from a memfd.
+        self.tests_zygote = Zygote({"ids": (self.tests_uid, self.tests_gid) if self.switch_uid else None,
+                                    "seccomp_filter": self._filter, "streams": self._streams}, keep_fds=(0, 1, 2),
+                                   join_fd=self._pair[2][1] if self._pair else -1, role="tests")
 
     def _probe_seccomp(self) -> bool:
         """Fork, install the filter, check that an AF_INET socket and ptrace are refused."""
@@ -184,7 +187,7 @@ class Server:
             self._pair = (memory_mb, *self._pair[1:])
         for path in self._pair[1]:
             self.cgroups.reset_peak(path)
-        return self._pair[1], [-1, os.dup(self._pair[2][1])]
+        return self._pair[1], [-1, -1]
 
     def _drop_cgroups(self, paths: tuple[str, ...]) -> dict | None:
         """The peak (MB) of each of the run's cgroups, which are emptied and removed once the reply is out
@@ -209,32 +212,19 @@ class Server:
             self._next_cgroups = (memory_mb, self._new_cgroups(memory_mb))
 
     @staticmethod
-    def _program_part(req: dict) -> int:
+    def _program_part(req: dict, role: str = "program") -> int:
         """A memfd holding what the program process may know of the request: its code, the set-up and the
-        names it is to define. Never the steps, the entry point's checks or anything of the tests."""
-        part = json.dumps({"code": req["code"], "setup": req.get("setup") or "",
-                           "program_names": list(req.get("program_names") or ())}).encode()
-        fd = os.memfd_create("program-part", os.MFD_CLOEXEC)
+        names it is to define. Never the steps, the entry point's checks or anything of the tests. (For the
+        test process, ``role`` "tests": the whole request.)"""
+        part = json.dumps(req if role == "tests" else {
+            "code": req["code"], "setup": req.get("setup") or "",
+            "program_names": list(req.get("program_names") or ())}).encode()
+        fd = os.memfd_create(f"{role}-part", os.MFD_CLOEXEC)
         view = memoryview(part)
         while view:
             view = view[os.write(fd, view):]
         os.lseek(fd, 0, os.SEEK_SET)
         return fd
-
-    def _tests_child(self, req: dict, run_dir: str, fds: dict[int, int], procs_fd: int) -> None:
-        """In the forked test process: join its cgroup (``procs_fd``, -1: none), lock down as the tests' uid,
-        then run the tests. Never returns."""
-        try:
-            join(procs_fd)
-            lock_down(run_dir, fds, **self._limits(req, "tests"),
-                      ids=(self.tests_uid, self.tests_gid) if self.switch_uid else None,
-                      seccomp_filter=self._filter, streams=self._streams)
-        except BaseException:
-            os._exit(120)  # set-up failed: no report, the host sees an infrastructure failure
-        try:
-            _tests_harness(req, 3, 4, 5)
-        finally:  # never fall back into the server's own code in this forked copy
-            os._exit(0)
 
     def run(self, req: dict) -> dict:
         """Two sandboxed processes: the program's (from the zygote) and the tests'. Only the tests' process has
@@ -249,23 +239,20 @@ class Server:
         # The program's output goes to an unnamed file in a root-owned directory: nothing to leave behind, no path
         # to swap. The test process writes to /dev/null: nothing of what the tests print reaches the program.
         out_fd = os.open(os.path.dirname(program_dir), os.O_TMPFILE | os.O_RDWR, 0o600)
-        part_fd = self._program_part(req)
+        part_fd, tests_part_fd = self._program_part(req), self._program_part(req, "tests")
         report_r, report_w = os.pipe()
         request_r, request_w = os.pipe()  # tests -> program
         reply_r, reply_w = os.pipe()      # program -> tests
-        opened = [out_fd, part_fd, report_w, request_r, request_w, reply_r, reply_w] + [f for f in procs_fds if f >= 0]
+        opened = [out_fd, part_fd, tests_part_fd, report_w, request_r, request_w, reply_r, reply_w] + [f for f in procs_fds if f >= 0]
         program_pid = tests_pid = None
         try:
             self.zygote.send({"run_dir": program_dir, **self._limits(req, "program"), "cgroup": procs_fds[0] >= 0},
                              [part_fd, request_r, reply_w, out_fd, *procs_fds[:1 if procs_fds[0] >= 0 else 0]])
-            tests_null = os.open("/dev/null", os.O_RDWR)
-            opened.append(tests_null)
-            tests_pid = os.fork()
-            if tests_pid == 0:
-                self._tests_child(req, tests_dir, {0: tests_null, 1: tests_null, 2: tests_null, 3: report_w,
-                                                   4: request_w, 5: reply_r}, procs_fds[1])
+            self.tests_zygote.send({"run_dir": tests_dir, **self._limits(req, "tests"), "cgroup": procs_fds[1] >= 0},
+                                   [tests_part_fd, report_w, request_w, reply_r,
+                                    *procs_fds[1:2 if procs_fds[1] >= 0 else 1]])
         except BaseException:
-            self.zygote.broken = True  # the exchange is in an unknown state: this server answers and exits
+            self.zygote.broken = self.tests_zygote.broken = True  # unknown state: this server answers and exits
             self._kill_all(tuple(p for p in (tests_pid,) if p), cgroups)
             for fd in opened + [report_r]:
                 os.close(fd)
@@ -275,13 +262,16 @@ class Server:
         for fd in opened:
             if fd != out_fd:
                 os.close(fd)
-        reports, status, tests_exit = self._collect(tests_pid, report_r, float(req["timeout_s"]), start,
-                                                   int(req["max_report_kb"]) * 1024)
-        os.close(report_r)
-        try:  # read only now: the zygote forks while the tests start, and no hand-off waits for it
+        try:
+            reports, status, tests_exit = self._collect(report_r, float(req["timeout_s"]), start,
+                                                       int(req["max_report_kb"]) * 1024)
+        finally:
+            os.close(report_r)
+        try:  # read only now: the zygotes fork while the tests start, and no hand-off waits for them
+            tests_pid = self.tests_zygote.receive()
             program_pid = self.zygote.receive()
         except OSError:
-            self._kill_all((tests_pid,), cgroups)
+            self._kill_all(tuple(p for p in (tests_pid,) if p), cgroups)
             os.close(out_fd)
             self._clean_files((program_dir, tests_dir))
             self._drop_cgroups(cgroups)
@@ -290,7 +280,9 @@ class Server:
         ended = self._ended_within(program_pid, grace)
         tmp_full = self._tmp_full()
         killed = self._kill_all((tests_pid, program_pid), cgroups)
+        self.tests_zygote.program_exit(None)  # (its zygote reaped it: answered before the next run's pid)
         self.zygote.next_program()  # every process of the run is gone: the next program may join its cgroup
+        self.tests_zygote.next_program()
         output_tail = self._tail(out_fd, 2000)
         os.close(out_fd)
         kept = self._tests_dir_clean()
@@ -326,48 +318,46 @@ class Server:
         st = os.statvfs("/tmp")
         return st.f_bavail * st.f_frsize < 256 * 1024
 
-    def _collect(self, pid: int, report_r: int, timeout_s: float, start: float, cap: int):
-        pidfd = os.pidfd_open(pid)
+    def _collect(self, report_r: int, timeout_s: float, start: float, cap: int):
+        # the test process is the tests zygote's child: the zygote's socket turns readable with its wait status
+        done_fd = self.tests_zygote.sock.fileno()
         chunks, size, status, exit_info = [], 0, None, {}
         deadline = start + timeout_s
-        watched = [report_r, pidfd]
-        try:
-            while status is None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    status = "timeout"
-                    break
-                readable, _, _ = select.select(watched, [], [], remaining)
-                if report_r in readable:
-                    data = os.read(report_r, 65536)
-                    if not data:  # EOF: every writer closed it; only the exit is left to wait for
-                        watched = [pidfd]
-                    else:
-                        size += len(data)
-                        if size > cap:
-                            status = "report_overflow"
-                            break
-                        chunks.append(data)
-                if pidfd in readable:
-                    _, wstatus = os.waitpid(pid, 0)
-                    exit_info = self._exit_info(wstatus)
-                    status = "exited"
-            if status == "exited":  # drain what the child wrote before it exited
-                os.set_blocking(report_r, False)
-                while True:
-                    try:
-                        data = os.read(report_r, 65536)
-                    except BlockingIOError:
-                        break
-                    if not data:
-                        break
+        watched = [report_r, done_fd]
+        while status is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                status = "timeout"
+                break
+            readable, _, _ = select.select(watched, [], [], remaining)
+            if report_r in readable:
+                data = os.read(report_r, 65536)
+                if not data:  # EOF: every writer closed it; only the exit is left to wait for
+                    watched = [done_fd]
+                else:
                     size += len(data)
                     if size > cap:
                         status = "report_overflow"
                         break
                     chunks.append(data)
-        finally:
-            os.close(pidfd)
+            if done_fd in readable:  # (the tests zygote's child: its pid first, then its wait status)
+                if self.tests_zygote.program_exit(0) is not None:
+                    exit_info = self._exit_info(self.tests_zygote.program_exit(None))
+                    status = "exited"
+        if status == "exited":  # drain what the child wrote before it exited
+            os.set_blocking(report_r, False)
+            while True:
+                try:
+                    data = os.read(report_r, 65536)
+                except BlockingIOError:
+                    break
+                if not data:
+                    break
+                size += len(data)
+                if size > cap:
+                    status = "report_overflow"
+                    break
+                chunks.append(data)
         return b"".join(chunks).decode("utf-8", "replace"), status, exit_info
 
     @staticmethod
@@ -380,7 +370,7 @@ class Server:
         """(live, zombie) processes whose real uid is one of the sandbox uids (the program's, the tests'); the
         server and its zygote are skipped unread."""
         live, zombies = [], []
-        ours = {str(os.getpid()), str(self.zygote.pid)}
+        ours = {str(os.getpid()), str(self.zygote.pid), str(self.tests_zygote.pid)}
         for name in os.listdir("/proc"):
             if not name.isdigit() or name in ours:
                 continue
@@ -425,9 +415,7 @@ class Server:
                     break
                 if not live:  # only zombies left: they are (or are about to be) our children; let them settle
                     select.select([], [], [], 0.001)
-        for pid in pids[:1]:  # the test process is ours to reap; the program is the zygote's child
-            self._reap(block_for=pid)
-        self._reap()
+        self._reap()  # (the test process and the program are their zygotes' to reap)
         return len(killed)
 
     def _run_pids(self, cgroups: tuple[str, ...]) -> tuple[list[int], list[int]]:
@@ -526,7 +514,7 @@ class Server:
                 self.between_runs(int(req["memory_mb"]))
             except OSError:  # a cgroup that cannot be made now is made again for the next run
                 pass
-            if not self.zygote.alive():  # a clean zygote cannot be made again here: the host starts a new server
+            if not (self.zygote.alive() and self.tests_zygote.alive()):  # a clean zygote cannot be made again here: the host starts a new server
                 raise ZygoteGone("the zygote ended")
 
 

@@ -24,7 +24,7 @@ import signal
 import socket
 
 from .cgroup import join
-from .harness import _program_harness
+from .harness import _program_harness, _tests_harness
 from .lockdown import lock_down
 from .seccomp import _PR_SET_DUMPABLE, _PR_SET_PDEATHSIG, _prctl
 
@@ -33,6 +33,7 @@ SPEC_KEYS = ("run_dir", "cpu_s", "memory_mb", "max_processes", "max_output_kb", 
 # the program reads its part on fd 5; the run's fds: part, request, reply, output (and, when ``cgroup`` is true,
 # the run's cgroup.procs, which the program process writes itself into before it locks down)
 _PART_FD, _FDS_PER_RUN = 5, 4
+_TESTS_PART_FD = 6  # a test process's request (its fds 3-5: report, request and reply pipes)
 _NO_SERVER, _SPAWN_FAILED = 121, 122  # a waiting program's exit codes: the server closed the socket; a bad spawn
 
 
@@ -46,18 +47,20 @@ class Zygote:
     """The server's handle on its zygote: :meth:`send` asks for one program process, :meth:`receive` gives its
     pid, :meth:`program_exit` how it ended."""
 
-    def __init__(self, lockdown_args: dict, keep_fds: tuple[int, ...] = (), join_fd: int = -1):
+    def __init__(self, lockdown_args: dict, keep_fds: tuple[int, ...] = (), join_fd: int = -1,
+                 role: str = "program"):
         """Fork the zygote now. ``lockdown_args``: what every program process is locked down with besides its
         run's own limits (``ids``, ``seccomp_filter``, ``streams``); ``keep_fds``: descriptors the zygote keeps
         besides its socket (its /dev/null on 0-2); ``join_fd``: the ``cgroup.procs`` of the one cgroup every
         program joins (-1: none, or one per run, sent with the spawn), which each waiting program writes itself
-        into before it waits, off the runs' critical path."""
+        into before it waits, off the runs' critical path; ``role``: "program", or "tests" (a zygote of test
+        processes: its part is the whole request, its descriptors the report, request and reply pipes)."""
         server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.pid = os.fork()
         if self.pid == 0:
             server_end.close()
             try:
-                _zygote_main(zygote_end, lockdown_args, keep_fds, join_fd)
+                _zygote_main(zygote_end, lockdown_args, keep_fds, join_fd, role)
             finally:
                 os._exit(0)
         zygote_end.close()
@@ -65,6 +68,7 @@ class Zygote:
         self.pidfd = os.pidfd_open(self.pid)
         self.broken = False  # a run's exchange went wrong: the server answers it and exits
         self._exit: int | None = None  # the current program's wait status, once the zygote told it
+        self._pid: int | None = None  # the current program's pid, once its waiting process told it
 
     def alive(self) -> bool:
         return not self.broken and not select.select([self.pidfd], [], [], 0)[0]
@@ -86,7 +90,7 @@ class Zygote:
         that the server forks the test process meanwhile."""
         if set(spec) != set(SPEC_KEYS) or len(fds) != _FDS_PER_RUN + bool(spec["cgroup"]):
             raise ValueError("zygote: a spawn takes exactly the run's directory, limits and four descriptors")
-        self._exit = None
+        self._exit = self._pid = None
         try:
             socket.send_fds(self.sock, [json.dumps(spec).encode()], fds)
         except OSError as exc:
@@ -95,11 +99,23 @@ class Zygote:
 
     def receive(self) -> int:
         """The program process's pid."""
+        while self._pid is None:
+            self.event()
+        return self._pid
+
+    def event(self) -> None:
+        """Read the next message: the program's pid (always first), or how it ended."""
         reply = self._message()
-        if "pid" not in reply:
+        if self._pid is None:
+            if type(reply.get("pid")) is not int:
+                self.broken = True
+                raise OSError(f"the zygote could not fork the program: {reply.get('error')}")
+            self._pid = reply["pid"]
+            return
+        if type(reply.get("wstatus")) is not int:
             self.broken = True
-            raise OSError(f"the zygote could not fork the program: {reply.get('error')}")
-        return int(reply["pid"])
+            raise ZygoteGone("the zygote sent a malformed exit status")
+        self._exit = reply["wstatus"]
 
     def next_program(self) -> None:
         """Let the zygote fork the next run's program process: sent once every process of this run is killed
@@ -113,14 +129,10 @@ class Zygote:
     def program_exit(self, timeout_s: float | None) -> int | None:
         """The program's wait status once it has ended, waiting at most ``timeout_s`` (None: until it ends, as
         it does once killed); None if it is still running."""
-        if self._exit is None:
+        while self._exit is None:
             if timeout_s is not None and not select.select([self.sock], [], [], max(0.0, timeout_s))[0]:
                 return None
-            reply = self._message()
-            if type(reply.get("wstatus")) is not int:
-                self.broken = True
-                raise ZygoteGone("the zygote sent a malformed exit status")
-            self._exit = reply["wstatus"]
+            self.event()
         return self._exit
 
     def close(self) -> None:
@@ -133,7 +145,8 @@ class Zygote:
             pass
 
 
-def _zygote_main(sock: socket.socket, lockdown_args: dict, keep_fds: tuple[int, ...], join_fd: int) -> None:
+def _zygote_main(sock: socket.socket, lockdown_args: dict, keep_fds: tuple[int, ...], join_fd: int,
+                 role: str) -> None:
     """The zygote's loop: fork the next program process, wait for it, answer how it ended, wait for the server's
     ``next`` (the run's kill is over); until the server closes the socket."""
     try:
@@ -158,7 +171,7 @@ def _zygote_main(sock: socket.socket, lockdown_args: dict, keep_fds: tuple[int, 
                 join(join_fd)  # (its copy; the zygote keeps its own)
             except OSError:
                 os._exit(_SPAWN_FAILED)  # never a program outside its cgroup: the server fails the run and exits
-            _waiting_program(sock, lockdown_args)
+            _waiting_program(sock, lockdown_args, role)
         _, wstatus = os.waitpid(pid, 0)  # it ends by itself or when the server kills the run
         if os.WIFEXITED(wstatus) and os.WEXITSTATUS(wstatus) == _NO_SERVER:
             return
@@ -170,7 +183,7 @@ def _zygote_main(sock: socket.socket, lockdown_args: dict, keep_fds: tuple[int, 
             return
 
 
-def _waiting_program(sock: socket.socket, lockdown_args: dict) -> None:
+def _waiting_program(sock: socket.socket, lockdown_args: dict, role: str) -> None:
     """A program process before its run: wait for the spawn message (the run's limits and descriptors), answer
     this process's pid, then become the run's program. Never returns."""
     try:
@@ -190,33 +203,41 @@ def _waiting_program(sock: socket.socket, lockdown_args: dict) -> None:
             sock.send(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]}).encode())
         finally:
             os._exit(_SPAWN_FAILED)
-    _program_process(spec, fds, lockdown_args)
+    _program_process(spec, fds, lockdown_args, role)
 
 
-def _program_process(spec: dict, fds: list[int], lockdown_args: dict) -> None:
+def _program_process(spec: dict, fds: list[int], lockdown_args: dict, role: str) -> None:
     """In the program process: join the run's cgroup (while still privileged: every process the program forks is
-    in it too), lock down, then read the program's part from its own descriptor and run it."""
+    in it too), lock down, then read the program's part from its own descriptor and run it. A test process
+    (``role`` "tests") likewise, its fds [request, report write end, request write end, reply read end], its
+    streams /dev/null, its part the whole request, read from fd 6."""
+    part_fd_at = _PART_FD if role == "program" else _TESTS_PART_FD
     try:
-        part_fd, request_r, reply_w, out_fd = fds[:_FDS_PER_RUN]
+        part_fd, a, b, c = fds[:_FDS_PER_RUN]
         join(fds[_FDS_PER_RUN] if spec["cgroup"] else -1)
-        null = os.open("/dev/null", os.O_RDONLY)  # its own: it shares no open file with the test process
-        lock_down(spec["run_dir"], {0: null, 1: out_fd, 2: out_fd, 3: request_r, 4: reply_w, _PART_FD: part_fd},
+        null = os.open("/dev/null", os.O_RDONLY if role == "program" else os.O_RDWR)  # its own: no shared file
+        placed = ({0: null, 1: c, 2: c, 3: a, 4: b, _PART_FD: part_fd} if role == "program" else
+                  {0: null, 1: null, 2: null, 3: a, 4: b, 5: c, _TESTS_PART_FD: part_fd})
+        lock_down(spec["run_dir"], placed,
                   cpu_s=int(spec["cpu_s"]), memory_mb=int(spec["memory_mb"]),
                   max_processes=int(spec["max_processes"]), max_output_kb=int(spec["max_output_kb"]),
                   **lockdown_args)
     except BaseException:
         os._exit(120)  # set-up failed: the test process finds the program gone
     try:
-        size, chunks = os.fstat(_PART_FD).st_size, []  # a memfd: its size is the part's, read in one go
+        size, chunks = os.fstat(part_fd_at).st_size, []  # a memfd: its size is the part's, read in one go
         while size > 0:
-            chunk = os.read(_PART_FD, size)
+            chunk = os.read(part_fd_at, size)
             if not chunk:
                 break
             chunks.append(chunk)
             size -= len(chunk)
-        os.close(_PART_FD)
+        os.close(part_fd_at)
         part = json.loads(b"".join(chunks))
         del chunks
-        _program_harness(part, 3, 4)
+        if role == "program":
+            _program_harness(part, 3, 4)
+        else:
+            _tests_harness(part, 3, 4, 5)
     finally:  # never fall back into the zygote's code in this forked copy
         os._exit(0)
