@@ -19,7 +19,9 @@ earlier one (a fork inherits its parent's uncleared heap, and a GRPO group sends
 row). Per run the zygote is sent only descriptors and plain numbers (the run's directory and limits); the
 program process locks itself down and only then reads its **part** of the request, ``{"code", "setup",
 "program_names"}``, from a memfd of its own: never the steps, so nothing of the tests but the arguments of the
-calls made to it. The test process is forked by the server (it needs the steps) and runs as a **second uid**
+calls made to it. The test process is forked by a second zygote (also forked at start-up, before any request;
+its waiting test process joins the tests' cgroup before its run and reads the whole request from a memfd only
+once forked) and runs as a **second uid**
 (``TESTS_UID``), so the program can neither signal it nor open anything of it; the two share no readable file
 (the program's output is its own unnamed file, the tests' goes to /dev/null). Without a uid switch (a non-root
 server) both run as the caller: ``layers["tests_apart"]`` says False.
@@ -41,13 +43,13 @@ environment:
   process has no way to reach.
 
 The server reads the reports until the test process exits or the wall-clock timeout, then kills both
-groups and every process of the two sandbox uids, reaps orphans (it is a child subreaper; the zygote reaps the
-program and tells the server how it ended), notes whether the run filled /tmp, and deletes the run directories
+groups and every process of the two sandbox uids, reaps orphans (it is a child subreaper; each zygote reaps its
+process and tells the server how it ended), notes whether the run filled /tmp, and deletes the run directories
 (and, in host mode, anything the uids left in /tmp and /dev/shm). A zygote that ended cannot be made clean again
 by a server that has held requests: the server answers the run and exits, and the host starts a fresh one.
 
 The modules: :mod:`.server` (the trusted side: the runs' processes, their limits, reading reports, killing and
-cleaning up), :mod:`.cgroup` (the runs' memory cgroups), :mod:`.zygote` (the program processes' parent), :mod:`.lockdown` (how a forked child becomes a
+cleaning up), :mod:`.cgroup` (the runs' memory cgroups), :mod:`.zygote` (the program and test processes' parents), :mod:`.lockdown` (how a forked child becomes a
 sandboxed process), :mod:`.harness` (the two sandboxed processes), :mod:`.wire` (the plain-data values and line
 I/O between them) and :mod:`.seccomp` (the filter). See docs/architecture.md#verifiers.
 """

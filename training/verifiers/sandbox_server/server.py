@@ -1,5 +1,5 @@
-"""The trusted side of the fork server (docs/architecture.md#verifiers): per run two fresh directories, the test
-process forked here and locked down, the program process asked of the zygote (which never held a request), the
+"""The trusted side of the fork server (docs/architecture.md#verifiers): per run two directories, the test
+process and the program process each asked of a zygote of its own (neither ever held a request), the
 reports read until the tests end or time out, then every process of the two sandbox uids killed and reaped and
 the files removed. Standard library only."""
 from __future__ import annotations
