@@ -104,10 +104,10 @@ class Outcome:
         return statistics.fmean(self.regrets)
 
 
-def bayes_stops(sweep, risk: float) -> dict[Hashable, int]:
+def bayes_stops(sweep, risk: float, history=None) -> dict[Hashable, int]:
     steps = max(len(c) for c in sweep.values())
     result = replay({"name": "bayes", "metric": "reward/mean", "mode": "max", "max_steps": steps, "risk": risk},
-                    sweep)
+                    sweep, history=history)
     return {r: result.steps_run[r] for r in result.stopped_at}
 
 
@@ -121,17 +121,26 @@ def one_shot_stops(sweep, fraction: float, keep: int) -> dict[Hashable, int]:
     return {r: at for r in sweep if r not in kept}
 
 
+def cross_fit(sweeps: list, folds: int = 2) -> list[list]:
+    """Each sweep's history for a cross-fitted replay: the sweeps of the other folds (sweep i is in fold i % folds),
+    so no sweep is judged by a prior that learned from it. One list per fold (the learned table is cached)."""
+    by_fold = [[s for j, s in enumerate(sweeps) if j % folds != k] for k in range(folds)]
+    return [by_fold[i % folds] for i in range(len(sweeps))]
+
+
 def calibration(sweeps: list, near_of: Callable, out: Callable[[str], None], title: str,
-                gate: bool = True) -> dict:
+                gate: bool = True, histories: list | None = None) -> dict:
     """Print the calibration table and the one-shot frontier; returns {risk: (bayes Outcome, best one-shot name,
-    its Outcome or None)} and whether every gate held."""
+    its Outcome or None)} and whether every gate held. ``histories[i]``: the finished sweeps bayes learns its
+    prior from when it replays ``sweeps[i]`` (None: the built-in prior)."""
     started = time.perf_counter()
     nears = [near_of(s) for s in sweeps]
+    histories = histories or [None] * len(sweeps)
     bayes = {}
     for risk in RISKS:
         o = Outcome()
-        for s, near in zip(sweeps, nears):
-            o.add(s, bayes_stops(s, risk), near)
+        for s, near, history in zip(sweeps, nears, histories):
+            o.add(s, bayes_stops(s, risk, history), near)
         bayes[risk] = o
     shots = {}
     for f in ONE_SHOT_F:
@@ -162,3 +171,43 @@ def calibration(sweeps: list, near_of: Callable, out: Callable[[str], None], tit
                                             for k in ONE_SHOT_KEEP))
     out(f"   ({time.perf_counter() - started:.0f} s)")
     return {"held": held, "rows": result}
+
+
+CORPORA = ("synthetic", "other", "recorded")
+HISTORIES = ("builtin", "cross-fit")
+
+
+def corpus(name: str, n: int, recorded: Callable[[], list]) -> tuple[list, Callable, str]:
+    """The test sweeps of a corpus, how their near-best seeds are judged, and its title: ``synthetic``
+    (bench/synthetic_sweeps.py's test seed), ``other`` (bench/other_sweeps.py's test seed: other shapes, lengths,
+    seed counts and noise) or ``recorded`` (bench/curves/real: no worth, near-best by the finals)."""
+    if name == "synthetic":
+        import synthetic_sweeps as generator
+        return (generator.synthetic_sweeps(generator.TEST_SEED, n), near_best_worth,
+                f"synthetic test split (seed {generator.TEST_SEED}, {n} sweeps), noise-free worth")
+    if name == "other":
+        import other_sweeps as generator
+        return (generator.other_sweeps(generator.TEST_SEED, n), near_best_worth,
+                f"other corpus (bench/other_sweeps.py seed {generator.TEST_SEED}, {n} sweeps), noise-free worth")
+    sweeps = recorded()
+    return sweeps, near_best_recorded, (f"recorded corpus ({len(sweeps)} sweeps), final within tolerance or two "
+                                        "standard errors of the best")
+
+
+def run_corpora(tests: list[str], histories: list[str], n: int, recorded: Callable[[], list],
+                out: Callable[[str], None]) -> bool:
+    """The calibration table of every ``--test`` corpus under every ``--history``: ``builtin`` (the built-in drift
+    table alone) or ``cross-fit`` (each sweep replayed with a prior learned from the corpus's other fold, two
+    folds). Gated: the synthetic corpora; the recorded one is reported, not gated."""
+    held = True
+    for name in tests:
+        sweeps, near_of, title = corpus(name, n, recorded)
+        if not sweeps:
+            out(f"\n{name}: no sweeps")
+            continue
+        for history in histories:
+            fitted = cross_fit(sweeps) if history == "cross-fit" else None
+            label = "prior learned from the other fold (cross-fitted)" if fitted else "built-in prior"
+            held &= calibration(sweeps, near_of, out, f"{title}; {label}", gate=name != "recorded",
+                                histories=fitted)["held"]
+    return held

@@ -545,6 +545,11 @@ def main(argv: list[str] | None = None) -> int:
                              "--sweeps synthetic test sweeps (default 1000) and the recorded corpus; exit 1 if a "
                              "synthetic gate fails")
     parser.add_argument("--quick", action="store_true", help="with --calibration: 300 synthetic sweeps, no corpus")
+    parser.add_argument("--test", default="synthetic,other,recorded",
+                        help="with --calibration: the corpora judged (comma-separated: synthetic, other, recorded)")
+    parser.add_argument("--history", default="builtin,cross-fit",
+                        help="with --calibration: the priors bayes uses (comma-separated: builtin, cross-fit: learned "
+                             "from the corpus's other fold)")
     args = parser.parse_args(argv)
     if not 1 <= args.sweeps <= 2000:
         parser.error(f"--sweeps: must be between 1 and 2000, got {args.sweeps}")
@@ -564,17 +569,16 @@ def main(argv: list[str] | None = None) -> int:
         import synthetic_sweeps as generator
 
         n = 300 if args.quick else (args.sweeps if "--sweeps" in (argv or sys.argv) else 1000)
-        out(f"synthetic corpus: bench/synthetic_sweeps.py, test generator seed {generator.TEST_SEED} (the drift table "
-            f"was learned on seed {generator.TUNE_SEED}), kinds {dict(zip(generator.KINDS, generator.RATES))}")
-        held = bayes_calibration.calibration(generator.synthetic_sweeps(generator.TEST_SEED, n),
-                                             bayes_calibration.near_best_worth, out,
-                                             f"synthetic test split, noise-free worth")["held"]
-        if not args.quick:
-            real = real_sweeps(args.metric, args.corpus or REAL_CORPUS)
-            if real:
-                bayes_calibration.calibration(real, bayes_calibration.near_best_recorded, out,
-                                              f"recorded corpus ({len(real)} sweeps), final within tolerance or two "
-                                              f"standard errors of the best", gate=False)
+        tests = [t for t in args.test.split(",") if t and not (args.quick and t == "recorded")]
+        histories = [h for h in args.history.split(",") if h]
+        for name, given, allowed in (("--test", tests, bayes_calibration.CORPORA),
+                                     ("--history", histories, bayes_calibration.HISTORIES)):
+            if not given or set(given) - set(allowed):
+                parser.error(f"{name}: comma-separated names of {', '.join(allowed)}, got {','.join(given)!r}")
+        out(f"synthetic corpus: bench/synthetic_sweeps.py, test generator seed {generator.TEST_SEED} (the built-in "
+            f"drift table was learned on seed {generator.TUNE_SEED}), kinds {dict(zip(generator.KINDS, generator.RATES))}")
+        held = bayes_calibration.run_corpora(tests, histories, n,
+                                             lambda: real_sweeps(args.metric, args.corpus or REAL_CORPUS), out)
         out(f"\n{time.perf_counter() - started:.0f} s")
         if args.save:
             save_output(lines)

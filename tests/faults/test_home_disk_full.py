@@ -75,9 +75,13 @@ def test_a_full_home_disk_keeps_reads_up_and_the_run_restarts_as_a_full_disk_run
     wait_until(lambda: Checkpoint.objects.filter(run=run).exists(), 240, "the run's first checkpoint")
     pid = Run.objects.get(pk=run.pk).pid
     filler = stack.home / "filler"
-    subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=1M"], capture_output=True)
+
+    def filled():  # (another writer appends until the disk is full; the run may free an old checkpoint meanwhile)
+        subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64K", "oflag=append", "conv=notrunc"],
+                       capture_output=True)
+        return shutil.disk_usage(stack.home).free < 1024 * 1024
+    wait_until(filled, 30, "the home disk to be filled", every=0.2)
     filled_at = time.monotonic()
-    assert shutil.disk_usage(stack.home).free < 1024 * 1024
     wait_until(lambda: not process_alive(pid), 120, "the training process to end on the full disk")
     # reads answer on the full disk: the API with a token (whose last use cannot be written), the pages
     api = {"HTTP_AUTHORIZATION": f"Bearer {token}"}

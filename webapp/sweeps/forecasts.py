@@ -25,16 +25,19 @@ from training.fields import FieldErrors
 from webapp.runs import rollups
 from webapp.runs.models import Run, RunStatus
 
+from .history import finished_sweep_ids, project_history
 from .models import Sweep
 from .policies import parse_config
 from .policies.decision import Decision
 from .policies.forecast_paths import sweep_forecasts
 from .policies.metric_ranges import metric_range
+from .policies import prior
 from .policies.parameters import BayesParams
+from .policies.rules import learns_from_history
 
 CACHE_SECONDS = 3600
 PROGRESS_STEPS = 400  # a sweep is forecast again each time its runs together ran 1/400 of its planned steps
-VERSION = 4  # bump when the answer's shape or numbers change: older cached answers are then never read
+VERSION = 5  # bump when the answer's shape or numbers change: older cached answers are then never read
 
 
 def _round(x: Optional[float]) -> Optional[float]:
@@ -74,7 +77,9 @@ def sweep_forecast(*, sweep: Sweep, metric: str, mode: str) -> dict:
     quantum = max(1, sum(max(total, params.max_steps) for _, _, _, total, _, _ in runs) // PROGRESS_STEPS)
     standing = [(pk, attempts, total, status, bool(kill)) for pk, attempts, _, total, status, kill in runs]
     progress = sum(last for _, _, last, _, _, _ in runs) // quantum
-    digest = hashlib.sha1(json.dumps([metric, repr(params), width, progress, standing]).encode()).hexdigest()
+    learning = metric == sweep.policy.get("metric") and learns_from_history(sweep.policy)
+    past = finished_sweep_ids(sweep) if learning else ()  # (the prior the policy learns: the same history)
+    digest = hashlib.sha1(json.dumps([metric, repr(params), width, progress, standing, past]).encode()).hexdigest()
     key = f"seedbed:forecast:v{VERSION}:{sweep.pk}:{digest}"
     hit = cache.get(key)
     if hit is not None:
@@ -93,11 +98,13 @@ def sweep_forecast(*, sweep: Sweep, metric: str, mode: str) -> dict:
                                          step=row.step, value=row.value, threshold=row.threshold,
                                          n_peers=row.n_peers, details=row.details)
     bounds = metric_range(metric, sweep.config)
+    history = project_history(sweep, metric) if learning else None
     forecasts = sweep_forecasts(curves, params=params, horizons=horizons, out_of_race=out_of_race,
                                 final_points=params.final_window() / width,
                                 last_steps={run_id: rows[(run_id, metric)][-1][2] for run_id in curves}, stops=stops,
-                                bounds=bounds)
+                                bounds=bounds, history=history)
     answer = {"metric": metric, "mode": mode, "tolerance": params.tolerance, "max_steps": params.max_steps,
+              "prior": prior.learn(history, 1.0 if params.mode == "max" else -1.0).source,
               "bayes": sweep.policy.get("name") == "bayes", "policy": sweep.policy.get("name") or "manual",
               "range": list(bounds), "width": width, "runs": {}}
     for run_id, f in forecasts.items():
@@ -121,7 +128,7 @@ def meaning(answer: dict) -> str:
              f"the bayes model's calibrated forecast; this sweep's policy ({answer['policy']}) does not decide on it")
     return (f"P(near-best) = the chance this seed ends within {answer['tolerance']:g} of the best seed's final, by "
             f"{whose}. Forecast worth: that forecast's median of the seed's final at its last step, with its 95 % "
-            f"interval{bounded}; each dashed path on the chart ends on them. A seed the policy stopped keeps the "
+            f"interval{bounded}, drawn from the {answer['prior']}; each dashed path on the chart ends on them. A seed the policy stopped keeps the "
             f"numbers of its stop (\"at its stop\"); a seed ended otherwise before its last step has none.")
 
 

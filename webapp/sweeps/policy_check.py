@@ -27,7 +27,9 @@ from webapp.runs import rollups
 from webapp.runs.models import MetricPoint, Run
 
 from .models import PolicyDecision, Sweep, SweepPlan
+from .history import project_history
 from .policies import EXTEND, STOP, Decision, Policy, make_policy
+from .policies.rules import learns_from_history
 from .policies.simulator import Simulator, feed_by_step
 
 PACE = 10
@@ -53,7 +55,7 @@ def policy_check(*, sweep: Sweep, plan: SweepPlan) -> PolicyCheck:
     runs = {run.pk: run for run in sweep.runs.all()}
     stored = {(d.run_id, d.action): d for d in sweep.decisions.all()}
     width = tier_width(runs)
-    policy = make_policy(sweep.policy, width)
+    policy = make_policy(sweep.policy, width, history=sweep_history(sweep))
     stops = _stops(stored)
     _tell_known(policy, runs, stored)
     rows = (_points(policy.metrics(), runs) if width == 1 else _buckets(policy.metrics(), runs, width))
@@ -61,6 +63,12 @@ def policy_check(*, sweep: Sweep, plan: SweepPlan) -> PolicyCheck:
     simulator.budget = _budget_use(sweep, plan)
     _, points = feed_by_step(simulator, rows, decide_from=0)
     return PolicyCheck(decisions=simulator.decisions, points_read=points, held=dict(policy.held))
+
+
+def sweep_history(sweep: Sweep):
+    """The project's finished sweeps on the policy's metric when its rule learns from them (``history``), else
+    None."""
+    return project_history(sweep, sweep.policy["metric"]) if learns_from_history(sweep.policy) else None
 
 
 def tier_width(runs: dict[int, Run]) -> int:

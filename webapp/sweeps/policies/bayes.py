@@ -14,7 +14,7 @@ from typing import Hashable, Optional
 
 import numpy as np
 
-from . import calibrated
+from . import calibrated, prior
 from .budget import stops_fund_a_seed
 from .calibrated import Prediction, SeedFold
 from .parameters import BayesParams
@@ -53,7 +53,7 @@ class SweepNumbers:
 
 
 def sweep_numbers(current: dict[Hashable, tuple[float, float, float]], frozen: dict[Hashable, tuple[Prediction, dict]],
-                  *, window: int, tolerance: float) -> SweepNumbers:
+                  *, window: int, tolerance: float, table: prior.DriftTable = prior.BUILTIN) -> SweepNumbers:
     """The calibrated numbers from the seeds in the race, in the policy's sign (larger is better).
 
     ``current[run] = (level, noise, fraction)`` of the seeds that are running or finished; ``frozen[run] =
@@ -62,7 +62,8 @@ def sweep_numbers(current: dict[Hashable, tuple[float, float, float]], frozen: d
     its level then: as in the tuning corpus, where every seed is there); a frozen prediction is moved by the
     sweep's common course since (the median change of the current seeds' levels from then: its drift was learned
     relative to the sweep's, ``calibrated``). Columns are in the run ids' order (run pks: launch order), so two
-    sweeps alike but for their pks get the same numbers."""
+    sweeps alike but for their pks get the same numbers. ``table``: the drift table the draws come from (the
+    built-in one, or ``prior.learn``'s from the project's finished sweeps)."""
     levels = {**{r: (p.level, 0.0, p.fraction) for r, (p, _) in frozen.items()}, **current}
     preds = calibrated.predictions(levels, window)
     for run_id, (pred, then) in frozen.items():
@@ -71,7 +72,7 @@ def sweep_numbers(current: dict[Hashable, tuple[float, float, float]], frozen: d
         preds[run_id] = Prediction(level=pred.level + offset, scale=pred.scale, fraction=pred.fraction,
                                    standing=pred.standing)
     order = sorted(preds, key=lambda r: (type(r).__name__, r))
-    worths = calibrated.sweep_draws([preds[r] for r in order]) if order else np.zeros((0, 0))
+    worths = calibrated.sweep_draws([preds[r] for r in order], table=table) if order else np.zeros((0, 0))
     return SweepNumbers(order, preds, worths, tolerance)
 
 
@@ -88,13 +89,20 @@ class BayesPolicy(Policy):
     """
 
     compares_peers = True
+    learns = True
 
     def __init__(self, params: BayesParams):
         super().__init__(params)
         self.folds: dict[Hashable, SeedFold] = {}
         self.frozen: dict[Hashable, tuple[Prediction, list]] = {}
         self.sign = 1.0 if params.mode == "max" else -1.0
-        self._memo.update(folds=self.folds, frozen=self.frozen)  # what bayes_stops reads
+        self.table = prior.BUILTIN
+        self._memo.update(folds=self.folds, frozen=self.frozen, table=self.table)  # what bayes_stops reads
+
+    def _learn(self, history) -> None:
+        """Draw from the drift table learned from ``history`` (finished sweeps: run -> [(step, value)] of this
+        policy's metric; ``prior.learn``), the built-in one when it holds none."""
+        self.table = self._memo["table"] = prior.learn(history, self.sign)
 
     def _observe_main(self, run_id: Hashable, step: int, value: float) -> bool:
         taken = super()._observe_main(run_id, step, value)
@@ -112,7 +120,7 @@ class BayesPolicy(Policy):
         p: BayesParams = self.params  # type: ignore[assignment]
         return (f"bayes on {p.metric} ({p.mode}): every step from {p.grace()}, the seeds least likely to end within "
                 f"{p.tolerance:g} of the best seed stop while P(every near-best seed is stopped) <= risk {p.risk:g} "
-                f"(calibrated worth forecasts, min {p.min_peers} peers)")
+                f"(calibrated worth forecasts, {self.table.source}, min {p.min_peers} peers)")
 
     def tell_stop(self, decision: Decision) -> None:
         """A stop of an earlier check: out of the race, at the prediction it had then."""
@@ -146,7 +154,7 @@ def _current(sweep: SweepCurves, folds: dict[Hashable, SeedFold]) -> dict[Hashab
 
 def _numbers(sweep: SweepCurves, p: BayesParams, memo: dict) -> SweepNumbers:
     return sweep_numbers(_current(sweep, memo["folds"]), memo["frozen"], window=p.final_window(),
-                         tolerance=p.tolerance)
+                         tolerance=p.tolerance, table=memo["table"])
 
 
 def bayes_stops(sweep: SweepCurves, p: BayesParams, memo: dict) -> list[Decision]:
@@ -190,7 +198,7 @@ def bayes_stops(sweep: SweepCurves, p: BayesParams, memo: dict) -> list[Decision
             n_peers=peers,
             details={"probability": prob, "loss": lost, "risk": p.risk, "tolerance": p.tolerance,
                      "forecast": mid, "ci_low": low, "ci_high": high, "horizon": sweep.horizon(run_id),
-                     "prediction": pred.to_json(), "levels": levels,
+                     "prediction": pred.to_json(), "levels": levels, "prior": memo["table"].source,
                      "peers": [[r, numbers.p[r]] for r in numbers.order if r != run_id]},
             reason=(f"bayes: P(near-best) = {prob:.3f}; with it stopped P(every near-best seed is stopped) = "
                     f"{lost:.3f} <= risk {p.risk:g}; at step {step} its worth forecast "

@@ -36,6 +36,7 @@ from typing import Hashable, Iterable, Optional, Sequence
 import numpy as np
 
 from . import drift_table
+from .prior import BUILTIN, DriftTable
 
 __all__ = ["SeedFold", "Prediction", "predictions", "sweep_draws", "p_near_best", "loss", "choose_stops",
            "DRAWS", "level_window", "continuing_gain", "fresh_seed_gain", "worth_continuing"]
@@ -105,18 +106,10 @@ class Prediction:
     def from_json(cls, saved: dict) -> "Prediction":
         return cls(**{k: float(saved[k]) for k in ("level", "scale", "fraction", "standing")})
 
-    def quantiles(self, probs: Sequence[float]) -> list[float]:
-        """The worth's quantiles at ``probs`` (linear between the table's knots)."""
-        knots = _knots(self.fraction, self.standing)
+    def quantiles(self, probs: Sequence[float], table: DriftTable = BUILTIN) -> list[float]:
+        """The worth's quantiles at ``probs`` (linear between ``table``'s knots)."""
+        knots = table.at(self.fraction, self.standing)
         return [self.level + self.scale * float(np.interp(p, drift_table.PROBS, knots)) for p in probs]
-
-
-def _cell(edges: Sequence[float], x: float) -> int:
-    return int(np.searchsorted(np.asarray(edges), x, side="right"))
-
-
-def _knots(fraction: float, standing: float) -> np.ndarray:
-    return np.asarray(drift_table.TABLE[_cell(drift_table.F_EDGES, fraction)][_cell(drift_table.U_EDGES, standing)])
 
 
 def predictions(seeds: dict[Hashable, tuple[float, float, float]], window: int) -> dict[Hashable, Prediction]:
@@ -135,16 +128,17 @@ def predictions(seeds: dict[Hashable, tuple[float, float, float]], window: int) 
     return out
 
 
-def sweep_draws(preds: Sequence[Prediction], draws: int = DRAWS) -> np.ndarray:
+def sweep_draws(preds: Sequence[Prediction], draws: int = DRAWS, table: DriftTable = BUILTIN) -> np.ndarray:
     """Joint draws of the seeds' worths, shape (draws, len(preds)): column j is preds[j].level + preds[j].scale * z
-    with z drawn from its cell's quantile table by inverse transform (U ~ Uniform(0, 1), z = Q^-1(U), linear
+    with z drawn from its cell's quantiles in ``table`` (the built-in one, or ``prior.learn``'s from the project's
+    finished sweeps) by inverse transform (U ~ Uniform(0, 1), z = Q^-1(U), linear
     between the knots), the seeds independent; ``SEED`` fixes the uniforms, so column j depends only on j and
     ``preds[j]``."""
     u = _uniforms(draws, len(preds))
     out = np.empty_like(u)
     for j, pred in enumerate(preds):
-        out[:, j] = pred.level + pred.scale * np.interp(u[:, j], drift_table.PROBS, _knots(pred.fraction,
-                                                                                        pred.standing))
+        out[:, j] = pred.level + pred.scale * np.interp(u[:, j], drift_table.PROBS,
+                                                         table.at(pred.fraction, pred.standing))
     return out
 
 

@@ -135,14 +135,15 @@ def sweep_forecasts(curves: dict[Hashable, Sequence[tuple[float, float]]], *, pa
                     horizons: dict[Hashable, int], out_of_race: set, final_points: Optional[float] = None,
                     last_steps: Optional[dict[Hashable, int]] = None, path_points: int = PATH_POINTS,
                     stops: Optional[dict[Hashable, Decision]] = None,
-                    bounds: Range = NO_BOUNDS) -> dict[Hashable, RunForecast]:
+                    bounds: Range = NO_BOUNDS, history=None) -> dict[Hashable, RunForecast]:
     """Each run's forecast (``RunForecast``) from its points ``curves[run] = [(step, value), ...]`` (raw values, in
     step order), at the run's horizon ``horizons[run]`` (default ``max_steps``), with ``params`` (a ``bayes``
     config). ``out_of_race``: runs that will have no final (stopped or failed before their horizon); of these, the
     ones in ``stops`` (run -> its stored bayes stop) show the numbers of their stop and stay the policy's peers at
     the prediction frozen there, as in the policy; the others have no forecast. ``final_points`` (default the
     params' final window) is the final window in points; ``last_steps[run]`` the step a run stands at when its last
-    point is a bucket's mean (default: its last point's step); ``bounds`` the metric's range. A run needs 2 points
+    point is a bucket's mean (default: its last point's step); ``bounds`` the metric's range; ``history`` the
+    project's finished sweeps the policy learns from. A run needs 2 points
     for the calibrated numbers; a run with none is left out.
     """
     final_points = final_points or params.final_window()
@@ -152,7 +153,7 @@ def sweep_forecasts(curves: dict[Hashable, Sequence[tuple[float, float]]], *, pa
     last_of = {run_id: (last_steps or {}).get(run_id, curves[run_id][-1][0]) for run_id in horizon_of}
     numbers = bayes_numbers(params, {run_id: curves[run_id] for run_id in horizon_of}, horizons=horizon_of,
                             ended=out_of_race & set(horizon_of), window=max(1, round(final_points)),
-                            stops=stops, last_steps=last_steps)
+                            stops=stops, last_steps=last_steps, history=history)
     peers = len(numbers.order) - 1
     out = {}
     for run_id, horizon in horizon_of.items():

@@ -33,7 +33,8 @@ class ReplayResult:
 def replay(policy_config: dict, curves: dict[Hashable, Sequence[tuple[int, float]]], parallel: bool = True,
            concurrency: Optional[int] = None,
            other_metrics: Optional[dict[str, dict[Hashable, Sequence[tuple[int, float]]]]] = None,
-           budget: Optional[float] = None, initial: Optional[int] = None, width: int = 1) -> ReplayResult:
+           budget: Optional[float] = None, initial: Optional[int] = None, width: int = 1,
+           history=None) -> ReplayResult:
     """Feed recorded curves to a fresh policy as a sweep would produce them, calling ``decide`` after each tick.
 
     At every tick each running run logs its next point (in parallel: all runs at once, step by step); a run
@@ -48,9 +49,10 @@ def replay(policy_config: dict, curves: dict[Hashable, Sequence[tuple[int, float
     order. A slot freed by a run that stopped or ended goes to a queued seed first, else to the pool's next curve
     if ``policies.budget.may_start_seed`` says it can run to its end (the live scheduler's rule: spent = points
     every started run ran, committed = the rest of the running and queued runs). ``width``: the curves' points
-    are means of that many steps (``make_policy``).
+    are means of that many steps (``make_policy``). ``history``: finished sweeps the policy learns from
+    (``make_policy``).
     """
-    policy = make_policy(policy_config, width)
+    policy = make_policy(policy_config, width, history=history)
     simulator = Simulator(policy)
     others = {metric: by_run for metric, by_run in (other_metrics or {}).items() if metric in policy.metrics()}
     other_at = {(metric, run_id): 0 for metric, by_run in others.items() for run_id in by_run}

@@ -39,6 +39,7 @@ class Policy:
     rule = "manual"  # its name in ``RULES`` (set there)
     ranks = True  # whether it ranks runs on its metric (manual does not; its guards may still stop runs)
     compares_peers = False  # whether it judges a run against other runs (min_peers matters: feasibility.py)
+    learns = False  # whether it learns from the project's finished sweeps (``make_policy``'s history)
 
     def __init__(self, params: CommonParams):
         self.params = params
@@ -364,6 +365,12 @@ for _name, _rule in RULES.items():
     _rule.policy.rule = _name  # the name is the registry's key, and only that
 POLICY_NAMES = tuple(RULES)
 STOP_RULES = {name: rule.stops for name, rule in RULES.items()}  # (what tests/sweeps/test_engine_size.py reads)
+
+
+def learns_from_history(config: dict) -> bool:
+    """Whether the policy of ``config`` learns from the project's finished sweeps (so the caller reads them)."""
+    rule = RULES.get(config.get("name") or "manual")
+    return bool(rule and rule.policy.learns)
 
 
 def rule_list() -> list[dict]:

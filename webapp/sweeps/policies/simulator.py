@@ -75,7 +75,7 @@ def feed_by_step(simulator: Simulator, points: Iterable[tuple[Hashable, int, flo
 def bayes_numbers(params: BayesParams, curves: dict[Hashable, Sequence[tuple[float, float]]], *,
                   horizons: Optional[dict[Hashable, int]] = None, ended: Iterable[Hashable] = (),
                   stops: Optional[dict[Hashable, Decision]] = None, window: Optional[int] = None,
-                  last_steps: Optional[dict[Hashable, int]] = None) -> SweepNumbers:
+                  last_steps: Optional[dict[Hashable, int]] = None, history=None) -> SweepNumbers:
     """A ``bayes`` policy's calibrated numbers (each run's worth draws, P(near-best)) after a ``Simulator`` fed it
     ``curves[run] = [(step, value), ...]`` (raw values in step order), as the live check feeds one: told each
     run's horizon ``horizons[run]`` (default ``max_steps``; another is an applied extension), the stored bayes
@@ -86,10 +86,12 @@ def bayes_numbers(params: BayesParams, curves: dict[Hashable, Sequence[tuple[flo
     width; default the params' final window); ``last_steps[run]``: the step a run stands at when its last point
     is a bucket's mean (default: its last point's step). The policy takes integer steps: a bucket's point is fed
     at its step rounded down, the last one at ``last_steps[run]``; only the order of the points and the last step
-    (the fraction of the run done) reach the numbers."""
+    (the fraction of the run done) reach the numbers. ``history``: the finished sweeps the policy learns its prior
+    from (``make_policy``)."""
     if window is not None and window != params.final_window():  # (``BayesParams.for_width``'s rounding, given)
         params = dataclasses.replace(params, final_points=window)
     policy = BayesPolicy(params)
+    policy._learn(history or [])  # (the project's finished sweeps, as the live check's make_policy learns them)
     for run_id, horizon in (horizons or {}).items():
         if horizon != params.max_steps:
             policy.extended[run_id] = Decision(run_id=run_id, action=EXTEND, reason="its horizon", rule=policy.rule,
