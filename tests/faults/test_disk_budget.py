@@ -22,7 +22,8 @@ def assert_overshoot_is_one_interval(stack, run, headroom: float) -> str:
     stored size is past the headroom by at most what it wrote between its last measurement within it and the first
     past it (one interval of its worker's heartbeat loop, 0.5 s here, longer on a loaded machine; a tiny step and
     its checkpoint take well under that, so several land in one): the whole checkpoints written since (at most all
-    of them) plus the one it was writing; nothing is written after (its process is killed, the partial removed).
+    of them) plus the one it was writing, which may still be finished before the kill lands; nothing more is written
+    (its process is killed, a partial removed).
     Returns the figures, for the report."""
     checkpoints = stack.run_folder(run) / "checkpoints"
     wait_until(lambda: not list(checkpoints.glob("*.tmp")), 30, "no partial left")
@@ -30,7 +31,10 @@ def assert_overshoot_is_one_interval(stack, run, headroom: float) -> str:
     assert [int(path.name[5:]) for path in whole] == list(range(1, len(whole) + 1)), whole
     each = folder_bytes(whole[0]) if whole else run.disk_bytes  # (failed mid-first: the partial alone, gone now)
     assert headroom <= run.disk_bytes <= headroom + (len(whole) + 1) * each, (run.disk_bytes, len(whole), each)
-    assert folder_bytes(stack.run_folder(run)) <= run.disk_bytes, folder_bytes(stack.run_folder(run))
+    # after the measurement past the budget at most the checkpoint it was writing then is finished before the kill
+    # lands (CI saw the folder 602,112 bytes past that measurement once: a partial counted then, whole after)
+    after = folder_bytes(stack.run_folder(run))
+    assert after <= run.disk_bytes + each, (after, run.disk_bytes, each)
     first = Checkpoint.objects.filter(run=run).order_by("step").values_list("created_at", flat=True).first()
     span = f"{(run.ended_at - first).total_seconds():.2f} s after its first" if first and run.ended_at else "-"
     return f"{len(whole)} whole checkpoints of {each:,} bytes; failed {span}"
