@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from tests.sweeps.conftest import log_points, make_running
-from webapp.runs.models import Run, RunStatus, Sample
+from webapp.runs.models import Run, RunStatus, Sample, WorkerCapacity
 from webapp.sweeps import services
 from webapp.sweeps.forms import parse_grid, parse_seeds
 from webapp.sweeps.models import Sweep, SweepPlan
@@ -233,6 +233,9 @@ def test_a_bayes_decision_shows_its_probability_and_forecast_on_the_dashboard(cl
 
 def test_a_policy_that_can_never_stop_a_run_is_said_with_the_settings_that_would(client_in, config,
                                                                                   django_capture_on_commit_callbacks):
+    # no worker reports capacity here (a worker of another test in this process may have: CI saw "only 1 of its 2
+    # slots is free", its 2 slots held by this test's other sweeps), so each sweep's own concurrency is what counts
+    WorkerCapacity.objects.all().delete()
     with django_capture_on_commit_callbacks(execute=False):
         small = services.sweep_create(config=config, seeds=[0, 1], concurrency=2, name="two seeds",
                                       policy={"name": "median", "metric": "reward/mean"})
