@@ -36,7 +36,7 @@ import math
 
 import numpy as np
 
-from synthetic_sweeps import SyntheticSweep
+from synthetic_sweeps import SyntheticSweep, generate, record
 
 __all__ = ["KINDS", "RATES", "other_sweeps", "HISTORY_SEED", "TEST_SEED"]
 
@@ -100,16 +100,10 @@ def _sweep(rng: np.random.Generator, index: int) -> SyntheticSweep:
         eps = rng.standard_t(3, steps) / math.sqrt(3.0) if heavy else rng.normal(0.0, 1.0, steps)
         x = mu + ar + eps * np.sqrt(mu * (1.0 - mu) / batch)
         x = np.where(rng.random(steps) < 0.02, rng.random(steps), x)
-        x = np.clip(x, 0.0, 1.0)
-        run = f"seed-{i}"
-        curves[run] = [(int(step), round(float(v), 4)) for step, v in zip(t, x)]
-        worth[run] = float(mu[-window:].mean())
-        kinds[run] = kind
+        record((curves, worth, kinds), f"seed-{i}", t, np.clip(x, 0.0, 1.0), mu, window, kind)
     return SyntheticSweep(curves, worth, kinds, name=f"other-{index}")
 
 
 def other_sweeps(seed: int, n_sweeps: int) -> list[SyntheticSweep]:
-    """``n_sweeps`` sweeps from generator seed ``seed`` (the same seed gives the same sweeps; a sweep does not
-    depend on how many come after it)."""
-    rng = np.random.default_rng(seed)
-    return [_sweep(rng, k) for k in range(n_sweeps)]
+    """``n_sweeps`` sweeps from generator seed ``seed`` (``synthetic_sweeps.generate``)."""
+    return generate(_sweep, seed, n_sweeps)

@@ -102,16 +102,27 @@ def _sweep(rng: np.random.Generator, index: int) -> SyntheticSweep:
         x = mu + ar + rng.normal(0.0, 1.0, steps) * np.sqrt(mu * (1.0 - mu) / 64.0)
         x = x + (rng.random(steps) < 0.03) * rng.uniform(0.1, 0.3, steps)
         x = np.where(rng.random(steps) < 0.03, 0.3 * x, x)
-        x = np.clip(x, 0.0, 1.0)
-        run = f"seed-{i}"
-        curves[run] = [(int(step), round(float(v), 4)) for step, v in zip(t, x)]
-        worth[run] = float(mu[-window:].mean())
-        kinds[run] = kind
+        record((curves, worth, kinds), f"seed-{i}", t, np.clip(x, 0.0, 1.0), mu, window, kind)
     return SyntheticSweep(curves, worth, kinds, name=f"synthetic-{index}")
 
 
-def synthetic_sweeps(seed: int, n_sweeps: int) -> list[SyntheticSweep]:
-    """``n_sweeps`` sweeps from generator seed ``seed`` (the same seed gives the same sweeps; a sweep does not
-    depend on how many come after it)."""
+def record(into: tuple[dict, dict, dict], run: str, t: np.ndarray, x: np.ndarray, mu: np.ndarray, window: int,
+           kind: str) -> None:
+    """One seed into (curves, worth, kinds): its points (step, value to 4 places), its worth (the mean of mu over
+    its last ``window`` steps) and its kind."""
+    curves, worth, kinds = into
+    curves[run] = [(int(step), round(float(v), 4)) for step, v in zip(t, x)]
+    worth[run] = float(mu[-window:].mean())
+    kinds[run] = kind
+
+
+def generate(make_sweep, seed: int, n_sweeps: int) -> list[SyntheticSweep]:
+    """``n_sweeps`` sweeps of ``make_sweep(rng, index)`` from generator seed ``seed`` (the same seed gives the same
+    sweeps; a sweep does not depend on how many come after it)."""
     rng = np.random.default_rng(seed)
-    return [_sweep(rng, k) for k in range(n_sweeps)]
+    return [make_sweep(rng, k) for k in range(n_sweeps)]
+
+
+def synthetic_sweeps(seed: int, n_sweeps: int) -> list[SyntheticSweep]:
+    """``n_sweeps`` sweeps from generator seed ``seed`` (``generate``)."""
+    return generate(_sweep, seed, n_sweeps)
