@@ -45,6 +45,24 @@ def processes_of_uid(uid: int) -> list[int]:
     return pids
 
 
+def processes_under(root: int, uid: int) -> list[int]:
+    """The processes of ``uid`` that descend from ``root`` (other tests' sandboxes, run beside this one by
+    pytest-xdist, run as the same uid)."""
+    def descends(pid: int) -> bool:
+        for _ in range(64):
+            if pid == root:
+                return True
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    pid = int(next(line for line in f if line.startswith("PPid:")).split()[1])
+            except (OSError, StopIteration, ValueError):
+                return False
+            if pid <= 1:
+                return False
+        return False
+    return [pid for pid in processes_of_uid(uid) if descends(pid)]
+
+
 def stray_files(uid: int) -> list[str]:
     found = []
     for folder in ("/tmp", "/dev/shm", "/var/tmp", os.getcwd(), "/"):
@@ -157,6 +175,19 @@ def test_tests_may_lean_on_the_programs_imports(code_v):
             return 3.141592653589793 * r * r
     """)
     result = code_v(prog, {"tests": "assert abs(area(1) - math.pi) < 1e-9\nassert osp.join('a', 'b') == 'a/b' and area(0) == 0"})
+    assert result.score == 1.0, result.details
+
+
+def test_programs_and_tests_see_the_standard_library_only(code_v):
+    """The server runs without ``site`` (``python -I -S``): no ``.pth`` file of the interpreter's installation
+    ran in it, and neither process has the installation's site-packages on its path."""
+    prog = fenced("""
+        import sys
+        def seen():
+            return [sys.flags.no_site, "site" in sys.modules, [p for p in sys.path if "-packages" in p]]
+    """)
+    result = code_v(prog, {"tests": "assert seen() == [1, False, []]\n"
+                                    "import sys\nassert sys.flags.no_site == 1 and 'site' not in sys.modules"})
     assert result.score == 1.0, result.details
 
 
@@ -515,8 +546,13 @@ def test_server_killed_mid_run_is_verifier_error():
     uid = sandbox_uid()
     program = fenced("import time\ntime.sleep(30)\ndef f(x):\n    return x")
 
+    seen: list[int] = []
+
+    def ours() -> list[int]:  # this sandbox's processes of the uid (other tests' may run beside it)
+        return [pid for worker in sandbox.pool._workers for pid in processes_under(worker.proc.pid, uid)]
+
     def kill_server_once_running():
-        if wait_until(lambda: bool(processes_of_uid(uid)), timeout=20):
+        if wait_until(lambda: bool(seen.extend(ours()) or seen), timeout=20):
             for worker in sandbox.pool._workers:
                 worker.proc.kill()
 
@@ -527,7 +563,8 @@ def test_server_killed_mid_run_is_verifier_error():
             v(program, {"tests": "assert f(1) == 1"})
     finally:
         killer.join()
-    assert wait_until(lambda: not processes_of_uid(uid), timeout=10)
+    assert seen
+    assert wait_until(lambda: not set(seen) & set(processes_of_uid(uid)), timeout=10)
     assert v(GOOD_SQUARE, {"tests": "assert square(2) == 4"}).score == 1.0  # a fresh server took over
 
 

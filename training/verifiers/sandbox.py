@@ -182,13 +182,14 @@ class SandboxServerProcess(_Worker):
     def command(uid: int, gid: int, tests_ids: tuple[int, int], use_bwrap: bool, tmp_mb: int,
                 cgroup: str | None = None) -> list[str]:
         """The server's command line: ``UID GID TESTS_UID TESTS_GID MODE TMP_MB CGROUP``, inside bwrap or not
-        (CGROUP ``-``: none)."""
+        (CGROUP ``-``: none); ``-S``: no site-packages (programs import the standard library only, no ``.pth``
+        file of the installation runs in the server, and its forks are smaller)."""
         python, prefix = _python_paths()
         ids = [str(uid), str(gid), str(tests_ids[0]), str(tests_ids[1])]
         if use_bwrap:
             return bwrap_command(python, prefix, tmp_mb, cgroup=cgroup) + [
-                python, "-I", _SERVER_IN_SANDBOX, *ids, "bwrap", str(tmp_mb), CGROUP_IN_SANDBOX if cgroup else "-"]
-        return [python, "-I", _SERVER_DIR, *ids, "host", str(tmp_mb), cgroup or "-"]
+                python, "-I", "-S", _SERVER_IN_SANDBOX, *ids, "bwrap", str(tmp_mb), CGROUP_IN_SANDBOX if cgroup else "-"]
+        return [python, "-I", "-S", _SERVER_DIR, *ids, "host", str(tmp_mb), cgroup or "-"]
 
     def kill(self) -> None:  # (stop ends with a kill too)
         super().kill()

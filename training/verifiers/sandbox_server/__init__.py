@@ -1,7 +1,7 @@
 """The sandbox fork server: runs untrusted Python programs against tests, one run at a time, and reports
 raw outcomes.
 
-Standard library only: it runs as ``python -I sandbox_server UID GID TESTS_UID TESTS_GID MODE [TMP_MB [CGROUP]]`` (this
+Standard library only: it runs as ``python -I -S sandbox_server UID GID TESTS_UID TESTS_GID MODE [TMP_MB [CGROUP]]`` (this
 folder, through its ``__main__.py``) with a clean environment, inside bubblewrap's namespaces when available
 (MODE ``bwrap``, with a private /tmp of TMP_MB) or directly on the host (MODE ``host``). It is trusted (root, or
 the caller's uid) and not dumpable; everything it forks is not trusted.

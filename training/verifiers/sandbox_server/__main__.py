@@ -1,6 +1,6 @@
-"""Start the fork server: ``python -I <this folder> UID GID TESTS_UID TESTS_GID MODE [TMP_MB [CGROUP]]`` (training/verifiers/sandbox.py
+"""Start the fork server: ``python -I -S <this folder> UID GID TESTS_UID TESTS_GID MODE [TMP_MB [CGROUP]]`` (training/verifiers/sandbox.py
 does, with this folder bound read-only inside bubblewrap). Isolated mode puts nothing of the environment on
-``sys.path``; Python puts this folder first, which is taken off again: the folder is loaded as the package
+``sys.path`` and ``-S`` no site-packages (no ``.pth`` file runs here; programs import the standard library only); Python puts this folder first, which is taken off again: the folder is loaded as the package
 ``sandbox_server`` by its path, so its modules import each other relatively and nothing else is looked up
 outside the standard library. See docs/architecture.md#verifiers."""
 import importlib.util

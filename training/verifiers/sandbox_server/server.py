@@ -262,25 +262,27 @@ class Server:
         for fd in opened:
             if fd != out_fd:
                 os.close(fd)
-        try:
-            reports, status, tests_exit = self._collect(report_r, float(req["timeout_s"]), start,
-                                                       int(req["max_report_kb"]) * 1024)
-        finally:
-            os.close(report_r)
-        try:  # read only now: the zygotes fork while the tests start, and no hand-off waits for them
+        try:  # each waiting process told its pid ahead of the run: no hand-off waits for these
             tests_pid = self.tests_zygote.receive()
             program_pid = self.zygote.receive()
         except OSError:
+            os.close(report_r)
             self._kill_all(tuple(p for p in (tests_pid,) if p), cgroups)
             os.close(out_fd)
             self._clean_files((program_dir, tests_dir))
             self._drop_cgroups(cgroups)
             raise
+        try:
+            reports, status = self._collect(report_r, tests_pid, float(req["timeout_s"]), start,
+                                            int(req["max_report_kb"]) * 1024)
+        finally:
+            os.close(report_r)
         grace = min(0.05, start + float(req["timeout_s"]) - time.monotonic()) if status == "exited" else 0.0
         ended = self._ended_within(program_pid, grace)
         tmp_full = self._tmp_full()
         killed = self._kill_all((tests_pid, program_pid), cgroups)
-        self.tests_zygote.program_exit(None)  # (its zygote reaped it: answered before the next run's pid)
+        tests_wstatus = self.tests_zygote.program_exit(None)  # (its zygote reaped it: answered before the next pid)
+        tests_exit = self._exit_info(tests_wstatus) if status == "exited" else {}
         self.zygote.next_program()  # every process of the run is gone: the next program may join its cgroup
         self.tests_zygote.next_program()
         output_tail = self._tail(out_fd, 2000)
@@ -318,32 +320,40 @@ class Server:
         st = os.statvfs("/tmp")
         return st.f_bavail * st.f_frsize < 256 * 1024
 
-    def _collect(self, report_r: int, timeout_s: float, start: float, cap: int):
-        # the test process is the tests zygote's child: the zygote's socket turns readable with its wait status
-        done_fd = self.tests_zygote.sock.fileno()
-        chunks, size, status, exit_info = [], 0, None, {}
+    def _collect(self, report_r: int, tests_pid: int, timeout_s: float, start: float, cap: int):
+        """(the reports, and "exited", "timeout" or "report_overflow"): read until the test process ends (watched
+        through a pidfd: its zygote answers how it ended afterwards, off this wait) or the time is up."""
+        try:
+            done_fd = os.pidfd_open(tests_pid)
+        except ProcessLookupError:  # (gone already: only what it wrote is left to read)
+            done_fd = None
+        chunks, size, status = [], 0, None
         deadline = start + timeout_s
-        watched = [report_r, done_fd]
-        while status is None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                status = "timeout"
-                break
-            readable, _, _ = select.select(watched, [], [], remaining)
-            if report_r in readable:
-                data = os.read(report_r, 65536)
-                if not data:  # EOF: every writer closed it; only the exit is left to wait for
-                    watched = [done_fd]
-                else:
-                    size += len(data)
-                    if size > cap:
-                        status = "report_overflow"
-                        break
-                    chunks.append(data)
-            if done_fd in readable:  # (the tests zygote's child: its pid first, then its wait status)
-                if self.tests_zygote.program_exit(0) is not None:
-                    exit_info = self._exit_info(self.tests_zygote.program_exit(None))
+        watched = [report_r] + ([done_fd] if done_fd is not None else [])
+        try:
+            while status is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    status = "timeout"
+                    break
+                readable, _, _ = select.select(watched, [], [], remaining)
+                if report_r in readable:
+                    data = os.read(report_r, 65536)
+                    if not data:  # EOF: every writer closed it; only the exit is left to wait for
+                        watched = [fd for fd in watched if fd != report_r]
+                        if not watched:
+                            status = "exited"
+                    else:
+                        size += len(data)
+                        if size > cap:
+                            status = "report_overflow"
+                            break
+                        chunks.append(data)
+                if done_fd is not None and done_fd in readable:
                     status = "exited"
+        finally:
+            if done_fd is not None:
+                os.close(done_fd)
         if status == "exited":  # drain what the child wrote before it exited
             os.set_blocking(report_r, False)
             while True:
@@ -358,7 +368,7 @@ class Server:
                     status = "report_overflow"
                     break
                 chunks.append(data)
-        return b"".join(chunks).decode("utf-8", "replace"), status, exit_info
+        return b"".join(chunks).decode("utf-8", "replace"), status
 
     @staticmethod
     def _exit_info(wstatus: int) -> dict:

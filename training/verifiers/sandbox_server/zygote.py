@@ -5,8 +5,8 @@ The server forks it once, at start-up, before it reads any request, so the zygot
 G times in a row). Per run the server sends it only descriptors (SCM_RIGHTS: the program's part of the request
 in a memfd, the two pipes to the test process, the program's output file) and plain numbers and a path (its run
 directory and limits); it never receives a test, an expected value or the program's code. It forks each program
-process ahead of its run (no run waits for a fork): that process takes the run's spawn message, answers its pid
-and becomes the program; the zygote waits for it to end (the server kills it with the rest of the run) and
+process ahead of its run (no run waits for a fork): that process answers its pid at once, takes the run's spawn
+message and becomes the program; the zygote waits for it to end (the server kills it with the rest of the run) and
 answers how it ended; what the program leaves behind (a double-forked daemon) is reparented to the server, a
 child subreaper, which kills and reaps it as before. One program at a time: the server runs one run at a time.
 
@@ -112,6 +112,9 @@ class Zygote:
                 raise OSError(f"the zygote could not fork the program: {reply.get('error')}")
             self._pid = reply["pid"]
             return
+        if type(reply.get("error")) is str:  # the program process refused its spawn message
+            self.broken = True
+            raise OSError(f"the zygote could not start the program: {reply['error']}")
         if type(reply.get("wstatus")) is not int:
             self.broken = True
             raise ZygoteGone("the zygote sent a malformed exit status")
@@ -162,8 +165,8 @@ def _zygote_main(sock: socket.socket, lockdown_args: dict, keep_fds: tuple[int, 
             os.closerange(low, fd)
         low = fd + 1
     while True:
-        # The next program process is forked now, between runs, so that no run waits for a fork: it waits for
-        # its run's spawn message itself, answers its own pid and closes its copy of the socket before it
+        # The next program process is forked now, between runs, so that no run waits for a fork: it answers
+        # its own pid, waits for its run's spawn message itself and closes its copy of the socket before it
         # locks down (a program must not write on it). The zygote then waits for it and answers how it ended.
         pid = os.fork()
         if pid == 0:
@@ -184,9 +187,11 @@ def _zygote_main(sock: socket.socket, lockdown_args: dict, keep_fds: tuple[int, 
 
 
 def _waiting_program(sock: socket.socket, lockdown_args: dict, role: str) -> None:
-    """A program process before its run: wait for the spawn message (the run's limits and descriptors), answer
-    this process's pid, then become the run's program. Never returns."""
+    """A program process before its run: answer this process's pid (ahead of the run: the server reads it once
+    it has sent the spawn), wait for the spawn message (the run's limits and descriptors), then become the run's
+    program. Never returns."""
     try:
+        sock.send(b'{"pid": %d}' % os.getpid())
         message, fds, _, _ = socket.recv_fds(sock, 4096, _FDS_PER_RUN + 1)
         if not message:
             raise EOFError
@@ -196,7 +201,6 @@ def _waiting_program(sock: socket.socket, lockdown_args: dict, role: str) -> Non
         spec = json.loads(message)
         if set(spec) != set(SPEC_KEYS) or len(fds) != _FDS_PER_RUN + bool(spec["cgroup"]):
             raise ValueError("malformed spawn request")
-        sock.send(json.dumps({"pid": os.getpid()}).encode())
         sock.close()
     except Exception as exc:  # noqa: BLE001 - reported to the server, which fails the run and exits
         try:
