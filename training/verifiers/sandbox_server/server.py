@@ -68,14 +68,14 @@ class Server:
         self._streams = (open(0, "r", closefd=False), open(1, "w", closefd=False), open(2, "w", closefd=False))
         # Before any request is read: every program process is forked from this zygote, whose memory never
         # held a request (nor the freed remains of one).
-        if self.cgroups.reusable:  # made now: the zygote's waiting programs join the program's before they wait
+        if self.cgroups.reusable:  # made now: each waiting process joins its role's once its run's spawn came
             paths = tuple(self.cgroups.create(role, 64 << 20) for role in ("program", "tests"))
             self._pair = (64, paths, tuple(self.cgroups.procs_fd(path) for path in paths))
         self.zygote = Zygote({"ids": (uid, gid) if self.switch_uid else None, "seccomp_filter": self._filter,
                               "streams": self._streams}, keep_fds=(0, 1, 2),
                              join_fd=self._pair[2][0] if self._pair else -1)
-        # The test processes' own zygote: small and idle, each waiting test process already in the tests' cgroup
-        # (v1) when its run comes; it reads the request (the tests) only once forked, from a memfd.
+        # The test processes' own zygote: small and idle; its waiting test process reads the request (the tests)
+        # only once its run came, from a memfd.
         self.tests_zygote = Zygote({"ids": (self.tests_uid, self.tests_gid) if self.switch_uid else None,
                                     "seccomp_filter": self._filter, "streams": self._streams}, keep_fds=(0, 1, 2),
                                    join_fd=self._pair[2][1] if self._pair else -1, role="tests")
@@ -178,8 +178,8 @@ class Server:
         """The server's one pair of v1 cgroups (made with the server), limited to ``memory_mb`` (changed only
         when it differs from the last run's) and their peaks reset; the last run's kill left them empty (it
         kills by their ``cgroup.procs`` until none is left) and its files are removed, so nothing of it is
-        charged. The program's waiting process joined the program's before its run (:class:`.zygote.Zygote`);
-        descriptor: a duplicate of the tests' for the test process to join by (-1 for the program's)."""
+        charged. Each waiting process joins its role's once its run's spawn came (:class:`.zygote.Zygote`):
+        no descriptor is sent ([-1, -1])."""
         assert self._pair is not None
         if self._pair[0] != memory_mb:
             for path in self._pair[1]:
@@ -283,8 +283,6 @@ class Server:
         killed = self._kill_all((tests_pid, program_pid), cgroups)
         tests_wstatus = self.tests_zygote.program_exit(None)  # (its zygote reaped it: answered before the next pid)
         tests_exit = self._exit_info(tests_wstatus) if status == "exited" else {}
-        self.zygote.next_program()  # every process of the run is gone: the next program may join its cgroup
-        self.tests_zygote.next_program()
         output_tail = self._tail(out_fd, 2000)
         os.close(out_fd)
         kept = self._tests_dir_clean()

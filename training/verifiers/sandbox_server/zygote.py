@@ -5,9 +5,9 @@ The server forks it once, at start-up, before it reads any request, so the zygot
 G times in a row). Per run the server sends it only descriptors (SCM_RIGHTS: the program's part of the request
 in a memfd, the two pipes to the test process, the program's output file) and plain numbers and a path (its run
 directory and limits); it never receives a test, an expected value or the program's code. It forks each program
-process ahead of its run (no run waits for a fork): that process answers its pid at once, takes the run's spawn
-message and becomes the program; the zygote waits for it to end (the server kills it with the rest of the run) and
-answers how it ended; what the program leaves behind (a double-forked daemon) is reparented to the server, a
+process ahead of its run, as soon as the last one ended (no run waits for a fork): that process answers its pid
+at once, takes the run's spawn message, joins the run's cgroup and becomes the program; the zygote waits for it to
+end (the server kills it with the rest of the run) and answers how it ended; what the program leaves behind (a double-forked daemon) is reparented to the server, a
 child subreaper, which kills and reaps it as before. One program at a time: the server runs one run at a time.
 
 The program process locks itself down (:func:`.lockdown.lock_down`), and only then reads its part, ``{"code",
@@ -53,7 +53,7 @@ class Zygote:
         run's own limits (``ids``, ``seccomp_filter``, ``streams``); ``keep_fds``: descriptors the zygote keeps
         besides its socket (its /dev/null on 0-2); ``join_fd``: the ``cgroup.procs`` of the one cgroup every
         program joins (-1: none, or one per run, sent with the spawn), which each waiting program writes itself
-        into before it waits, off the runs' critical path; ``role``: "program", or "tests" (a zygote of test
+        into once its run's spawn came (a write of a few microseconds); ``role``: "program", or "tests" (a zygote of test
         processes: its part is the whole request, its descriptors the report, request and reply pipes)."""
         server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.pid = os.fork()
@@ -120,15 +120,6 @@ class Zygote:
             raise ZygoteGone("the zygote sent a malformed exit status")
         self._exit = reply["wstatus"]
 
-    def next_program(self) -> None:
-        """Let the zygote fork the next run's program process: sent once every process of this run is killed
-        (a waiting program in the run's cgroup would be killed with them)."""
-        try:
-            self.sock.send(b"next")
-        except OSError as exc:
-            self.broken = True
-            raise ZygoteGone(f"the zygote is gone ({exc})") from None
-
     def program_exit(self, timeout_s: float | None) -> int | None:
         """The program's wait status once it has ended, waiting at most ``timeout_s`` (None: until it ends, as
         it does once killed); None if it is still running."""
@@ -150,8 +141,8 @@ class Zygote:
 
 def _zygote_main(sock: socket.socket, lockdown_args: dict, keep_fds: tuple[int, ...], join_fd: int,
                  role: str) -> None:
-    """The zygote's loop: fork the next program process, wait for it, answer how it ended, wait for the server's
-    ``next`` (the run's kill is over); until the server closes the socket."""
+    """The zygote's loop: fork the next program process, wait for it, answer how it ended; until the server
+    closes the socket (the waiting process then exits with _NO_SERVER)."""
     try:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # (bubblewrap's PID namespace takes it too)
     except OSError:
@@ -164,32 +155,35 @@ def _zygote_main(sock: socket.socket, lockdown_args: dict, keep_fds: tuple[int, 
         if fd > low:  # (closerange(n, n) would close everything from n up)
             os.closerange(low, fd)
         low = fd + 1
+    if lockdown_args.get("seccomp_filter") is not None:
+        # no_new_privs and the filter, once, here: every process it forks inherits both (nothing it or a
+        # waiting process does before its lockdown is refused by the filter), so no run compiles the filter
+        # again; its uid switch is a drop, which no_new_privs allows.
+        lockdown_args["seccomp_filter"].install()
+        lockdown_args = {**lockdown_args, "seccomp_filter": None}
     while True:
-        # The next program process is forked now, between runs, so that no run waits for a fork: it answers
-        # its own pid, waits for its run's spawn message itself and closes its copy of the socket before it
-        # locks down (a program must not write on it). The zygote then waits for it and answers how it ended.
+        # The next program process is forked as soon as the last one ended (while the server kills and cleans
+        # up its run), so that no run waits for a fork: it answers its own pid, waits for its run's spawn
+        # message, and only then joins the run's cgroup (so the kill of the run before, which empties that
+        # cgroup, never finds it there) and closes its copy of the socket before it locks down (a program
+        # must not write on it).
         pid = os.fork()
         if pid == 0:
-            try:
-                join(join_fd)  # (its copy; the zygote keeps its own)
-            except OSError:
-                os._exit(_SPAWN_FAILED)  # never a program outside its cgroup: the server fails the run and exits
-            _waiting_program(sock, lockdown_args, role)
+            _waiting_program(sock, lockdown_args, role, join_fd)
         _, wstatus = os.waitpid(pid, 0)  # it ends by itself or when the server kills the run
         if os.WIFEXITED(wstatus) and os.WEXITSTATUS(wstatus) == _NO_SERVER:
             return
         try:
-            sock.send(json.dumps({"wstatus": wstatus}).encode())
-            if sock.recv(16) != b"next":  # the server closed the socket
-                return
+            sock.send(b'{"wstatus": %d}' % wstatus)
         except OSError:
             return
 
 
-def _waiting_program(sock: socket.socket, lockdown_args: dict, role: str) -> None:
+def _waiting_program(sock: socket.socket, lockdown_args: dict, role: str, join_fd: int) -> None:
     """A program process before its run: answer this process's pid (ahead of the run: the server reads it once
-    it has sent the spawn), wait for the spawn message (the run's limits and descriptors), then become the run's
-    program. Never returns."""
+    it has sent the spawn), wait for the spawn message (the run's limits and descriptors), join the run's
+    cgroup (``join_fd``, the one every run of this role joins, or the run's own sent with the spawn), then
+    become the run's program. Never returns."""
     try:
         sock.send(b'{"pid": %d}' % os.getpid())
         message, fds, _, _ = socket.recv_fds(sock, 4096, _FDS_PER_RUN + 1)
@@ -201,24 +195,24 @@ def _waiting_program(sock: socket.socket, lockdown_args: dict, role: str) -> Non
         spec = json.loads(message)
         if set(spec) != set(SPEC_KEYS) or len(fds) != _FDS_PER_RUN + bool(spec["cgroup"]):
             raise ValueError("malformed spawn request")
-        sock.close()
+        join(fds[_FDS_PER_RUN] if spec["cgroup"] else join_fd)  # while still privileged: all it forks is in it
     except Exception as exc:  # noqa: BLE001 - reported to the server, which fails the run and exits
-        try:
+        try:  # (never a program outside its cgroup)
             sock.send(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]}).encode())
         finally:
             os._exit(_SPAWN_FAILED)
+    sock.close()
     _program_process(spec, fds, lockdown_args, role)
 
 
 def _program_process(spec: dict, fds: list[int], lockdown_args: dict, role: str) -> None:
-    """In the program process: join the run's cgroup (while still privileged: every process the program forks is
-    in it too), lock down, then read the program's part from its own descriptor and run it. A test process
+    """In the program process (in the run's cgroup already): lock down, then read the program's part from its own
+    descriptor and run it. A test process
     (``role`` "tests") likewise, its fds [request, report write end, request write end, reply read end], its
     streams /dev/null, its part the whole request, read from fd 6."""
     part_fd_at = _PART_FD if role == "program" else _TESTS_PART_FD
     try:
         part_fd, a, b, c = fds[:_FDS_PER_RUN]
-        join(fds[_FDS_PER_RUN] if spec["cgroup"] else -1)
         null = os.open("/dev/null", os.O_RDONLY if role == "program" else os.O_RDWR)  # its own: no shared file
         placed = ({0: null, 1: c, 2: c, 3: a, 4: b, _PART_FD: part_fd} if role == "program" else
                   {0: null, 1: null, 2: null, 3: a, 4: b, 5: c, _TESTS_PART_FD: part_fd})
