@@ -57,6 +57,7 @@ import builtins
 import functools
 import hashlib
 import json
+import math
 import re
 import threading
 import time
@@ -117,6 +118,38 @@ def _literal(node: ast.AST):
     return True, value
 
 
+def _json_faithful(value, depth: int = 0) -> bool:
+    """Whether ``value`` comes back from a JSON round trip as itself (no tuple, set, bytes, int key, NaN)."""
+    if value is None or type(value) in (bool, int, str):
+        return True
+    if type(value) is float:
+        return math.isfinite(value)
+    if depth > 20:
+        return False
+    if type(value) is list:
+        return all(_json_faithful(v, depth + 1) for v in value)
+    if type(value) is dict:
+        return all(type(k) is str and _json_faithful(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def _call_shape(node: ast.AST, from_program) -> dict:
+    """``{"call": [name, args]}`` when ``node`` is a call of a name the program provides with literal
+    positional arguments only, each plain JSON data (``f(2, 'a', [1])``): the test process may send a run of
+    such steps to the program at once, each answered in turn, as if it had evaluated them one after the other
+    (it does, unless the name is the tests' own when the step comes). ``{}`` otherwise."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and from_program(node.func.id)
+            and not node.keywords):
+        return {}
+    args = []
+    for arg in node.args:
+        is_literal, value = _literal(arg) if not isinstance(arg, ast.Starred) else (False, None)
+        if not is_literal or not _json_faithful(value):
+            return {}
+        args.append(value)
+    return {"call": [node.func.id, args]}
+
+
 _DEFINITIONS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Import, ast.ImportFrom, ast.FunctionDef,
                 ast.AsyncFunctionDef, ast.ClassDef, ast.Delete, ast.Pass, ast.Global, ast.Nonlocal)
 
@@ -173,7 +206,7 @@ def plan_tests(tests: str, setup_code: str | None = None,
 
     >>> steps, checks = plan_tests("assert f(2) == 4\\nassert g()\\nassert True")
     >>> steps
-    [{'kind': 'eval', 'src': 'f(2)'}, {'kind': 'eval', 'src': 'True if (g()) else False'}, {'kind': 'exec', 'src': 'assert True'}]
+    [{'kind': 'eval', 'src': 'f(2)', 'call': ['f', [2]]}, {'kind': 'eval', 'src': 'True if (g()) else False'}, {'kind': 'exec', 'src': 'assert True'}]
     >>> [(i, c.kind, c.expected) for i, c in checks]
     [(0, 'equal', 4), (1, 'true', None), (2, 'setup', None)]
     """
@@ -227,7 +260,7 @@ def plan_tests(tests: str, setup_code: str | None = None,
             left_is_literal, left_value = _literal(left)
             if right_is_literal or left_is_literal:
                 computed, expected = (left, right_value) if right_is_literal else (right, left_value)
-                steps.append({"kind": "eval", "src": ast.unparse(computed)})
+                steps.append({"kind": "eval", "src": ast.unparse(computed), **_call_shape(computed, from_program)})
                 checks.append((len(steps) - 1, Check("equal", source, expected=expected, negate=negate,
                                                      needs_reach=reach)))
             else:

@@ -45,8 +45,8 @@ def _program_harness(req: dict, request_fd: int, reply_fd: int) -> None:
             send({"n": n, "missing": True})
             continue
         target = namespace[name]
-        if req["op"] == "get" and type(target) is type(json) and type(getattr(target, "__name__", None)) is str:
-            send({"n": n, "module": target.__name__})  # the tests import their own copy
+        if type(target) is type(json) and type(getattr(target, "__name__", None)) is str:
+            send({"n": n, "module": target.__name__})  # the tests import their own copy (and call it there)
             continue
         if req["op"] == "get" and not callable(target):
             try:
@@ -103,6 +103,10 @@ def _exception_for(type_name: str, message: str) -> BaseException:
     if type(type_name) is str and type_name.isidentifier() and len(type_name) <= 100:
         return type(type_name, (ProgramError,), {})(message)  # its name as the program called it, for reasons
     return ProgramError(message)
+
+
+class _Module(str):
+    """A run's call answered "that name is a module" (the test process imports its own copy and calls that)."""
 
 
 class _ProgramLink:
@@ -167,6 +171,56 @@ class _ProgramLink:
             raise ProgramFault(self.broken)
         return reply
 
+    def call_many(self, calls: list, known: set):
+        """Yield ``(answer, reached)`` for each of ``calls`` ([name, args] each), sent at once (a few KB: the
+        pipe takes them without blocking) and answered in turn: the value or the exception :meth:`call` would
+        raise, and whether the name was the program's (as the lookup before a call would have counted it);
+        once the channel breaks, that fault for the rest (reached when the name is in ``known``, the names whose
+        lookup the program answered before, as one call after the other would give; this run's answered ones
+        are added). Each is yielded as soon as its answer is read."""
+        done = 0
+        try:
+            if self.greeting() or self.broken:
+                raise ProgramFault(self.broken or self.greeting())
+            first = self.count + 1
+            lines = []
+            for name, args in calls:
+                self.count += 1
+                lines.append(json.dumps({"op": "call", "name": name, "args": [_to_wire(a) for a in args],
+                                         "kwargs": {}, "n": self.count}) + "\n")
+            try:
+                _write_all(self.request_fd, "".join(lines).encode())
+            except OSError:
+                self.broken = "the program process ended (it exited or was killed)"
+                raise ProgramFault(self.broken) from None
+            for k, (name, _) in enumerate(calls):
+                try:
+                    reply = self._receive()
+                    if reply.get("n") != first + k:
+                        self.broken = "the program process answered out of turn"
+                        raise ProgramFault(self.broken)
+                except ProgramFault as exc:  # it broke on this call: the lookup before it had been answered
+                    done += 1
+                    yield exc, True
+                    raise
+                if set(reply) == {"n", "module"} and type(reply["module"]) is str:
+                    done += 1
+                    yield _Module(reply["module"]), False  # (the lookup: the tests' own import of it)
+                    continue
+                try:
+                    outcome = (self._answer(name, reply), True)
+                except ProgramFault as exc:  # no such name, or an answer that is no plain data
+                    outcome = (exc, set(reply) != {"n", "missing"})
+                except Exception as exc:  # noqa: BLE001 - the program's exception, raised here as a test sees it
+                    outcome = (exc, True)
+                if outcome[1]:
+                    known.add(name)
+                done += 1
+                yield outcome
+        except ProgramFault as exc:
+            for name, _ in calls[done:]:
+                yield exc, name in known
+
     def value(self, reply: dict):
         if set(reply) == {"n", "unsendable"} and type(reply["unsendable"]) is str:
             raise ProgramFault(f"the program's answer is not plain JSON data ({reply['unsendable'][:200]})")
@@ -185,7 +239,10 @@ class _ProgramLink:
                        "kwargs": {k: _to_wire(v) for k, v in kwargs.items()}}
         except (TypeError, ValueError) as exc:
             raise ProgramFault(f"the tests passed {name}() an argument that is not plain data ({exc})") from None
-        reply = self.ask(request)
+        return self._answer(name, self.ask(request))
+
+    def _answer(self, name: str, reply: dict):
+        """A call's answer: its value, or the program's exception raised here."""
         if set(reply) == {"n", "missing"}:
             raise ProgramFault(f"name {name!r} is not defined by the program")
         if set(reply) == {"n", "error", "type"} and type(reply["error"]) is str:
@@ -217,6 +274,15 @@ class _TestGlobals(dict):
         # does not).
         self._proxies: dict = {}
 
+    @property
+    def answered(self) -> set:
+        """The names whose lookup the program answered as a function (their proxies; the set is a copy)."""
+        return set(self._proxies)
+
+    def programs(self, name: str) -> bool:
+        """Whether a lookup of ``name`` now goes to the program (no name of the tests' own, no builtin)."""
+        return not dict.__contains__(self, name) and (name in self._forced or not hasattr(self._builtins, name))
+
     def __missing__(self, name):
         proxy = self._proxies.get(name)
         if proxy is not None:
@@ -233,19 +299,21 @@ class _TestGlobals(dict):
             proxy = self._proxies[name] = _proxy(self._link, name)
             return proxy
         if set(reply) == {"n", "module"} and type(reply["module"]) is str:
-            # A module the program imported (tests that lean on its ``import math``): the test process's own
-            # copy of it, from the read-only installation, never the program's object.
-            module = reply["module"]
-            if not all(part.isidentifier() for part in module.split(".")):
-                raise ProgramFault("the program process sent a malformed module name")
-            import importlib
-            try:
-                value = importlib.import_module(module)
-            except ImportError:
-                raise ProgramFault(f"the program's module {module[:100]!r} cannot be imported by the tests") from None
-            self[name] = value
-            return value
+            return self.bind_module(name, reply["module"])
         return self._link.value(reply)
+
+    def bind_module(self, name: str, module: str):
+        """A module the program imported (tests that lean on its ``import math``): the test process's own copy
+        of it, from the read-only installation, never the program's object, bound to ``name`` here."""
+        if not all(part.isidentifier() for part in module.split(".")):
+            raise ProgramFault("the program process sent a malformed module name")
+        import importlib
+        try:
+            value = importlib.import_module(module)
+        except ImportError:
+            raise ProgramFault(f"the program's module {module[:100]!r} cannot be imported by the tests") from None
+        self[name] = value
+        return value
 
 
 def _tests_harness(req: dict, report_fd: int, request_fd: int, reply_fd: int) -> None:
@@ -272,7 +340,26 @@ def _tests_harness(req: dict, report_fd: int, request_fd: int, reply_fd: int) ->
     emit({"program_error": problem} if problem else {"program_ok": True})
     if problem:
         _finish()
-    for i, step in enumerate(req["steps"]):
+    steps = req["steps"]
+    i = 0
+    while i < len(steps):
+        batch = _call_run(steps, i, namespace)
+        if len(batch) > 1:  # calls of the program's functions with literal arguments: sent at once
+            calls = [steps[j]["call"] for j in batch]
+            for k, (answer, reached) in enumerate(link.call_many(calls, namespace.answered)):
+                try:
+                    if isinstance(answer, _Module):  # called here, as the step's own evaluation would
+                        namespace.bind_module(steps[i + k]["call"][0], answer)(*steps[i + k]["call"][1])
+                    if isinstance(answer, BaseException):
+                        raise answer
+                    report = {"i": i + k, "value": _to_wire(answer)}
+                except BaseException as exc:
+                    report = {"i": i + k, "error": _describe(exc)}
+                report["used"] = reached
+                emit(report)
+            i += len(batch)
+            continue
+        step = steps[i]
         answers = link.answers
         try:
             if step["kind"] == "exec":
@@ -287,4 +374,22 @@ def _tests_harness(req: dict, report_fd: int, request_fd: int, reply_fd: int) ->
             report = {"i": i, "error": _describe(exc)}
         report["used"] = link.answers > answers  # whether the step reached the program at all
         emit(report)
+        i += 1
     _finish()
+
+
+def _call_run(steps: list, i: int, namespace: _TestGlobals, most: int = 64, most_bytes: int = 16384) -> list:
+    """The indices of the steps from ``i`` on that are each a call of one of the program's functions with
+    plain-data arguments (the host marked them ``call``; the name is neither the tests' own now nor a builtin),
+    at most ``most`` of them and about ``most_bytes`` of requests, so that all of them fit in the pipe."""
+    run, size = [], 0
+    for j in range(i, min(len(steps), i + most)):
+        call = steps[j].get("call") if steps[j]["kind"] == "eval" else None
+        if not (type(call) is list and len(call) == 2 and type(call[0]) is str and type(call[1]) is list
+                and namespace.programs(call[0])):
+            break
+        size += 64 + len(json.dumps(call[1]))
+        if run and size > most_bytes:
+            break
+        run.append(j)
+    return run

@@ -272,17 +272,24 @@ class Server:
             self._clean_files((program_dir, tests_dir))
             self._drop_cgroups(cgroups)
             raise
+        pidfds = self._pidfds((tests_pid, program_pid))
         try:
-            reports, status = self._collect(report_r, tests_pid, float(req["timeout_s"]), start,
+            reports, status = self._collect(report_r, pidfds[0], float(req["timeout_s"]), start,
                                             int(req["max_report_kb"]) * 1024)
         finally:
             os.close(report_r)
         grace = min(0.05, start + float(req["timeout_s"]) - time.monotonic()) if status == "exited" else 0.0
-        ended = self._ended_within(program_pid, grace)
+        ended = self._ended_within(pidfds[1], grace)
         tmp_full = self._tmp_full()
         killed = self._kill_all((tests_pid, program_pid), cgroups)
-        tests_wstatus = self.tests_zygote.program_exit(None)  # (its zygote reaped it: answered before the next pid)
-        tests_exit = self._exit_info(tests_wstatus) if status == "exited" else {}
+        try:
+            tests_exit = (self._exit_info(self.tests_zygote.exit_status(tests_pid, pidfds[0]))
+                          if status == "exited" else {})
+            wstatus = self.zygote.exit_status(program_pid, pidfds[1]) if ended else None
+        finally:
+            for fd in pidfds:
+                if fd >= 0:
+                    os.close(fd)
         output_tail = self._tail(out_fd, 2000)
         os.close(out_fd)
         kept = self._tests_dir_clean()
@@ -290,7 +297,6 @@ class Server:
         if not kept:
             self._tests_dir = None
         peaks = self._drop_cgroups(cgroups)  # after the files: the program's tmpfs pages are charged to it
-        wstatus = self.zygote.program_exit(None)  # read last: the zygote reaps it meanwhile
         program_exit = ({**self._exit_info(wstatus), "program_running": False} if ended else
                         {"signal": None, "exit_code": None, "program_running": True})
         return {"memory_peak_mb": peaks, "id": req["id"], "status": status, **program_exit, "tests_exit": tests_exit,
@@ -298,18 +304,22 @@ class Server:
                 "leftover_files_removed": leftover, "tmp_full": tmp_full, "tmp_mb": self.tmp_mb}
 
     @staticmethod
-    def _ended_within(pid: int, grace_s: float) -> bool:
-        """Whether the program process ends within ``grace_s`` (it does at once when the tests are done: its
-        request pipe closes); else it is killed with the rest. Watched through a pidfd (it is the zygote's child,
-        which answers its wait status later), so that the end of a run waits for no other process."""
-        try:
-            pidfd = os.pidfd_open(pid)
-        except ProcessLookupError:
-            return True  # already gone
-        try:
-            return bool(select.select([pidfd], [], [], max(0.0, grace_s))[0])
-        finally:
-            os.close(pidfd)
+    def _pidfds(pids: tuple[int, ...]) -> list[int]:
+        """A pidfd for each of the run's two processes (-1 for one already reaped: it failed to start)."""
+        fds = []
+        for pid in pids:
+            try:
+                fds.append(os.pidfd_open(pid))
+            except ProcessLookupError:
+                fds.append(-1)
+        return fds
+
+    @staticmethod
+    def _ended_within(pidfd: int, grace_s: float) -> bool:
+        """Whether the program process (``pidfd``) ends within ``grace_s`` (it does at once when the tests are
+        done: its request pipe closes); else it is killed with the rest. Watched through a pidfd (it is the
+        zygote's child), so that the end of a run waits for no other process."""
+        return pidfd < 0 or bool(select.select([pidfd], [], [], max(0.0, grace_s))[0])
 
     def _tmp_full(self) -> bool:
         """Whether the run filled the server's private /tmp (a tmpfs of ``tmp_mb``; bubblewrap mode only)."""
@@ -318,40 +328,34 @@ class Server:
         st = os.statvfs("/tmp")
         return st.f_bavail * st.f_frsize < 256 * 1024
 
-    def _collect(self, report_r: int, tests_pid: int, timeout_s: float, start: float, cap: int):
+    def _collect(self, report_r: int, done_fd: int, timeout_s: float, start: float, cap: int):
         """(the reports, and "exited", "timeout" or "report_overflow"): read until the test process ends (watched
-        through a pidfd: its zygote answers how it ended afterwards, off this wait) or the time is up."""
-        try:
-            done_fd = os.pidfd_open(tests_pid)
-        except ProcessLookupError:  # (gone already: only what it wrote is left to read)
-            done_fd = None
+        through its pidfd ``done_fd``, -1 if it is gone already: its zygote answers how it ended afterwards, off
+        this wait) or the time is up."""
+        done_fd = None if done_fd < 0 else done_fd
         chunks, size, status = [], 0, None
         deadline = start + timeout_s
         watched = [report_r] + ([done_fd] if done_fd is not None else [])
-        try:
-            while status is None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    status = "timeout"
-                    break
-                readable, _, _ = select.select(watched, [], [], remaining)
-                if report_r in readable:
-                    data = os.read(report_r, 65536)
-                    if not data:  # EOF: every writer closed it; only the exit is left to wait for
-                        watched = [fd for fd in watched if fd != report_r]
-                        if not watched:
-                            status = "exited"
-                    else:
-                        size += len(data)
-                        if size > cap:
-                            status = "report_overflow"
-                            break
-                        chunks.append(data)
-                if done_fd is not None and done_fd in readable:
-                    status = "exited"
-        finally:
-            if done_fd is not None:
-                os.close(done_fd)
+        while status is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                status = "timeout"
+                break
+            readable, _, _ = select.select(watched, [], [], remaining)
+            if report_r in readable:
+                data = os.read(report_r, 65536)
+                if not data:  # EOF: every writer closed it; only the exit is left to wait for
+                    watched = [fd for fd in watched if fd != report_r]
+                    if not watched:
+                        status = "exited"
+                else:
+                    size += len(data)
+                    if size > cap:
+                        status = "report_overflow"
+                        break
+                    chunks.append(data)
+            if done_fd is not None and done_fd in readable:
+                status = "exited"
         if status == "exited":  # drain what the child wrote before it exited
             os.set_blocking(report_r, False)
             while True:

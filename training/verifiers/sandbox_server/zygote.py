@@ -84,12 +84,24 @@ class Zygote:
             raise ZygoteGone("the zygote is gone (it closed its socket)")
         return json.loads(answer)
 
+    def exit_status(self, pid: int, pidfd: int) -> int:
+        """The wait status of the program ``pid`` (watched through ``pidfd``), which has ended: read from its
+        zombie while the zygote has not reaped it yet (no wait for the zygote to be scheduled), else the
+        zygote's answer. A spawn that failed (its exit code, which a program could also give: then the zygote's
+        answer tells) is always the zygote's, which says why."""
+        status = _zombie_status(pid, pidfd)
+        if status is None or (os.WIFEXITED(status) and os.WEXITSTATUS(status) == _SPAWN_FAILED):
+            return self.program_exit(None)
+        return status
+
     def send(self, spec: dict, fds: list[int]) -> None:
         """Ask for a program process: ``spec`` (SPEC_KEYS), ``fds`` [part, request read end, reply write end,
         output file, and the cgroup's procs file when ``spec["cgroup"]``]. The pid is read by :meth:`receive`, so
         that the server forks the test process meanwhile."""
         if set(spec) != set(SPEC_KEYS) or len(fds) != _FDS_PER_RUN + bool(spec["cgroup"]):
             raise ValueError("zygote: a spawn takes exactly the run's directory, limits and four descriptors")
+        if self._pid is not None and self._exit is None:  # the last run's answer, read now if not before
+            self.program_exit(None)
         self._exit = self._pid = None
         try:
             socket.send_fds(self.sock, [json.dumps(spec).encode()], fds)
@@ -137,6 +149,22 @@ class Zygote:
             os.waitpid(self.pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
+
+
+def _zombie_status(pid: int, pidfd: int) -> int | None:
+    """The wait status of an ended process not yet reaped, from /proc/<pid>/stat (its field 52); None once it
+    was reaped (or not readable). Checked after the read through ``pidfd``: a process that can still be
+    signalled was not reaped, so the pid read was still its own."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        if fields[0] not in (b"Z", b"X"):
+            return None
+        status = int(fields[49])
+        signal.pidfd_send_signal(pidfd, 0)
+    except (OSError, IndexError, ValueError):
+        return None
+    return status
 
 
 def _zygote_main(sock: socket.socket, lockdown_args: dict, keep_fds: tuple[int, ...], join_fd: int,
