@@ -76,6 +76,8 @@ def test_the_form_launches_a_grid_of_seeds_with_its_policy(client_in, model_dir,
     ({"free_slot_use": "new_seed", "budget": "0"}, "budget", "greater than or equal to 1"),
     ({"free_slot_use": "nothing", "budget": "8"}, "budget", "only used when freed slots start new seeds"),
     ({"alert_bounds": '{"entropy_min": "low"}'}, "alert_bounds", "finite number"),
+    ({"seeds": "1"}, "seeds", "median compares seeds: give at least 2"),  # (a sweep of one run: nothing to compare)
+    ({"seeds": "1", "policy_name": "bayes", "policy_params": "{}"}, "seeds", "bayes compares seeds: give at least 2"),
 ])
 def test_bad_input_is_shown_on_the_field_that_caused_it(client_in, model_dir, overrides, field, message):
     response = client_in.post(reverse("sweeps:new"), form_data(model_dir, **overrides))

@@ -36,7 +36,7 @@ from . import halting
 from .policies.budget import BudgetUse, budget_error, committed_steps, steps_used
 from .policies.feasibility import NOTE_MARK, policy_cannot_act_cached
 from .models import Alert, AlertKind, FreeSlotUse, PolicyDecision, Sweep, SweepPlan
-from .policies import EXTEND, STOP, Decision, make_policy, stored_config
+from .policies import EXTEND, STOP, Decision, make_policy, one_run_error, stored_config
 from .policy_check import PACE, policy_check
 
 log = logging.getLogger("seedbed.sweeps")
@@ -173,6 +173,9 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
     policy_config = policy_config_for(policy, total_steps=base.total_steps, free_slot_use=free_slot_use,
                                       extend_steps=extend_steps)
     n_runs = len(points) * len(seeds)
+    why_one = one_run_error(policy_config, n_runs) if free_slot_use != FreeSlotUse.NEW_SEED else None
+    if why_one:  # (freed slots going to new seeds give it others to compare with)
+        raise FieldErrors({"seeds": why_one})
     sweep = Sweep.objects.create(name=name or f"{base.preset} x {n_runs} runs", project=project,
                                  config=base.to_dict(), seeds=seeds, concurrency=concurrency, policy=policy_config,
                                  created_by=user, copied_from=copied_from)

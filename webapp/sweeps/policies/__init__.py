@@ -55,12 +55,12 @@ from __future__ import annotations
 from .parameters import AshaParams, BayesParams, CommonParams, ManualParams, MedianParams, ThresholdParams
 from .replay import ReplayResult, replay
 from .rules import (EXTEND, POLICY_NAMES, RULES, STOP, STOP_RULES, Decision, Policy, Rule, make_policy,
-                    params_help, parse_config, rule_list, stored_config)
+                    one_run_error, params_help, parse_config, rule_list, stored_config)
 from .smoothing import debiased_ema, running_mean, smooth
 
 __all__ = [
     "Decision", "Policy", "CommonParams", "ManualParams", "MedianParams", "AshaParams", "ThresholdParams",
     "BayesParams", "make_policy", "parse_config", "params_help", "replay", "ReplayResult", "debiased_ema",
     "running_mean", "smooth", "POLICY_NAMES", "STOP", "EXTEND", "STOP_RULES",
-    "stored_config", "RULES", "Rule", "rule_list",
+    "stored_config", "RULES", "Rule", "rule_list", "one_run_error",
 ]

@@ -342,6 +342,8 @@ class Rule:
     waiting: Callable[[Any, int, list], Optional[str]]
     """(params, a live run's last step, the other started runs) -> what it says of a run past its first judged
     step that it cannot decide about yet, or None (``Policy.waiting``; ``stopping_rules``, ``bayes``)."""
+    compares: bool = False
+    """Whether it judges a run against the sweep's others (a sweep of one run gives it nothing to compare)."""
 
     @property
     def summary(self) -> str:
@@ -356,15 +358,23 @@ class Rule:
 
 RULES: dict[str, Rule] = {
     "manual": Rule(ManualParams, no_stops, ManualPolicy, no_waiting),
-    "median": Rule(MedianParams, median_stops, MedianStoppingPolicy, median_waiting),
-    "asha": Rule(AshaParams, asha_stops, AshaPolicy, asha_waiting),
+    "median": Rule(MedianParams, median_stops, MedianStoppingPolicy, median_waiting, compares=True),
+    "asha": Rule(AshaParams, asha_stops, AshaPolicy, asha_waiting, compares=True),
     "threshold": Rule(ThresholdParams, threshold_stops, ThresholdPolicy, peers_waiting),
-    "bayes": Rule(BayesParams, bayes_stops, BayesPolicy, bayes_waiting),
+    "bayes": Rule(BayesParams, bayes_stops, BayesPolicy, bayes_waiting, compares=True),
 }
 for _name, _rule in RULES.items():
     _rule.policy.rule = _name  # the name is the registry's key, and only that
 POLICY_NAMES = tuple(RULES)
 STOP_RULES = {name: rule.stops for name, rule in RULES.items()}  # (what tests/sweeps/test_engine_size.py reads)
+
+
+def one_run_error(config: dict, runs: int) -> Optional[str]:
+    """Why a sweep of ``runs`` runs cannot use the policy of ``config`` (one that compares seeds, with one run),
+    or None. E.g. ``bayes compares seeds: give at least 2``."""
+    name = config.get("name") or "manual"
+    rule = RULES.get(name)
+    return f"{name} compares seeds: give at least 2" if rule and rule.compares and runs < 2 else None
 
 
 def learns_from_history(config: dict) -> bool:
