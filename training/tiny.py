@@ -5,8 +5,9 @@ PreTrainedTokenizerFast) and a ~650 k-parameter Llama-style model, then warms it
 phase on the arithmetic task until its pass@1 at temperature 1 lies in the band RL can learn from
 (10–50 %: some successes to reinforce, plenty of room to improve).
 
-``ensure_tiny_model(out)`` is what everything else calls: it builds the model once, whichever process asks
-first (the set-up command, or the first run or eval that needs it on a fresh install), while the others wait
+``ensure_tiny_model(out)`` is what everything else calls: it copies the build shipped with the project
+(``training/tiny_model/``, :func:`shipped_tiny_model`) when it stands for this checkout's recipe, else it builds the
+model once, whichever process asks first (the set-up command, or the first run or eval that needs it on a fresh install), while the others wait
 on the same lock file; the folder appears complete or not at all, and ``tiny_build_state(out)`` tells a web
 page how far the build is.
 """
@@ -28,6 +29,12 @@ from training.models import atomic_folder, built_once
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 ALPHABET = string.digits + "+-*/=()<>:,. " + string.ascii_lowercase
 BOOTSTRAP_MAX_STEPS = 4000  # the build's SFT stops here whatever its pass@1
+# The model's shape (build_model's defaults): what a shipped build must have to stand for a build made here
+ARCHITECTURE = {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+                "num_key_value_heads": 4, "max_position_embeddings": 128, "tie_word_embeddings": True}
+# The build shipped with the project (made by ``python -m training bootstrap-tiny --force --out <this folder>``):
+# a fresh install copies it in a second instead of training one (minutes on a busy machine).
+SHIPPED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tiny_model")
 
 
 def build_tokenizer():
@@ -42,17 +49,43 @@ def build_tokenizer():
                                    eos_token="<eos>", unk_token="<unk>", padding_side="left")
 
 
-def build_model(tokenizer, seed: int = 0, hidden: int = 128, layers: int = 4):
+def build_model(tokenizer, seed: int = 0):
     import torch  # (lazily: the web process reads this module for the build state only)
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
-                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4,
-                         max_position_embeddings=128, tie_word_embeddings=True,
+    config = LlamaConfig(vocab_size=len(tokenizer), **ARCHITECTURE,
                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                          pad_token_id=tokenizer.pad_token_id)
     return LlamaForCausalLM(config)
+
+
+def shipped_tiny_model(build: dict, folder: str | None = None) -> str | None:
+    """``folder`` when it holds a build that stands for the one ``build`` asks (the default task and seed, the
+    tokenizer's characters and the model's shape as this checkout defines them: SPECIALS, ALPHABET,
+    ARCHITECTURE), else None (a build is needed). Its weights are used as they are whatever the torch,
+    transformers or core count here (a build here would give other weights, not a better model);
+    tests/training/test_tiny_shipped.py measures its pass@1 with the libraries installed."""
+    folder = folder or SHIPPED_DIR
+    if os.environ.get("SEEDBED_TINY_SHIPPED") == "off":  # (to build here anyway: a comparison, the cache's tests)
+        return None
+    if set(build) - {"task", "seed"} or build.get("task", "arithmetic") != "arithmetic" or build.get("seed", 0):
+        return None
+    if not tiny_model_ready(folder):
+        return None
+    try:
+        with open(os.path.join(folder, "config.json")) as fh:
+            config = json.load(fh)
+        with open(os.path.join(folder, "tokenizer.json")) as fh:
+            vocab = json.load(fh)["model"]["vocab"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    expected_vocab = {tok: i for i, tok in enumerate(SPECIALS + list(ALPHABET))}
+    if vocab != expected_vocab or config.get("vocab_size") != len(expected_vocab):
+        return None
+    if any(config.get(key) != value for key, value in ARCHITECTURE.items()):
+        return None
+    return folder
 
 
 def _sft_batch(tokenizer, indices: list[int], task: str):
@@ -193,9 +226,10 @@ def tiny_cache_root() -> str | None:
 
 
 def _copy_model_folder(source: str, out_dir: str, prefix: str) -> None:
-    """``source``'s files into ``out_dir``, replaced whole (atomic_folder): a reader never sees half a copy."""
+    """``source``'s files into ``out_dir``, replaced whole (atomic_folder): a reader never sees half a copy. The
+    contents only: each file gets this process's mode (its umask), not the source's."""
     with atomic_folder(out_dir, prefix=prefix) as staging:
-        shutil.copytree(source, staging, dirs_exist_ok=True)
+        shutil.copytree(source, staging, dirs_exist_ok=True, copy_function=shutil.copyfile)
 
 
 def _keep_in_cache(out_dir: str, cached: str, log) -> None:
@@ -216,6 +250,12 @@ def ensure_tiny_model(out_dir: str, *, log=print, cache_root: str | None = None,
     import torch
 
     def make() -> dict:
+        shipped = shipped_tiny_model(build)
+        if shipped:
+            log(f"copying the built-in tiny model shipped with the project ({shipped}) to {out_dir}")
+            _copy_model_folder(shipped, out_dir, prefix=_STAGING_PREFIX)
+            with open(os.path.join(out_dir, READY_FILE)) as fh:
+                return {**json.load(fh), "shipped": shipped}
         # (hashed here: reading the recipe imports the verifiers, which a model already there does not need)
         cached = os.path.join(cache_root, tiny_recipe_digest(build)) if cache_root else None
         if cached and tiny_model_ready(cached):

@@ -34,6 +34,7 @@ def builds(monkeypatch):
         return info
 
     monkeypatch.setattr(tiny, "bootstrap_tiny", fake_bootstrap)
+    monkeypatch.setenv("SEEDBED_TINY_SHIPPED", "off")  # (the shipped build would be copied first)
     return made
 
 
@@ -133,7 +134,8 @@ def test_the_set_up_command_copies_a_cached_build_of_its_recipe(tmp_path):
     out = tmp_path / "clone" / "var" / "models" / "tiny"
     done = subprocess.run([sys.executable, "-m", "training", "bootstrap-tiny", "--out", str(out)], cwd=REPO,
                           capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(REPO), "SEEDBED_TINY_CACHE": str(cache)})
+                          env={**os.environ, "PYTHONPATH": str(REPO), "SEEDBED_TINY_CACHE": str(cache),
+                               "SEEDBED_TINY_SHIPPED": "off"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert "in the cache" in done.stderr
     assert files_of(out) == files_of(cached)
