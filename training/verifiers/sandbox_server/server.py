@@ -276,6 +276,11 @@ class Server:
         try:
             reports, status = self._collect(report_r, pidfds[0], float(req["timeout_s"]), start,
                                             int(req["max_report_kb"]) * 1024)
+        except BaseException:
+            for fd in pidfds:
+                if fd >= 0:
+                    os.close(fd)
+            raise
         finally:
             os.close(report_r)
         grace = min(0.05, start + float(req["timeout_s"]) - time.monotonic()) if status == "exited" else 0.0
