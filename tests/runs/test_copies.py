@@ -138,3 +138,24 @@ def test_a_sweeps_copy_keeps_its_seeds_grid_policy_and_concurrency(client_in, us
 def test_config_diff_lists_changed_added_and_removed_keys():
     assert [d["text"] for d in config_diff({"lr": 1e-05, "a": 1, "gone": True}, {"lr": 2e-05, "a": 1, "new": "x"})] == [
         "gone: true → –", "lr: 1e-05 → 2e-05", "new: – → x"]
+
+
+def test_a_sweeps_copy_with_other_total_steps_gets_their_policy_horizon(client_in, model_dir,
+                                                                        django_capture_on_commit_callbacks):
+    """Before: the copy kept the original's max_steps (300 on a 30-step copy: its policy judged "every step from
+    60" and never acted). After: the horizon the original defaulted follows the copy's total_steps."""
+    with django_capture_on_commit_callbacks(execute=False):
+        original = sweep_services.sweep_create(
+            config={**ORIGINAL, "total_steps": 300, "model_path": model_dir}, seeds=[0, 1, 2, 3], concurrency=4,
+            name="long sweep", policy={"name": "median", "metric": "reward/mean"})
+    assert original.policy["max_steps"] == 300
+    form = copy_form(client_in, "sweep", original.pk).context["form"]
+    assert "max_steps" not in form["policy_params"].value()
+    data = as_browser_submits(form, copy_of=str(original.pk), total_steps="30")
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client_in.post(reverse("sweeps:new"), data)
+    assert response.status_code == 302, response.context["form"].errors
+    copy = Sweep.objects.get(copied_from=original)
+    assert copy.config["total_steps"] == 30 and copy.policy["max_steps"] == 30
+    html = client_in.get(reverse("sweeps:detail", args=[copy.pk])).content.decode()
+    assert "total_steps: 300 → 30" in html and "&quot;max_steps&quot;: 300" in html  # the change list says both

@@ -67,10 +67,15 @@ POLICY_OWN_FIELDS = ("name", "metric", "mode")
 
 def sweep_form_initial(sweep, plan) -> dict:
     """The sweep form's own fields (beyond the run knobs) filled with ``sweep``'s seeds, concurrency, grid, policy
-    (its stored config: what is not name, metric or mode goes in the params box, guards included), freed-slot
-    use, budget and alert bounds (``plan``: its SweepPlan, or None for a sweep made without the form)."""
+    (its stored config: what is not name, metric or mode goes in the params box, guards included, ``max_steps``
+    left out where it is the runs' ``total_steps``, its default), freed-slot use, budget and alert bounds
+    (``plan``: its SweepPlan, or None for a sweep made without the form)."""
     policy = sweep.policy or {}
     params = {k: v for k, v in policy.items() if k not in POLICY_OWN_FIELDS}
+    if params.get("max_steps") == sweep.config.get("total_steps"):
+        # the horizon the launch defaulted to the runs' steps follows them: a copy with other total_steps gets
+        # its own (kept, a 300-step horizon on a 30-step copy judged "every step from 60" and never acted)
+        del params["max_steps"]
     initial = {"name": sweep.name, "seeds": seeds_text(sweep.seeds), "concurrency": sweep.concurrency,
                "policy_name": policy.get("name") or "manual", "policy_metric": policy.get("metric") or "reward/mean",
                "policy_mode": policy.get("mode") or "max", "policy_params": json.dumps(params) if params else ""}
