@@ -7,6 +7,7 @@ app_name = "sweeps"
 urlpatterns = [
     path("", views.sweep_list, name="list"),
     path("new/", views.sweep_new, name="new"),
+    path("new/policy-warning/", views.sweep_policy_warning, name="policy_warning"),
     path("<int:sweep_id>/", views.sweep_detail, name="detail"),
     path("<int:sweep_id>/live.json", views.sweep_live, name="live"),
     path("<int:sweep_id>/panel/", views.sweep_panel, name="panel"),

@@ -19,7 +19,7 @@ from webapp.runs import services as run_services
 from webapp.runs.views import (can_act, copy_context, fragment, launched_redirect, parent_checkpoint_of,
                                run_form_for)
 
-from . import forecasts, halting, replays, selectors, services
+from . import forecasts, halting, launch_check, replays, selectors, services
 from .forms import ReplayForm, SweepForm
 from .models import Sweep, SweepPlan
 
@@ -81,11 +81,21 @@ def sweep_new(request: HttpRequest) -> HttpResponse:
     else:
         form = run_form_for(request, SweepForm, parent, initial={"seeds": "4"})
     copied = copy_context(copy, form, lambda: sweep_form_copied(request, copy))
+    warning = launch_check.form_policy_warning(request.POST if form.is_bound else copies.form_values(form))
     return render(request, "sweeps/sweep_new.html", {"form": form, "preset_values": preset_form_values(),
                                                      "parent_checkpoint": parent, **copied,
+                                                     "policy_warning": warning,
                                                      "launch_token": new_form_token(request),
                                                      "launch_token_field": FORM_FIELD},
                   status=400 if form.errors else 200)
+
+
+@require_GET
+def sweep_policy_warning(request: HttpRequest) -> HttpResponse:
+    """The sweep form's "this policy can never stop a run" warning for its fields as they stand (?the form's
+    fields; ``launch_check``), the fragment htmx swaps in next to the policy field as they change."""
+    return render(request, "sweeps/_policy_form_warning.html",
+                  {"policy_warning": launch_check.form_policy_warning(request.GET)})
 
 
 @require_GET
