@@ -8,7 +8,19 @@ function liveStep() {
   return String(Math.max(Number(shown && shown.textContent) || 0, Number(document.body.dataset.latestStep) || 0));
 }
 
+// A form with a select[name=action] asks the chosen option's data-confirm instead ("" asks nothing: the server
+// says what is missing), "{count}" in it the number of the form's checked runs ("3 runs").
+function questionOf(form) {
+  const action = form.querySelector && form.querySelector("select[name=action]");
+  const option = action && action.selectedOptions[0];
+  const question = option && option.dataset.confirm !== undefined ? option.dataset.confirm
+    : form.dataset && form.dataset.confirm;
+  if (!question) return "";
+  const count = form.querySelectorAll("input[name=run]:checked").length;
+  return question.replace("{step}", liveStep()).replace("{count}", count + (count === 1 ? " run" : " runs"));
+}
+
 document.addEventListener("submit", function (event) {
-  const question = event.target.dataset && event.target.dataset.confirm;
-  if (question && !window.confirm(question.replace("{step}", liveStep()))) event.preventDefault();
+  const question = questionOf(event.target);
+  if (question && !window.confirm(question)) event.preventDefault();
 }, true);

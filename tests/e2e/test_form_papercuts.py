@@ -1,11 +1,14 @@
 """Papercuts of the launch forms and lists, in a real browser: the sweep form warns, next to its policy field and
 before launch, of a policy that can never stop a run of the sweep as its fields stand (before: said only on the
-launched sweep's page)."""
+launched sweep's page); the runs list's bulk action is chosen first and its question names the action and the
+number of runs. Runs ask for a GPU (queue gpu, which no test worker takes): they stay queued."""
 from __future__ import annotations
 
 import pytest
 
-from tests.conftest import log_in, wait_for
+from tests.conftest import log_in, tiny_config, wait_for
+from webapp.runs import services as run_services
+from webapp.runs.models import Run
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -27,8 +30,40 @@ def test_the_sweep_form_warns_of_a_policy_that_can_never_stop_a_run_as_its_field
     page.fill("#id_seeds", "2")
     page.press("#id_seeds", "Tab")  # a change: the warning is asked again
     wait_for(lambda: "median policy can never stop a run of this sweep (2 runs, 2 at a time)" in form_warning(page),
-             timeout=10, what="the warning next to the policy field")
+             timeout=20, what="the warning next to the policy field")
     assert page.evaluate("document.getElementById('policy-form-warning').previousElementSibling.id") == \
         "field-policy_name"
     page.select_option("#id_policy_name", "manual")
     wait_for(lambda: form_warning(page) == "", timeout=10, what="the warning gone with a manual policy")
+
+
+def test_the_runs_lists_bulk_action_is_chosen_first_and_its_question_names_it_and_the_runs(
+        live_server, django_user_model, browser_page, model_dir):
+    """Before: the action box opened on "kill" and its question was "Apply this action to the selected runs?".
+    After: it opens on "choose an action" (applying none asks nothing and says so), and the question names the
+    action and how many runs it applies to."""
+    runs = [run_services.run_create(config=tiny_config(device="cuda", model_path=model_dir), name=f"bulk {i}")
+            for i in range(3)]
+    page = browser_page
+    log_in(page, live_server, django_user_model, start="/runs/")
+    assert page.input_value("#bulk-action") == "" and page.text_content("#bulk-action option:checked") == \
+        "choose an action"
+    questions = []
+    page.on("dialog", lambda dialog: (questions.append(dialog.message), dialog.dismiss()))
+    page.check(f"#pick-{runs[0].pk}")
+    page.check(f"#pick-{runs[2].pk}")
+    page.click("#bulk-apply")  # no action chosen: no question, nothing applied, the field named
+    page.wait_for_selector("text=action: choose an action")
+    assert questions == [] and all(Run.objects.get(pk=r.pk).kill_requested_at is None for r in runs)
+    page.check(f"#pick-{runs[0].pk}")
+    page.check(f"#pick-{runs[2].pk}")
+    page.select_option("#bulk-action", "kill")
+    page.click("#bulk-apply")
+    wait_for(lambda: questions, timeout=10, what="the kill's question")
+    assert questions[0] == "Kill 2 runs? Each stops after its current step, with a checkpoint."
+    page.select_option("#bulk-action", "archive")
+    page.click("#bulk-apply")
+    wait_for(lambda: len(questions) == 2, timeout=10, what="the archive's question")
+    assert questions[1] == "Archive 2 runs?"
+    assert all(Run.objects.get(pk=r.pk).kill_requested_at is None and Run.objects.get(pk=r.pk).archived_at is None
+               for r in runs)  # answered no: nothing happened

@@ -368,6 +368,9 @@ def run_bulk(request: HttpRequest) -> HttpResponse:
     try:
         if not runs:
             messages.error(request, "Select at least one run.")
+        elif not action:
+            messages.error(request, "action: choose an action (kill, add tags, archive or unarchive); nothing was "
+                                    "applied.")
         elif action == "kill":
             done, refused = 0, []
             for run_id in runs:
