@@ -29,7 +29,7 @@ def as_browser_submits(form, **typed) -> dict:
         value = form[name].value()
         if value is True:
             data[name] = "on"
-        elif value not in (False, None):
+        elif value is not False and value is not None:  # (a 0 is sent as "0")
             data[name] = str(value)
     data.update(typed)
     return data
@@ -69,7 +69,7 @@ def test_a_runs_copy_submitted_unchanged_launches_its_full_config(client_in, ori
     with django_capture_on_commit_callbacks(execute=False):
         assert client_in.post(reverse("runs:new"), data).status_code == 302
     copy = Run.objects.exclude(pk=original.pk).get()
-    assert copy.config == original.config and copy.name == "the original"
+    assert copy.config == original.config and copy.name == "the original (copy)"
     assert copy.copied_from == original and copy.parent_run is None  # its weights: model_path, as the original's
     html = client_in.get(reverse("runs:detail", args=[copy.pk])).content.decode()
     assert f'Copied from <a href="{reverse("runs:detail", args=[original.pk])}">run {original.pk}</a>, unchanged' in html
@@ -159,3 +159,34 @@ def test_a_sweeps_copy_with_other_total_steps_gets_their_policy_horizon(client_i
     assert copy.config["total_steps"] == 30 and copy.policy["max_steps"] == 30
     html = client_in.get(reverse("sweeps:detail", args=[copy.pk])).content.decode()
     assert "total_steps: 300 → 30" in html and "&quot;max_steps&quot;: 300" in html  # the change list says both
+
+
+def launch_copy(client, django_capture_on_commit_callbacks, original, **typed) -> Sweep:
+    form = copy_form(client, "sweep", original.pk).context["form"]
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(reverse("sweeps:new"), as_browser_submits(form, copy_of=str(original.pk), **typed))
+    assert response.status_code == 302, response.context["form"].errors
+    return Sweep.objects.filter(copied_from=original).latest("pk")
+
+
+def test_a_copys_default_name_says_it_is_a_copy_and_what_changed_never_an_existing_one(
+        client_in, model_dir, django_capture_on_commit_callbacks):
+    """Before: every re-run was named as its original (three sweeps called "newcomer bayes"). After: the form
+    opens with "<name> (copy)"; launched so, the name says what changed ("<name> · total_steps 60"), or stays
+    "(copy)" when nothing did, numbered past any name its project has; a name the user writes is kept."""
+    with django_capture_on_commit_callbacks(execute=False):
+        original = sweep_services.sweep_create(config={**ORIGINAL, "model_path": model_dir}, seeds=[0, 1],
+                                               concurrency=2, name="newcomer bayes")
+    assert copy_form(client_in, "sweep", original.pk).context["form"]["name"].value() == "newcomer bayes (copy)"
+    names = [launch_copy(client_in, django_capture_on_commit_callbacks, original).name,
+             launch_copy(client_in, django_capture_on_commit_callbacks, original).name,
+             launch_copy(client_in, django_capture_on_commit_callbacks, original, total_steps="60").name,
+             launch_copy(client_in, django_capture_on_commit_callbacks, original, total_steps="60").name,
+             launch_copy(client_in, django_capture_on_commit_callbacks, original, total_steps="60", lr="2e-05",
+                         concurrency="1").name,
+             launch_copy(client_in, django_capture_on_commit_callbacks, original, name="my own name").name]
+    assert names == ["newcomer bayes (copy)", "newcomer bayes (copy) (2)", "newcomer bayes · total_steps 60",
+                     "newcomer bayes · total_steps 60 (2)", "newcomer bayes · concurrency 1, total_steps 60 + 1 more",
+                     "my own name"]
+    copy = Sweep.objects.get(name="newcomer bayes · total_steps 60")
+    assert copy.runs.first().name.startswith("newcomer bayes · total_steps 60 / seed ")

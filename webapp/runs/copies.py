@@ -8,6 +8,7 @@ checkpoint" is the other prefill: it continues from the checkpoint's trained wei
 from __future__ import annotations
 
 import json
+import re
 
 # Form fields that are not settings of the work: who and where, and the form's own bookkeeping.
 NOT_SETTINGS = ("name", "project", "rendered_preset")
@@ -106,8 +107,76 @@ def form_values(form) -> dict:
     return values
 
 
+NAME_CHARS = 200  # Run.name's and Sweep.name's max_length
+SHOWN_CHANGES = 2  # changes a copy's name lists before "+ N more"
+
+
+def copy_name(name: str, changes: list[tuple[str, str]], taken) -> str:
+    """A copy's default name: the original's and what changed ("a · total_steps 60, lr 2e-05", two at most, then
+    "+ N more"), "(copy)" when nothing did; never one of ``taken`` (a number after it then).
+
+    >>> copy_name("bayes", [], {"bayes"})
+    'bayes (copy)'
+    >>> copy_name("bayes", [("total_steps", "60")], {"bayes", "bayes · total_steps 60"})
+    'bayes · total_steps 60 (2)'
+    >>> copy_name("b", [("lr", "2e-05"), ("seeds", "0, 1"), ("grid", "")], set())
+    'b · lr 2e-05, seeds 0, 1 + 1 more'
+    """
+    if changes:
+        shown = ", ".join(f"{key} {value[:24]}".strip() for key, value in changes[:SHOWN_CHANGES])
+        more = len(changes) - SHOWN_CHANGES
+        base = f"{name} · {shown}" + (f" + {more} more" if more > 0 else "")
+    else:
+        base = f"{name} (copy)"
+    base = base[:NAME_CHARS - 8]  # room for " (9999)"
+    candidate, number = base, 2
+    while candidate in taken:
+        candidate, number = f"{base} ({number})", number + 1
+    return candidate
+
+
+def is_default_name(submitted: str, name: str) -> bool:
+    """Whether ``submitted`` is a name the copy's form gave (``copy_name`` with no change), or the original's own.
+
+    >>> is_default_name("a (copy)", "a"), is_default_name("a (copy) (3)", "a"), is_default_name("a b", "a")
+    (True, True, False)
+    """
+    submitted = submitted.strip()
+    return submitted == name or re.fullmatch(re.escape(name) + r" \(copy\)( \(\d+\))?", submitted) is not None
+
+
+def name_of(original) -> str:
+    """What a copy's name starts from: the original's name, or "run 12" (a run may have none)."""
+    return original.name or f"{type(original).__name__.lower()} {original.pk}"
+
+
+def default_name(original, taken) -> str:
+    """The name a copy's form opens with: ``copy_name`` of the original with no change yet."""
+    return copy_name(name_of(original), [], taken)
+
+
+def changed_fields(original: dict, data) -> list[tuple[str, str]]:
+    """The settings fields whose submitted value (``data``: the POST) differs from what the copy's form showed
+    (``original``: ``form_values``), in the form's order, each with its new text (whitespace runs as one space; a
+    checkbox "true"/"false").
+
+    >>> changed_fields({"lr": "3e-05", "seeds": "0, 1", "x": True}, {"lr": "2e-05", "seeds": " 0,  1 "})
+    [('lr', '2e-05'), ('x', 'false')]
+    """
+    changes = []
+    for name, before in original.items():
+        if isinstance(before, bool):
+            after = name in data and data.get(name) not in ("", "off", "false")
+            if after != before:
+                changes.append((name, show_value(after)))
+        elif " ".join(str(data.get(name, "")).split()) != " ".join(before.split()):
+            changes.append((name, " ".join(str(data.get(name, "")).split())))
+    return changes
+
+
 def prefill_identity(form, *, name: str, project) -> None:
-    """The copy's name and project shown as the original's (the project only where the user may launch)."""
+    """The copy's name (``copy_name``: never the original's) and project shown as the original's (the project
+    only where the user may launch)."""
     form.initial["name"] = name
     field = form.fields.get("project")
     if field is not None and field.queryset.filter(pk=project.pk).exists():

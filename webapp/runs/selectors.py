@@ -25,6 +25,15 @@ CHART_METRICS: tuple[tuple[str, ...], ...] = (
 )
 
 
+def names_like(original) -> set[str]:
+    """The names of ``original``'s kind (a Run or a Sweep) in its project that begin with its name: those a copy's
+    default name must not be (``copies.copy_name``)."""
+    from .copies import name_of
+
+    return set(type(original).objects.filter(project_id=original.project_id, name__startswith=name_of(original))
+               .values_list("name", flat=True))
+
+
 def run_list(*, user, status: str | None = None, project: str | None = None) -> QuerySet[Run]:
     """The runs ``user`` may read, newest first, optionally of one status and one project (by name)."""
     qs = visible(Run.objects.select_related("sweep", "created_by", "project"), user)

@@ -88,7 +88,8 @@ def run_form_for(request: HttpRequest, form_class, parent: Checkpoint | None, co
     if copy is not None and parent is None:
         config = dict(copy.config)
         form = form_class(preset=config.get("preset", "grpo"), initial_config=config, user=request.user, **kwargs)
-        copies.prefill_identity(form, name=copy.name, project=copy.project)
+        copies.prefill_identity(form, name=copies.default_name(copy, selectors.names_like(copy)),
+                                project=copy.project)
         return form
     if parent is not None:
         _, config = selectors.new_run_prefill(checkpoint_id=parent.pk)
@@ -113,7 +114,9 @@ def run_new(request: HttpRequest) -> HttpResponse:
         form = RunForm(request.POST, user=request.user)
         if form.is_valid():
             def launch() -> str:
-                run = services.run_create(config=form.config, user=request.user, name=form.cleaned_data["name"],
+                name = copy_launch_name(request, copy, form.cleaned_data["name"],
+                                        lambda: run_form_for(request, RunForm, None, copy))
+                run = services.run_create(config=form.config, user=request.user, name=name,
                                           project=form.cleaned_data["project"],
                                           parent_run=parent.run if parent else None,
                                           parent_step=parent.step if parent else None, copied_from=copy)
@@ -143,6 +146,16 @@ def copy_context(copy, form, opened) -> dict:
         return {}
     return {"copy_source": copy, "copy_kind": "run" if isinstance(copy, Run) else "sweep",
             "copy_original": copies.form_values(opened() if form.is_bound else form)}
+
+
+def copy_launch_name(request: HttpRequest, copy, submitted: str, opened) -> str:
+    """The name a copy (a run or a sweep) launches under: the form's default (``copies.is_default_name``) becomes
+    the original's with what the submitted form changes (``copies.changed_fields`` against ``opened()``, the form
+    as the copy opened), never a name its project has; a name the user wrote is kept."""
+    if copy is None or not copies.is_default_name(submitted, copies.name_of(copy)):
+        return submitted
+    changes = copies.changed_fields(copies.form_values(opened()), request.POST)
+    return copies.copy_name(copies.name_of(copy), changes, selectors.names_like(copy))
 
 
 def launched_redirect(request: HttpRequest, url: str, replayed: bool) -> HttpResponse:

@@ -16,8 +16,9 @@ from webapp.projects.selectors import audit_trail, get_visible, visible
 from webapp.runs.models import ENDED_STATUSES
 from webapp.runs import copies
 from webapp.runs import services as run_services
-from webapp.runs.views import (can_act, copy_context, fragment, launched_redirect, parent_checkpoint_of,
-                               run_form_for)
+from webapp.runs.views import (can_act, copy_context, copy_launch_name, fragment, launched_redirect,
+                               parent_checkpoint_of, run_form_for)
+from webapp.runs.selectors import names_like
 
 from . import forecasts, halting, launch_check, replays, selectors, services
 from .forms import ReplayForm, SweepForm
@@ -54,7 +55,7 @@ def sweep_form_copied(request: HttpRequest, sweep: Sweep) -> SweepForm:
     config = dict(sweep.config)
     form = SweepForm(preset=config.get("preset", "grpo"), initial_config=config, user=request.user,
                      initial=copies.sweep_form_initial(sweep, plan))
-    copies.prefill_identity(form, name=sweep.name, project=sweep.project)
+    copies.prefill_identity(form, name=copies.default_name(sweep, names_like(sweep)), project=sweep.project)
     return form
 
 
@@ -65,9 +66,11 @@ def sweep_new(request: HttpRequest) -> HttpResponse:
         form = SweepForm(request.POST, user=request.user)
         if form.is_valid():
             def launch() -> str:
+                name = copy_launch_name(request, copy, form.sweep_args["name"],
+                                        lambda: sweep_form_copied(request, copy))
                 sweep = services.sweep_create(user=request.user, parent_run=parent.run if parent else None,
                                               parent_step=parent.step if parent else None, copied_from=copy,
-                                              **form.sweep_args)
+                                              **{**form.sweep_args, "name": name})
                 messages.success(request, f"Sweep {sweep.pk} launched: {sweep.runs.count()} runs queued.")
                 return reverse("sweeps:detail", args=[sweep.pk])
             try:
