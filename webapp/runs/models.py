@@ -197,13 +197,9 @@ class Run(models.Model):
     def build_wait(self) -> str:
         """"waiting: the built-in model is being built (...)" while a worker holds the run but its first step waits
         for that build (``waiting.build_wait``: a display state, its status stays running); "" otherwise."""
-        if self.status != RunStatus.RUNNING or self.last_step:
-            return ""
-        from training.config import default_tiny_model_dir
-        from training.tiny import tiny_build_state
+        from .waiting import build_waits
 
-        from .waiting import build_wait
-        return build_wait(self, tiny_build_state(default_tiny_model_dir()))
+        return build_waits([self]).get(self.pk, "")
 
     @property
     def total_steps(self) -> int:

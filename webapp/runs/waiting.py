@@ -159,6 +159,20 @@ def build_wait(run: Run, build_state: dict) -> str:
     return f"waiting: the built-in model is being built{progress}"
 
 
+def build_waits(runs: Iterable[Run]) -> dict[int, str]:
+    """Run id -> ``build_wait``'s reason, for those of ``runs`` that wait for the built-in model's build (the
+    build's state read once, and only when one of them could): the one label the runs list, the sweeps list and
+    the sweep dashboard show for such a run ("waiting", not "running")."""
+    could = [run for run in runs if run.status == RunStatus.RUNNING and not run.last_step]
+    if not could:
+        return {}
+    from training.config import default_tiny_model_dir
+    from training.tiny import tiny_build_state
+
+    state = tiny_build_state(default_tiny_model_dir())
+    return {run.pk: reason for run in could if (reason := build_wait(run, state))}
+
+
 def uses_builtin_model(config: dict) -> bool:
     """A config trains the built-in tiny model when its ``model_path`` is empty or the built-in model's folder."""
     import os

@@ -10,6 +10,7 @@ load, so live updates (``since``) re-send only the last, possibly partial, bucke
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Optional
 
 from django.db.models import Count, Max, Min, Q, QuerySet
@@ -46,12 +47,29 @@ def sweep_list(*, user, project: str | None = None) -> QuerySet[Sweep]:
     if project:
         qs = qs.filter(project__name=project)
     return qs.annotate(
-        n_runs=Count("runs"),
+        n_runs=Count("runs"),  # (n_running counts runs that wait for the model build too: see sweep_list_rows)
         n_running=Count("runs", filter=Q(runs__status=RunStatus.RUNNING)),
         n_queued=Count("runs", filter=Q(runs__status=RunStatus.QUEUED)),
         n_killed=Count("runs", filter=Q(runs__status=RunStatus.KILLED)),
         n_succeeded=Count("runs", filter=Q(runs__status=RunStatus.SUCCEEDED)),
     )
+
+
+def sweep_list_rows(*, user, limit: int = 200) -> list[Sweep]:
+    """The sweeps list's first ``limit`` sweeps (``sweep_list``), each with ``n_waiting``: its runs a worker holds
+    that wait for the built-in model's build (``runs.waiting.build_waits``, the label the runs list shows them
+    with), counted out of ``n_running``."""
+    from webapp.runs.waiting import build_waits
+
+    sweeps = list(sweep_list(user=user)[:limit])
+    maybe = list(Run.objects.filter(sweep_id__in=[s.pk for s in sweeps if s.n_running], status=RunStatus.RUNNING,
+                                    last_step=0).only("pk", "sweep_id", "status", "last_step", "config"))
+    waits = build_waits(maybe)
+    waiting = Counter(run.sweep_id for run in maybe if run.pk in waits)
+    for sweep in sweeps:
+        sweep.n_waiting = waiting.get(sweep.pk, 0)
+        sweep.n_running -= sweep.n_waiting
+    return sweeps
 
 
 def metric_mode(metric: str, sweep: Sweep) -> str:
@@ -122,8 +140,12 @@ def sweep_runs_table(*, sweep: Sweep) -> list[dict]:
     value of the chosen metric come with its curve: ``sweep_series``' tail and bucket extremes.)"""
     plan = SweepPlan.objects.filter(sweep=sweep).first()
     grid = plan.grid if plan else {}
+    from webapp.runs.waiting import build_waits
+
+    runs = list(sweep.runs.order_by("pk"))
+    waits = build_waits(runs)  # a run a worker holds that waits for the model build: "waiting", as the runs list
     rows = []
-    for run in sweep.runs.order_by("pk"):
+    for run in runs:
         rows.append({
             "id": run.pk, "uid": str(run.uid), "attempts": run.attempts, "name": run.display_name, "seed": run.seed,
             "knobs": knobs_of(run, grid),
@@ -133,6 +155,7 @@ def sweep_runs_table(*, sweep: Sweep) -> list[dict]:
             "killed_by": run.killed_by, "kill_reason": run.kill_reason,
             "stopped_at_step": run.last_step if run.status == RunStatus.KILLED else None,
             "stalled_for_s": run.stalled_for_s, "stall_note": run.stall_note,  # (webapp.runs.stall)
+            "build_wait": waits.get(run.pk, ""),
         })
     return rows
 
@@ -276,7 +299,8 @@ def sweep_panel(*, sweep: Sweep, metric: str, viewer=None) -> dict:
         "decisions": sweep_decisions(sweep_id=sweep.pk), "alerts": sweep_alerts(sweep_id=sweep.pk),
         # the can-never-act note, for the slots free at the last check (services._update_policy_note)
         "warnings": warnings or [],
-        "running": sum(r["status"] == RunStatus.RUNNING for r in table),
+        "running": sum(r["status"] == RunStatus.RUNNING and not r["build_wait"] for r in table),
+        "waiting": sum(bool(r["build_wait"]) for r in table),
         "queued": sum(r["status"] == RunStatus.QUEUED for r in table),
         "ended": all(r["ended"] for r in table),
     }

@@ -27,7 +27,7 @@ from .models import Sweep, SweepPlan
 
 @require_GET
 def sweep_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "sweeps/sweep_list.html", {"sweeps": selectors.sweep_list(user=request.user)[:200]})
+    return render(request, "sweeps/sweep_list.html", {"sweeps": selectors.sweep_list_rows(user=request.user)})
 
 
 def visible_sweep(request: HttpRequest, sweep_id: int) -> Sweep:
