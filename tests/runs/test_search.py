@@ -286,7 +286,8 @@ def test_the_page_names_bad_terms_and_shows_config_columns(lab, client_in):
         assert named in problems, named
     assert 'value="baseline lr&gt;abc nokey=3"' in html  # the box keeps what was typed
     assert set(row_ids(html)) == {run.pk for run in lab["runs"][:3]}  # the good term still filters
-    assert '<th class="config-col" data-col="lr">lr</th><th class="config-col" data-col="group_size">' in html
+    assert re.search(r'<th class="config-col" data-col="lr"[^>]*><a [^>]*data-sort="lr">lr</a>[^<]*</th>'
+                     r'<th class="config-col" data-col="group_size"', html)
     run = lab["runs"][2]
     row = re.search(rf'<tr data-run="{run.pk}">(.*?)</tr>', html, re.S).group(1)
     assert re.findall(r'<td class="config-col">([^<]*)</td>', row) == ["3e-05", "16"]
@@ -430,3 +431,37 @@ def test_a_final_sort_over_hundreds_of_runs_is_one_query(user, config, django_as
     assert finals == sorted(finals, reverse=True)
     best = max(pks, key=lambda pk: (sum(((pk * 31 + s) % 97) / 97 for s in range(91, 101)) / 10, pk))
     assert rows[0]["run"].pk == best
+
+
+def test_config_project_sweep_and_engine_columns_sort(lab, user):
+    """Before: only name, status, seed, steps, created and duration sorted (``sort=-lr`` fell back to newest
+    first). After: a config key sorts by its value, numbers as numbers (1e-06 < 1e-05 < 3e-05 ...; group_size 4 <
+    16), and project, sweep and engine sort; runs without a value last either way."""
+    from webapp.projects.models import Membership, Project
+
+    pks = [run.pk for run in lab["runs"]]
+    assert found(user, "", "lr") == pks and found(user, "", "-lr") == pks[::-1]
+    assert found(user, "", "group_size") == [pks[0], pks[3], pks[1], pks[4], pks[2]]  # 4, 4, 8, 8, 16
+    assert found(user, "", "sweep") == [pks[3], pks[4], pks[0], pks[1], pks[2]]  # "lr sweep", then none
+    assert found(user, "", "-sweep") == [pks[4], pks[3], pks[2], pks[1], pks[0]]
+    lab_project = Project.objects.create(name="Aardvark lab")
+    Membership.objects.create(project=lab_project, user=user, role="member")
+    Run.objects.filter(pk=pks[2]).update(project=lab_project)
+    assert found(user, "", "project")[0] == pks[2] and found(user, "", "-project")[-1] == pks[2]
+    trl = Run.objects.get(pk=pks[1])
+    Run.objects.filter(pk=trl.pk).update(config={**trl.config, "engine": "trl"})
+    assert found(user, "", "engine")[-1] == pks[1] and found(user, "", "-engine")[0] == pks[1]
+
+
+def test_the_page_sorts_by_a_config_column_and_names_an_unknown_sort(lab, client_in):
+    url = reverse("runs:list")
+    html = client_in.get(url, {"sort": "-lr"}).content.decode()
+    assert "search-problems" not in html
+    assert row_ids(html) == [run.pk for run in lab["runs"]][::-1]
+    header = re.search(r'<th class="config-col" data-col="lr" aria-sort="descending"><a href="([^"]*)"', html)
+    assert header and header.group(1) == "?sort=lr"  # the sorted key's column is shown, its link reverses it
+    for key in ("project", "sweep", "engine"):
+        assert f'data-sort="{key}"' in html
+    html = client_in.get(url, {"sort": "-bogus"}).content.decode()
+    problems = re.search(r'id="search-problems">(.*?)</ul>', html, re.S).group(1)
+    assert "sort “-bogus” is not a column" in problems and "a config key such as lr" in problems

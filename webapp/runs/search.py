@@ -37,8 +37,9 @@ MAX_QUERY_CHARS = 500
 MAX_TERMS = 30
 DEFAULT_SORT = "-created"
 # sort key -> column title; selectors.SORT_ORDER says how the database orders each
-SORTS: dict[str, str] = {"name": "Run", "status": "Status", "created": "Created", "steps": "Steps",
-                         "duration": "Duration", "seed": "Seed"}
+SORTS: dict[str, str] = {"name": "Run", "project": "Project", "sweep": "Sweep", "status": "Status",
+                         "engine": "Engine", "created": "Created", "steps": "Steps", "duration": "Duration",
+                         "seed": "Seed"}
 PREFIXES = ("status", "project", "engine", "archived", "tag")
 FINAL = "final:"  # a column or sort of a metric's final value: final:reward/mean
 # The metrics every run logs (docs/architecture.md#the-training-core), offered as final columns; any other logged key can be typed in.
@@ -228,15 +229,26 @@ def final_metric(name: str) -> str | None:
     return metric if _METRIC.match(metric) else None
 
 
+def config_sort(key: str) -> bool:
+    """Whether ``key`` sorts the table by a config value (a TrainConfig field of a number, a bool or text; the
+    fixed columns first: ``seed`` and ``engine`` are theirs).
+
+    >>> config_sort("lr"), config_sort("seed"), config_sort("rewards"), config_sort("bogus")
+    (True, False, False, False)
+    """
+    return key not in SORTS and CONFIG_KINDS.get(key) in ("number", "bool", "text")
+
+
 def parse_sort(value: str | None) -> tuple[str, str | None]:
-    """``sort`` as given if it names a column or a metric's final value (``-`` first: descending), else the
-    default and the problem."""
+    """``sort`` as given if it names a column, a config key or a metric's final value (``-`` first: descending),
+    else the default and the problem."""
     if not value:
         return DEFAULT_SORT, None
-    if value.removeprefix("-") in SORTS or final_metric(value.removeprefix("-")):
+    key = value.removeprefix("-")
+    if key in SORTS or config_sort(key) or final_metric(key):
         return value, None
-    return DEFAULT_SORT, (f"sort “{value[:60]}” is not a column (one of {', '.join(SORTS)}, or final:METRIC; “-” "
-                          "first to reverse); newest first instead")
+    return DEFAULT_SORT, (f"sort “{value[:60]}” is not a column (one of {', '.join(SORTS)}, a config key such as "
+                          "lr, or final:METRIC; “-” first to reverse); newest first instead")
 
 
 def parse_cols(values: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -305,7 +317,10 @@ class RunListParams:
 
     @property
     def config_cols(self) -> tuple[str, ...]:
-        return tuple(c for c in self.cols if not final_metric(c))
+        """The config columns chosen (and that of a config sort, which shows its column too), in order."""
+        chosen = [c for c in self.cols if not final_metric(c)]
+        sorted_by = self.sort.removeprefix("-")
+        return tuple(dict.fromkeys(chosen + ([sorted_by] if config_sort(sorted_by) else [])))
 
     @property
     def final_cols(self) -> tuple[str, ...]:
@@ -316,10 +331,11 @@ class RunListParams:
 
     def headers(self) -> dict[str, dict]:
         """The sortable columns' titles, links (ascending first, then reversed; a final value: highest first)
-        and arrows, by sort key (``final:METRIC`` for the final columns)."""
+        and arrows, by sort key (a config key for a config column, ``final:METRIC`` for the final columns)."""
         out = {}
         finals = {f"{FINAL}{m}": f"final {m}" for m in self.final_cols}
-        for key, title in {**SORTS, **finals}.items():
+        configs = {key: key for key in self.config_cols if config_sort(key)}
+        for key, title in {**SORTS, **configs, **finals}.items():
             current = self.sort.removeprefix("-") == key
             descending = self.sort.startswith("-")
             first = f"-{key}" if key in finals else key  # the best final first (for a loss: reverse it)
@@ -329,6 +345,13 @@ class RunListParams:
                         "arrow": ("▼" if descending else "▲") if current else "",
                         "aria": ("descending" if descending else "ascending") if current else "none"}
         return out
+
+
+def config_headers(params: RunListParams, headers: dict[str, dict]) -> list[dict]:
+    """The config columns' headers (``params.headers()``' entries, titled by their key): a list or mapping knob's
+    column has no sort link."""
+    return [{**headers[key], "title": key} if key in headers else
+            {"title": key, "key": key, "url": "", "arrow": "", "aria": "none"} for key in params.config_cols]
 
 
 def parse_params(get: Mapping) -> RunListParams:

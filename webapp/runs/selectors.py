@@ -9,6 +9,7 @@ from typing import Iterable, Iterator
 
 from django.core.paginator import Page, Paginator
 from django.db.models import Case, DurationField, ExpressionWrapper, F, Q, QuerySet, Value, When
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Coalesce, Lower, Now, NullIf
 from django.utils import timezone
 
@@ -45,8 +46,11 @@ def run_list(*, user, status: str | None = None, project: str | None = None) -> 
 
 
 # search.SORTS key -> what the database orders by (then the id, so pages never overlap); empty values last
-SORT_ORDER = {"name": NullIf(Lower("name"), Value("")), "status": F("status"), "created": F("created_at"),
-              "steps": F("last_step"), "duration": F("duration"), "seed": F("seed")}
+SORT_ORDER = {"name": NullIf(Lower("name"), Value("")), "project": Lower("project__name"),
+              "sweep": Lower("sweep__name"),  # (no sweep: null, last either way)
+              "status": F("status"),
+              "engine": Coalesce(NullIf(KeyTextTransform("engine", "config"), Value("")), Value("seedbed")),
+              "created": F("created_at"), "steps": F("last_step"), "duration": F("duration"), "seed": F("seed")}
 CONFIG_LOOKUPS = {"=": "exact", "<": "lt", "<=": "lte", ">": "gt", ">=": "gte"}
 
 
@@ -109,14 +113,17 @@ def _any_of(qs: Iterable[Q]) -> Q:
 
 
 def run_search_sorted(*, user, query: search.RunQuery, sort: str = search.DEFAULT_SORT) -> QuerySet[Run]:
-    """``run_search`` ordered by ``sort`` (a ``search.SORTS`` key or ``final:METRIC``, ``-`` first for
-    descending; runs without a value last either way)."""
+    """``run_search`` ordered by ``sort`` (a ``search.SORTS`` key, a config key or ``final:METRIC``, ``-`` first
+    for descending; runs without a value last either way). A config key orders by its JSON value (numbers as
+    numbers on both databases)."""
     key = sort.removeprefix("-")
     qs = run_search(user=user, query=query)
     metric = search.final_metric(key)
     if metric:  # the final value of every matching run, in the database (finals.final_mean)
         qs = qs.annotate(sort_final=final_mean(metric))
         expression = F("sort_final")
+    elif search.config_sort(key):
+        expression = KeyTransform(key, "config")
     else:
         expression = SORT_ORDER[key]
     if sort.startswith("-"):

@@ -31,6 +31,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     final_headers = [headers[f"{search.FINAL}{m}"] for m in params.final_cols]
     return render(request, "runs/run_list.html", {
         **table, **rows_context(params, table), "params": params, "headers": headers, "final_headers": final_headers,
+        "config_headers": search.config_headers(params, headers),
         "status_links": params.status_links(),
         "pager": params.pager(table["page"].number, table["page"].paginator.num_pages),
         "config_keys": search.CONFIG_KEYS,
