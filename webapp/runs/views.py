@@ -97,7 +97,10 @@ def run_form_for(request: HttpRequest, form_class, parent: Checkpoint | None, co
         return form_class(preset=config.get("preset", "grpo"), initial_config=config, user=request.user, **kwargs)
     task = request.GET.get("task")  # "New run on it" from a dataset's page
     initial = {"task": task} if isinstance(task, str) and len(task) <= 300 else None
-    if initial and task.startswith("dataset:"):
+    model_path = request.GET.get("model_path")  # "New run" from a model's page: its folder (checked on submit)
+    if isinstance(model_path, str) and model_path and len(model_path) <= 4096:
+        initial = {**(initial or {}), "model_path": model_path}
+    if initial and str(initial.get("task", "")).startswith("dataset:"):
         # the form shows what the run will use: the dataset's file, mapping and split (not the knobs' defaults)
         from webapp.datasets.selectors import resolve_dataset_config
 
