@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from tests.sweeps.conftest import log_points, make_running
 from webapp.runs.compare import config_diff, parse_ids
+from webapp.runs.models import Run, RunStatus
 from webapp.sweeps import services as sweep_services
 
 pytestmark = pytest.mark.postgres
@@ -39,6 +40,7 @@ def test_runs_of_two_sweeps_side_by_side(client_in, config, django_capture_on_co
     a, b = make_running(one.runs.get()), make_running(two.runs.get())
     log_points(a, "reward/mean", [0.1] * 9 + [0.9] + [0.2] * 10)
     log_points(b, "reward/mean", [0.5] * 20)
+    Run.objects.filter(pk__in=[a.pk, b.pk]).update(status=RunStatus.SUCCEEDED)  # ended: their finals shown
     html = client_in.get(reverse("runs:compare"), {"ids": f"{a.pk} {b.pk} 999999"}).content.decode()
     row_a = html[html.index(f'<tr data-run="{a.pk}">'):].split("</tr>")[0]
     assert '<td class="final">0.2</td>' in row_a and '<td class="best">0.9</td>' in row_a  # final, not the spike

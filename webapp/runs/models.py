@@ -194,6 +194,14 @@ class Run(models.Model):
         return self.name or f"run {self.pk}"
 
     @property
+    def last_checkpoint(self):
+        """Its newest checkpoint, what a resume continues from (its page asks only of an ended run); None before its
+        first: a resume then trains from step 0."""
+        if not hasattr(self, "_last_checkpoint"):
+            self._last_checkpoint = self.checkpoints.order_by("-step").first()
+        return self._last_checkpoint
+
+    @property
     def build_wait(self) -> str:
         """"waiting: the built-in model is being built (...)" while a worker holds the run but its first step waits
         for that build (``waiting.build_wait``: a display state, its status stays running); "" otherwise."""
