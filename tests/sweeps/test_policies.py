@@ -9,6 +9,7 @@ import pytest
 from training.fields import FieldErrors
 from webapp.sweeps.policies import (Decision, debiased_ema, make_policy, replay,
                                     running_mean, smooth, stored_config)
+from webapp.sweeps.policies import risk_map
 
 
 def constant_curves(levels: dict, steps: int) -> dict:
@@ -336,7 +337,8 @@ def test_decision_record_has_the_structured_fields():
      {0: 2, 5: 6, 9: None}),
     ({"name": "bayes", "metric": "m", "max_steps": 40, "grace_steps": 6},
      "bayes on m (max): every step from 6, the seeds least likely to end within 0.02 of the best seed stop while "
-     "P(every near-best seed is stopped) <= risk 0.05", {0: 6, 6: 7, 38: 39, 39: None}),
+     "the model's P(every near-best seed is stopped) <= " f"{risk_map.model_risk(0.05):.3g}, the level that kept "
+     "the realized loss within risk 0.05 on the tuning sweeps", {0: 6, 6: 7, 38: 39, 39: None}),
 ])
 def test_each_policy_says_what_it_does_and_when_it_looks_next(config, described, checks):
     """The dashboard and the form ask the policy; no caller tests which kind of policy it is."""
@@ -387,12 +389,15 @@ def test_bayes_stops_a_clearly_worse_low_noise_seed_and_keeps_its_risk():
     assert list(result.stopped_at) == ["bad"] and result.stopped_at["bad"] < 30
     (decision,) = result.decisions
     details = decision.details
-    assert details["loss"] <= details["probability"] <= details["risk"] == 0.05  # lost only if it alone is near-best
+    # lost only if it alone is near-best; the model's loss within the map's level for the risk, below the risk
+    assert details["loss"] <= details["probability"] and details["risk"] == 0.05
+    assert details["loss"] <= details["model_risk"] == risk_map.model_risk(0.05) < 0.05
     assert details["ci_low"] <= details["forecast"] == decision.value <= details["ci_high"]
     assert decision.value < decision.threshold and type(decision.value) is float
     assert decision.n_peers == 4 and sorted(r for r, _ in details["peers"]) == ["a", "b", "c", "d"]
     assert decision.reason.startswith(f"bayes: P(near-best) = {details['probability']:.3f}; with it stopped "
-                                      f"P(every near-best seed is stopped) = {details['loss']:.3f} <= risk 0.05")
+                                      f"P(every near-best seed is stopped) = {details['loss']:.3f} <= "
+                                      f"{details['model_risk']:.3g} (the model's level for risk 0.05)")
 
 
 def test_bayes_stops_seeds_that_end_alike_only_down_to_some_that_are_near_best():

@@ -226,13 +226,14 @@ def test_a_bayes_decision_shows_its_probability_and_forecast_on_the_dashboard(cl
         log_points(run, "reward/mean", [level + 0.001 * (i % 3) for i in range(16)])  # 80 % of the run
     services.sweep_apply_policy(sweep_id=sweep.pk)
     decision = sweep.decisions.get(run=runs[3])
-    assert decision.details["loss"] <= decision.details["risk"] == 0.05
+    assert decision.details["loss"] <= decision.details["model_risk"] < decision.details["risk"] == 0.05
     html = client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode()
     row = html[html.index(f'<tr data-run="{runs[3].pk}" data-action="stop">'):]
     row = row[:row.index("</tr>")]
-    assert (f'<td class="probability">{decision.details["probability"]:.3f} (loss {decision.details["loss"]:.3f} '
-            f'≤ risk 0.05)') in row
-    assert '<td class="forecast">0.09' in row and "[" in row  # the worth forecast, its 95 % interval
+    assert (f'<td class="probability">{decision.details["probability"]:.3f} (model loss '
+            f'{decision.details["loss"]:.3f} ≤ {decision.details["model_risk"]:.3f}, its level for risk 0.05)') in row
+    shown = re.search(r'<td class="forecast">([0-9.]+) \[([0-9.-]+), ([0-9.]+)\]', row)  # the worth, its 95 % interval
+    assert shown and float(shown[2]) <= float(shown[1]) < 0.2 <= float(shown[3])
 
 
 def test_a_policy_that_can_never_stop_a_run_is_said_with_the_settings_that_would(client_in, config,

@@ -14,7 +14,7 @@ from typing import Hashable, Optional
 
 import numpy as np
 
-from . import calibrated, prior
+from . import calibrated, prior, risk_map
 from .budget import stops_fund_a_seed
 from .calibrated import Prediction, SeedFold
 from .parameters import BayesParams
@@ -82,8 +82,8 @@ class BayesPolicy(Policy):
     At every check, each seed past the grace period and before its horizon with at least ``min_peers`` peers is a
     candidate. Its peers are the other seeds in the race: running, finished, or stopped by this policy (at the
     prediction frozen in their decision); runs killed or failed before their end, or stopped by a guard, are not.
-    The candidates are taken in increasing P(near-best) and each is stopped while the loss, the seeds stopped
-    before included, stays <= ``risk`` (``calibrated.choose_stops``). Each decision's details keep its
+    The candidates are taken in increasing P(near-best) and each is stopped while the model's loss, the seeds
+    stopped before included, stays <= ``risk_map.model_risk(risk)`` (``calibrated.choose_stops``). Each decision's details keep its
     P(near-best), the loss, the risk, the worth's median and 95 % interval, the frozen prediction and every seed's
     level then (what a later check needs of it).
     """
@@ -119,8 +119,9 @@ class BayesPolicy(Policy):
     def _describe_rule(self) -> str:
         p: BayesParams = self.params  # type: ignore[assignment]
         return (f"bayes on {p.metric} ({p.mode}): every step from {p.grace()}, the seeds least likely to end within "
-                f"{p.tolerance:g} of the best seed stop while P(every near-best seed is stopped) <= risk {p.risk:g} "
-                f"(calibrated worth forecasts, {self.table.source}, min {p.min_peers} peers)")
+                f"{p.tolerance:g} of the best seed stop while the model's P(every near-best seed is stopped) <= "
+                f"{model_risk(p, self.table):.3g}, the level that kept the realized loss within risk {p.risk:g} on "
+                f"the tuning sweeps (calibrated worth forecasts, {self.table.source}, min {p.min_peers} peers)")
 
     def tell_stop(self, decision: Decision) -> None:
         """A stop of an earlier check: out of the race, at the prediction it had then."""
@@ -157,15 +158,22 @@ def _numbers(sweep: SweepCurves, p: BayesParams, memo: dict) -> SweepNumbers:
                          tolerance=p.tolerance, table=memo["table"])
 
 
+def model_risk(p: BayesParams, table: prior.DriftTable) -> float:
+    """The model loss the stops may reach for the promised ``risk`` (``risk_map``; learned when ``table`` came from
+    finished sweeps)."""
+    return risk_map.model_risk(p.risk, learned=table.sweeps > 0)
+
+
 def bayes_stops(sweep: SweepCurves, p: BayesParams, memo: dict) -> list[Decision]:
     """``bayes``: a promised risk. With W_j the worth (noise-free final) of seed j drawn jointly from its calibrated
     predictive distribution (``calibrated``: level + scale·z, z from the drift table) and N = {j : W_j >= max_k W_k
     − ``tolerance``} the near-best seeds, the candidates c (live, past grace, before their horizon, with at least
     ``min_peers`` peers in the race) are taken in increasing P(c in N) and each is stopped while
 
-        loss(S) = P(N ⊆ S) <= ``risk``,   S = the seeds stopped so far, this one included
+        loss(S) = P(N ⊆ S) <= model_risk(``risk``),   S = the seeds stopped so far, this one included
 
-    (``calibrated.choose_stops``, on Monte Carlo draws with a fixed seed). ``memo``: ``folds`` (run ->
+    (``risk_map``: the model loss level whose realized loss stayed within ``risk`` on the tuning sweeps;
+    ``calibrated.choose_stops``, on Monte Carlo draws with a fixed seed). ``memo``: ``folds`` (run ->
     ``calibrated.SeedFold``, fed by the policy's ``observe``) and ``frozen`` (a stopped seed's prediction then, and
     every seed's level then), which this rule adds its stops to."""
     judged = [run_id for run_id, _ in sweep.judgeable()]
@@ -179,7 +187,8 @@ def bayes_stops(sweep: SweepCurves, p: BayesParams, memo: dict) -> list[Decision
     if not candidates:
         return []
     stopped = [numbers.column(r) for r in frozen]
-    chosen = calibrated.choose_stops(numbers.worths, p.tolerance, p.risk, candidates, stopped)
+    level = model_risk(p, memo["table"])
+    chosen = calibrated.choose_stops(numbers.worths, p.tolerance, level, candidates, stopped)
     gains: dict[int, tuple[float, float]] = {}
     if memo.get("budget") is not None and chosen:
         chosen, gains = _worth_a_fresh_seed(sweep, p, numbers, memo, chosen, stopped)
@@ -196,12 +205,12 @@ def bayes_stops(sweep: SweepCurves, p: BayesParams, memo: dict) -> list[Decision
         stops.append(Decision(
             run_id=run_id, action=STOP, rule="bayes", step=step, value=mid, threshold=best_mid,
             n_peers=peers,
-            details={"probability": prob, "loss": lost, "risk": p.risk, "tolerance": p.tolerance,
+            details={"probability": prob, "loss": lost, "risk": p.risk, "model_risk": level, "tolerance": p.tolerance,
                      "forecast": mid, "ci_low": low, "ci_high": high, "horizon": sweep.horizon(run_id),
                      "prediction": pred.to_json(), "levels": levels, "prior": memo["table"].source,
                      "peers": [[r, numbers.p[r]] for r in numbers.order if r != run_id]},
             reason=(f"bayes: P(near-best) = {prob:.3f}; with it stopped P(every near-best seed is stopped) = "
-                    f"{lost:.3f} <= risk {p.risk:g}; at step {step} its worth forecast "
+                    f"{lost:.3f} <= {level:.3g} (the model's level for risk {p.risk:g}); at step {step} its worth forecast "
                     f"{sweep.format_value(mid)} (95 % {low:.4g} to {high:.4g}) vs the likeliest best seed's "
                     f"{best_mid:.4g}, of {peers} peers{_fresh_seed_reason(gains.get(column), step, sweep, run_id, p)}")))
         if column in gains:

@@ -187,9 +187,10 @@ class BayesParams(CommonParams):
     """A seed whose worth (its final without noise) is within this of the best seed's counts as near-best, in the
     metric's units (0.02 suits rewards and accuracies in [0, 1]; set it for other scales)."""
     risk: float = _r(0.05, gt=0.0, max=0.5)
-    """The probability, per sweep, that you accept of stopping every near-best seed, in (0, 0.5]. On the
-    benchmark's synthetic test corpus (bench/early_stopping.py --calibration) the realized loss rate stays within
-    it; a higher risk saves more compute."""
+    """The probability, per sweep, that you accept of stopping every near-best seed, in (0, 0.5]. The policy stops
+    while its model's loss stays under the level at which the realized loss stayed within this risk on the tuning
+    sweeps (``risk_map``); on both synthetic test corpora (bench/early_stopping.py --calibration) the realized
+    loss rate stays within it. A higher risk saves more compute."""
     half_life: Optional[int] = _r(None, min=1)
     """The drawn forecast path's trend fit weighs a point half as much as one this many steps later. Empty means
     25 % of ``max_steps`` (rounded up)."""
