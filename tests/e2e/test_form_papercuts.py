@@ -37,6 +37,41 @@ def test_the_sweep_form_warns_of_a_policy_that_can_never_stop_a_run_as_its_field
     wait_for(lambda: form_warning(page) == "", timeout=10, what="the warning gone with a manual policy")
 
 
+def test_a_change_made_while_the_last_answer_is_on_its_way_still_gets_its_warning(
+        live_server, django_user_model, browser_page):
+    """A loaded server (CI): the answer for seeds 4 is held while seeds becomes 2. Before: htmx queued the second
+    ask behind the first on the element the first answer then replaced, so it was never sent and the warning never
+    came (hx-swap outerHTML, default sync). After: hx-sync replace aborts the stale ask and sends the new one."""
+    page = browser_page
+    log_in(page, live_server, django_user_model, start="/sweeps/new/")
+    held, asked = [], []
+
+    def hold_the_first(route):
+        asked.append(route.request.url)
+        if not held:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route(lambda url: "/sweeps/new/policy-warning/" in url, hold_the_first)
+    page.select_option("#id_policy_name", "median")
+    page.fill("#id_concurrency", "2")
+    page.fill("#id_seeds", "4")
+    page.press("#id_seeds", "Tab")
+    pump = page.wait_for_timeout  # Playwright's sync API runs the route handler only inside its own calls
+    wait_for(lambda: pump(50) or held, timeout=10, what="the first ask")
+    page.fill("#id_seeds", "2")
+    page.press("#id_seeds", "Tab")
+    wait_for(lambda: pump(50) or len(asked) >= 2, timeout=10, what="the second ask, sent while the first is on its way")
+    try:
+        held[0].continue_()  # the stale answer arrives late (or was aborted: nothing to send)
+    except Exception:  # noqa: BLE001 - an aborted request cannot be continued
+        pass
+    wait_for(lambda: "median policy can never stop a run of this sweep (2 runs, 2 at a time)" in form_warning(page),
+             timeout=20, what="the warning for the fields as they stand")
+    assert "seeds=2" in asked[-1]
+
+
 def test_the_runs_lists_bulk_action_is_chosen_first_and_its_question_names_it_and_the_runs(
         live_server, django_user_model, browser_page, model_dir):
     """Before: the action box opened on "kill" and its question was "Apply this action to the selected runs?".
