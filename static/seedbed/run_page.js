@@ -97,7 +97,10 @@ function runDrawChart(page, div) {
   const layout = runChartLayout(page.runId, keys);
   if (zoom) layout.xaxis.range = zoom.range;
   if (points === 0) {
-    layout.annotations = [{text: page.ended ? "not logged by this run" : "no data yet", showarrow: false,
+    // data-unlogged: why the run's config never logs this chart's metrics (webapp/runs/selectors.py)
+    const note = div.dataset.unlogged ? "not logged for this config (" + div.dataset.unlogged + ")"
+      : page.ended ? "not logged by this run" : "no data yet";
+    layout.annotations = [{text: plotText(note), showarrow: false,
                            xref: "paper", yref: "paper", x: 0.5, y: 0.5}];
   }
   Plotly.react(div, traces, layout, {displaylogo: false, responsive: true});

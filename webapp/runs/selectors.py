@@ -24,6 +24,46 @@ from .models import Checkpoint, MetricPoint, MetricRollup, Run, Sample
 CHART_METRICS: tuple[tuple[str, ...], ...] = (
     ("reward/mean",), ("accuracy",), ("entropy",), ("length/mean",), ("kl",), ("clip/low_frac", "clip/high_frac"),
 )
+PRESET_LABELS = {"grpo": "GRPO", "dapo": "DAPO", "dr_grpo": "Dr. GRPO"}
+
+
+def unlogged_metrics(config: dict) -> dict[str, str]:
+    """The chart metrics a run of ``config`` will never log, each with why: ``kl`` where it has no KL term
+    (kl_coef 0, its preset's or its own: Seedbed's loop has no reference model then, TRL's beta 0 and verl's
+    use_kl_loss off log no KL either). An operator's trainer (the command engine) logs what it logs: nothing is
+    ruled out for it (docs/architecture.md#the-training-core).
+
+    >>> unlogged_metrics({"preset": "dapo"})
+    {'kl': 'DAPO has no KL term'}
+    >>> unlogged_metrics({"preset": "dr_grpo", "kl_coef": 0.0, "engine": "trl"})
+    {'kl': 'Dr. GRPO has no KL term'}
+    >>> unlogged_metrics({"preset": "grpo", "kl_coef": 0})
+    {'kl': 'kl_coef is 0: no KL term'}
+    >>> unlogged_metrics({}), unlogged_metrics({"preset": "dapo", "kl_coef": 0.01})
+    ({}, {})
+    >>> unlogged_metrics({"preset": "dapo", "engine": "command"})
+    {}
+    """
+    from training.config import PRESETS, TrainConfig
+
+    if (config.get("engine") or "seedbed") not in ("seedbed", "trl", "verl"):
+        return {}
+    preset = config.get("preset") or "grpo"
+    preset_kl = PRESETS.get(preset, {}).get("kl_coef", TrainConfig.kl_coef)
+    kl_coef = config.get("kl_coef", preset_kl)
+    if not isinstance(kl_coef, (int, float)) or kl_coef > 0:
+        return {}
+    if preset_kl == 0 and preset in PRESET_LABELS:
+        return {"kl": f"{PRESET_LABELS[preset]} has no KL term"}
+    return {"kl": "kl_coef is 0: no KL term"}
+
+
+def run_charts(config: dict) -> list[tuple[list[str], str]]:
+    """The run page's important charts: each one's metric keys and, where the config logs none of them, why
+    (``unlogged_metrics``; empty otherwise)."""
+    unlogged = unlogged_metrics(config)
+    return [(list(keys), "; ".join(unlogged[k] for k in keys) if all(k in unlogged for k in keys) else "")
+            for keys in CHART_METRICS]
 
 
 def names_like(original) -> set[str]:

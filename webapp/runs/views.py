@@ -189,7 +189,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "copied": copies.copied_note(run.copied_from, run.config, lambda r: r.config, request.user),
         "audit": audit_trail(targets=[("run", run.pk)]),
         "config_json": json.dumps(run.config, indent=2, sort_keys=True),
-        "charts": [list(keys) for keys in selectors.CHART_METRICS],
+        "charts": selectors.run_charts(run.config),
         "live_keys": ",".join(dict.fromkeys(key for keys in selectors.CHART_METRICS for key in keys)),
         "other_charts": selectors.run_other_charts(run_id=run.pk),
         "checkpoints": selectors.run_checkpoints(run_id=run.pk),
