@@ -156,6 +156,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "webapp.builtin_model.builtin_model",
+                "webapp.too_big.body_limit",
             ],
         },
     },
@@ -229,6 +230,7 @@ SEEDBED_MAX_BODY_BYTES = int(float(os.environ.get("SEEDBED_MAX_BODY_MB") or
                                    float(os.environ.get("SEEDBED_MAX_DATASET_MB", "200")) + 5) * 1_000_000)
 # Django's own: form fields and JSON bodies are read into memory up to 2.5 MB; an uploaded file past 2.5 MB goes to
 # a file in $SEEDBED_HOME/uploads (the disk its dataset will live on, private to the app), never the system's /tmp.
+# Form fields past 2.5 MB are answered 413 naming the limit (webapp/too_big.py); the launch forms check it first.
 DATA_UPLOAD_MAX_MEMORY_SIZE = FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 FILE_UPLOAD_TEMP_DIR = SEEDBED_HOME / "uploads"
 FILE_UPLOAD_TEMP_DIR.mkdir(exist_ok=True)

@@ -30,6 +30,9 @@ def favicon(request):
     return redirect(static("seedbed/favicon.svg"))
 
 
+# a body past DATA_UPLOAD_MAX_MEMORY_SIZE: 413 naming the limit (JSON for /api/); any other bad request Django's 400
+handler400 = "webapp.too_big.bad_request"
+
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="runs:list", permanent=False)),
     path("favicon.ico", favicon, name="favicon"),
