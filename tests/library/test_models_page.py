@@ -87,7 +87,8 @@ def test_the_run_form_suggests_the_library_models(ann, model_dir, smollm2_dir):
     register(logged_in(ann), name="mine", path=model_dir)
     page = logged_in(ann).get(reverse("runs:new")).content.decode()
     assert 'list="model_path-suggestions"' in page
-    assert f'<option value="{os.path.realpath(model_dir)}">' in page and f'<option value="{smollm2_dir}">' in page
+    assert f'<option value="{os.path.realpath(model_dir)}" label="mine (ann)">' in page
+    assert f'<option value="{smollm2_dir}" label="SmolLM2-135M-Instruct (built-in)">' in page
 
 
 def test_the_model_pages_list_the_runs_from_a_model_and_their_checkpoints(ann, django_user_model, model_dir):

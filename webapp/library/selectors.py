@@ -132,8 +132,18 @@ def checkpoint_models(*, user, limit: int = 100) -> list[dict]:
     return read(user=user, limit=limit) if read else []
 
 
-def model_paths_for(*, user) -> list[str]:
-    """The model folders the run form suggests: the built-in pretrained model and the user's library entries."""
-    paths = [m["path"] for m in builtin_models() if m["path"]]
-    paths += [e.path for e in model_entries(user=user).filter(status="ready")]
-    return list(dict.fromkeys(paths))
+def model_paths_for(*, user) -> list[tuple[str, str]]:
+    """The model folders the run form suggests, each with its name: the built-in models (the tiny one's folder,
+    where it lies in the allowed folders: its empty model_path cannot be picked) and the ready entries of the
+    user's projects (``model_entries``: never another project's)."""
+    from django.conf import settings
+
+    from training.config import outside_roots
+
+    paths = [(m["path"] or m["folder"], m["name"]) for m in builtin_models()
+             if m["path"] or not outside_roots(m["folder"], settings.SEEDBED_DATA_ROOTS)]
+    paths += [(e.path, f"{e.name} ({e.project.name})") for e in model_entries(user=user).filter(status="ready")]
+    named: dict[str, str] = {}
+    for path, name in paths:  # a folder once, by its first name
+        named.setdefault(path, name)
+    return list(named.items())

@@ -33,7 +33,8 @@ PRIMARY_KNOBS = ("preset", "engine", "nproc_per_node", "nnodes", "strategy", "co
 
 
 class DatalistInput(forms.TextInput):
-    """A text box that suggests values (an HTML datalist) but accepts any: e.g. any reasoning_gym:<task>."""
+    """A text box that suggests values (an HTML datalist) but accepts any: e.g. any reasoning_gym:<task>. A
+    suggestion is a value or a (value, label) pair: the label shows beside it (a model folder's name)."""
 
     def __init__(self, suggestions, attrs=None):
         super().__init__(attrs)
@@ -42,7 +43,8 @@ class DatalistInput(forms.TextInput):
     def render(self, name, value, attrs=None, renderer=None):
         list_id = f"{name}-suggestions"
         html = super().render(name, value, {**(attrs or {}), "list": list_id}, renderer)
-        options = "".join(format_html('<option value="{}">', s) for s in self.suggestions)
+        options = "".join(format_html('<option value="{}">', s) if isinstance(s, str)
+                          else format_html('<option value="{}" label="{}">', *s) for s in self.suggestions)
         return mark_safe(f'{html}<datalist id="{list_id}">{options}</datalist>')
 
 
