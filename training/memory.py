@@ -174,16 +174,22 @@ def auto_micro_batch(cfg, shape: ModelShape, *, prompt_tokens: int, completion_t
     state = sum(state_bytes(shape, reference=False).values())
     budget = max(AUTO_SHARE * state, AUTO_FLOOR_BYTES)
 
-    def cost(b: int) -> int:
-        return (activation_bytes(shape, rows=b, prompts=distinct_prompts(b, cfg.prompts_per_step, cfg.group_size),
-                                 prompt_tokens=prompt_tokens,
+    def cost(b: int, prompts: int | None = None) -> int:
+        u = distinct_prompts(b, cfg.prompts_per_step, cfg.group_size) if prompts is None else prompts
+        return (activation_bytes(shape, rows=b, prompts=u, prompt_tokens=prompt_tokens,
                                  completion_tokens=completion_tokens, checkpointing=cfg.gradient_checkpointing)
                 + head_bytes(shape, rows=b, completion_tokens=completion_tokens,
                              checkpointing=cfg.gradient_checkpointing))
 
     if cost(rows) <= budget:
         return rows
-    fits = [b for b in range(1, rows) if cost(b) <= budget]
+    # cost(b) is at least its value with one distinct prompt, which grows with b: no b past the largest within
+    # the budget by that bound fits (found by bisection, rows may be millions; then the exact scan below it)
+    low, high = 0, rows
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if cost(mid, prompts=1) <= budget else (low, mid)
+    fits = [b for b in range(1, low + 1) if cost(b) <= budget]
     return fits[-1] if fits else 1
 
 

@@ -11,7 +11,7 @@ import json
 import re
 
 # Form fields that are not settings of the work: who and where, and the form's own bookkeeping.
-NOT_SETTINGS = ("name", "project", "rendered_preset")
+NOT_SETTINGS = ("name", "project", "rendered_preset", "launch_anyway")
 MISSING = "–"
 
 

@@ -111,6 +111,10 @@ def to_form_text(kind: str, value) -> str | bool:
 class RunForm(forms.Form):
     name = forms.CharField(required=False, max_length=200, help_text="Optional label.")
     rendered_preset = forms.CharField(widget=forms.HiddenInput, required=False)
+    # asked (and shown) only for a config far beyond the workers (webapp.runs.launch_estimate)
+    launch_anyway = forms.BooleanField(required=False, label="launch anyway",
+                                       help_text="This config is far beyond what the workers do (above); tick to "
+                                                 "launch it all the same.")
 
     def __init__(self, *args, preset: str = "grpo", initial_config: dict | None = None, user=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -142,6 +146,7 @@ class RunForm(forms.Form):
             self.fields["task"].widget = DatalistInput(
                 [e.task for e in dataset_entries(user=user)] + list(self.specs["task"]["suggestions"]))
         self.config: TrainConfig | None = None  # parsed once, here; the services take it as it is
+        self.needs_confirm = False  # the config is far beyond the workers: launch_anyway is asked
 
     @staticmethod
     def _field_for(spec: dict) -> forms.Field:
@@ -168,15 +173,17 @@ class RunForm(forms.Form):
     def knob_names(self) -> list[str]:
         return [n for n in self.fields if n in self.specs]
 
-    def submitted_config(self) -> dict:
-        """The knobs the user set: those differing from the preset the form was rendered with."""
-        rendered = preset_values(self.cleaned_data.get("rendered_preset") or "grpo")
+    def submitted_config(self, values: dict | None = None) -> dict:
+        """The knobs the user set: those differing from the preset the form was rendered with (``values``: the
+        fields' cleaned values, ``cleaned_data`` unless given)."""
+        values = self.cleaned_data if values is None else values
+        rendered = preset_values(values.get("rendered_preset") or "grpo")
         config = {}
         for name in self.knob_names():
             kind = self.specs[name]["kind"]
             if kind != "bool" and name not in self.data:
                 continue  # not submitted at all (an unchecked checkbox is absent too, and means false)
-            value = self.cleaned_data.get(name)
+            value = values.get(name)
             if name != "preset" and value == to_form_text(kind, rendered.get(name)):
                 continue
             config[name] = value
@@ -192,6 +199,10 @@ class RunForm(forms.Form):
             self.add_config_errors(exc)
             return cleaned
         self.config = cfg
+        beyond = self.launch_estimate().beyond()
+        self.needs_confirm = bool(beyond)
+        if beyond and not cleaned.get("launch_anyway"):
+            self.add_error("launch_anyway", f"{beyond}; launch anyway?")
         return cleaned
 
     def add_config_errors(self, exc: FieldErrors) -> None:
@@ -199,23 +210,49 @@ class RunForm(forms.Form):
         for name, message in exc.errors.items():
             self.add_error(name if name in self.fields else None, message)
 
-    def memory_estimate(self) -> str:
-        """The estimated peak memory of a training process of this config (training.memory), for the page: the
-        submitted config once parsed, else the values the form shows; "" when the model's shape is unknown or the
-        values are not a valid config."""
-        from training.memory import estimate_for_config
+    def shown_config(self) -> TrainConfig | None:
+        """The config the fields show (the parsed one once cleaned, else the values as they stand, checked by the
+        schema alone: no worker caps, no dry run), for the estimates; None when they are not a valid config or
+        name a model folder the user may not read."""
+        if self.config is not None:
+            return self.config
+        if self.is_bound:
+            values = {}
+            for name in ["rendered_preset", *self.knob_names()]:
+                try:
+                    values[name] = self.fields[name].clean(self[name].data)
+                except forms.ValidationError:
+                    return None
+            knobs = self.submitted_config(values)
+        else:
+            knobs = {n: v for n, v in self.shown_values.items() if n in self.specs}
+        from django.conf import settings
 
-        cfg = self.config
-        if cfg is None and not self.is_bound:
-            try:
-                cfg = TrainConfig.from_dict({n: v for n, v in self.shown_values.items() if n in self.specs},
-                                            check_paths=False)
-            except FieldErrors:
-                return ""
-        if cfg is None:
-            return ""
-        estimate = estimate_for_config(cfg, cfg.resolved_model_path(), ranks=cfg.nproc_per_node * cfg.nnodes)
-        return estimate.text() if estimate else ""
+        from webapp.projects.paths import config_path_error
+
+        model_path = knobs.get("model_path")
+        if isinstance(model_path, str) and config_path_error(user=self.user, path=model_path):
+            return None
+        try:
+            return TrainConfig.from_dict(knobs, check_paths=False, roots=settings.SEEDBED_DATA_ROOTS)
+        except FieldErrors:
+            return None
+
+    def launch_estimate(self):
+        """The shown config's memory and time estimates (webapp.runs.launch_estimate); None without a valid
+        config. Computed once."""
+        if not hasattr(self, "_launch_estimate"):
+            from webapp.runs import launch_estimate
+
+            cfg = self.shown_config()
+            self._launch_estimate = None if cfg is None else launch_estimate.estimate(cfg, viewer=self.user)
+        return self._launch_estimate
+
+    def memory_estimate(self) -> str:
+        """The estimated peak memory of a training process of the shown config (training.memory), for the page;
+        "" when the model's shape is unknown or the values are not a valid config."""
+        estimate = self.launch_estimate()
+        return estimate.memory if estimate else ""
 
     def knob_groups(self):
         """Bound fields split for display: the primary knobs, then the advanced ones."""

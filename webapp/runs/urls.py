@@ -7,6 +7,7 @@ app_name = "runs"
 urlpatterns = [
     path("", views.run_list, name="list"),
     path("new/", views.run_new, name="new"),
+    path("new/estimate/", views.run_estimate, name="estimate"),
     path("rows/", views.run_rows, name="rows"),
     path("compare/", compare.run_compare, name="compare"),
     path("bulk/", views.run_bulk, name="bulk"),

@@ -142,6 +142,13 @@ def run_new(request: HttpRequest) -> HttpResponse:
                   status=400 if form.errors else 200)
 
 
+@require_GET
+def run_estimate(request: HttpRequest) -> HttpResponse:
+    """The run (and sweep) form's memory and time estimates for its fields as they stand (?the form's fields;
+    ``RunForm.launch_estimate``), the fragment htmx swaps in as they change."""
+    return render(request, "runs/_launch_estimate.html", {"form": RunForm(request.GET, user=request.user)})
+
+
 def copy_context(copy, form, opened) -> dict:
     """What a launch form copied from a run (or a sweep) shows: the original and, for the page's differences
     list, what each field showed when the form opened (``form`` itself when unbound, else ``opened()``: an
