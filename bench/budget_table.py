@@ -55,27 +55,40 @@ def final_value(curve: Curve) -> float:
     return sum(value for _, value in curve[-tail:]) / tail
 
 
-def pools(seed: int, n_sweeps: int, size: int = POOL) -> list:
-    """``n_sweeps`` sweeps of ``size`` seeds each from ``bench/synthetic_sweeps.py`` (its generator with its seeds
-    per sweep raised to ``size``: the same sweep-level and seed-level draws, more seeds of each sweep)."""
+LONGER = 3
+"""Each seed's curve runs on to LONGER x T (``SyntheticSweep.beyond``): what an extended survivor trains on."""
+
+
+def pools(seed: int, n_sweeps: int, size: int = POOL, corpus: str = "synthetic") -> list:
+    """``n_sweeps`` sweeps of ``size`` seeds each from ``bench/synthetic_sweeps.py`` (``corpus`` "synthetic") or
+    ``bench/other_sweeps.py`` ("other"): the generator with its seeds per sweep raised to ``size`` (the same
+    sweep-level and seed-level draws, more seeds of each sweep), each seed's curve continued to ``LONGER`` x T."""
+    import other_sweeps
     import synthetic_sweeps as generator
 
-    kept = generator.N_SEEDS
-    generator.N_SEEDS = size
+    kept = generator.N_SEEDS, other_sweeps.SEED_COUNTS, generator.CONTINUE
+    generator.N_SEEDS, other_sweeps.SEED_COUNTS, generator.CONTINUE = size, (size,), LONGER
     try:
-        return generator.synthetic_sweeps(seed, n_sweeps)
+        return (other_sweeps.other_sweeps if corpus == "other" else generator.synthetic_sweeps)(seed, n_sweeps)
     finally:
-        generator.N_SEEDS = kept
+        generator.N_SEEDS, other_sweeps.SEED_COUNTS, generator.CONTINUE = kept
 
 
 # --- the methods: (sweep) -> (steps run per started seed, stopped seeds) -------------------------------------------
 
-def seedbed(config: dict) -> Callable:
-    """A Seedbed policy replayed with the budget (the what-if replay: the live scheduler's rule)."""
+def seedbed(config: dict, extend: float = 0.0) -> Callable:
+    """A Seedbed policy replayed with the budget (the what-if replay: the live scheduler's rule). ``extend`` > 0:
+    freed slots extend survivors (``free_slot_use: extend``, by ``extend`` x T steps each, within the budget) on
+    the pool's first ``BUDGET_RUNS`` seeds, all queued at the start; else they start the pool's new seeds."""
     def run(sweep) -> tuple[dict[Hashable, int], set]:
         steps = max(len(curve) for curve in sweep.values())
-        result = replay({"metric": "reward/mean", "mode": "max", "max_steps": steps, **config}, sweep,
-                        concurrency=SLOTS, budget=BUDGET_RUNS, initial=SLOTS)
+        policy = {"metric": "reward/mean", "mode": "max", "max_steps": steps, **config}
+        if extend:
+            seeds = {run_id: sweep[run_id] for run_id in list(sweep)[:BUDGET_RUNS]}
+            result = replay({**policy, "extend_survivors_by": max(1, round(extend * steps))}, seeds,
+                            concurrency=SLOTS, budget=BUDGET_RUNS, initial=len(seeds), beyond=sweep.beyond)
+        else:
+            result = replay(policy, sweep, concurrency=SLOTS, budget=BUDGET_RUNS, initial=SLOTS)
         return result.steps_run, set(result.stopped_at)
     return run
 
@@ -192,6 +205,10 @@ def methods() -> dict[str, Callable]:
         "seedbed bayes (risk 0.05)": seedbed({"name": "bayes", "risk": 0.05}),
         "seedbed bayes (risk 0.20)": seedbed({"name": "bayes", "risk": 0.2}),
         "seedbed patience (patience=10)": seedbed({"name": "threshold", "patience": 10}),
+        "seedbed median, extend 0.5 T": seedbed({"name": "median"}, extend=0.5),
+        "seedbed asha, extend 0.5 T": seedbed({"name": "asha"}, extend=0.5),
+        "seedbed bayes (risk 0.20), extend 0.5 T": seedbed({"name": "bayes", "risk": 0.2}, extend=0.5),
+        "seedbed bayes (risk 0.20), extend 1 T": seedbed({"name": "bayes", "risk": 0.2}, extend=1.0),
         "optuna median (warmup=grace)": optuna(
             lambda steps: P.MedianPruner(n_startup_trials=1, n_warmup_steps=grace(steps))),
         "optuna SH (r=grace, eta=2)": optuna(
@@ -209,12 +226,17 @@ def methods() -> dict[str, Callable]:
 
 def best_found(sweep, steps_run: dict, stopped: set) -> float:
     """The noise-free worth of the seed a user would pick: the best observed final among the seeds that ran to
-    their end (none did: among those that ran longest)."""
+    their end, an extended one to its extended end (none did: among those that ran longest), at the steps it
+    ran (``SyntheticSweep.worth_at``)."""
     done = [r for r, n in steps_run.items() if r not in stopped and n >= len(sweep[r])]
     if not done:
         longest = max(steps_run.values())
         done = [r for r, n in steps_run.items() if n == longest]
-    return sweep.worth[max(done, key=lambda r: final_value(sweep[r][:steps_run[r]]))]
+
+    def observed(r):
+        return final_value([*sweep[r], *sweep.beyond.get(r, ())][:steps_run[r]])
+    best = max(done, key=observed)
+    return sweep.worth_at(best, steps_run[best])
 
 
 GATED = "seedbed bayes (risk 0.20)"
@@ -261,7 +283,7 @@ def budget_table(sweeps: list, out: Callable[[str], None] = print, only: Optiona
                          ((sweep, all_methods[name](sweep)) for sweep in sweeps)]
         results[name + " s"] = time.perf_counter() - started
     base = [worth for worth, _ in results[baseline_name]]
-    out(f"\n== budget table: {BUDGET_RUNS} full runs, {SLOTS} slots, pools of {POOL} seeds, {len(sweeps)} synthetic "
+    out(f"\n== budget table: {BUDGET_RUNS} full runs, {SLOTS} slots, pools of {POOL} seeds, {len(sweeps)} "
         f"sweeps; gain = noise-free worth of the best seed found - that of {BUDGET_RUNS} seeds to their end ==")
     out(f"{'method':38s} {'mean gain':>10s} {'95 % interval':>20s} {'gain<0':>7s} {'seeds':>6s} {'used':>6s} "
         f"{'pool out':>8s} {'s':>5s}")
@@ -287,20 +309,24 @@ def budget_table(sweeps: list, out: Callable[[str], None] = print, only: Optiona
 
 
 def main(args, out: Callable[[str], None], lines: list[str], root: str) -> int:
-    """``bench/early_stopping.py --budget``: the table on ``--sweeps`` synthetic test sweeps (default 1,000 here),
-    saved to bench/curves/budget_<date>.txt with ``--save``. Exit 1 if the gated row's mean gain is < 0
+    """``bench/early_stopping.py --budget``: the table on ``--sweeps`` test sweeps (default 1,000 here) of each
+    corpus in ``--pools`` (synthetic: bench/synthetic_sweeps.py's test seed; other: bench/other_sweeps.py's),
+    saved to bench/curves/budget_<date>.txt with ``--save``. Exit 1 if the gated row's mean gain is < 0 on any
     (``GATED``: Seedbed's budget policy; the others are reported)."""
     import logging
     import os
 
+    import other_sweeps
     import synthetic_sweeps as generator
 
     logging.getLogger("syne_tune").setLevel(logging.ERROR)
-    n = args.sweeps
-    out(f"synthetic pools: bench/synthetic_sweeps.py, test generator seed {generator.TEST_SEED}, {POOL} seeds a "
-        f"sweep, kinds {dict(zip(generator.KINDS, generator.RATES))}")
-    summary = budget_table(pools(generator.TEST_SEED, n), out)
-    holds = gate(summary, out)
+    n, holds = args.sweeps, True
+    for corpus in [c.strip() for c in args.pools.split(",") if c.strip()]:
+        module = other_sweeps if corpus == "other" else generator
+        out(f"\n{corpus} pools: bench/{module.__name__}.py, test generator seed {module.TEST_SEED}, {POOL} seeds a "
+            f"sweep, each curve continued to {LONGER} T, kinds {dict(zip(module.KINDS, module.RATES))}")
+        summary = budget_table(pools(module.TEST_SEED, n, corpus=corpus), out)
+        holds = gate(summary, out) and holds
     if args.save:
         path = os.path.join(root, "bench", "curves", f"budget_{time.strftime('%Y-%m-%d')}.txt")
         with open(path, "w", encoding="utf-8") as fh:

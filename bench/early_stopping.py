@@ -539,6 +539,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", action="store_true", help="the budget table (bench/budget_table.py): 8 full runs, "
                         "4 slots, new seeds in freed slots, per policy and peer; --sweeps pools (default 1000); exit 1 "
                         "if Seedbed's budget policy (bayes risk 0.20, budget_table.GATED) has a mean gain < 0")
+    parser.add_argument("--pools", default="synthetic,other",
+                        help="with --budget: the corpora whose pools the budget table runs on (synthetic, other)")
     parser.add_argument("--save", action="store_true", help="also write bench/curves/early_stopping_<date>.txt")
     parser.add_argument("--calibration", action="store_true",
                         help="the bayes calibration: risk -> realized loss, saved, regret, the one-shot frontier, on "

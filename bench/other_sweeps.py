@@ -36,7 +36,8 @@ import math
 
 import numpy as np
 
-from synthetic_sweeps import SyntheticSweep, generate, record
+import synthetic_sweeps
+from synthetic_sweeps import SyntheticSweep, continue_run, continued_noise, generate, record
 
 __all__ = ["KINDS", "RATES", "other_sweeps", "HISTORY_SEED", "TEST_SEED"]
 
@@ -85,12 +86,14 @@ def _sweep(rng: np.random.Generator, index: int) -> SyntheticSweep:
     b, sd_seed, sd_ar = rng.uniform(0.2, 0.9), rng.uniform(0.0, 0.1), rng.uniform(0.0, 0.03)
     batch, heavy = int(rng.choice(BATCHES)), rng.random() < 1 / 3
     window = max(1, math.ceil(0.1 * steps))
-    curves, worth, kinds = {}, {}, {}
+    sweep, longer = SyntheticSweep({}, {}, {}, name=f"other-{index}"), synthetic_sweeps.CONTINUE
     for i in range(n_seeds):
         kind = KINDS[int(rng.choice(len(KINDS), p=RATES))]
         start = rng.uniform(0.0, 0.3)
         level = float(np.clip(b + rng.normal(0.0, sd_seed), 0.05, 0.98))
-        mu = np.clip(_expected(rng, kind, t, steps, start, level), 0.0, 1.0)
+        mu_all = np.clip(_expected(rng, kind, np.arange(1, longer * steps + 1, dtype=float), steps, start, level),
+                         0.0, 1.0)
+        mu = mu_all[:steps]
         phi = rng.uniform(0.5, 0.95)
         ar = np.empty(steps)
         ar[0] = rng.normal(0.0, sd_ar) if sd_ar else 0.0
@@ -100,8 +103,13 @@ def _sweep(rng: np.random.Generator, index: int) -> SyntheticSweep:
         eps = rng.standard_t(3, steps) / math.sqrt(3.0) if heavy else rng.normal(0.0, 1.0, steps)
         x = mu + ar + eps * np.sqrt(mu * (1.0 - mu) / batch)
         x = np.where(rng.random(steps) < 0.02, rng.random(steps), x)
-        record((curves, worth, kinds), f"seed-{i}", t, np.clip(x, 0.0, 1.0), mu, window, kind)
-    return SyntheticSweep(curves, worth, kinds, name=f"other-{index}")
+        record((sweep, sweep.worth, sweep.kinds), f"seed-{i}", t, np.clip(x, 0.0, 1.0), mu, window, kind)
+        if longer > 1:
+            ext = np.random.default_rng([index, i, int(level * 1e9), int(phi * 1e9), 11])
+            extra = continued_noise(ext, mu_all[steps:], ar[-1], phi, sd_ar, batch)
+            continue_run(sweep, f"seed-{i}", mu_all, np.where(ext.random(extra.size) < 0.02, ext.random(extra.size),
+                                                              extra))
+    return sweep
 
 
 def other_sweeps(seed: int, n_sweeps: int) -> list[SyntheticSweep]:

@@ -38,13 +38,17 @@ from typing import Hashable
 
 import numpy as np
 
-__all__ = ["KINDS", "RATES", "SyntheticSweep", "synthetic_sweeps", "TUNE_SEED", "TEST_SEED"]
+__all__ = ["KINDS", "RATES", "SyntheticSweep", "synthetic_sweeps", "TUNE_SEED", "TEST_SEED", "CONTINUE"]
 
 KINDS = ("normal", "plateau", "late", "collapse", "cliff", "wander")
 RATES = (0.55, 0.10, 0.10, 0.10, 0.10, 0.05)
 TUNE_SEED = 1
 TEST_SEED = 2
 N_SEEDS = 8
+CONTINUE = 1
+"""Curves run to CONTINUE x T steps (``SyntheticSweep.beyond``, ``mu``; the budget table's extended survivors):
+mu(t) past T by the same formula (a saturating seed keeps approaching its level, a collapse or cliff has already
+happened by 0.9 T), the noise continued from its own generator, so the first T steps are the same whatever it is."""
 LENGTHS = (40, 60, 80)
 
 
@@ -57,6 +61,20 @@ class SyntheticSweep(dict):
         self.worth: dict[Hashable, float] = worth
         self.kinds: dict[Hashable, str] = kinds
         self.name = name
+        self.beyond: dict[Hashable, list] = {}
+        """run -> its points past step T (when generated with ``CONTINUE`` > 1): the same seed trained longer."""
+        self.mu: dict[Hashable, np.ndarray] = {}
+        """run -> mu(t) for t = 1 .. CONTINUE T (with ``beyond``)."""
+
+    def worth_at(self, run: Hashable, steps: int) -> float:
+        """The noise-free worth of ``run`` trained for ``steps`` steps: the mean of mu over its last 10 % of
+        them (``worth[run]`` at T; an extended survivor is judged at its extended end, as its observed final).
+
+        Needs its continuation (``CONTINUE`` > 1) for any ``steps`` but T."""
+        if steps == len(self[run]):
+            return self.worth[run]
+        window = max(1, math.ceil(0.1 * steps))
+        return float(self.mu[run][max(0, steps - window):steps].mean())
 
 
 def _expected(rng: np.random.Generator, kind: str, t: np.ndarray, steps: int, start: float, level: float,
@@ -85,13 +103,15 @@ def _sweep(rng: np.random.Generator, index: int) -> SyntheticSweep:
     b, sd_seed = rng.uniform(0.45, 0.8), rng.uniform(0.01, 0.08)
     tau_0, sd_ar = rng.uniform(0.1, 0.35), rng.uniform(0.01, 0.04)
     window = max(1, math.ceil(0.1 * steps))
-    curves, worth, kinds = {}, {}, {}
+    sweep = SyntheticSweep({}, {}, {}, name=f"synthetic-{index}")
     for i in range(N_SEEDS):
         kind = KINDS[int(rng.choice(len(KINDS), p=RATES))]
         start = rng.uniform(0.05, 0.2)
         level = float(np.clip(b + rng.normal(0.0, sd_seed), 0.25, 0.95))
         tau = tau_0 * steps * rng.uniform(0.8, 1.25)
-        mu = np.clip(_expected(rng, kind, t, steps, start, level, tau), 0.0, 1.0)
+        mu_all = np.clip(_expected(rng, kind, np.arange(1, CONTINUE * steps + 1, dtype=float), steps, start, level,
+                                   tau), 0.0, 1.0)
+        mu = mu_all[:steps]
         phi = rng.uniform(0.97, 0.99) if kind == "wander" else rng.uniform(0.85, 0.97)
         sd = 2.0 * sd_ar if kind == "wander" else sd_ar
         shocks = rng.normal(0.0, 1.0, steps) * sd * math.sqrt(1.0 - phi * phi)
@@ -102,8 +122,31 @@ def _sweep(rng: np.random.Generator, index: int) -> SyntheticSweep:
         x = mu + ar + rng.normal(0.0, 1.0, steps) * np.sqrt(mu * (1.0 - mu) / 64.0)
         x = x + (rng.random(steps) < 0.03) * rng.uniform(0.1, 0.3, steps)
         x = np.where(rng.random(steps) < 0.03, 0.3 * x, x)
-        record((curves, worth, kinds), f"seed-{i}", t, np.clip(x, 0.0, 1.0), mu, window, kind)
-    return SyntheticSweep(curves, worth, kinds, name=f"synthetic-{index}")
+        record((sweep, sweep.worth, sweep.kinds), f"seed-{i}", t, np.clip(x, 0.0, 1.0), mu, window, kind)
+        if CONTINUE > 1:
+            ext = np.random.default_rng([index, i, int(level * 1e9), int(phi * 1e9)])
+            extra = continued_noise(ext, mu_all[steps:], ar[-1], phi, sd, 64)
+            extra = extra + (ext.random(extra.size) < 0.03) * ext.uniform(0.1, 0.3, extra.size)
+            extra = np.where(ext.random(extra.size) < 0.03, 0.3 * extra, extra)
+            continue_run(sweep, f"seed-{i}", mu_all, extra)
+    return sweep
+
+
+def continued_noise(rng: np.random.Generator, mu: np.ndarray, ar_last: float, phi: float, sd: float,
+                    batch: int) -> np.ndarray:
+    """mu + the AR(1) wander continued from ``ar_last`` + a batch's noise, for the steps past T."""
+    ar, out = ar_last, np.empty(mu.size)
+    for k in range(mu.size):
+        ar = phi * ar + rng.normal(0.0, 1.0) * sd * math.sqrt(1.0 - phi * phi)
+        out[k] = ar
+    return mu + out + rng.normal(0.0, 1.0, mu.size) * np.sqrt(mu * (1.0 - mu) / batch)
+
+
+def continue_run(sweep: SyntheticSweep, run: str, mu_all: np.ndarray, extra: np.ndarray) -> None:
+    """Store a run's continuation past T: its observed points (clipped, 4 places) and mu over every step."""
+    steps = len(sweep[run])
+    sweep.mu[run] = mu_all
+    sweep.beyond[run] = [(steps + 1 + k, round(float(v), 4)) for k, v in enumerate(np.clip(extra, 0.0, 1.0))]
 
 
 def record(into: tuple[dict, dict, dict], run: str, t: np.ndarray, x: np.ndarray, mu: np.ndarray, window: int,

@@ -17,6 +17,10 @@ class Pool(dict):
     def __init__(self, levels):
         super().__init__({f"s{i}": [(step, level) for step in range(1, N + 1)] for i, level in enumerate(levels)})
         self.worth = {f"s{i}": level for i, level in enumerate(levels)}
+        self.beyond = {}
+
+    def worth_at(self, run_id, steps):
+        return self.worth[run_id] + (0.1 if steps > N else 0.0)  # trained longer: worth more
 
 
 class StopAt:
@@ -73,3 +77,32 @@ def test_the_gate_reads_seedbeds_budget_policy_only_and_prints_its_interval():
     assert not budget_table.gate({**others, budget_table.GATED: (-0.001, -0.004, 0.002)}, lines.append)
     assert "FAILS" in lines[2]
     assert not budget_table.gate(others, lines.append)  # the gated row missing holds nothing
+
+
+def test_an_extended_survivor_is_picked_on_its_extended_end_and_scored_there():
+    pool = Pool([0.2, 0.5])
+    pool.beyond = {"s0": [(N + k, 0.9) for k in range(1, 6)], "s1": [(N + k, 0.3) for k in range(1, 6)]}
+    # s0 ran 5 steps past its curve: its observed final is its last 10 % (0.9) and its worth the extended one
+    assert budget_table.best_found(pool, {"s0": N + 5, "s1": N}, set()) == 0.2 + 0.1
+
+
+def test_the_generators_continue_each_curve_past_t_and_leave_its_first_t_steps_as_they_were():
+    import other_sweeps
+    import synthetic_sweeps
+
+    for make, seed in ((synthetic_sweeps.synthetic_sweeps, 2), (other_sweeps.other_sweeps, 12)):
+        plain = make(seed, 3)
+        synthetic_sweeps.CONTINUE = 3
+        try:
+            longer = make(seed, 3)
+        finally:
+            synthetic_sweeps.CONTINUE = 1
+        for short, long in zip(plain, longer):
+            assert dict(short) == dict(long) and short.worth == long.worth and not short.beyond
+            for run_id, points in long.items():
+                steps = len(points)
+                assert [s for s, _ in long.beyond[run_id]] == list(range(steps + 1, 3 * steps + 1))
+                assert long.worth_at(run_id, steps) == long.worth[run_id]
+                window = -(-2 * steps // 10)  # the last 10 % of the 2 T steps it ran
+                assert abs(long.worth_at(run_id, 2 * steps) - long.mu[run_id][2 * steps - window:2 * steps].mean()) \
+                    < 1e-12

@@ -10,7 +10,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from webapp.sweeps.policies import replay
-from webapp.sweeps.policies.budget import BudgetUse, budget_error, committed_steps, may_start_seed, stops_fund_a_seed
+from webapp.sweeps.policies.budget import (BudgetUse, budget_error, committed_steps, may_extend, may_start_seed,
+                                           stops_fund_a_seed)
 from webapp.sweeps.policies.bayes import FRESH_SEED_MARGIN
 from webapp.sweeps.policies.calibrated import continuing_gain, fresh_seed_gain, worth_continuing
 
@@ -45,7 +46,7 @@ def test_committed_is_the_rest_of_each_run_under_way_and_the_summary_reads_in_ru
     (None, 4, True, "give the budget in full runs"),
     (3, 4, True, "must be at least the 4 runs the sweep starts with"),
     (5000, 4, True, "must lie in [4, 4096] runs; got 5000"),
-    (8, 4, False, "only used when freed slots start new seeds"),
+    (8, 4, False, "only used when freed slots start new seeds or extend survivors"),
 ])
 def test_a_bad_budget_says_why(budget, initial, new_seeds, message):
     assert message in budget_error(budget, initial_runs=initial, new_seeds=new_seeds)
@@ -133,6 +134,31 @@ def test_a_late_seed_whose_stop_would_leave_its_compute_unused_runs_to_its_end_a
     # without a budget's say (every stop made) the same rule stops it at its grace step
     unbudgeted = replay(MEDIAN, {k: curves[k] for k in ("good", "bad", "late")}, concurrency=2)
     assert unbudgeted.stopped_at == {"bad": 3, "late": 3}
+
+
+EXTENDING = {**MEDIAN, "extend_survivors_by": 10}
+
+
+def test_an_extension_runs_the_survivor_past_its_curve_on_the_points_beyond_it_within_the_budget():
+    # "bad" stops at the grace step (3): its 17 steps left go back; "good" is the best survivor and gets 10 more
+    # steps from its continuation: a budget of 3 runs (60 steps) less 9 spent and 34 committed leaves 17 for them
+    curves = {"good": flat(0.9), "mid": flat(0.88), "bad": flat(0.0)}
+    beyond = {run_id: [(N + k, 0.95) for k in range(1, 31)] for run_id in curves}
+    result = replay(EXTENDING, curves, concurrency=3, budget=3, beyond=beyond)
+    assert result.stopped_at == {"bad": 3}
+    assert result.steps_run == {"good": N + 10, "mid": N, "bad": 3}
+    assert [d.action for d in result.decisions] == ["stop", "extend"]
+    # 2.6 runs (52 steps) leave 52 - 9 - 34 = 9 < 10: the extension is skipped
+    tight = replay(EXTENDING, curves, concurrency=3, budget=2.6, beyond=beyond)
+    assert tight.steps_run == {"good": N, "mid": N, "bad": 3}
+    # the budget, not the number of stops, pays for extensions: 4 runs (80 steps) leave 37 after the stop, so
+    # both survivors get 10 more steps from one stop
+    generous = replay(EXTENDING, curves, concurrency=3, budget=4, beyond=beyond)
+    assert generous.steps_run == {"good": N + 10, "mid": N + 10, "bad": 3}
+    # without a budget one stop pays for one extension; without points beyond, it has none to run (as before)
+    assert replay(EXTENDING, curves, concurrency=3, beyond=beyond).steps_run["good"] == N + 10
+    assert replay(EXTENDING, curves, concurrency=3).steps_run["good"] == N
+    assert may_extend(BudgetUse(3, N, 23, 20), 17) and not may_extend(BudgetUse(3, N, 23, 20), 18)
 
 
 def test_no_budget_replays_every_curve_as_before():

@@ -245,6 +245,22 @@ def test_an_extension_is_skipped_while_a_seed_is_queued(config, django_capture_o
     assert all(r.total_steps == 20 for r in sweep.runs.all())
 
 
+@pytest.mark.parametrize("extend_steps, outcome", [(15, "applied"), (16, "skipped")])
+def test_with_a_budget_a_survivor_is_extended_only_while_the_budget_pays_for_its_extra_steps(
+        config, django_capture_on_commit_callbacks, extend_steps, outcome):
+    # 3 runs of 20 steps at step 5, budget 3 runs = 60 steps: spent 15, the two kept runs commit 30 (the stopped
+    # one's rest goes back): 15 steps left pay for an extension of 15, not of 16
+    sweep, runs = three_running(config, django_capture_on_commit_callbacks, free_slot_use=FreeSlotUse.EXTEND,
+                                extend_steps=extend_steps, budget=3)
+    decisions = services.sweep_apply_policy(sweep_id=sweep.pk)
+    assert [(d.run_id, d.action, d.outcome) for d in decisions] == [
+        (runs[2].pk, "stop", "applied"), (runs[0].pk, "extend", outcome)]
+    assert Run.objects.get(pk=runs[0].pk).total_steps == (20 + extend_steps if outcome == "applied" else 20)
+    if outcome == "skipped":
+        assert decisions[1].note == (f"the budget cannot pay for {extend_steps} more steps (budget 3 runs: 0.8 "
+                                     f"spent, 1.5 committed, 0.8 left)")
+
+
 def test_multi_kill_refuses_runs_that_already_ended_or_belong_elsewhere(config, django_capture_on_commit_callbacks):
     sweep, runs = three_running(config, django_capture_on_commit_callbacks)
     Run.objects.filter(pk=runs[0].pk).update(last_step=20)  # it logged all its steps

@@ -74,7 +74,7 @@ def test_the_form_launches_a_grid_of_seeds_with_its_policy(client_in, model_dir,
     ({"free_slot_use": "new_seed", "budget": ""}, "budget", "give the budget in full runs"),
     ({"free_slot_use": "new_seed", "budget": "2"}, "budget", "at least the 3 runs the sweep starts with"),
     ({"free_slot_use": "new_seed", "budget": "0"}, "budget", "greater than or equal to 1"),
-    ({"free_slot_use": "nothing", "budget": "8"}, "budget", "only used when freed slots start new seeds"),
+    ({"free_slot_use": "nothing", "budget": "8"}, "budget", "only used when freed slots start new seeds or extend survivors"),
     ({"alert_bounds": '{"entropy_min": "low"}'}, "alert_bounds", "finite number"),
     ({"seeds": "1"}, "seeds", "median compares seeds: give at least 2"),  # (a sweep of one run: nothing to compare)
     ({"seeds": "1", "policy_name": "bayes", "policy_params": "{}"}, "seeds", "bayes compares seeds: give at least 2"),

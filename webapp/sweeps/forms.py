@@ -108,7 +108,8 @@ class SweepForm(RunForm):
     budget = forms.IntegerField(min_value=1, max_value=MAX_BUDGET_RUNS, required=False, label="budget (full runs)",
                                 help_text="With new seeds: the compute of this many runs to their end, e.g. 8. Freed "
                                           "slots start a new seed only if it can finish within it; at least the "
-                                          "runs the sweep starts with.")
+                                          "runs the sweep starts with. With extensions (optional): a survivor is "
+                                          "extended only while it pays for the extra steps.")
     alert_bounds = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), label="alert bounds",
                                    help_text='Optional JSON overriding the RL-health alerts, e.g. {"entropy_min": 0.1, '
                                              '"clipped_frac_max": 0.5, "zero_std_max": 0.8}.')

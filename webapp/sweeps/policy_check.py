@@ -127,7 +127,8 @@ def _tell_known(policy: Policy, runs: dict[int, Run], stored: dict) -> None:
 
 def _budget_use(sweep: Sweep, plan: SweepPlan):
     """The sweep's budget use now (``services.budget_use``; None without a budget): with it the policy stops a
-    seed only when the freed compute starts a new one (``Policy.decide``)."""
+    seed only when the freed compute starts a new one, or extends survivors as far as it pays for
+    (``Policy.decide``)."""
     from .services import budget_use  # services imports this module
 
     return budget_use(sweep, plan)

@@ -33,7 +33,7 @@ from webapp.runs.models import MetricPoint, Run, RunStatus, WorkerCapacity
 
 from . import alerts as alert_rules
 from . import halting
-from .policies.budget import BudgetUse, budget_error, committed_steps, steps_used
+from .policies.budget import BudgetUse, budget_error, committed_steps, may_extend, steps_used
 from .policies.feasibility import NOTE_MARK, policy_cannot_act_cached
 from .models import Alert, AlertKind, FreeSlotUse, PolicyDecision, Sweep, SweepPlan
 from .policies import EXTEND, STOP, Decision, make_policy, one_run_error, stored_config
@@ -167,7 +167,8 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
     base = dataclasses.replace(run_services.as_config(config, user=user, project=project), seed=0)  # the seed is the sweep's own axis
     points = validate_grid(grid or {}, base, n_seeds=len(seeds))
     why_budget = budget_error(budget, initial_runs=len(points) * len(seeds),
-                              new_seeds=free_slot_use == FreeSlotUse.NEW_SEED)
+                              new_seeds=free_slot_use == FreeSlotUse.NEW_SEED,
+                              extends=free_slot_use == FreeSlotUse.EXTEND)
     if why_budget:
         raise FieldErrors({"budget": why_budget})
     policy_config = policy_config_for(policy, total_steps=base.total_steps, free_slot_use=free_slot_use,
@@ -411,6 +412,10 @@ def _apply_extension(sweep: Sweep, run: Run, decision: Decision, stored: dict) -
         return _record(sweep, decision, skipped, "this sweep does not extend survivors")
     if sweep.runs.filter(status=RunStatus.QUEUED).exclude(pk=run.pk).exists():
         return _record(sweep, decision, skipped, "a queued seed took the freed slot")
+    use = budget_use(sweep, plan_of(sweep))
+    if use is not None and not may_extend(use, decision.extra_steps):
+        return _record(sweep, decision, skipped, f"the budget cannot pay for {decision.extra_steps} more steps "
+                                                 f"({use.summary()})")
     locked = Run.objects.select_for_update().get(pk=run.pk)
     if locked.status != RunStatus.RUNNING or locked.kill_requested_at is not None:
         return _record(sweep, decision, skipped, f"run was already {locked.status}")

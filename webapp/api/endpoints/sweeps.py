@@ -39,7 +39,8 @@ class SweepIn(Schema):
     budget: Optional[int] = Field(None, ge=1, le=MAX_BUDGET_RUNS,
                                   description="With free_slot_use new_seed: the compute budget in full runs (at least "
                                               "the runs the sweep starts with); a new seed starts only if it can "
-                                              "finish within it")
+                                              "finish within it; with free_slot_use extend (optional): a survivor "
+                                              "is extended only while it pays for the extra steps")
     alert_bounds: dict[str, Any] = Field(default_factory=dict)
     from_checkpoint: Optional[int] = None
 

@@ -104,6 +104,17 @@ def may_start_seed(*, budget_runs: float, run_steps: int, spent: int, committed:
     return spent + committed + run_steps <= budget_runs * run_steps + EPS
 
 
+def may_extend(use: BudgetUse, extra_steps: int) -> bool:
+    """May a freed slot extend a survivor by ``extra_steps`` now? Only if what is left of the budget pays for
+    them: ``left >= extra_steps`` (a stop has already moved the stopped run's rest into ``left``). Shared by the
+    live scheduler and the replay.
+
+    >>> may_extend(BudgetUse(8, 100, 500, 250), 50), may_extend(BudgetUse(8, 100, 500, 250), 51)
+    (True, False)
+    """
+    return use.left >= extra_steps
+
+
 def stops_fund_a_seed(use: BudgetUse, freed: int) -> bool:
     """With a budget, is a set of stops worth making? Only if the compute it frees starts a new seed: stopping runs
     whose rest would then go unused loses their chance of ending best and buys nothing, so a policy makes its
@@ -130,9 +141,10 @@ def held_note(use: BudgetUse, freed: int) -> str:
             f"{use.runs(max(use.left, 0)):.1f} left are less than the 1 run a new seed needs")
 
 
-def budget_error(budget_runs, *, initial_runs: int, new_seeds: bool) -> str:
+def budget_error(budget_runs, *, initial_runs: int, new_seeds: bool, extends: bool = False) -> str:
     """Why ``budget_runs`` is not a valid budget ("" when it is), for a sweep of ``initial_runs`` runs whose
-    freed slots start new seeds (``new_seeds``). A budget is only read when freed slots start new seeds, and
+    freed slots start new seeds (``new_seeds``: then a budget is needed) or extend survivors (``extends``: then
+    it is optional and bounds the extensions, ``may_extend``). A budget is only read in those two cases, and
     must pay for the sweep's own runs: ``initial_runs <= budget <= MAX_BUDGET_RUNS`` (a budget equal to the
     initial runs starts a new seed only once stops have freed a full run's worth).
 
@@ -144,8 +156,9 @@ def budget_error(budget_runs, *, initial_runs: int, new_seeds: bool) -> str:
     if budget_runs is None:
         return "give the budget in full runs (at least the runs the sweep starts with) when freed slots start " \
                "new seeds" if new_seeds else ""
-    if not new_seeds:
-        return "a budget is only used when freed slots start new seeds (free_slot_use: new_seed)"
+    if not (new_seeds or extends):
+        return "a budget is only used when freed slots start new seeds or extend survivors (free_slot_use: " \
+               "new_seed or extend)"
     if budget_runs != budget_runs or not initial_runs <= budget_runs <= MAX_BUDGET_RUNS:
         if budget_runs == budget_runs and budget_runs < initial_runs:
             return (f"must be at least the {initial_runs} runs the sweep starts with (seeds x grid points); "

@@ -103,26 +103,40 @@ class Policy:
 
     def decide(self, budget: Optional[BudgetUse] = None) -> list[Decision]:
         """New decisions since the last call: stops first (the guards', then the ranking's), then any extensions
-        the stops paid for. ``budget``: the sweep's budget use now, when its freed slots start new seeds: a rule
-        that ranks seeds against their peers (median, asha, bayes) then stops only if what it frees starts a new
-        seed (``budget.stops_fund_a_seed``), and ``bayes`` weighs each seed's rest against a fresh seed (its rule
-        reads ``memo["budget"]``); a bound's or a guard's stop is made whatever the budget. The stops withheld
-        for the budget are in ``held`` (run -> why it is kept) until the next ``decide``."""
+        the stops or the budget pay for. ``budget``: the sweep's budget use now. When its freed slots start new
+        seeds, a rule that ranks seeds against their peers (median, asha, bayes) stops only if what it frees starts
+        a new seed (``budget.stops_fund_a_seed``), and ``bayes`` weighs each seed's rest against a fresh seed (its
+        rule reads ``memo["budget"]``); a bound's or a guard's stop is made whatever the budget. The stops withheld
+        for the budget are in ``held`` (run -> why it is kept) until the next ``decide``. When freed slots extend
+        survivors (``extend_survivors_by``), stops are made as without a budget, and the budget pays for the
+        extensions instead (``_extensions_paid``)."""
+        extends = self.params.extend_survivors_by > 0
+        seeds_budget = None if extends else budget
         stops = self._find_guard_stops()
         for decision in stops:
             self.stopped[decision.run_id] = decision
-        self._memo["budget"], self._memo["held"] = budget, []
+        self._memo["budget"], self._memo["held"] = seeds_budget, []
         ranked = self._find_stops()
         held = list(self._memo["held"])  # bayes_stops makes the funding check itself before it freezes a stop
-        if budget is not None and self.compares_peers and ranked and not stops_fund_a_seed(
-                budget, self._steps_left(d.run_id for d in ranked)):
+        if seeds_budget is not None and self.compares_peers and ranked and not stops_fund_a_seed(
+                seeds_budget, self._steps_left(d.run_id for d in ranked)):
             held, ranked = [d.run_id for d in ranked], []
-        self.held = self._held_notes(held, budget)
+        self.held = self._held_notes(held, seeds_budget)
         for decision in ranked:
             self.stopped[decision.run_id] = decision
         stops += ranked
-        self._extension_credits += len(stops) if self.params.extend_survivors_by > 0 else 0
+        if extends:
+            self._extension_credits = self._extensions_paid(budget, stops)
         return stops + self._find_extensions()
+
+    def _extensions_paid(self, budget: Optional[BudgetUse], stops: list[Decision]) -> int:
+        """How many survivors may be extended now: without a budget, one per stop (made now, or earlier and not
+        yet used); with one, as many extensions of ``extend_survivors_by`` steps as what is left of it, plus the
+        rest of the runs just stopped, pays for (an extension the scheduler skipped is asked again next time)."""
+        if budget is None:
+            return self._extension_credits + len(stops)
+        left = budget.left + self._steps_left(d.run_id for d in stops)
+        return max(0, left // self.params.extend_survivors_by)
 
     def describe(self) -> str:
         """What the policy does, in one sentence (the sweep form and the dashboard show it)."""
