@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+from pathlib import Path
 
 # A progress bar's line: "NN%|", "NN/MM [", "it/s]" / "s/it]", or the block characters bars are drawn with.
 PROGRESS_LINE = re.compile(r"\d+%\||\d+/\d+ \[|\d(it/s|s/it)\]|[\u2580-\u259f]")
@@ -128,3 +129,13 @@ def signal_line(returncode: int, oom_before: dict | None, oom_after: dict | None
     if not common:
         return f"{line} (out of memory? the kernel's out-of-memory record is not readable here; {peak})"
     return f"{line} (not the kernel's out-of-memory killer: it recorded no OOM kill while it ran; {peak})"
+
+
+def parent_pid(pid: int) -> int | None:
+    """The parent pid of ``pid`` from /proc (None if it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # /proc/PID/stat: "pid (comm) state ppid ..."; comm may contain spaces, so split after the last ")".
+    return int(stat.rsplit(")", 1)[1].split()[1])

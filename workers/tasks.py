@@ -19,6 +19,8 @@ from pathlib import Path
 from celery.signals import task_failure, worker_init, worker_ready, worker_shutdown, worker_shutting_down
 
 from workers import db_full, disk_watch
+from workers.build_defer import waits_for_build
+from workers.exits import parent_pid
 from workers.celery_app import app, ensure_django
 from workers.runner import EXIT_RANK_LOST, EXIT_STOPPED, EXIT_SUCCEEDED
 
@@ -260,6 +262,9 @@ def train_run(self, run_id: int, dispatch: str = "", node_rank: int | None = Non
              "" if node_rank is None else f" for node {node_rank}")
     if node_rank is not None:
         return train_node(self, run_id, dispatch, node_rank, worker, attempt)
+    if waits_for_build(run_id, dispatch):
+        log.info("run %s: the built-in model is being built elsewhere; its slot is given back", run_id)
+        return "waits for the build"
     action = claimed(RUN_JOB, pk=run_id, take=lambda: services.run_start(run_id=run_id, worker=worker))
     if action in ("missing", "skip"):
         return action
@@ -528,19 +533,9 @@ def _stop_local_runs(sig=None, how=None, **_: object) -> None:
     for pid, worker in Run.objects.filter(status=RunStatus.RUNNING, worker__startswith=f"{host}:",
                                           pid__isnull=False).values_list("pid", "worker"):
         slot_pid = int(worker.rsplit(":", 1)[1])
-        if _parent_pid(pid) == slot_pid:  # still the child of that slot (a recorded pid may have been reused)
+        if parent_pid(pid) == slot_pid:  # still the child of that slot (a recorded pid may have been reused)
             log.info("worker shutting down: asking training process %s to checkpoint and stop", pid)
             os.kill(pid, signal.SIGTERM)
-
-
-def _parent_pid(pid: int) -> int | None:
-    """The parent pid of ``pid`` from /proc (None if it is gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # /proc/PID/stat: "pid (comm) state ppid ..."; comm may contain spaces, so split after the last ")".
-    return int(stat.rsplit(")", 1)[1].split()[1])
 
 
 @worker_init.connect

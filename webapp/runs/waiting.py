@@ -134,8 +134,25 @@ def queue_reasons(*, runs: Iterable[Run], viewer) -> dict[int, str]:
         free = slots - len(queue_holders[queue])
         line = queue_runs[queue][max(free, 0):]  # the first ``free`` runs in line are being taken now
         out.update(_line_up(line, queue_holders[queue], readable, now, f"{queue} slot"))
+    out.update(_queued_for_build(queued))
     wanted = {r.pk for r in queued}
     return {pk: text for pk, text in out.items() if pk in wanted}
+
+
+def _queued_for_build(queued: list[Run]) -> dict[int, str]:
+    """The queued runs that train the built-in model while it is being built: they wait for the build, not for a
+    slot (a worker that takes one gives its slot back: ``services.run_defer_for_build``)."""
+    could = [run for run in queued if uses_builtin_model(run.config)]
+    if not could:
+        return {}
+    from training.config import default_tiny_model_dir
+    from training.tiny import tiny_build_state
+
+    state = tiny_build_state(default_tiny_model_dir())
+    if state.get("state") != "building":
+        return {}
+    text = build_wait(Run(status=RunStatus.RUNNING, last_step=0, config={}), state).removeprefix("waiting: ")
+    return {run.pk: f"{text}; it holds no worker slot meanwhile" for run in could}
 
 
 def build_wait(run: Run, build_state: dict) -> str:

@@ -21,8 +21,8 @@ from .checkpoints import _best_checkpoint_steps, run_checkpoint_add, run_checkpo
 from .config import as_config, parse_config, queue_for
 from .disk_budget import run_budget_error, run_disk_check
 from .disk_full import DISK_FULL, _folder_bytes, runs_restart_after_disk_full
-from .dispatch import (WAITING_FOR_QUEUE, _runs_whose_message_was_lost, _send_run, _unless_sent_unrecorded,
-                       run_create, run_dispatch, runs_redispatch)
+from .dispatch import (WAITING_FOR_BUILD, WAITING_FOR_QUEUE, _runs_whose_message_was_lost, _send_run,
+                       _unless_sent_unrecorded, run_create, run_defer_for_build, run_dispatch, runs_redispatch)
 from .engine_config import (MAX_ENGINE_CONFIG_CHARS, MAX_ENGINE_VALUE_CHARS, bounded_engine_config,
                             run_engine_config_set)
 from .gang import (run_nnodes, run_node_errors, run_node_exit, run_node_gang, run_node_heartbeat, run_node_lost,
@@ -40,9 +40,9 @@ from .transitions import TransitionError, _after_end, _locked, _move
 __all__ = [
     "DISK_FULL", "KILLABLE_STATUSES", "MAX_ENGINE_CONFIG_CHARS", "MAX_ENGINE_VALUE_CHARS", "MAX_NAME", "MAX_NOTES",
     "MAX_RANKS_STORED", "MAX_TAG", "MAX_TAGS", "METRIC_ROWS_PER_INSERT", "TAG_CHARS", "TransitionError",
-    "WAITING_FOR_QUEUE", "as_config", "bounded_engine_config", "parse_config", "parse_tags", "queue_for",
+    "WAITING_FOR_BUILD", "WAITING_FOR_QUEUE", "as_config", "bounded_engine_config", "parse_config", "parse_tags", "queue_for",
     "restart_backoff_s", "run_annotate", "run_archive", "run_budget_error", "run_checkpoint_add",
-    "run_checkpoints_prune", "run_create", "run_discard_after", "run_disk_check", "run_dispatch",
+    "run_checkpoints_prune", "run_create", "run_defer_for_build", "run_discard_after", "run_disk_check", "run_dispatch",
     "run_engine_config_set", "run_finish", "run_heartbeat", "run_held_by", "run_kill", "run_metrics_append",
     "run_metrics_log", "run_samples_log",
     "run_nnodes", "run_node_errors", "run_node_exit", "run_node_gang", "run_node_heartbeat", "run_node_lost",

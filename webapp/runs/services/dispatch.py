@@ -92,6 +92,22 @@ def _send_run(run_id: int, queue: str) -> None:
                        queue=queue, sent=sent, failed=failed)
 
 
+WAITING_FOR_BUILD = "waiting for the built-in model's build"
+BUILD_RECHECK_S = 5.0
+
+
+def run_defer_for_build(*, run_id: int, dispatch: str, delay_s: float = BUILD_RECHECK_S) -> bool:
+    """A worker took the message of a queued run that trains the built-in model while another process builds it
+    (``workers.tasks.train_run``): the run gives its worker slot back instead of waiting in it. It stays queued
+    with the message counted as not taken and a retry time ``delay_s`` on, so the reconciler
+    (``runs_redispatch``) sends it again then and it asks again. Only the message last sent (``dispatch``) of a
+    run still queued and not being killed defers it; True when it did (the worker then drops the message)."""
+    return bool(Run.objects.filter(pk=run_id, status=RunStatus.QUEUED, dispatch_id=dispatch,
+                                   kill_requested_at__isnull=True).update(
+        dispatched_at=None, retry_at=timezone.now() + timedelta(seconds=delay_s),
+        dispatch_note=f"{WAITING_FOR_BUILD}: it holds no worker slot meanwhile"))
+
+
 def runs_redispatch(*, older_than_s: float = 5.0) -> list[int]:
     """The reconciler's pass (maintenance, every few seconds; safe in several processes at once): queued runs
     whose task the broker never took are sent again (the job core's ``never_taken`` and ``send_again``,
