@@ -359,3 +359,27 @@ def test_a_guard_stops_the_collapsed_run_of_a_live_sweep_and_the_dashboard_says_
     assert all(Run.objects.get(pk=r.pk).kill_requested_at is None for r in (runs[0], runs[2]))
     html = client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode()
     assert "guard entropy_collapse: smoothed entropy" in html and "has stopped exploring" in html
+
+
+def test_one_best_seed_on_the_page_a_run_stopped_early_is_not_named_best(client_in, config,
+                                                                         django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        sweep = services.sweep_create(config=config, seeds=[3, 4, 5], concurrency=3, name="best",
+                                      policy={"name": "manual"})
+    stopped, finished, running = [make_running(r) for r in sweep.runs.order_by("pk")]
+    log_points(stopped, "reward/mean", [0.32] * 14)  # stopped at step 14 of 20: its final is a partial run's
+    log_points(finished, "reward/mean", [0.28] * 20)
+    log_points(running, "reward/mean", [0.25] * 10)
+    Run.objects.filter(pk=stopped.pk).update(status=RunStatus.KILLED)
+    Run.objects.filter(pk=finished.pk).update(status=RunStatus.SUCCEEDED)
+    html = client_in.get(reverse("sweeps:panel", args=[sweep.pk]), {"metric": "reward/mean"}).content.decode()
+    header = re.search(r'<p id="leader-line">.*?href="[^"]*">run (\d+)</a>', html).group(1)
+    highlighted = re.findall(r'<tr data-run="(\d+)"[^>]*class="leader">', html)
+    table = re.findall(r'<td>run (\d+) \(seed \d+\): [^<]*</td></tr>', html)
+    assert header == str(finished.pk) and highlighted == [str(finished.pk)] and table == [str(finished.pk)]
+    assert f"run {finished.pk}</a> (seed 4): final reward/mean 0.28" in html
+    # a running run that overtakes it is the best so far, everywhere on the page
+    log_points(running, "reward/mean", [0.4] * 5, start=11)
+    html = client_in.get(reverse("sweeps:panel", args=[sweep.pk]), {"metric": "reward/mean"}).content.decode()
+    assert re.search(r'<p id="leader-line">.*?href="[^"]*">run (\d+)</a>', html).group(1) == str(running.pk)
+    assert re.findall(r'<td>run (\d+) \(seed \d+\): [^<]*</td></tr>', html) == [str(running.pk)]

@@ -42,9 +42,42 @@ def reached_end(row: dict) -> bool:
             and row["status"] in ("succeeded", "running"))
 
 
+def in_race(row: dict) -> bool:
+    """Whether a run was not stopped early: it ran to its horizon (``reached_end``) or is running (or queued) towards
+    it with no stop asked. A run killed, failed or lost before its last step, or one being stopped, is out.
+
+    >>> in_race({"status": "running", "last_step": 4, "total_steps": 10})
+    True
+    >>> in_race({"status": "killed", "last_step": 4, "total_steps": 10})
+    False
+    >>> in_race({"status": "running", "last_step": 4, "total_steps": 10, "kill_requested": True})
+    False
+    """
+    if reached_end(row):
+        return True
+    return row["status"] in ("running", "queued") and not row.get("kill_requested")
+
+
+def best_run(rows: list[dict], mode: str) -> Optional[dict]:
+    """The best seed of ``rows``, the one definition the dashboard uses (its "Best so far" line, the highlighted
+    row, each grid point's "Best seed"): the best final among the runs not stopped early (``in_race``); a stopped
+    run only where none of them has a final yet. None without any final. Ties: the smaller id.
+
+    >>> rows = [{"id": 9, "final": 0.32, "status": "killed", "last_step": 28, "total_steps": 40},
+    ...         {"id": 10, "final": 0.29, "status": "succeeded", "last_step": 40, "total_steps": 40}]
+    >>> best_run(rows, "max")["id"], best_run(rows[:1], "max")["id"], best_run([], "max")
+    (10, 9, None)
+    """
+    sign = 1.0 if mode == "max" else -1.0
+    judged = [r for r in rows if r.get("final") is not None]
+    pool = [r for r in judged if in_race(r)] or judged
+    return min(pool, key=lambda r: (-sign * r["final"], r["id"])) if pool else None
+
+
 def summarize(rows: list[dict], mode: str) -> dict:
     """``rows``: the runs table (each with ``id``, ``seed``, ``final``, ``knobs_text``, ``status``, ``last_step``,
-    ``total_steps``). Sorts them best final first (runs without one last), marks the leader, and returns the
+    ``total_steps``, optionally ``kill_requested``). Sorts them best final first (runs without one last), marks the
+    leader (``best_run``: a run stopped early is not named best while another has a final), and returns the
     summary: ``leader`` (its row), ``cells`` (per grid point: the best cell first), ``saved`` (share of the sweep's
     steps its killed runs did not run) and ``saved_steps``.
 
@@ -59,15 +92,14 @@ def summarize(rows: list[dict], mode: str) -> dict:
     ...          "last_step": 4, "total_steps": 10}]
     >>> s = summarize(rows, "max")
     >>> [r["id"] for r in rows], s["leader"]["id"], s["saved"]
-    ([2, 1], 2, 0.3)
+    ([2, 1], 1, 0.3)
     >>> c = s["cells"][0]
     >>> c["n"], c["total"], c["mean"], c["ci"], c["stopped"], c["running"], c["so_far"]
     (1, 2, 0.5, 0.0, 1, 0, 0.7)
     """
     sign = 1.0 if mode == "max" else -1.0
     rows.sort(key=lambda r: (r.get("final") is None, -sign * (r.get("final") or 0.0), r["id"]))
-    judged = [r for r in rows if r.get("final") is not None]
-    leader: Optional[dict] = judged[0] if judged else None
+    leader = best_run(rows, mode)
     for r in rows:
         r["leader"] = r is leader
     cells: dict[str, list[dict]] = {}
@@ -82,7 +114,7 @@ def summarize(rows: list[dict], mode: str) -> dict:
         early = [m for m in members if not reached_end(m)]
         mean, ci = mean_ci([m["final"] for m in done]) if done else (None, None)
         summary.append({"cell": cell, "n": len(done), "total": len(everyone), "mean": mean, "ci": ci,
-                        "best": (done or members)[0],
+                        "best": best_run(members, mode),
                         "running": sum(m["status"] in ("running", "queued") for m in early),
                         "stopped": sum(m["status"] not in ("running", "queued") for m in early),
                         "so_far": sum(m["final"] for m in early) / len(early) if early else None})
