@@ -66,8 +66,8 @@ def new_seed_refusal(sweep: Sweep, plan: SweepPlan) -> str:
 def sweep_stop(*, sweep_id: int, user=None, reason: str = "") -> tuple[Sweep, list[int]]:
     """Stop the whole sweep for ``user`` (a member of its project, as killing one of its runs needs) or for the
     system: record who, when and why, then kill each queued or running run not already being killed (a running
-    one stops at its next step). Returns the sweep and the ids killed. A sweep stopped before is refused with
-    ``TransitionError`` and left as it is."""
+    one stops at its next step). Returns the sweep and the ids killed. A sweep stopped before, or one that has ended
+    (``Sweep.is_ended``: nothing of it is left to stop), is refused with ``TransitionError`` and left as it is."""
     sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
     if user is not None:
         require_role(user, sweep.project_id, Role.MEMBER)
@@ -75,6 +75,9 @@ def sweep_stop(*, sweep_id: int, user=None, reason: str = "") -> tuple[Sweep, li
     if sweep.is_stopped:
         raise run_services.TransitionError(f"sweep {sweep.pk} was already stopped by {sweep.stopped_by} at "
                               f"{sweep.stopped_at:%Y-%m-%d %H:%M:%S} UTC")
+    if sweep.is_ended:
+        raise run_services.TransitionError(f"sweep {sweep.pk} has ended: every run of it has ended, so nothing is "
+                                           "left to stop; it was left as it is")
     # recorded first: each kill below frees a slot, and sweep_fill_slots must already see a stopped sweep
     sweep.stopped_at = timezone.now()
     sweep.stopped_by = f"user:{user.get_username()}" if user is not None else "system"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from webapp.runs.models import Run
+from webapp.runs.models import ENDED_STATUSES, Run
 
 
 class Sweep(models.Model):
@@ -42,6 +42,13 @@ class Sweep(models.Model):
     @property
     def is_stopped(self) -> bool:
         return self.stopped_at is not None
+
+    @property
+    def is_ended(self) -> bool:
+        """Every run of it has ended (the page's "ended"): nothing is left to kill or stop. A freed slot starts a
+        new seed in the same transaction as the end of the run that freed it, so a sweep that still may start one
+        has a queued run, and has not ended."""
+        return not self.runs.exclude(status__in=ENDED_STATUSES).exists()
 
 
 class FreeSlotUse(models.TextChoices):

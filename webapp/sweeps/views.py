@@ -124,7 +124,7 @@ def sweep_detail(request: HttpRequest, sweep_id: int) -> HttpResponse:
         "sample_steps": selectors.sweep_sample_steps(sweep_id=sweep.pk)[:200],
         "panel": panel, "can_act": can_act(request, sweep),
         # "Kill selected" only while a run can still be killed (an ended sweep's boxes are all disabled)
-        "any_live": sweep.runs.exclude(status__in=ENDED_STATUSES).exists(),
+        "any_live": not sweep.is_ended,
         "audit": audit_trail(targets=[("sweep", sweep.pk), *(("run", pk) for pk in sweep.runs.values_list("pk", flat=True))]),
     })
 

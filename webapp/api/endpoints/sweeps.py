@@ -124,7 +124,8 @@ class StopIn(Schema):
 @api.post("/sweeps/{sweep_id}/stop", tags=["sweeps"])
 def sweeps_stop(request, sweep_id: int, payload: Optional[StopIn] = None):
     """Stop the whole sweep: each queued or running run is killed and nothing of it starts again (no freed slot
-    starts a seed, no run of it resumes); who stopped it is recorded. 409 for a sweep stopped before."""
+    starts a seed, no run of it resumes); who stopped it is recorded. 409 for a sweep stopped before, or one that has
+    ended (every run of it ended: nothing is left to stop; it stays ended)."""
     project_selectors.get_visible(Sweep.objects.all(), request.user, pk=sweep_id)
     reason = (payload.reason.strip() if payload else "") or "stopped through the API"
     try:
