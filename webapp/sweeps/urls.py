@@ -12,6 +12,7 @@ urlpatterns = [
     path("<int:sweep_id>/live.json", views.sweep_live, name="live"),
     path("<int:sweep_id>/panel/", views.sweep_panel, name="panel"),
     path("<int:sweep_id>/samples/", views.sweep_samples, name="samples"),
+    path("<int:sweep_id>/activity/", views.sweep_activity, name="activity"),
     path("<int:sweep_id>/kill/", views.sweep_kill, name="kill"),
     path("<int:sweep_id>/stop/", views.sweep_stop, name="stop"),
     path("<int:sweep_id>/metrics.<str:fmt>", views.sweep_export, name="export"),

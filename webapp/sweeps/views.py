@@ -125,8 +125,25 @@ def sweep_detail(request: HttpRequest, sweep_id: int) -> HttpResponse:
         "panel": panel, "can_act": can_act(request, sweep),
         # "Kill selected" only while a run can still be killed (an ended sweep's boxes are all disabled)
         "any_live": not sweep.is_ended,
-        "audit": audit_trail(targets=[("sweep", sweep.pk), *(("run", pk) for pk in sweep.runs.values_list("pk", flat=True))]),
+        **sweep_activity_context(sweep, ended=panel["ended"]),
     })
+
+
+def sweep_activity_context(sweep: Sweep, *, ended: bool) -> dict:
+    """The Activity section's (templates/projects/_audit.html): the audit rows of the sweep and of its runs (its
+    launch, the policy's and people's kills), and while the sweep is live the fragment URL it polls."""
+    targets = [("sweep", sweep.pk), *(("run", pk) for pk in sweep.runs.values_list("pk", flat=True))]
+    return {"audit": audit_trail(targets=targets),
+            "audit_poll_url": "" if ended else reverse("sweeps:activity", args=[sweep.pk])}
+
+
+@require_GET
+def sweep_activity(request: HttpRequest, sweep_id: int) -> HttpResponse:
+    """The dashboard's Activity (templates/projects/_audit.html), polled by htmx while the sweep is live, so a kill
+    or stop recorded meanwhile shows without a reload; 286 once every run ended (``Sweep.is_ended``)."""
+    sweep = visible_sweep(request, sweep_id)
+    ended = sweep.is_ended
+    return fragment(request, "projects/_audit.html", sweep_activity_context(sweep, ended=ended), ended=ended)
 
 
 def parse_since(text: str) -> dict[int, int]:
