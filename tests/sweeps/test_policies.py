@@ -397,7 +397,7 @@ def test_bayes_stops_a_clearly_worse_low_noise_seed_and_keeps_its_risk():
     assert decision.n_peers == 4 and sorted(r for r, _ in details["peers"]) == ["a", "b", "c", "d"]
     assert decision.reason.startswith(f"bayes: P(near-best) = {details['probability']:.3f}; with it stopped "
                                       f"P(every near-best seed is stopped) = {details['loss']:.3f} <= "
-                                      f"{details['model_risk']:.3g} (the model's level for risk 0.05)")
+                                      f"{details['model_risk']:.3f} (the model's level for risk 0.05)")
 
 
 def test_bayes_stops_seeds_that_end_alike_only_down_to_some_that_are_near_best():

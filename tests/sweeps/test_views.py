@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+from html import unescape
 
 import pytest
 from django.urls import reverse
@@ -383,3 +384,49 @@ def test_one_best_seed_on_the_page_a_run_stopped_early_is_not_named_best(client_
     html = client_in.get(reverse("sweeps:panel", args=[sweep.pk]), {"metric": "reward/mean"}).content.decode()
     assert re.search(r'<p id="leader-line">.*?href="[^"]*">run (\d+)</a>', html).group(1) == str(running.pk)
     assert re.findall(r'<td>run (\d+) \(seed \d+\): [^<]*</td></tr>', html) == [str(running.pk)]
+
+
+def _decision_row(html: str, run_id: int) -> str:
+    row = html[html.index(f'<tr data-run="{run_id}" data-action="stop">'):]
+    return row[:row.index("</tr>")]
+
+
+def test_a_bayes_decisions_reason_says_the_numbers_of_its_columns_within_the_metrics_range(
+        client_in, config, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        sweep = services.sweep_create(config=config, seeds=[0, 1, 2, 3], concurrency=4, name="forecast",
+                                      policy={"name": "bayes", "metric": "reward/mean", "grace_steps": 3,
+                                              "min_peers": 2})
+    runs = [make_running(r) for r in sweep.runs.order_by("pk")]
+    for run, level in zip(runs, (0.8, 0.8, 0.8, 0.0)):  # a reward in [0, 1] at its floor: its interval goes below 0
+        log_points(run, "reward/mean", [level + 0.001 * (i % 3) for i in range(16)])
+    services.sweep_apply_policy(sweep_id=sweep.pk)
+    details = sweep.decisions.get(run=runs[3]).details
+    assert details["ci_low"] < 0  # the stored interval, unclipped
+    row = _decision_row(client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode(), runs[3].pk)
+    probability = re.search(r'<td class="probability">([0-9.]+) \(model loss ([0-9.]+) ≤ ([0-9.]+),', row)
+    forecast = re.search(r'<td class="forecast">([-0-9.e]+) \[([-0-9.e]+), ([-0-9.e]+)\]', row)
+    reason = unescape(re.search(r'<td class="reason">([^<]*)</td>', row)[1])
+    assert f"P(near-best) = {probability[1]}; " in reason
+    assert f"is stopped) = {probability[2]} <= {probability[3]} " in reason
+    assert f"forecast reward/mean {forecast[1]} (95 % {forecast[2]} to {forecast[3]})" in reason
+    assert forecast[2] == "0"  # clipped to the reward's range, in the column and the reason alike
+
+
+def test_a_stored_decisions_probability_column_rounds_as_its_reason(client_in, config,
+                                                                   django_capture_on_commit_callbacks):
+    from webapp.sweeps.models import PolicyDecision
+
+    with django_capture_on_commit_callbacks(execute=False):
+        sweep = services.sweep_create(config=config, seeds=[0, 1], concurrency=2, name="rounding",
+                                      policy={"name": "bayes", "metric": "reward/mean"})
+    run = sweep.runs.order_by("pk").first()
+    details = {"probability": 0.1825, "loss": 0.0125, "risk": 0.05, "model_risk": 0.0315, "forecast": 0.21,
+               "ci_low": 0.1, "ci_high": 0.27}
+    # the reason as the policy wrote it: Python's rounding of the stored float (0.1825 is 0.18249999...)
+    PolicyDecision.objects.create(sweep=sweep, run=run, action="stop", rule="bayes", step=12, value=0.21,
+                                  threshold=0.3, n_peers=1, details=details,
+                                  reason="bayes: P(near-best) = 0.182; with it stopped P(every near-best seed is "
+                                         "stopped) = 0.013 <= 0.032 (the model's level for risk 0.05)")
+    row = _decision_row(client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode(), run.pk)
+    assert '<td class="probability">0.182 (model loss 0.013 ≤ 0.032, its level for risk 0.05)' in row

@@ -29,6 +29,7 @@ from webapp.runs.models import MetricPoint, Run
 from .models import PolicyDecision, Sweep, SweepPlan
 from .history import project_history
 from .policies import EXTEND, STOP, Decision, Policy, make_policy
+from .policies.metric_ranges import metric_range
 from .policies.rules import learns_from_history
 from .policies.simulator import Simulator, feed_by_step
 
@@ -56,6 +57,7 @@ def policy_check(*, sweep: Sweep, plan: SweepPlan) -> PolicyCheck:
     stored = {(d.run_id, d.action): d for d in sweep.decisions.all()}
     width = tier_width(runs)
     policy = make_policy(sweep.policy, width, history=sweep_history(sweep))
+    policy.bounds = metric_range(policy.params.metric, sweep.config)  # a reason's forecasts are written within it
     stops = _stops(stored)
     _tell_known(policy, runs, stored)
     rows = (_points(policy.metrics(), runs) if width == 1 else _buckets(policy.metrics(), runs, width))

@@ -23,6 +23,7 @@ from webapp.runs.models import ENDED_STATUSES, Run
 
 from .models import FreeSlotUse, Sweep
 from .policies import STOP, make_policy, replay
+from .policies.metric_ranges import metric_range
 
 REPLAY_POINTS = 200     # per run: the replay decides after each tick, and bayes compares every pair of runs
 REPLAY_SECONDS = 5.0    # a replay past this is refused rather than hold a web worker
@@ -81,7 +82,8 @@ def sweep_replay(*, sweep: Sweep, policy: dict, finals: Optional[dict] = None) -
     curves = {run_id: run_points for run_id, run_points in curves.items() if run_points}
     others = {key: {run_id: points(run_id, key) for run_id in curves} for key in guarded}
     started = time.monotonic()
-    result = (replay(config, curves, concurrency=sweep.concurrency, other_metrics=others, width=width)
+    result = (replay(config, curves, concurrency=sweep.concurrency, other_metrics=others, width=width,
+                     bounds=metric_range(metric, sweep.config))
               if built.reads_curves and curves else None)
     seconds = time.monotonic() - started
     stopped_at = result.stopped_at if result else {}

@@ -14,7 +14,7 @@ from typing import Hashable, Optional
 
 import numpy as np
 
-from . import calibrated, prior, risk_map
+from . import calibrated, decision_text, prior, risk_map
 from .budget import stops_fund_a_seed
 from .calibrated import Prediction, SeedFold
 from .parameters import BayesParams
@@ -202,17 +202,16 @@ def bayes_stops(sweep: SweepCurves, p: BayesParams, memo: dict) -> list[Decision
         mid, low, high = numbers.interval(run_id, sign)
         step = sweep.curves[run_id].last_step
         frozen[run_id] = (pred, levels)
-        stops.append(Decision(
-            run_id=run_id, action=STOP, rule="bayes", step=step, value=mid, threshold=best_mid,
-            n_peers=peers,
-            details={"probability": prob, "loss": lost, "risk": p.risk, "model_risk": level, "tolerance": p.tolerance,
-                     "forecast": mid, "ci_low": low, "ci_high": high, "horizon": sweep.horizon(run_id),
-                     "prediction": pred.to_json(), "levels": levels, "prior": memo["table"].source,
-                     "peers": [[r, numbers.p[r]] for r in numbers.order if r != run_id]},
-            reason=(f"bayes: P(near-best) = {prob:.3f}; with it stopped P(every near-best seed is stopped) = "
-                    f"{lost:.3f} <= {level:.3g} (the model's level for risk {p.risk:g}); at step {step} its worth forecast "
-                    f"{sweep.format_value(mid)} (95 % {low:.4g} to {high:.4g}) vs the likeliest best seed's "
-                    f"{best_mid:.4g}, of {peers} peers{_fresh_seed_reason(gains.get(column), step, sweep, run_id, p)}")))
+        details = {"probability": prob, "loss": lost, "risk": p.risk, "model_risk": level, "tolerance": p.tolerance,
+                   "forecast": mid, "ci_low": low, "ci_high": high, "horizon": sweep.horizon(run_id),
+                   "prediction": pred.to_json(), "levels": levels, "prior": memo["table"].source,
+                   "peers": [[r, numbers.p[r]] for r in numbers.order if r != run_id]}
+        # (written from the details by the formatter the dashboard's columns use, within the metric's range)
+        reason = decision_text.bayes_reason(details, metric=sweep.params.metric, step=step, best=best_mid,
+                                            peers=peers, bounds=sweep.bounds,
+                                            tail=_fresh_seed_reason(gains.get(column), step, sweep, run_id, p))
+        stops.append(Decision(run_id=run_id, action=STOP, rule="bayes", step=step, value=mid, threshold=best_mid,
+                              n_peers=peers, details=details, reason=reason))
         if column in gains:
             stops[-1].details.update(gain=gains[column][0], fresh_gain=gains[column][1])
     return stops

@@ -6,6 +6,7 @@ from bisect import bisect_right
 from typing import Any, Callable, Hashable, Optional
 
 from .decision import Decision
+from .metric_ranges import Range
 from .parameters import CommonParams
 
 
@@ -59,11 +60,14 @@ def too_few_peers(step: int, others: list[tuple[int, bool]], min_peers: int, wha
 class SweepCurves:
     """What a rule reads at a decision: every run's smoothed curve (in the order the feed created them), the runs out
     of the race (``stopped``: run -> the policy's stop, or None for a run that ended otherwise), the applied
-    extensions, and the params. The helpers below are the comparisons every rule shares."""
+    extensions, the params and ``bounds``, the metric's range where known (``metric_ranges``: what a reason's
+    forecasts are written within). The helpers below are the comparisons every rule shares."""
 
     def __init__(self, params: CommonParams, curves: dict[Hashable, RunCurve],
-                 stopped: dict[Hashable, Optional[Decision]], extended: dict[Hashable, Decision]):
+                 stopped: dict[Hashable, Optional[Decision]], extended: dict[Hashable, Decision],
+                 bounds: Range = (None, None)):
         self.params, self.curves, self.stopped, self.extended = params, curves, stopped, extended
+        self.bounds = bounds
 
     def horizon(self, run_id: Hashable) -> int:
         """The run's final step: ``max_steps``, plus the steps an applied extension granted."""

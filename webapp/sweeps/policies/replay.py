@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Hashable, Optional, Sequence
 
 from .budget import BudgetUse, may_extend, may_start_seed
+from .metric_ranges import Range
 from .rules import EXTEND, STOP, Decision, make_policy
 from .simulator import Simulator
 
@@ -34,7 +35,8 @@ def replay(policy_config: dict, curves: dict[Hashable, Sequence[tuple[int, float
            concurrency: Optional[int] = None,
            other_metrics: Optional[dict[str, dict[Hashable, Sequence[tuple[int, float]]]]] = None,
            budget: Optional[float] = None, initial: Optional[int] = None, width: int = 1,
-           history=None, beyond: Optional[dict[Hashable, Sequence[tuple[int, float]]]] = None) -> ReplayResult:
+           history=None, beyond: Optional[dict[Hashable, Sequence[tuple[int, float]]]] = None,
+           bounds: Optional[Range] = None) -> ReplayResult:
     """Feed recorded curves to a fresh policy as a sweep would produce them, calling ``decide`` after each tick.
 
     At every tick each running run logs its next point (in parallel: all runs at once, step by step); a run
@@ -53,9 +55,12 @@ def replay(policy_config: dict, curves: dict[Hashable, Sequence[tuple[int, float
     if ``policies.budget.may_start_seed`` says it can run to its end (the live scheduler's rule: spent = points
     every started run ran, committed = the rest of the running and queued runs). ``width``: the curves' points
     are means of that many steps (``make_policy``). ``history``: finished sweeps the policy learns from
-    (``make_policy``).
+    (``make_policy``). ``bounds``: the metric's range for the runs' config (``metric_ranges``; default: the
+    metric's without one), what the decisions' reasons write their forecasts within.
     """
     policy = make_policy(policy_config, width, history=history)
+    if bounds is not None:
+        policy.bounds = bounds
     simulator = Simulator(policy)
     others = {metric: by_run for metric, by_run in (other_metrics or {}).items() if metric in policy.metrics()}
     other_at = {(metric, run_id): 0 for metric, by_run in others.items() for run_id in by_run}

@@ -19,6 +19,7 @@ from .budget import BudgetUse, held_note, stops_fund_a_seed
 from .curves import RunCurve, SweepCurves
 from .decision import EXTEND, STOP, Decision
 from .guards import GuardFold, guard_reason
+from .metric_ranges import Range, metric_range
 from .parameters import (AshaParams, BayesParams, CommonParams, ManualParams, MedianParams, ThresholdParams,
                          defaults_text, param_specs, parse_params)
 from .smoothing import make_smoother
@@ -52,6 +53,9 @@ class Policy:
         self.reads_curves = self.ranks or bool(self.guards)  # whether the database layer must feed it the curves
         self._memo: dict = {}  # what the rule keeps between decisions of one feed (stopping_rules)
         self.held: dict[Hashable, str] = {}  # run -> why its rule's stop was withheld at the last decide (a budget)
+        # the metric's range (metric_ranges; a caller that knows the runs' config sets its own): what a reason's
+        # forecasts are written within
+        self.bounds: Range = metric_range(params.metric)
         p = params
         self._new_smoother = partial(make_smoother, p.smoothing, p.smoothing_weight, p.smoothing_window)
 
@@ -180,7 +184,7 @@ class Policy:
     # -- for the rules ----------------------------------------------------------------------------
     def _view(self) -> SweepCurves:
         """What the rule reads: the curves, the runs out of the race, the extensions."""
-        return SweepCurves(self.params, self.curves, self.stopped, self.extended)
+        return SweepCurves(self.params, self.curves, self.stopped, self.extended, self.bounds)
 
     def _horizon(self, run_id: Hashable) -> int:
         return self._view().horizon(run_id)

@@ -6,10 +6,28 @@ register = template.Library()
 
 @register.filter
 def sig4(value) -> str:
-    """A number with 4 significant digits, "–" when there is none (the dashboard's cells)."""
+    """A number with 4 significant digits, "–" when there is none (the dashboard's cells; a decision's reason writes
+    its values with the same ``decision_text.value``)."""
+    from webapp.sweeps.policies.decision_text import value as written
+
     if value is None or value == "":
         return "–"
-    return f"{float(value):.4g}"
+    return written(value)
+
+
+@register.filter
+def prob3(value) -> str:
+    """A probability or loss of a decision as its reason writes it (``decision_text.probability``: 3 decimals,
+    Python's rounding; Django's floatformat rounds 0.1825 up), "–" when there is none.
+
+    >>> prob3(0.1825), prob3(None)
+    ('0.182', '–')
+    """
+    from webapp.sweeps.policies.decision_text import probability
+
+    if value is None or value == "":
+        return "–"
+    return probability(value)
 
 
 @register.filter
