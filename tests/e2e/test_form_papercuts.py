@@ -31,8 +31,8 @@ def test_the_sweep_form_warns_of_a_policy_that_can_never_stop_a_run_as_its_field
     page.press("#id_seeds", "Tab")  # a change: the warning is asked again
     wait_for(lambda: "median policy can never stop a run of this sweep (2 runs, 2 at a time)" in form_warning(page),
              timeout=20, what="the warning next to the policy field")
-    assert page.evaluate("document.getElementById('policy-form-warning').previousElementSibling.id") == \
-        "field-policy_name"
+    assert page.evaluate("document.getElementById('policy-form-warning').parentElement.previousElementSibling.id") \
+        == "field-policy_name"
     page.select_option("#id_policy_name", "manual")
     wait_for(lambda: form_warning(page) == "", timeout=10, what="the warning gone with a manual policy")
 
@@ -70,6 +70,28 @@ def test_a_change_made_while_the_last_answer_is_on_its_way_still_gets_its_warnin
     wait_for(lambda: "median policy can never stop a run of this sweep (2 runs, 2 at a time)" in form_warning(page),
              timeout=20, what="the warning for the fields as they stand")
     assert "seeds=2" in asked[-1]
+
+
+def test_a_change_whose_delay_is_still_running_when_the_last_answer_lands_still_gets_its_warning(
+        live_server, django_user_model, browser_page):
+    """The answer for seeds 4 lands within the 200 ms the trigger waits after seeds became 2. Before: the answer
+    replaced the warning element (outerHTML) while its delayed ask was pending, and htmx drops an ask of an element
+    no longer in the page: the warning never came. After: the answer fills a box that stays (innerHTML)."""
+    page = browser_page
+    log_in(page, live_server, django_user_model, start="/sweeps/new/")
+    held = []
+    page.route(lambda url: "/sweeps/new/policy-warning/" in url,
+               lambda route: held.append(route) if not held else route.continue_())
+    page.select_option("#id_policy_name", "median")
+    page.fill("#id_concurrency", "2")
+    page.fill("#id_seeds", "4")
+    page.press("#id_seeds", "Tab")
+    wait_for(lambda: page.wait_for_timeout(50) or held, timeout=10, what="the first ask")
+    page.fill("#id_seeds", "2")
+    page.press("#id_seeds", "Tab")
+    held[0].continue_()  # at once: the second change's delay is still running
+    wait_for(lambda: "median policy can never stop a run of this sweep (2 runs, 2 at a time)" in form_warning(page),
+             timeout=20, what="the warning for the fields as they stand")
 
 
 def test_the_runs_lists_bulk_action_is_chosen_first_and_its_question_names_it_and_the_runs(

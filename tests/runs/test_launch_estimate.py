@@ -79,7 +79,9 @@ def test_the_time_estimate_is_the_measured_throughput_of_the_models_last_run_and
     html = client_in.get(reverse("runs:estimate"), form_post(model_path=folder, device="cuda")).content.decode()
     assert (f"Estimated time of each run: under a minute (40 steps × 512 rollout tokens at 1,000 tokens/s, "
             f"the median throughput of run {done.pk}&#x27;s last 3 steps on this model).") in html
-    assert 'hx-sync="this:replace"' in html and "change from:#run-form" in html
+    assert 'id="launch-estimate"' not in html  # the answer fills the box the form holds (which stays)
+    form = client_in.get(reverse("runs:new")).content.decode()
+    assert 'hx-sync="this:replace"' in form and "change from:#run-form" in form and 'hx-swap="innerHTML"' in form
     data = form_post(model_path=folder, device="cuda", total_steps="30000")  # 15.4 M tokens: 4 h, within a week
     assert client_in.post(reverse("runs:new"), data).status_code == 302
     # a million steps of 1,024 tokens at that pace: 12 days, more than a week, asked before launch

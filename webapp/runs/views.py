@@ -146,7 +146,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
 def run_estimate(request: HttpRequest) -> HttpResponse:
     """The run (and sweep) form's memory and time estimates for its fields as they stand (?the form's fields;
     ``RunForm.launch_estimate``), the fragment htmx swaps in as they change."""
-    return render(request, "runs/_launch_estimate.html", {"form": RunForm(request.GET, user=request.user)})
+    return render(request, "runs/_launch_estimate_body.html", {"form": RunForm(request.GET, user=request.user)})
 
 
 def copy_context(copy, form, opened) -> dict:

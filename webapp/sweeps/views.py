@@ -97,7 +97,7 @@ def sweep_new(request: HttpRequest) -> HttpResponse:
 def sweep_policy_warning(request: HttpRequest) -> HttpResponse:
     """The sweep form's "this policy can never stop a run" warning for its fields as they stand (?the form's
     fields; ``launch_check``), the fragment htmx swaps in next to the policy field as they change."""
-    return render(request, "sweeps/_policy_form_warning.html",
+    return render(request, "sweeps/_policy_form_warning_body.html",
                   {"policy_warning": launch_check.form_policy_warning(request.GET)})
 
 
