@@ -430,3 +430,30 @@ def test_a_stored_decisions_probability_column_rounds_as_its_reason(client_in, c
                                          "stopped) = 0.013 <= 0.032 (the model's level for risk 0.05)")
     row = _decision_row(client_in.get(reverse("sweeps:detail", args=[sweep.pk])).content.decode(), run.pk)
     assert '<td class="probability">0.182 (model loss 0.013 ≤ 0.032, its level for risk 0.05)' in row
+
+
+def test_a_policy_stops_activity_row_says_the_step_it_decided_at_and_the_step_the_run_was_at(
+        client_in, config, django_capture_on_commit_callbacks, monkeypatch):
+    with django_capture_on_commit_callbacks(execute=False):
+        sweep = services.sweep_create(config=config, seeds=[0, 1, 2, 3], concurrency=4, name="moved on",
+                                      policy={"name": "bayes", "metric": "reward/mean", "grace_steps": 3,
+                                              "min_peers": 2})
+    runs = [make_running(r) for r in sweep.runs.order_by("pk")]
+    for run, level in zip(runs, (0.8, 0.8, 0.8, 0.1)):
+        log_points(run, "reward/mean", [level + 0.001 * (i % 3) for i in range(16)])
+    checked = services.policy_check
+
+    def check_while_the_run_moves_on(**kwargs):
+        check = checked(**kwargs)
+        log_points(runs[3], "reward/mean", [0.1, 0.1, 0.1], start=17)  # the run logged 3 steps while it ran
+        return check
+
+    monkeypatch.setattr(services, "policy_check", check_while_the_run_moves_on)
+    services.sweep_apply_policy(sweep_id=sweep.pk)
+    decision = sweep.decisions.get(run=runs[3])
+    assert decision.step < 19
+    html = client_in.get(reverse("sweeps:activity", args=[sweep.pk])).content.decode()
+    row = html[html.index('<tr data-action="run.kill">'):]
+    row = row[:row.index("</tr>")]
+    assert f"at step {decision.step} " in unescape(row)  # the reason
+    assert f"decided_at_step={decision.step}, at_step=19" in row

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Optional
 
 from django.db import transaction
 from django.utils import timezone
@@ -145,9 +146,12 @@ KILLABLE_STATUSES = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
 
 
 @transaction.atomic
-def run_kill(*, run_id: int, user=None, killed_by: str = "", reason: str = "") -> Run:
+def run_kill(*, run_id: int, user=None, killed_by: str = "", reason: str = "",
+             decided_at_step: Optional[int] = None) -> Run:
     """Kill a queued or running run, for ``user`` (a member of its project) or for the system (``killed_by``
-    names it, e.g. "policy:asha"). Running: set the flag the loop reads through should_stop() (status becomes
+    names it, e.g. "policy:asha"). The audit row records the run's step when the kill lands (``at_step``) and,
+    for a policy's stop, the step its decision was taken at (``decided_at_step``: the run may have moved on while
+    the check ran), so the two are never read as one. Running: set the flag the loop reads through should_stop() (status becomes
     killed when it exits, or when the worker terminates it after the grace period). Queued: killed at once.
     Any other run, or one already being killed, is refused with TransitionError and left as it is; a reason a
     user gave with a control character, with FieldErrors (``reason``)."""
@@ -165,7 +169,8 @@ def run_kill(*, run_id: int, user=None, killed_by: str = "", reason: str = "") -
     run.killed_by = killed_by or "system"
     run.kill_reason = reason
     audit(project=run.project_id, user=user, actor=run.killed_by if user is None else "", action="run.kill",
-          target_type="run", target_id=run.pk, reason=reason, at_step=run.last_step)
+          target_type="run", target_id=run.pk, reason=reason,
+          **({} if decided_at_step is None else {"decided_at_step": decided_at_step}), at_step=run.last_step)
     if run.status == RunStatus.QUEUED:
         _move(run, RunStatus.KILLED)
         run.ended_at = run.kill_requested_at
