@@ -272,14 +272,17 @@ def ensure_tiny_model(out_dir: str, *, log=print, cache_root: str | None = None,
         log(f"building the built-in tiny model in {out_dir} (once; about a minute on two idle cores)")
         started = time.time()
 
-        best = [0.0]
+        best, recent = [0.0], []
 
         def report(step: int, pass1: float) -> None:
             # best: the highest check so far (a check on 200 held-out problems is noisy: the next may dip);
-            # max_steps: where the build stops whatever its pass@1 (the pages' ETA is bounded by it)
+            # recent: the last 3 checks (the pages' ETA extrapolates their mean); max_steps: where the build
+            # stops whatever its pass@1 (the ETA is bounded by it)
             best[0] = max(best[0], pass1)
-            state = {"step": step, "pass1": pass1, "best": best[0], "target": 0.15, "started_at": started,
-                     "max_steps": build.get("max_steps", BOOTSTRAP_MAX_STEPS), "pid": os.getpid()}
+            recent[:] = [*recent, [step, pass1]][-3:] if step else []
+            state = {"step": step, "pass1": pass1, "best": best[0], "recent": list(recent), "target": 0.15,
+                     "started_at": started, "max_steps": build.get("max_steps", BOOTSTRAP_MAX_STEPS),
+                     "pid": os.getpid()}
             tmp = _progress_path(out_dir) + f".{os.getpid()}"
             with open(tmp, "w") as fh:
                 json.dump(state, fh)
