@@ -13,7 +13,7 @@ from webapp.runs import services as run_services
 from webapp.runs.models import RunStatus
 from webapp.sweeps import services
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]  # run_kill and run_finish lock rows: again on PostgreSQL
 
 
 def audit_section(html: str) -> str:

@@ -20,7 +20,7 @@ from webapp.runs import services
 from webapp.runs.models import Run, RunStatus
 from webapp.runs.waiting import queue_reasons
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]  # the reconciler pass locks rows: again on PostgreSQL
 
 QUEUE = "buildwait"
 
