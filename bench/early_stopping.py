@@ -537,8 +537,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweeps", type=int, default=200, help="synthetic test sweeps (1-2000)")
     parser.add_argument("--tune", action="store_true", help="print the tuning grid on the synthetic tune split")
     parser.add_argument("--budget", action="store_true", help="the budget table (bench/budget_table.py): 8 full runs, "
-                        "4 slots, new seeds in freed slots, per policy and peer; --sweeps pools (default 1000); exit 1 "
-                        "if Seedbed's budget policy (bayes risk 0.20, budget_table.GATED) has a mean gain < 0")
+                        "4 slots, new seeds in freed slots or extended survivors, per policy and peer; --sweeps pools "
+                        "(default 1000); exit 1 unless Seedbed's budget policy (bayes risk 0.20 extending survivors, "
+                        "budget_table.GATED) has its mean gain's 95 %% interval above 0 on each corpus")
     parser.add_argument("--pools", default="synthetic,other",
                         help="with --budget: the corpora whose pools the budget table runs on (synthetic, other)")
     parser.add_argument("--save", action="store_true", help="also write bench/curves/early_stopping_<date>.txt")

@@ -70,11 +70,12 @@ def test_the_gate_reads_seedbeds_budget_policy_only_and_prints_its_interval():
     lines: list[str] = []
     others = {"seedbed manual (8 seeds to the end)": (0.0, 0.0, 0.0), "seedbed median": (-0.01, -0.02, 0.0),
               "optuna median (warmup=grace)": (-0.02, -0.03, -0.01)}
-    assert budget_table.gate({**others, budget_table.GATED: (0.001, -0.002, 0.004)}, lines.append)
-    assert lines[0] == (f"  must hold (gated), mean gain >= 0 for {budget_table.GATED}: +0.0010 "
-                        f"[95 % -0.0020, +0.0040]: holds")
+    assert budget_table.gate({**others, budget_table.GATED: (0.003, 0.001, 0.005)}, lines.append)
+    assert lines[0] == (f"  must hold (gated), mean gain > 0 with its 95 % interval above 0 for "
+                        f"{budget_table.GATED}: +0.0030 [95 % +0.0010, +0.0050]: holds")
     assert lines[1].startswith("  reported, not gated: median -0.0100")
-    assert not budget_table.gate({**others, budget_table.GATED: (-0.001, -0.004, 0.002)}, lines.append)
+    # a positive mean whose interval holds 0 is not enough
+    assert not budget_table.gate({**others, budget_table.GATED: (0.001, -0.002, 0.004)}, lines.append)
     assert "FAILS" in lines[2]
     assert not budget_table.gate(others, lines.append)  # the gated row missing holds nothing
 
