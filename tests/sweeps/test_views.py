@@ -216,15 +216,21 @@ def test_samples_side_by_side_as_a_fragment(client_in, sweep):
         assert answer.status_code == 400 and "step: give the step" in answer.content.decode()
 
 
-def test_a_bayes_decision_shows_its_probability_and_forecast_on_the_dashboard(client_in, config,
-                                                                               django_capture_on_commit_callbacks):
+def bayes_sweep_one_poor(config, django_capture_on_commit_callbacks, *, poor: float):
+    """A bayes sweep of 4 running seeds that logged 16 of their 20 steps: three at 0.8, the last at ``poor``."""
     with django_capture_on_commit_callbacks(execute=False):
         sweep = services.sweep_create(config=config, seeds=[0, 1, 2, 3], concurrency=4, name="forecast",
                                       policy={"name": "bayes", "metric": "reward/mean", "grace_steps": 3,
                                               "min_peers": 2})
     runs = [make_running(r) for r in sweep.runs.order_by("pk")]
-    for run, level in zip(runs, (0.8, 0.8, 0.8, 0.1)):
-        log_points(run, "reward/mean", [level + 0.001 * (i % 3) for i in range(16)])  # 80 % of the run
+    for run, level in zip(runs, (0.8, 0.8, 0.8, poor)):
+        log_points(run, "reward/mean", [level + 0.001 * (i % 3) for i in range(16)])
+    return sweep, runs
+
+
+def test_a_bayes_decision_shows_its_probability_and_forecast_on_the_dashboard(client_in, config,
+                                                                               django_capture_on_commit_callbacks):
+    sweep, runs = bayes_sweep_one_poor(config, django_capture_on_commit_callbacks, poor=0.1)  # 80 % of the run
     services.sweep_apply_policy(sweep_id=sweep.pk)
     decision = sweep.decisions.get(run=runs[3])
     assert decision.details["loss"] <= decision.details["model_risk"] < decision.details["risk"] == 0.05
@@ -393,13 +399,8 @@ def _decision_row(html: str, run_id: int) -> str:
 
 def test_a_bayes_decisions_reason_says_the_numbers_of_its_columns_within_the_metrics_range(
         client_in, config, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=False):
-        sweep = services.sweep_create(config=config, seeds=[0, 1, 2, 3], concurrency=4, name="forecast",
-                                      policy={"name": "bayes", "metric": "reward/mean", "grace_steps": 3,
-                                              "min_peers": 2})
-    runs = [make_running(r) for r in sweep.runs.order_by("pk")]
-    for run, level in zip(runs, (0.8, 0.8, 0.8, 0.0)):  # a reward in [0, 1] at its floor: its interval goes below 0
-        log_points(run, "reward/mean", [level + 0.001 * (i % 3) for i in range(16)])
+    # a reward in [0, 1] at its floor: its interval goes below 0
+    sweep, runs = bayes_sweep_one_poor(config, django_capture_on_commit_callbacks, poor=0.0)
     services.sweep_apply_policy(sweep_id=sweep.pk)
     details = sweep.decisions.get(run=runs[3]).details
     assert details["ci_low"] < 0  # the stored interval, unclipped
@@ -434,13 +435,7 @@ def test_a_stored_decisions_probability_column_rounds_as_its_reason(client_in, c
 
 def test_a_policy_stops_activity_row_says_the_step_it_decided_at_and_the_step_the_run_was_at(
         client_in, config, django_capture_on_commit_callbacks, monkeypatch):
-    with django_capture_on_commit_callbacks(execute=False):
-        sweep = services.sweep_create(config=config, seeds=[0, 1, 2, 3], concurrency=4, name="moved on",
-                                      policy={"name": "bayes", "metric": "reward/mean", "grace_steps": 3,
-                                              "min_peers": 2})
-    runs = [make_running(r) for r in sweep.runs.order_by("pk")]
-    for run, level in zip(runs, (0.8, 0.8, 0.8, 0.1)):
-        log_points(run, "reward/mean", [level + 0.001 * (i % 3) for i in range(16)])
+    sweep, runs = bayes_sweep_one_poor(config, django_capture_on_commit_callbacks, poor=0.1)
     checked = services.policy_check
 
     def check_while_the_run_moves_on(**kwargs):
