@@ -25,7 +25,7 @@ from typing import Callable, Hashable
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from webapp.sweeps.policies import replay, risk_map  # noqa: E402
+from webapp.sweeps.policies import history_risk, replay, risk_map  # noqa: E402
 from webapp.sweeps.policies.calibrated import level_window  # noqa: E402
 
 RISKS = (0.05, 0.10, 0.20)
@@ -131,12 +131,36 @@ def outcomes(sweeps: list, nears: list, histories: list, risks, exact: bool = Fa
     risk map left out), in ``processes`` forked processes that share the sweeps and histories."""
     _JOB.update(sweeps=sweeps, histories=histories)
     result = {risk: Outcome() for risk in risks}
+    if not exact:
+        _fit_histories(histories, max(risks), processes)
     jobs = [(i, risk, exact) for risk in risks for i in range(len(sweeps))]
     with multiprocessing.get_context("fork").Pool(processes) as pool:
         for i, risk, stops in sorted(pool.imap_unordered(_replay_one, jobs, chunksize=8),
                                      key=lambda x: (x[1], x[0])):
             result[risk].add(sweeps[i], stops, nears[i])
     return result
+
+
+def _fit_one(k: int):
+    return k, history_risk.fit(_JOB["distinct"][k], _config(_JOB["distinct"][k][0], _JOB["risk"]))
+
+
+def _config(sweep, risk: float) -> dict:
+    return {"name": "bayes", "metric": "reward/mean", "mode": "max", "max_steps": max(len(c) for c in sweep.values()),
+            "risk": risk}
+
+
+def _fit_histories(histories: list, risk: float, processes: int) -> None:
+    """Each distinct history's risk fit (``history_risk``: bayes replayed on its complete sweeps, level after
+    level, up to the largest ``risk``) computed once, in parallel, and kept for the replays (the forked workers
+    inherit it)."""
+    distinct = list({id(h): h for h in histories if h}.values())
+    if not distinct:
+        return
+    _JOB.update(distinct=distinct, risk=risk)
+    with multiprocessing.get_context("fork").Pool(min(processes, len(distinct))) as pool:
+        for k, found in pool.imap_unordered(_fit_one, range(len(distinct))):
+            history_risk.remember(distinct[k], _config(distinct[k][0], risk), found)
 
 
 def one_shot_stops(sweep, fraction: float, keep: int) -> dict[Hashable, int]:
@@ -194,40 +218,77 @@ def calibration(sweeps: list, near_of: Callable, out: Callable[[str], None], tit
     for f in ONE_SHOT_F:
         out("   " + f"{f:5.0%} " + " ".join(f"{shots[(f, k)].loss_rate:6.1%}/{shots[(f, k)].compute_saved:6.1%} "
                                             for k in ONE_SHOT_KEEP))
+    if histories[0] is not None:
+        out_of_sample_one_shot(sweeps, nears, out)
     out(f"   ({time.perf_counter() - started:.0f} s)")
     return {"held": held, "rows": result}
+
+
+FINE_F = tuple(x / 100 for x in range(20, 95, 5))
+
+
+def out_of_sample_one_shot(sweeps: list, nears: list, out: Callable[[str], None], folds: int = 2) -> None:
+    """The one-shot rule chosen as bayes's level is, out of sample: per fold, of the rules "at f keep top k/8" (f
+    from 20 % to 90 % by 5 points, k 1-7) the one that saved most on the other folds' sweeps with (lost + 1) /
+    (n + 1) <= risk (conformal risk control), judged on this fold. The frontier's best rule is chosen on the test
+    sweeps themselves with its realized loss alone within risk + 3 points; this one is certified as bayes is."""
+    shots = {(f, k): [one_shot_stops(s, f, k) for s in sweeps] for f in FINE_F for k in ONE_SHOT_KEEP}
+    out("   one-shot rule chosen on the other fold (certified out of sample, as bayes's level is):")
+    for risk in RISKS:
+        o, picks = Outcome(), []
+        for fold in range(folds):
+            history = [i for i in range(len(sweeps)) if i % folds != fold]
+
+            def saved_on(key):
+                lost = sum(nears[i] <= set(shots[key][i]) for i in history)
+                if (lost + 1) / (len(history) + 1) > risk:
+                    return -1.0
+                return sum(sum(len(c) for c in sweeps[i].values()) - sum(shots[key][i].get(r, len(c)) for r, c in
+                                                                         sweeps[i].items()) for i in history)
+            key = max(shots, key=saved_on)
+            if saved_on(key) < 0:  # none certified on so few sweeps: every seed runs to its end
+                key = None
+            picks.append(f"at {key[0]:.0%} keep top {key[1]}/8" if key else "none certified: keep all")
+            for i in range(fold, len(sweeps), folds):
+                o.add(sweeps[i], shots[key][i] if key else {}, nears[i])
+        out(f"   {risk:6.2f} realized loss {o.loss_rate:6.1%} (95 % upper {o.upper:5.1%}), saved {o.compute_saved:6.1%}"
+            f"  ({'; '.join(picks)})")
 
 
 CORPORA = ("synthetic", "other", "recorded")
 HISTORIES = ("builtin", "cross-fit")
 
 
-def corpus(name: str, n: int, recorded: Callable[[], list]) -> tuple[list, Callable, str]:
+def corpus(name: str, n: int, recorded: Callable[[], list], tune: bool = False) -> tuple[list, Callable, str]:
     """The test sweeps of a corpus, how their near-best seeds are judged, and its title: ``synthetic``
     (bench/synthetic_sweeps.py's test seed), ``other`` (bench/other_sweeps.py's test seed: other shapes, lengths,
-    seed counts and noise) or ``recorded`` (bench/curves/real: no worth, near-best by the finals)."""
+    seed counts and noise) or ``recorded`` (bench/curves/real: no worth, near-best by the finals). ``tune``: the
+    generators' tuning seeds instead (what a change is chosen on before the test split judges it)."""
     if name == "synthetic":
         import synthetic_sweeps as generator
-        return (generator.synthetic_sweeps(generator.TEST_SEED, n), near_best_worth,
-                f"synthetic test split (seed {generator.TEST_SEED}, {n} sweeps), noise-free worth")
+        seed = generator.TUNE_SEED if tune else generator.TEST_SEED
+        return (generator.synthetic_sweeps(seed, n), near_best_worth,
+                f"synthetic {'tune' if tune else 'test'} split (seed {seed}, {n} sweeps), noise-free worth")
     if name == "other":
         import other_sweeps as generator
-        return (generator.other_sweeps(generator.TEST_SEED, n), near_best_worth,
-                f"other corpus (bench/other_sweeps.py seed {generator.TEST_SEED}, {n} sweeps), noise-free worth")
+        seed = generator.HISTORY_SEED if tune else generator.TEST_SEED
+        return (generator.other_sweeps(seed, n), near_best_worth,
+                f"other corpus{' tune split' if tune else ''} (bench/other_sweeps.py seed {seed}, {n} sweeps), "
+                "noise-free worth")
     sweeps = recorded()
     return sweeps, near_best_recorded, (f"recorded corpus ({len(sweeps)} sweeps), final within tolerance or two "
                                         "standard errors of the best")
 
 
 def run_corpora(tests: list[str], histories: list[str], n: int, recorded: Callable[[], list],
-                out: Callable[[str], None]) -> bool:
+                out: Callable[[str], None], tune: bool = False) -> bool:
     """The calibration table of every ``--test`` corpus under every ``--history``: ``builtin`` (the built-in drift
     table alone) or ``cross-fit`` (each sweep replayed with a prior learned from the corpus's other fold, two
     folds). Gated: the synthetic corpora (cross-fitted: the loss bound and the saving; built-in: the loss bound,
     the promise without history); the recorded one is reported, not gated."""
     held = True
     for name in tests:
-        sweeps, near_of, title = corpus(name, n, recorded)
+        sweeps, near_of, title = corpus(name, n, recorded, tune)
         if not sweeps:
             out(f"\n{name}: no sweeps")
             continue

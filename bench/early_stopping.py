@@ -535,7 +535,8 @@ def main(argv: list[str] | None = None) -> int:
                              "'bayes,asha,optuna SH'); the risk trade-off runs when bayes is among them")
     parser.add_argument("--no-trade-off", action="store_true", help="skip the bayes risk trade-off tables")
     parser.add_argument("--sweeps", type=int, default=200, help="synthetic test sweeps (1-2000)")
-    parser.add_argument("--tune", action="store_true", help="print the tuning grid on the synthetic tune split")
+    parser.add_argument("--tune", action="store_true", help="print the tuning grid on the synthetic tune split; with "
+                        "--calibration or --budget: the corpora's tuning seeds instead of their test seeds")
     parser.add_argument("--budget", action="store_true", help="the budget table (bench/budget_table.py): 8 full runs, "
                         "4 slots, new seeds in freed slots or extended survivors, per policy and peer; --sweeps pools "
                         "(default 1000); exit 1 unless Seedbed's budget policy (bayes risk 0.20 extending survivors, "
@@ -581,7 +582,8 @@ def main(argv: list[str] | None = None) -> int:
         out(f"synthetic corpus: bench/synthetic_sweeps.py, test generator seed {generator.TEST_SEED} (the built-in "
             f"drift table was learned on seed {generator.TUNE_SEED}), kinds {dict(zip(generator.KINDS, generator.RATES))}")
         held = bayes_calibration.run_corpora(tests, histories, n,
-                                             lambda: real_sweeps(args.metric, args.corpus or REAL_CORPUS), out)
+                                             lambda: real_sweeps(args.metric, args.corpus or REAL_CORPUS), out,
+                                             tune=args.tune)
         out(f"\n{time.perf_counter() - started:.0f} s")
         if args.save:
             save_output(lines)

@@ -53,6 +53,7 @@ app.conf.update(
     task_queues=[Queue("cpu"), Queue("gpu"), Queue(MAINTENANCE_QUEUE)],
     task_routes={"workers.tasks.maintenance": {"queue": MAINTENANCE_QUEUE},
                  "workers.tasks.sweep_check": {"queue": MAINTENANCE_QUEUE},
+                 "workers.sweep_tasks.sweep_fit_risk": {"queue": MAINTENANCE_QUEUE},
                  "workers.eval_tasks.eval_maintenance": {"queue": MAINTENANCE_QUEUE}},
     task_serializer="json",
     accept_content=["json"],
@@ -64,7 +65,7 @@ app.conf.update(
     beat_schedule_filename=str(seedbed_home() / "celerybeat-schedule"),
     timezone="UTC",
 )
-app.conf.imports = ("workers.tasks", "workers.eval_tasks")
+app.conf.imports = ("workers.tasks", "workers.eval_tasks", "workers.sweep_tasks")
 
 
 def ensure_django() -> None:

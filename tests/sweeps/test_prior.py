@@ -97,3 +97,23 @@ def test_what_a_history_says_of_early_ranks_is_what_the_policy_acts_on():
     assert "prior from 40 finished sweeps" in make_policy(config, history=steady).describe()
     stops = replay(config, target, history=steady).decisions
     assert stops and all(d.details["prior"] == "prior from 40 finished sweeps of this project" for d in stops)
+
+
+def test_a_learned_table_near_the_end_keeps_the_finals_own_noise():
+    """Near its end a seed's level is its final, so the drift to the final is about 0; the worth (the final without
+    noise) still differs from it by the final's noise, and the learned table keeps that spread: at 90-95 % of the
+    run its 5 %-95 % width (the history's alone: no built-in weight) is at least 2 x 1.645 x (the final's standard
+    error over the scale), the spread of the worth around the final (before: 0.80 against 0.92)."""
+    rng = np.random.default_rng(5)
+    noise, seeds = 0.05, 6
+    history = []
+    for _ in range(60):
+        levels = 0.3 + 0.05 * np.arange(seeds)
+        history.append({k: [(s, float(levels[k] + rng.normal(0, noise))) for s in range(1, STEPS + 1)]
+                        for k in range(seeds)})
+    table = prior.learn(history, strength=1e-9)
+    lo, hi = PROBS.index(0.05), PROBS.index(0.95)
+    scale = np.sqrt(noise ** 2 / 4 + np.std(0.05 * np.arange(seeds)) ** 2)  # (window 4 of 40 steps)
+    floor = 2 * 1.645 * (noise / 2) / scale  # the final's se: sd / sqrt(4)
+    knots = table.at(0.97, 0.0)
+    assert knots[hi] - knots[lo] >= floor

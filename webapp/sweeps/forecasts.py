@@ -33,11 +33,13 @@ from .policies.forecast_paths import sweep_forecasts
 from .policies.metric_ranges import metric_range
 from .policies import prior
 from .policies.parameters import BayesParams
+from .policies.bayes import risk_source
 from .policies.rules import learns_from_history
+from .risk_fits import stored_fit
 
 CACHE_SECONDS = 3600
 PROGRESS_STEPS = 400  # a sweep is forecast again each time its runs together ran 1/400 of its planned steps
-VERSION = 5  # bump when the answer's shape or numbers change: older cached answers are then never read
+VERSION = 6  # bump when the answer's shape or numbers change: older cached answers are then never read
 
 
 def _round(x: Optional[float]) -> Optional[float]:
@@ -79,7 +81,10 @@ def sweep_forecast(*, sweep: Sweep, metric: str, mode: str) -> dict:
     progress = sum(last for _, _, last, _, _, _ in runs) // quantum
     learning = metric == sweep.policy.get("metric") and learns_from_history(sweep.policy)
     past = finished_sweep_ids(sweep) if learning else ()  # (the prior the policy learns: the same history)
-    digest = hashlib.sha1(json.dumps([metric, repr(params), width, progress, standing, past]).encode()).hexdigest()
+    deciding = sweep.policy.get("name") == "bayes" and metric == sweep.policy.get("metric")
+    fit = stored_fit(sweep) if deciding and past else (False, None)  # (read, never computed here: risk_fits)
+    digest = hashlib.sha1(json.dumps([metric, repr(params), width, progress, standing, past, fit[0]]).encode()
+                          ).hexdigest()
     key = f"seedbed:forecast:v{VERSION}:{sweep.pk}:{digest}"
     hit = cache.get(key)
     if hit is not None:
@@ -104,7 +109,9 @@ def sweep_forecast(*, sweep: Sweep, metric: str, mode: str) -> dict:
                                 last_steps={run_id: rows[(run_id, metric)][-1][2] for run_id in curves}, stops=stops,
                                 bounds=bounds, history=history)
     answer = {"metric": metric, "mode": mode, "tolerance": params.tolerance, "max_steps": params.max_steps,
+              "risk": params.risk,
               "prior": prior.learn(history, 1.0 if params.mode == "max" else -1.0).source,
+              "risk_source": risk_source(params, fit[1]) if deciding else None,
               "bayes": sweep.policy.get("name") == "bayes", "policy": sweep.policy.get("name") or "manual",
               "range": list(bounds), "width": width, "runs": {}}
     for run_id, f in forecasts.items():
@@ -129,7 +136,10 @@ def meaning(answer: dict) -> str:
     return (f"P(near-best) = the chance this seed ends within {answer['tolerance']:g} of the best seed's final, by "
             f"{whose}. Forecast worth: that forecast's median of the seed's final at its last step, with its 95 % "
             f"interval{bounded}, drawn from the {answer['prior']}; each dashed path on the chart ends on them. A seed the policy stopped keeps the "
-            f"numbers of its stop (\"at its stop\"); a seed ended otherwise before its last step has none.")
+            f"numbers of its stop (\"at its stop\"); a seed ended otherwise before its last step has none."
+            + (f" It stops a seed while P(every near-best seed is stopped) stays under the level that kept the "
+               f"realized loss within risk {answer['risk']:g} on {answer['risk_source']}." if answer.get("risk_source")
+               else ""))
 
 
 def row_forecast(f: Optional[dict], *, finished: bool) -> dict:

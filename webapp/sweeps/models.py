@@ -94,6 +94,29 @@ class SweepPlan(models.Model):
         return f"plan of sweep {self.sweep_id}"
 
 
+class HistoryRiskFit(models.Model):
+    """A ``bayes`` policy's risk level learned from its project's finished sweeps (``policies.history_risk``),
+    kept so that every check, in any process, reads the one fit and none computes it twice
+    (``webapp.sweeps.risk_fits``)."""
+
+    project = models.ForeignKey("projects.Project", related_name="risk_fits", on_delete=models.CASCADE)
+    key = models.CharField(max_length=64, help_text="SHA-256 of the metric, the policy keys a replay depends on and "
+                                                    "the finished sweeps' ids (risk_fits.fit_key).")
+    sweeps = models.PositiveIntegerField(help_text="Complete finished sweeps replayed (0: fewer than "
+                                                   "history_risk.MIN_SWEEPS, the built-in risk map decides).")
+    risk = models.FloatField(help_text="The promised risk the levels were walked up to.")
+    lost = models.JSONField(default=list, blank=True,
+                            help_text="[[model loss level, sweeps whose every near-best seed its replay stopped]].")
+    seconds = models.FloatField(default=0.0, help_text="What the replays took.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "key"], name="one_risk_fit_per_history")]
+
+    def __str__(self) -> str:
+        return f"risk fit {self.key[:8]} of project {self.project_id} ({self.sweeps} sweeps)"
+
+
 class PolicyDecision(models.Model):
     """One decision of the sweep's policy with the numbers it used, and what was done about it.
 

@@ -28,6 +28,7 @@ from webapp.runs.models import MetricPoint, Run
 
 from .models import PolicyDecision, Sweep, SweepPlan
 from .history import project_history
+from .risk_fits import check_fit
 from .policies import EXTEND, STOP, Decision, Policy, make_policy
 from .policies.metric_ranges import metric_range
 from .policies.rules import learns_from_history
@@ -56,7 +57,8 @@ def policy_check(*, sweep: Sweep, plan: SweepPlan) -> PolicyCheck:
     runs = {run.pk: run for run in sweep.runs.all()}
     stored = {(d.run_id, d.action): d for d in sweep.decisions.all()}
     width = tier_width(runs)
-    policy = make_policy(sweep.policy, width, history=sweep_history(sweep))
+    history = sweep_history(sweep)
+    policy = make_policy(sweep.policy, width, history=history, risk_fit=check_fit(sweep, history) if history else None)
     policy.bounds = metric_range(policy.params.metric, sweep.config)  # a reason's forecasts are written within it
     stops = _stops(stored)
     _tell_known(policy, runs, stored)

@@ -14,7 +14,7 @@ from typing import Hashable, Optional
 
 import numpy as np
 
-from . import calibrated, decision_text, prior, risk_map
+from . import calibrated, decision_text, history_risk, prior, risk_map
 from .budget import stops_fund_a_seed
 from .calibrated import Prediction, SeedFold
 from .parameters import BayesParams
@@ -97,12 +97,17 @@ class BayesPolicy(Policy):
         self.frozen: dict[Hashable, tuple[Prediction, list]] = {}
         self.sign = 1.0 if params.mode == "max" else -1.0
         self.table = prior.BUILTIN
-        self._memo.update(folds=self.folds, frozen=self.frozen, table=self.table)  # what bayes_stops reads
+        self._memo.update(folds=self.folds, frozen=self.frozen, table=self.table, fit=None)  # what bayes_stops reads
 
-    def _learn(self, history) -> None:
+    def _learn(self, history, config: Optional[dict] = None, risk_fit=None) -> None:
         """Draw from the drift table learned from ``history`` (finished sweeps: run -> [(step, value)] of this
-        policy's metric; ``prior.learn``), the built-in one when it holds none."""
+        policy's metric; ``prior.learn``), the built-in one when it holds none; stop at the risk level ``risk_fit``
+        (``history_risk.RiskFit``; ``rules.LEARN``: learned here from the history's complete sweeps, ``config``
+        being the policy's, what those replays run), the built-in risk map without one."""
         self.table = self._memo["table"] = prior.learn(history, self.sign)
+        if risk_fit == "learn":
+            risk_fit = history_risk.learn(history, config) if history and config else None
+        self._memo["fit"] = risk_fit
 
     def _observe_main(self, run_id: Hashable, step: int, value: float) -> bool:
         taken = super()._observe_main(run_id, step, value)
@@ -120,8 +125,9 @@ class BayesPolicy(Policy):
         p: BayesParams = self.params  # type: ignore[assignment]
         return (f"bayes on {p.metric} ({p.mode}): every step from {p.grace()}, the seeds least likely to end within "
                 f"{p.tolerance:g} of the best seed stop while the model's P(every near-best seed is stopped) <= "
-                f"{model_risk(p, self.table):.3g}, the level that kept the realized loss within risk {p.risk:g} on "
-                f"the tuning sweeps (calibrated worth forecasts, {self.table.source}, min {p.min_peers} peers)")
+                f"{model_risk(p, self.table, self._memo['fit']):.3g}, the level that kept the realized loss within "
+                f"risk {p.risk:g} on {risk_source(p, self._memo['fit'])} (calibrated worth forecasts, "
+                f"{self.table.source}, min {p.min_peers} peers)")
 
     def tell_stop(self, decision: Decision) -> None:
         """A stop of an earlier check: out of the race, at the prediction it had then."""
@@ -158,10 +164,18 @@ def _numbers(sweep: SweepCurves, p: BayesParams, memo: dict) -> SweepNumbers:
                          tolerance=p.tolerance, table=memo["table"])
 
 
-def model_risk(p: BayesParams, table: prior.DriftTable) -> float:
-    """The model loss the stops may reach for the promised ``risk`` (``risk_map``; learned when ``table`` came from
-    finished sweeps)."""
-    return risk_map.model_risk(p.risk, learned=table.sweeps > 0)
+def model_risk(p: BayesParams, table: prior.DriftTable, fit: Optional[history_risk.RiskFit] = None) -> float:
+    """The model loss the stops may reach for the promised ``risk``: the level learned from the project's complete
+    sweeps (``history_risk``) when ``fit`` has one for it, else the built-in map's (``risk_map``; its learned
+    pairs when ``table`` came from finished sweeps)."""
+    level = fit.level(p.risk) if fit is not None and not risk_map.is_uncalibrated() else None
+    return level if level is not None else risk_map.model_risk(p.risk, learned=table.sweeps > 0)
+
+
+def risk_source(p: BayesParams, fit: Optional[history_risk.RiskFit]) -> str:
+    """Where the level of ``model_risk`` was chosen: this project's sweeps, or the tuning sweeps."""
+    return fit.source.replace("risk level from", "the") if fit is not None and fit.level(p.risk) is not None \
+        else "the tuning sweeps"
 
 
 def bayes_stops(sweep: SweepCurves, p: BayesParams, memo: dict) -> list[Decision]:
@@ -187,7 +201,7 @@ def bayes_stops(sweep: SweepCurves, p: BayesParams, memo: dict) -> list[Decision
     if not candidates:
         return []
     stopped = [numbers.column(r) for r in frozen]
-    level = model_risk(p, memo["table"])
+    level = model_risk(p, memo["table"], memo.get("fit"))
     chosen = calibrated.choose_stops(numbers.worths, p.tolerance, level, candidates, stopped)
     gains: dict[int, tuple[float, float]] = {}
     if memo.get("budget") is not None and chosen:
@@ -205,6 +219,7 @@ def bayes_stops(sweep: SweepCurves, p: BayesParams, memo: dict) -> list[Decision
         details = {"probability": prob, "loss": lost, "risk": p.risk, "model_risk": level, "tolerance": p.tolerance,
                    "forecast": mid, "ci_low": low, "ci_high": high, "horizon": sweep.horizon(run_id),
                    "prediction": pred.to_json(), "levels": levels, "prior": memo["table"].source,
+                   "risk_source": risk_source(p, memo.get("fit")),
                    "peers": [[r, numbers.p[r]] for r in numbers.order if r != run_id]}
         # (written from the details by the formatter the dashboard's columns use, within the metric's range)
         reason = decision_text.bayes_reason(details, metric=sweep.params.metric, step=step, best=best_mid,

@@ -32,6 +32,7 @@ largest last step that two of its runs reached (one run extended past it does no
 from __future__ import annotations
 
 import math
+import statistics
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Hashable, Mapping, Optional, Sequence
@@ -40,7 +41,7 @@ import numpy as np
 
 from . import drift_table
 
-__all__ = ["DriftTable", "BUILTIN", "STRENGTH", "learn", "samples", "horizon"]
+__all__ = ["DriftTable", "BUILTIN", "STRENGTH", "learn", "samples", "horizon", "history_key"]
 
 STRENGTH = 50
 """Seeds of history per cell that weigh as much as the built-in table: 14 finished sweeps of 8 seeds give a cell of
@@ -98,6 +99,9 @@ def _sweep_samples(sweep, sign: float) -> list[tuple[np.ndarray, int]]:
     if len(finished) < 2:
         return []
     finals = {i: float(runs[i][1][-window:].mean()) for i in finished}
+    # the final's own noise, sd / sqrt(window) (the sd from successive differences): what it says of the worth
+    final_se = {i: math.sqrt(float(np.sum(np.diff(runs[i][1]) ** 2)) / (2.0 * (len(runs[i][1]) - 1)) / window)
+                for i in finished}
     grid = np.unique(np.linspace(max(2, math.ceil(0.1 * end)), end - 1, num=min(MAX_POINTS, end)).round())
     sums = [(np.concatenate([[0.0], np.cumsum(v)]), np.concatenate([[0.0, 0.0], np.cumsum(np.diff(v) ** 2)]))
             for _, v in runs]
@@ -120,13 +124,15 @@ def _sweep_samples(sweep, sign: float) -> list[tuple[np.ndarray, int]]:
         middle = float(np.median(list(drifts.values())))
         for i in live:
             scale = max(math.sqrt(noises[i] ** 2 / window + spread ** 2), 1e-9)
-            rows[i].append((t / end, (levels[i] - median) / scale, (drifts[i] - middle) / scale))
+            rows[i].append((t / end, (levels[i] - median) / scale, (drifts[i] - middle) / scale,
+                            final_se[i] / scale))
     return [(np.asarray(r), i) for i, r in rows.items() if r]
 
 
 def samples(history: History, sign: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """Rows (fraction, standing, z) of every finished seed of every sweep in ``history`` (values times ``sign``: +1
-    when larger is better, -1 when smaller is), and each row's seed number (distinct per sweep and run)."""
+    """Rows (fraction, standing, z, h) of every finished seed of every sweep in ``history`` (values times ``sign``:
+    +1 when larger is better, -1 when smaller is), h the seed's final's standard error over the row's scale, and
+    each row's seed number (distinct per sweep and run)."""
     rows, seeds, seed = [], [], 0
     for sweep in history:
         for block, _ in _sweep_samples(sweep, sign):
@@ -134,7 +140,7 @@ def samples(history: History, sign: float = 1.0) -> tuple[np.ndarray, np.ndarray
             seeds.append(np.full(len(block), seed))
             seed += 1
     if not rows:
-        return np.zeros((0, 3)), np.zeros(0, dtype=int)
+        return np.zeros((0, 4)), np.zeros(0, dtype=int)
     return np.concatenate(rows), np.concatenate(seeds)
 
 
@@ -148,6 +154,17 @@ def _mixed_knots(z: np.ndarray, weight: float, prior: np.ndarray) -> np.ndarray:
     return np.interp(_PROBS, mixed, grid)
 
 
+_NORMAL_Q = np.asarray([statistics.NormalDist().inv_cdf((k + 0.5) / 8) for k in range(8)])
+
+
+def _worth_z(z: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """The z of the worth rather than of the recorded final: worth = final - e, e ~ N(0, se^2) the final's noise, so
+    each sample z is spread over z + h q_k at the 8 normal quantiles q_k = Phi^-1((k + 1/2) / 8) (a deterministic
+    convolution with N(0, h^2)). Without it a history's seeds near their end look as if they could not move (their
+    level is their final), and bayes stops seeds late on a worth the finals do not pin down."""
+    return (z[:, None] + h[:, None] * _NORMAL_Q[None, :]).ravel()
+
+
 def _learn(history: History, sign: float, prior: DriftTable, strength: float) -> DriftTable:
     rows, seeds = samples(history, sign)
     knots = prior.knots.copy()
@@ -159,7 +176,8 @@ def _learn(history: History, sign: float, prior: DriftTable, strength: float) ->
                 cell = (f_cell == i) & (u_cell == j)
                 n = len(np.unique(seeds[cell]))
                 if n:
-                    knots[i, j] = _mixed_knots(rows[cell, 2], n / (n + strength), prior.knots[i, j])
+                    knots[i, j] = _mixed_knots(_worth_z(rows[cell, 2], rows[cell, 3]), n / (n + strength),
+                                               prior.knots[i, j])
     used = sum(1 for sweep in history if _sweep_samples_any(sweep))
     source = (f"prior from {used} finished sweep{'s' if used != 1 else ''} of this project" if used
               else prior.source)
@@ -174,6 +192,11 @@ def _sweep_samples_any(sweep) -> bool:
 _CACHE: "OrderedDict[tuple, DriftTable]" = OrderedDict()
 
 
+def history_key(history: History) -> tuple:
+    """What identifies a history for the caches: every run's id, length and last point."""
+    return tuple(tuple((str(r), len(c), tuple(c[-1]) if c else None) for r, c in sweep.items()) for sweep in history)
+
+
 def learn(history: Optional[History], sign: float = 1.0, prior: DriftTable = BUILTIN,
           strength: float = STRENGTH) -> DriftTable:
     """The drift table learned from ``history`` (see the module's docstring); the built-in one when it has no
@@ -181,8 +204,7 @@ def learn(history: Optional[History], sign: float = 1.0, prior: DriftTable = BUI
     share one history learn it once."""
     if not history:
         return prior
-    key = (sign, id(prior), strength, tuple(tuple((str(r), len(c), tuple(c[-1]) if c else None)
-                                                  for r, c in sweep.items()) for sweep in history))
+    key = (sign, id(prior), strength, history_key(history))
     table = _CACHE.get(key)
     if table is None:
         table = _CACHE[key] = _learn(history, sign, prior, strength)

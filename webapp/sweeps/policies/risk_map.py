@@ -23,7 +23,7 @@ from typing import Iterator, Sequence
 
 from . import risk_levels
 
-__all__ = ["model_risk", "uncalibrated"]
+__all__ = ["model_risk", "uncalibrated", "is_uncalibrated"]
 
 _OFF = [False]
 
@@ -53,6 +53,11 @@ def model_risk(risk: float, learned: bool = False) -> float:
     if learned:
         level = min(level, _interpolate(risk_levels.LEARNED, risk))
     return level
+
+
+def is_uncalibrated() -> bool:
+    """Whether within ``uncalibrated`` (a replay at the model's own level learns no risk fit either)."""
+    return _OFF[0]
 
 
 @contextlib.contextmanager

@@ -146,7 +146,7 @@ class Policy:
         """What the policy does, in one sentence (the sweep form and the dashboard show it)."""
         return f"{self._describe_rule()}; smoothing {self.params.smoothing}{self._describe_guards()}"
 
-    def _learn(self, history) -> None:
+    def _learn(self, history, config: Optional[dict] = None, risk_fit: Any = None) -> None:
         """Learn from the project's finished sweeps (``make_policy``'s ``history``): only ``bayes`` does."""
 
     def _describe_guards(self) -> str:
@@ -430,7 +430,11 @@ def parse_config(config: dict) -> CommonParams:
     return parse_params(RULES[name].params, {**config, "name": name})
 
 
-def make_policy(config: dict, width: int = 1, history=None) -> Policy:
+LEARN = "learn"
+"""``make_policy``'s default ``risk_fit``: learn it from the history (``policies.history_risk``)."""
+
+
+def make_policy(config: dict, width: int = 1, history=None, risk_fit: Any = LEARN) -> Policy:
     """Build a policy from ``{"name": ..., "metric": ..., "mode": ..., "max_steps": ..., other keys}``.
 
     ``metric`` and ``max_steps`` are required by every policy but manual (the default, also for ``{}``); every
@@ -438,11 +442,13 @@ def make_policy(config: dict, width: int = 1, history=None) -> Policy:
     ``AshaParams``, ``ThresholdParams`` or ``BayesParams``). ``width``: the steps each point it will be fed is the
     mean of (the chart tier's bucket width; ``CommonParams.for_width``). ``history``: the finished sweeps of the same
     project on the same metric, each run id -> [(step, value)] at raw steps (runs stopped early included); a rule
-    that learns from them (``bayes``: ``prior.learn``) does, the others ignore them.
+    that learns from them (``bayes``: ``prior.learn``, and its risk level, ``history_risk.learn``) does, the others
+    ignore them. ``risk_fit``: bayes's risk level already learned from them (``history_risk.RiskFit``, None for
+    the built-in risk map: the live check's stored one, ``webapp.sweeps.risk_fits``); by default learned here.
     """
     params = parse_config(config).for_width(width)
     policy = RULES[config.get("name") or "manual"].policy(params)
-    policy._learn(history or [])
+    policy._learn(history or [], config, risk_fit)
     return policy
 
 

@@ -1,0 +1,103 @@
+"""The live check's risk level learned from the project's finished sweeps (``sweeps.risk_fits``): never computed by
+a check, computed once by the maintenance task, stored, then read by every check (real run services, real
+database)."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from webapp.runs import services as run_services
+from webapp.runs.models import RunStatus
+from webapp.sweeps import policy_check, risk_fits, services
+from webapp.sweeps.forecasts import meaning, sweep_forecast
+from webapp.sweeps.models import HistoryRiskFit, SweepPlan
+from webapp.sweeps.policies import history_risk
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+
+METRIC = "reward/mean"
+STEPS = 30
+POLICY = {"name": "bayes", "metric": METRIC, "risk": 0.2}
+
+
+def bayes_sweep(config, seeds=5):
+    return services.sweep_create(config={**config, "total_steps": STEPS}, seeds=range(seeds), concurrency=seeds,
+                                 policy=POLICY)
+
+
+def run_through(sweep, rng, end=RunStatus.SUCCEEDED, steps=STEPS):
+    for k, run in enumerate(sweep.runs.order_by("pk")):
+        level = 0.2 + 0.1 * k + rng.uniform(-0.02, 0.02)
+        run_services.run_start(run_id=run.pk, worker="test:1")
+        run_services.run_metrics_append(run_id=run.pk, points=[(s, METRIC, level + rng.gauss(0, 0.02))
+                                                               for s in range(1, steps + 1)])
+        if end is not None:
+            run_services.run_finish(run_id=run.pk, status=end)
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    from django.core.cache import cache
+
+    cache.clear()  # (the sent marks of an earlier test, whose ids this database may give again)
+    calls = []
+    monkeypatch.setattr("workers.dispatch.send_task", lambda name, **kw: calls.append((name, kw["args"])) or "")
+    return calls
+
+
+def test_a_check_sends_the_fit_once_and_decides_with_the_built_in_map_until_it_is_stored(config, sent,
+                                                                                          django_capture_on_commit_callbacks):
+    rng = random.Random(0)
+    for _ in range(history_risk.MIN_SWEEPS):
+        run_through(bayes_sweep(config), rng)
+    current = bayes_sweep(config)
+    run_through(current, rng, end=None, steps=20)
+    plan = SweepPlan.objects.get(sweep=current)
+    with django_capture_on_commit_callbacks(execute=True):
+        first = policy_check.policy_check(sweep=current, plan=plan)
+        policy_check.policy_check(sweep=current, plan=plan)
+    assert [name for name, _ in sent].count(risk_fits.TASK) == 1 and (risk_fits.TASK, [current.pk]) in sent
+    stops = [d for d in first.decisions if d.action == "stop"]
+    assert stops and all(d.details["risk_source"] == "the tuning sweeps" for d in stops)
+    assert not HistoryRiskFit.objects.exists()  # a check computes none
+    assert "within risk 0.2 on the tuning sweeps." in meaning(sweep_forecast(sweep=current, metric=METRIC, mode="max"))
+    assert not HistoryRiskFit.objects.exists()  # nor does the page
+
+    row = risk_fits.sweep_fit_risk(sweep_id=current.pk)
+    assert row.sweeps == history_risk.MIN_SWEEPS and row.lost and row.risk == 0.2
+    assert risk_fits.sweep_fit_risk(sweep_id=current.pk).pk == row.pk  # idempotent
+    after = policy_check.policy_check(sweep=current, plan=plan)
+    learned = [d for d in after.decisions if d.action == "stop"]
+    assert learned and all(d.details["risk_source"] == f"the {history_risk.MIN_SWEEPS} complete finished sweeps "
+                                                       "of this project" for d in learned)
+    assert learned[0].details["model_risk"] > stops[0].details["model_risk"]
+    assert len(learned) >= len(stops)
+    assert (f"within risk 0.2 on the {history_risk.MIN_SWEEPS} complete finished sweeps of this project."
+            in meaning(sweep_forecast(sweep=current, metric=METRIC, mode="max")))
+
+
+def test_a_new_finished_sweep_makes_a_new_fit_and_a_short_history_sends_none(config, sent,
+                                                                            django_capture_on_commit_callbacks):
+    rng = random.Random(1)
+    for _ in range(history_risk.MIN_SWEEPS - 1):
+        run_through(bayes_sweep(config), rng)
+    current = bayes_sweep(config)
+    run_through(current, rng, end=None, steps=20)
+    plan = SweepPlan.objects.get(sweep=current)
+    with django_capture_on_commit_callbacks(execute=True):
+        policy_check.policy_check(sweep=current, plan=plan)
+    assert not sent  # 19 complete sweeps: no fit can come of them
+    key = risk_fits.fit_key(current)
+    run_through(bayes_sweep(config), rng)
+    assert risk_fits.fit_key(current) != key  # another finished sweep: another history
+    with django_capture_on_commit_callbacks(execute=True):
+        policy_check.policy_check(sweep=current, plan=plan)
+    assert sent == [(risk_fits.TASK, [current.pk])]
+
+
+def test_a_sweep_that_is_not_bayes_gets_no_fit(config):
+    median = services.sweep_create(config={**config, "total_steps": STEPS}, seeds=range(2), concurrency=2,
+                                   policy={"name": "median", "metric": METRIC})
+    assert risk_fits.sweep_fit_risk(sweep_id=median.pk) is None and risk_fits.sweep_fit_risk(sweep_id=10 ** 9) is None
+    assert not HistoryRiskFit.objects.exists()

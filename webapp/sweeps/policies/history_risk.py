@@ -1,0 +1,171 @@
+"""The ``bayes`` policy's risk level learned from the project's own finished sweeps (docs/architecture.md, "Early
+stopping"): the model loss at which its realized loss stayed within the promised risk on this project's curves.
+
+The built-in risk map (``risk_map``) was chosen on two synthetic tuning corpora at once, so it is as timid as the
+worse calibrated of the two: on the other it leaves much of the promised risk unspent and saves less than a
+one-shot rule. A project with enough finished sweeps says how its own curves behave. Of its history, the sweeps
+whose every run reached the horizon are the calibration sweeps (at most ``MAX_SWEEPS``, the newest first; a
+sweep whose poor seeds were stopped cannot say whether they would have ended near-best). Each is replayed by bayes
+at every model loss level l of ``GRID`` with a prior learned from the other half of the history (cross-fitted:
+sweep i is judged by a prior from the sweeps j with j % 2 != i % 2), and
+
+    L(l)     = (1 / n) * #{calibration sweeps whose every near-best seed the replay at l stopped}
+    level(r) = max { l in GRID : (n L(l') + 1) / (n + 1) <= r  for every l' <= l in GRID }
+
+the conformal risk control threshold (Angelopoulos et al., "Conformal Risk Control", ICLR 2024: for a loss in
+[0, 1] and sweeps exchangeable with the calibration sweeps, E[loss] <= r), the smaller levels' losses included as
+Learn-then-Test's fixed sequence asks for a loss that is not monotone in l. When no level qualifies (too few
+sweeps for the risk: at n = 30 a risk of 0.05 allows no lost sweep) the built-in map decides. A near-best seed of a
+recorded sweep is one whose final (the mean of its last 10 % of points) is within the policy's ``tolerance`` of the
+best final (``near_best``).
+
+The replays are what a live check costs (``policy_check``) times ``len(GRID)`` per calibration sweep, once per
+history: the result is kept in the process, keyed by the history and the parameters that change a replay.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Hashable, Mapping, Optional, Sequence
+
+from . import prior
+
+__all__ = ["GRID", "MIN_SWEEPS", "MAX_SWEEPS", "RiskFit", "learn", "remember", "fit", "near_best", "complete"]
+
+GRID = (0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.10, 0.115, 0.13, 0.145,
+        0.16, 0.18, 0.20, 0.225, 0.25, 0.275, 0.30, 0.35, 0.40, 0.45, 0.50)
+"""The model loss levels tried, in increasing order until one fails (Learn-then-Test's fixed sequence)."""
+
+MIN_SWEEPS = 20
+"""Fewer complete finished sweeps than this: the built-in map (at 20 the smallest risk a level can promise is
+1/21, about 0.048)."""
+
+MAX_SWEEPS = 250
+"""At most this many calibration sweeps (the newest complete ones)."""
+
+Sweep = Mapping[Hashable, Sequence[tuple[int, float]]]
+
+
+@dataclass(frozen=True)
+class RiskFit:
+    """The realized losses of the replays: ``lost[l]`` sweeps of ``n`` lost every near-best seed at level l, for
+    the levels of ``GRID`` walked until one's bound exceeded ``risk`` (so it answers for any risk up to it)."""
+
+    lost: tuple[tuple[float, int], ...]
+    n: int
+    risk: float = 0.5
+
+    def level(self, risk: float) -> Optional[float]:
+        """The largest level of the module's formula for ``risk``; None when none qualifies.
+
+        >>> fit = RiskFit(((0.01, 0), (0.02, 1), (0.05, 3), (0.1, 2), (0.2, 9)), 40, 0.2)
+        >>> fit.level(0.05), fit.level(0.1), fit.level(0.2), fit.level(0.03)
+        (0.02, 0.1, 0.1, 0.01)
+        >>> fit.level(0.02) is None
+        True
+        """
+        best = None
+        for level, lost in self.lost:
+            if (lost + 1) / (self.n + 1) > risk:
+                break
+            best = level
+        return best
+
+    @property
+    def source(self) -> str:
+        return f"risk level from {self.n} complete finished sweep{'s' if self.n != 1 else ''} of this project"
+
+
+def complete(sweep: Sweep) -> bool:
+    """Every run of the sweep (two or more) reached its horizon (``prior.horizon``)."""
+    end = prior.horizon(sweep)
+    curves = [c for c in sweep.values() if c]
+    return end >= 4 and len(curves) >= 2 and all(int(c[-1][0]) >= end for c in curves)
+
+
+def near_best(sweep: Sweep, tolerance: float, sign: float = 1.0) -> set:
+    """The runs whose final (the mean of their last 10 % of points, in the policy's sign) is within ``tolerance``
+    of the best final: what bayes promises, judged on the recorded finals. (Counting also the runs within two
+    standard errors of the best, as the bench judges its recorded corpus, made every level look safe on noisy
+    synthetic sweeps: a replay at model loss 0.1 lost 2 of 120 sweeps so judged, 14 judged on the noise-free worth,
+    11 judged so.)
+
+    >>> sorted(near_best({"a": [(s, 0.5) for s in range(1, 21)], "b": [(s, 0.49) for s in range(1, 21)],
+    ...                   "c": [(s, 0.3) for s in range(1, 21)]}, 0.02))
+    ['a', 'b']
+    """
+    finals = {run_id: statistics.fmean(sign * float(v) for _, v in curve[-max(1, math.ceil(0.1 * len(curve))):])
+              for run_id, curve in sweep.items()}
+    top = max(finals.values())
+    return {run_id for run_id, final in finals.items() if final >= top - tolerance}
+
+
+def _replay_config(config: dict, sweep: Sweep, level: float) -> tuple[dict, int]:
+    """The policy's config for a replay of ``sweep`` at model loss ``level``, and the width its points are means of
+    (its steps over its longest run's points): the horizon its own, the steps-valued keys at their defaults."""
+    end = prior.horizon(sweep)
+    width = max(1, round(end / max(len(c) for c in sweep.values())))
+    keep = {k: config[k] for k in ("name", "metric", "mode", "tolerance", "min_peers") if k in config}
+    return {**keep, "max_steps": end, "risk": level}, width
+
+
+def fit(history: Sequence[Sweep], config: dict) -> Optional[RiskFit]:
+    """Walk ``GRID`` up: replay every calibration sweep at each level until the bound of the module's formula
+    exceeds ``config["risk"]`` (see the module's docstring); None without ``MIN_SWEEPS`` complete sweeps."""
+    from . import risk_map
+    from .replay import replay
+
+    sweeps = [s for s in history if complete(s)][:MAX_SWEEPS]
+    if len(sweeps) < MIN_SWEEPS:
+        return None
+    halves = [[s for j, s in enumerate(history) if j % 2 != k] for k in range(2)]
+    position = {id(s): j for j, s in enumerate(history)}
+    sign = 1.0 if config.get("mode", "max") == "max" else -1.0
+    risk = float(config.get("risk", 0.05))
+    nears = [near_best(s, float(config.get("tolerance", 0.02)), sign) for s in sweeps]
+    lost: list[tuple[float, int]] = []
+    with risk_map.uncalibrated():  # the model's own levels (and no risk fit within a replay)
+        for level in GRID:
+            n_lost = 0
+            for sweep, near in zip(sweeps, nears):
+                cfg, width = _replay_config(config, sweep, level)
+                n_lost += near <= set(replay(cfg, sweep, width=width, history=halves[position[id(sweep)] % 2]).stopped_at)
+            lost.append((level, n_lost))
+            if (n_lost + 1) / (len(sweeps) + 1) > risk:
+                break
+    return RiskFit(tuple(lost), len(sweeps), risk)
+
+
+_CACHE: "OrderedDict[tuple, tuple]" = OrderedDict()
+
+
+def learn(history: Optional[Sequence[Sweep]], config: dict) -> Optional[RiskFit]:
+    """The risk fit of ``history`` for a bayes policy of ``config`` (see the module's docstring); None without
+    ``MIN_SWEEPS`` complete sweeps (or inside ``risk_map.uncalibrated``). Kept per history and parameters."""
+    from . import risk_map
+
+    if not history or risk_map.is_uncalibrated():
+        return None
+    key = _key(history, config)
+    known = _CACHE.get(key, ())
+    found = next((f for f in known if f is None or f.risk >= float(config.get("risk", 0.05))), False)
+    if found is False:
+        found = fit(history, config)
+        remember(history, config, found)
+    _CACHE.move_to_end(key)
+    return found
+
+
+def _key(history: Sequence[Sweep], config: dict) -> tuple:
+    return tuple(config.get(k) for k in ("mode", "tolerance", "min_peers")), prior.history_key(history)
+
+
+def remember(history: Sequence[Sweep], config: dict, found: Optional[RiskFit]) -> None:
+    """Keep ``found`` as ``learn``'s answer for ``history`` and every risk up to its own (one computed in another
+    process: the bench's)."""
+    key = _key(history, config)
+    _CACHE[key] = (*_CACHE.get(key, ()), found)
+    while len(_CACHE) > 8:
+        _CACHE.popitem(last=False)
