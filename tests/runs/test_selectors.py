@@ -18,16 +18,6 @@ def run_with_metrics(config):
     return run
 
 
-def test_metrics_since_returns_only_later_steps_in_order(run_with_metrics):
-    series = selectors.run_metrics_since(run_id=run_with_metrics.pk, since_step=1)
-    assert series["reward/mean"]["x"] == [2, 3]
-    assert series["reward/mean"]["y"] == pytest.approx([0.2, 0.3])
-    assert series["entropy"]["y"] == pytest.approx([1.0, 0.0])
-    assert selectors.run_metrics_since(run_id=run_with_metrics.pk, since_step=3) == {}
-    only = selectors.run_metrics_since(run_id=run_with_metrics.pk, keys=["entropy"])
-    assert list(only) == ["entropy"] and only["entropy"]["x"] == [1, 2, 3]
-
-
 def test_samples_since_are_newest_step_first(run_with_metrics):
     rows = selectors.run_samples_since(run_id=run_with_metrics.pk, since_step=1)
     assert [r["step"] for r in rows] == [3, 2]

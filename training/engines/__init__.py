@@ -96,10 +96,6 @@ def register_engine(engine: Engine) -> Engine:
     return engine
 
 
-def unregister_engine(name: str) -> None:
-    _REGISTRY.pop(name, None)
-
-
 def engine_modules() -> list[str]:
     """The modules of this package that declare an engine (``ENGINE = Engine(...)`` at their top level)."""
     found = []

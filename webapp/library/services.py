@@ -103,13 +103,6 @@ def model_import_run(*, entry_id: int, log=print) -> ModelEntry:
     return entry
 
 
-def model_delete(*, user, entry: ModelEntry) -> None:
-    require_role(user, entry.project_id, Role.MEMBER)
-    audit(project=entry.project_id, user=user, action="model.remove", target_type="model", target_id=entry.pk,
-          name=entry.name)
-    entry.delete()  # the folder stays: runs and checkpoints may still use it
-
-
 # --- "try it": one reply from a model, generated on a worker slot ------------------------------------------
 
 TRIAL_PROMPT_MAX_CHARS = 4000

@@ -209,19 +209,6 @@ def run_table(*, user, params: search.RunListParams, per_page: int = search.PER_
     return {"page": page, "rows": rows}
 
 
-def run_metrics_since(*, run_id: int, since_step: int = 0, keys: list[str] | None = None) -> dict[str, dict]:
-    """Points with step > ``since_step``: ``{key: {"x": [steps...], "y": [values...]}}``, steps ascending."""
-    qs = MetricPoint.objects.filter(run_id=run_id, step__gt=since_step)
-    if keys:
-        qs = qs.filter(key__in=keys)
-    series: dict[str, dict] = {}
-    for step, key, value in qs.order_by("key", "step").values_list("step", "key", "value"):
-        s = series.setdefault(key, {"x": [], "y": []})
-        s["x"].append(step)
-        s["y"].append(value)
-    return series
-
-
 def run_metrics_bucketed(*, run_id: int, keys: list[str] | None = None, since_step: int = 0,
                          max_points: int = 400, until_step: int | None = None) -> dict:
     """Points with ``since_step`` < step <= ``until_step`` (default: the last), at most about ``max_points`` per
