@@ -126,7 +126,8 @@ def _with_core_methods(pattern: re.Pattern) -> re.Pattern:
 
 def _engine_specific_functions(pattern: re.Pattern) -> set[tuple[Path, str]]:
     """(file, name) of the public functions ``engine_specific_functions`` describes, for ``pattern``; a private
-    helper imported from a sibling module (``from .transitions import _locked``) counts as the module's own."""
+    helper, or any function imported from a sibling module (``from .transitions import locked_run``), counts as the
+    module's own."""
     modules = {}
     for top in PRODUCTION:
         for path in (ROOT / top).rglob("*.py"):
@@ -136,21 +137,21 @@ def _engine_specific_functions(pattern: re.Pattern) -> set[tuple[Path, str]]:
                 defs = {node.name: node for node in tree.body  # module-level: what tests call
                         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
                 imported = {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom)
-                            for a in node.names if a.name.startswith("_")}
+                            for a in node.names if a.name.startswith("_") or node.level > 0}
                 hit = {name for name, node in defs.items() if pattern.search(ast.get_source_segment(source, node) or "")}
                 modules[path] = (defs, imported, hit)
     private_hits, grown = set(), True
-    while grown:  # through private helpers only: a public callee is tested, and selected, on its own
+    while grown:  # through private helpers and sibling imports: a public callee of the same module is selected on its own
         grown = False
         for defs, imported, hit in modules.values():
             known = hit | (imported & private_hits)
             for name, node in defs.items():
                 calls = {c.func.id for c in ast.walk(node) if isinstance(c, ast.Call)
-                         and isinstance(c.func, ast.Name) and c.func.id.startswith("_")}
+                         and isinstance(c.func, ast.Name) and (c.func.id.startswith("_") or c.func.id in imported)}
                 if name not in hit and calls & known:
                     hit.add(name)
                     grown = True
-            new = {name for name in hit if name.startswith("_")} - private_hits
+            new = set(hit) - private_hits
             if new:
                 private_hits |= new
                 grown = True

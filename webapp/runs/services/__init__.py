@@ -35,7 +35,7 @@ from .ranks import MAX_RANKS_STORED, run_ranks_set
 from .recovery import _restart, restart_backoff_s, runs_mark_lost
 from .run_warnings import run_warning_add
 from .samples import run_samples_append
-from .transitions import TransitionError, _after_end, _locked, _move
+from .transitions import TransitionError, after_end, locked_run, move_status
 
 __all__ = [
     "DISK_FULL", "KILLABLE_STATUSES", "MAX_ENGINE_CONFIG_CHARS", "MAX_ENGINE_VALUE_CHARS", "MAX_NAME", "MAX_NOTES",
@@ -50,6 +50,6 @@ __all__ = [
     "run_resume", "run_samples_append", "run_start", "run_warning_add", "runs_mark_lost", "runs_redispatch",
     "runs_restart_after_disk_full",
     # (private helpers a few tests call directly)
-    "_after_end", "_best_checkpoint_steps", "_folder_bytes", "_locked", "_move", "_restart",
+    "after_end", "_best_checkpoint_steps", "_folder_bytes", "locked_run", "move_status", "_restart",
     "_runs_whose_message_was_lost", "_send_run", "_unless_sent_unrecorded",
 ]

@@ -10,7 +10,7 @@ from webapp.projects.models import Role
 from webapp.projects.services import audit, require_role
 from webapp.runs.models import Run
 
-from .transitions import TransitionError, _locked
+from .transitions import TransitionError, locked_run
 
 
 TAG_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:/+")
@@ -49,7 +49,7 @@ def run_annotate(*, run_ids: list[int], user=None, name: str | None = None, note
         errors["notes"] = f"at most {MAX_NOTES} characters; got {len(notes)}"
     if errors:
         raise FieldErrors(errors)
-    runs = [_locked(run_id) for run_id in run_ids]
+    runs = [locked_run(run_id) for run_id in run_ids]
     for run in runs:
         if user is not None:
             require_role(user, run.project_id, Role.MEMBER)
@@ -78,7 +78,7 @@ def run_archive(*, run_ids: list[int], user=None, archived: bool = True) -> int:
     Returns how many changed."""
     changed = 0
     for run_id in run_ids:
-        run = _locked(run_id)
+        run = locked_run(run_id)
         if user is not None:
             require_role(user, run.project_id, Role.MEMBER)
         if archived and not run.is_ended:

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from webapp.runs.models import Run, RunNode, RunStatus
 
-from .transitions import _locked
+from .transitions import locked_run
 
 
 def run_nnodes(run: Run) -> int:
@@ -50,7 +50,7 @@ def run_node_take(*, queue: str, machine: str, worker: str, host: str, port: int
     blocked = False
     stale = timezone.now() - timedelta(seconds=settings.SEEDBED_LOST_AFTER_S)
     for run_id in _gangs_forming(queue, before=held):
-        run = _locked(run_id)
+        run = locked_run(run_id)
         if run.status != RunStatus.QUEUED or run.kill_requested_at is not None or not run.dispatch_id:
             continue
         RunNode.objects.filter(run=run).exclude(dispatch=run.dispatch_id).delete()

@@ -18,7 +18,7 @@ from webapp.runs.signals import slots_changed
 
 from .dispatch import run_dispatch
 from .recovery import _record_lost, _restart
-from .transitions import TransitionError, _after_end, _locked, _move
+from .transitions import TransitionError, after_end, locked_run, move_status
 
 log = logging.getLogger("seedbed.runs")
 
@@ -60,23 +60,23 @@ def run_finish(*, run_id: int, status: str, error: str = "") -> Run:
     """End a running run with ``status`` (succeeded, failed, killed or lost) and hand its slot on."""
     if status not in ENDED_STATUSES:
         raise ValueError(f"{status!r} is not an end status")
-    run = _locked(run_id)
+    run = locked_run(run_id)
     if status == RunStatus.SUCCEEDED and run.status == RunStatus.RUNNING and run.last_step < run.total_steps:
         # Its total_steps was raised while it ran (a sweep policy extending a survivor): the loop finished the
         # total it started with; queue it again to resume from its final checkpoint up to the new total.
-        _move(run, RunStatus.QUEUED)
+        move_status(run, RunStatus.QUEUED)
         run.worker, run.pid, run.enqueued_at = "", None, None
         run.save()
-        _after_end(run)
+        after_end(run)
         log.info("run %s: extended to %s steps; queued to resume", run.pk, run.total_steps)
         return run
-    _move(run, status)
+    move_status(run, status)
     run.ended_at = timezone.now()
     run.error = error
     if status == RunStatus.KILLED and not run.killed_by:
         run.killed_by, run.kill_reason = "system", run.kill_reason or "stopped"
     run.save()
-    _after_end(run)
+    after_end(run)
     log.info("run %s: %s", run.pk, status)
     return run
 
@@ -96,7 +96,7 @@ def run_record_exit(*, run_id: int, outcome: str, forced: bool | str = False, de
     lost (``max_restarts``), and past them the run ends lost naming the signal. A run that is no longer running
     (declared lost meanwhile, or ended elsewhere) is left as it is.
     """
-    run = _locked(run_id)
+    run = locked_run(run_id)
     if run.status != RunStatus.RUNNING or (worker is not None and run.worker != worker):
         return run.status  # ended meanwhile, or another worker holds it now: not this process's to record
     if forced or run.kill_requested_at is not None:
@@ -132,8 +132,8 @@ def _forced_error(forced) -> str:
 def run_requeue(*, run_id: int, reason: str) -> Run:
     """A running run was stopped cleanly because its worker is shutting down (it saved a checkpoint):
     back to the queue, sent again, so the next worker resumes it."""
-    run = _locked(run_id)
-    _move(run, RunStatus.QUEUED)
+    run = locked_run(run_id)
+    move_status(run, RunStatus.QUEUED)
     run.error = reason
     run.worker, run.pid = "", None
     run.save()
@@ -155,7 +155,7 @@ def run_kill(*, run_id: int, user=None, killed_by: str = "", reason: str = "",
     killed when it exits, or when the worker terminates it after the grace period). Queued: killed at once.
     Any other run, or one already being killed, is refused with TransitionError and left as it is; a reason a
     user gave with a control character, with FieldErrors (``reason``)."""
-    run = _locked(run_id)
+    run = locked_run(run_id)
     if user is not None:
         require_role(user, run.project_id, Role.MEMBER)
         require_no_control_characters(reason=reason)
@@ -172,10 +172,10 @@ def run_kill(*, run_id: int, user=None, killed_by: str = "", reason: str = "",
           target_type="run", target_id=run.pk, reason=reason,
           **({} if decided_at_step is None else {"decided_at_step": decided_at_step}), at_step=run.last_step)
     if run.status == RunStatus.QUEUED:
-        _move(run, RunStatus.KILLED)
+        move_status(run, RunStatus.KILLED)
         run.ended_at = run.kill_requested_at
         run.save()
-        _after_end(run)
+        after_end(run)
     else:
         run.save()
     log.info("run %s: kill requested by %s (%s)", run.pk, killed_by, reason or "no reason given")
@@ -189,7 +189,7 @@ def run_resume(*, run_id: int, user=None, nproc_per_node: int | None = None, nno
     pending kill stays pending). A seedbed run may resume on another number of ranks (``nproc_per_node``,
     ``nnodes``): its checkpoints load at any world size (training.distributed); one rank trains with strategy
     none, several keep the run's strategy (ddp when it had none)."""
-    run = _locked(run_id)
+    run = locked_run(run_id)
     if user is not None:
         require_role(user, run.project_id, Role.MEMBER)
     if run.status not in RESUMABLE_STATUSES:
@@ -206,7 +206,7 @@ def run_resume(*, run_id: int, user=None, nproc_per_node: int | None = None, nno
     ranks_now = (run.config.get("nproc_per_node") or 1) * (run.config.get("nnodes") or 1)
     if ranks_now != ranks_before:
         ended["ranks"] = f"{ranks_before} -> {ranks_now}"
-    _move(run, RunStatus.QUEUED)
+    move_status(run, RunStatus.QUEUED)
     run.kill_requested_at, run.killed_by, run.kill_reason = None, "", ""
     run.ended_at, run.enqueued_at, run.error = None, None, ""
     run.save()

@@ -14,7 +14,7 @@ from webapp import jobs
 from webapp.projects.services import audit
 from webapp.runs.models import RUN_JOB, Run, RunStatus
 
-from .transitions import _after_end, _move
+from .transitions import after_end, move_status
 
 log = logging.getLogger("seedbed.runs")
 NEVER_STALE_S = 100 * 365 * 86400.0  # a heartbeat age no run reaches: no run judged lost by its heartbeat
@@ -46,18 +46,18 @@ def _recover(run: Run, age: float, gone: set[str]) -> None:
         why = f"its worker {run.worker} stopped reporting (dead: no liveness for {_gone_after_s():g} s)"
     allowed = int(run.config.get("max_restarts", 0))
     if run.kill_requested_at is not None:  # the kill was asked for: it ends killed, by whoever asked
-        _move(run, RunStatus.KILLED)
+        move_status(run, RunStatus.KILLED)
         run.ended_at = timezone.now()
         run.error = f"its worker was lost before the kill took effect ({why})"
         run.save()
-        _after_end(run)
+        after_end(run)
     elif run.restarts < allowed:
         _restart(run, why, allowed)
     else:
         why += f"; gave up after {run.restarts} automatic restart(s)" if allowed else ""
         jobs.declare_lost(RUN_JOB, run, why)
         _record_lost(run, f"worker lost: {why}", actor="reconciler")
-        _after_end(run)
+        after_end(run)
 
 
 def _gone_after_s() -> float:
@@ -105,7 +105,7 @@ def _restart(run: Run, why: str, allowed: int, lost: str = "worker lost") -> Non
     step = run.checkpoints.order_by("-step").values_list("step", flat=True).first() or 0
     run.restarts += 1
     delay = restart_backoff_s(run.restarts)
-    _move(run, RunStatus.QUEUED)
+    move_status(run, RunStatus.QUEUED)
     now = timezone.now()
     actor = "reconciler" if lost else f"worker:{run.worker}"[:200]
     run.worker, run.pid = "", None

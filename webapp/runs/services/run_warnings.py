@@ -5,7 +5,7 @@ import logging
 
 from django.db import transaction
 
-from .transitions import _locked
+from .transitions import locked_run
 
 log = logging.getLogger("seedbed.runs")
 
@@ -14,7 +14,7 @@ log = logging.getLogger("seedbed.runs")
 def run_warning_add(*, run_id: int, warning: dict) -> bool:
     """Store a guard's warning on the run (training.silent_run, training.reward_hacking), once per kind; False
     when the run had it already."""
-    run = _locked(run_id)
+    run = locked_run(run_id)
     if any(w.get("kind") == warning.get("kind") for w in run.warnings):
         return False
     run.warnings = [*run.warnings, {k: warning.get(k) for k in ("kind", "step", "message", "reason")}]

@@ -19,7 +19,7 @@ from .budget import stops_fund_a_seed
 from .calibrated import Prediction, SeedFold
 from .parameters import BayesParams
 from .curves import SweepCurves
-from .rules import STOP, Decision, Policy, _RunCurve
+from .rules import STOP, Decision, Policy
 
 __all__ = ["BayesPolicy", "bayes_stops", "policy_numbers", "sweep_numbers", "SweepNumbers"]
 

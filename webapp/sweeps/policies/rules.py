@@ -26,7 +26,6 @@ from .smoothing import make_smoother
 from .stopping_rules import (asha_stops, asha_waiting, median_stops, median_waiting, no_stops, no_waiting,
                              peers_waiting, threshold_stops)
 
-_RunCurve = RunCurve  # the name bayes.py imports
 __all__ = ["STOP", "EXTEND", "Decision", "Policy", "Rule", "RULES", "POLICY_NAMES", "STOP_RULES", "rule_list",
            "make_policy",
            "parse_config", "params_help", "stored_config"]
