@@ -195,3 +195,30 @@ def test_the_circle_finder_finds_a_circle():
     graph = {"training.a": {"training.b": 1}, "training.b": {"training.c": 1}, "training.c": {"training.a": 1},
              "training.d": {"training.a": 1}}
     assert cycles(graph, "training") == [["training.a", "training.b", "training.c"]]
+
+
+def private_imports() -> list[str]:
+    """Every ``from <project module> import _name`` in production code (the name private to its module)."""
+    modules = project_modules()
+    found = []
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+                source = ".".join(base[:len(base) - (node.level - 1)] + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            if source.split(".")[0] not in PACKAGES:
+                continue
+            found += [f"{where(module, node.lineno)}: {alias.name} from {source}" for alias in node.names
+                      if alias.name.startswith("_") and not alias.name.startswith("__")]
+    return found
+
+
+def test_no_private_name_is_imported_across_production_modules():
+    """A name with a leading underscore is its module's own: a caller elsewhere means it is public (rename it) or
+    belongs where it is used (move it)."""
+    assert not private_imports(), "\n".join(private_imports())

@@ -87,13 +87,13 @@ def test_a_run_started_while_the_reconciler_was_about_to_send_it_is_left_alone(
     run = _launched_but_never_stamped(config, broker)
     broker.held.clear()
     broker.down = "ConnectionError: broker down"
-    original = dispatch._runs_whose_message_was_lost
+    original = dispatch.runs_whose_message_was_lost
 
     def worker_starts_it_meanwhile(*, exclude):  # after the reconciler listed it as pending
         services.run_start(run_id=run.pk, worker="w:1")
         return original(exclude=exclude)
 
-    monkeypatch.setattr(dispatch, "_runs_whose_message_was_lost", worker_starts_it_meanwhile)
+    monkeypatch.setattr(dispatch, "runs_whose_message_was_lost", worker_starts_it_meanwhile)
     with django_capture_on_commit_callbacks(execute=True):
         services.runs_redispatch()
     run.refresh_from_db()

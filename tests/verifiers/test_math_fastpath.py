@@ -287,11 +287,11 @@ def test_chunk_stops_starting_pairs_past_its_budget_and_the_rest_are_sent_again(
 
 def test_pool_that_cannot_start_fails_the_batch_once_without_per_pair_retries():
     from training.verifiers import VerifierError, score_batch
-    from training.verifiers.workers import _Worker
+    from training.verifiers.workers import PoolWorker
     started = []
 
     def broken_worker():
-        started.append(_Worker("no_such_module_for_seedbed_tests:fn"))
+        started.append(PoolWorker("no_such_module_for_seedbed_tests:fn"))
         return started[-1]
 
     v = get_verifier("math", processes=1, cache_size=0)

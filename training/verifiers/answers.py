@@ -49,7 +49,7 @@ _MARKER_TIERS = (  # Math-Verify's order of strength: "final answer ... is", the
     re.compile(r"\bfinal\s+answer\b[^\n$\\\d.:：]{0,100}?\bis\b[*_]*\s*[:：]?", re.IGNORECASE),
     re.compile(r"\banswer(?:\s+is)?[*_]*\s*[:：]", re.IGNORECASE),
     re.compile(r"\bthe\s+answer\s+is\b|^[^\w\n<]*(?:final\s+)?answer\b(?:\s+is\b)?", re.IGNORECASE | re.MULTILINE))  # "<answer>" is a tag
-_UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
+UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
 # what Math-Verify reads right after "final answer is": math, or a number
 _READABLE_AFTER_IS = re.compile(r"\s*(?:\$|\\\(|\\\[|-?\d|\.\d)")
 _INLINE_DOLLAR_CLOSE = re.compile(r"(?<!\\)\$|\n")  # an inline $...$ closes on its line
@@ -297,7 +297,7 @@ def _answer_after(text: str, start: int) -> MarkedAnswer | None:
     m = _SENTENCE_END.search(rest)  # the sentence's own full stop stays: "19/7." is what a reader sees
     answer = rest[:m.end() if m and m.group() != "\n" else m.start()] if m else rest
     answer = answer.replace("**", "").strip(" \t*")  # markdown bold is not math
-    if not _UNESCAPED_DOLLAR.sub("", answer).rstrip(".;!").strip():  # a lone "$" is none
+    if not UNESCAPED_DOLLAR.sub("", answer).rstrip(".;!").strip():  # a lone "$" is none
         return None
     return MarkedAnswer(answer)
 

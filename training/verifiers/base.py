@@ -41,7 +41,7 @@ class Verifier(Protocol):
     def __call__(self, completion: str, example: dict) -> VerifierResult: ...
 
 
-_REGISTRY: dict[str, Any] = {}
+VERIFIER_REGISTRY: dict[str, Any] = {}
 
 
 def register_verifier(name: str) -> Callable[[Any], Any]:
@@ -58,9 +58,9 @@ def register_verifier(name: str) -> Callable[[Any], Any]:
         raise ValueError(f"verifier name must be non-empty and contain no ':'; got {name!r}")
 
     def deco(obj: Any) -> Any:
-        if name in _REGISTRY and _REGISTRY[name] is not obj:
+        if name in VERIFIER_REGISTRY and VERIFIER_REGISTRY[name] is not obj:
             raise ValueError(f"verifier {name!r} is already registered")
-        _REGISTRY[name] = obj
+        VERIFIER_REGISTRY[name] = obj
         return obj
 
     return deco

@@ -26,7 +26,7 @@ tests use that neither they, the set-up nor the builtins define are looked up in
 module it imported is the test process's own import of that module).
 Builtins come first, so a program's ``abs = ...`` never reaches the tests; ``entry_point`` and the set-up's
 stub functions (a body of only a docstring, ``pass`` or ``...``, which the program is to write) are always
-the program's. Values cross in a tagged JSON (``sandbox_server._to_wire``): tuples, sets, frozensets,
+the program's. Values cross in a tagged JSON (``sandbox_server.to_wire``): tuples, sets, frozensets,
 non-string keys, big ints and non-finite floats come back as they left, so ``assert f() == (1, 2)`` and
 ``isinstance(f(), tuple)`` mean what they say; exact builtin types only. Arguments are copies: a test that
 checks how the program mutated its argument in place cannot pass. The program's exceptions are re-raised in
@@ -66,7 +66,7 @@ from dataclasses import dataclass
 
 from training.verifiers.base import Param, VerifierError, VerifierResult, register_verifier
 from training.verifiers.sandbox import SANDBOX_USER, shared_sandbox
-from training.verifiers.sandbox_server import _to_wire, from_wire
+from training.verifiers.sandbox_server import to_wire, from_wire
 from training.verifiers.workers import TaskFailed, TaskTimeout
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -112,7 +112,7 @@ def _literal(node: ast.AST):
     """(True, value) when ``node`` is a plain-data literal; (False, None) otherwise."""
     try:
         value = ast.literal_eval(node)
-        _to_wire(value)
+        to_wire(value)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return False, None
     return True, value

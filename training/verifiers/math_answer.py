@@ -40,14 +40,14 @@ from training.verifiers.answers import find_boxed
 from training.verifiers.base import Param, VerifierError, VerifierResult, register_verifier
 from training.verifiers.math_equivalence import (READ_AS, check_chunk_in_worker, check_in_worker, gold_input,
                                                  parse_input, verify_any)
-from training.verifiers.math_extract import (_UNCERTAIN, EXTRACT, MAX_ANSWER_CHARS, MAX_BOXES, TEX_PROGRAMMING,
-                                             _text_hedge, extract_answer)
+from training.verifiers.math_extract import (UNCERTAIN, EXTRACT, MAX_ANSWER_CHARS, MAX_BOXES, TEX_PROGRAMMING,
+                                             text_hedge, extract_answer)
 from training.verifiers.math_fastpath import decide, parse_fast
 from training.verifiers.workers import TaskFailed, TaskTimeout, WorkerPool
 
 # (re-exported: the verifier's public names, as callers and tests import them from here)
 __all__ = ["EXTRACT", "INTENTIONAL_DIFFERENCES", "MAX_ANSWER_CHARS", "MAX_BOXES", "MODES", "READ_AS",
-           "TEX_PROGRAMMING", "IntentionalDifference", "MathVerifier", "_text_hedge", "check_chunk_in_worker",
+           "TEX_PROGRAMMING", "IntentionalDifference", "MathVerifier", "text_hedge", "check_chunk_in_worker",
            "check_in_worker", "extract_answer", "find_boxed", "gold_input", "intentional_difference",
            "parse_input", "verify_any"]
 
@@ -78,7 +78,7 @@ class IntentionalDifference:
     why: str
 
 
-# The reason a hedge of each kind (math_extract._text_hedge) scores 0 with
+# The reason a hedge of each kind (math_extract.text_hedge) scores 0 with
 HEDGE_REASONS = {"uncertain": "hedged answer", "alternative": "hedged answer", "set": "hedged answer",
                  "several": "answer is a list, range or bound"}
 KEPT_CANDIDATE_WRONG = "kept candidate not equivalent to the gold answer"
@@ -273,7 +273,7 @@ class MathVerifier:
     def _decide_here(self, gold: str, info: dict) -> VerifierResult | None:
         """The verdict without math-verify, or None: no answer, a hedge, or the fast path's exact verdict."""
         hedge = info.get("hedge")
-        if hedge == "uncertain" and _UNCERTAIN.search(gold):
+        if hedge == "uncertain" and UNCERTAIN.search(gold):
             hedge = info["hedge"] = None  # the gold itself is phrased that way
         if info["answer"] is None:
             return VerifierResult(0.0, info)

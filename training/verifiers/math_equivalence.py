@@ -17,7 +17,7 @@ import re
 import time
 from itertools import product
 
-_UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
+UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
 # A plain number as Math-Verify reads one in prose (its ExprExtractionConfig): thousands groups after a space
 # or a comma ("1 000", "-1,234.5"), or a decimal comma ("2,5"). As LaTeX "1 000" is 1*000 and "2,5" a set.
 _PROSE_NUMBER = re.compile(r"-?(?:[1-9]\d{0,2}(?:[ ,]\d{3})+(?:\.\d+)?|\d+,\d{1,2})")
@@ -25,7 +25,7 @@ READ_AS = ("latex", "text", "completion")
 
 
 def _has_math(text: str) -> bool:
-    return bool(_UNESCAPED_DOLLAR.search(text)) or "\\boxed" in text or "\\fbox" in text
+    return bool(UNESCAPED_DOLLAR.search(text)) or "\\boxed" in text or "\\fbox" in text
 
 
 def parse_input(text: str, read_as: str) -> str:

@@ -35,11 +35,11 @@ from training.verifiers.answers import (MAX_TAIL, NOT_AN_ABBREVIATION, final_ans
                                         find_boxed_spans, marked_answer)
 from training.verifiers.math_candidates import (bound_after, bound_before, bound_in_latex, cue_between,
                                                 first_value, kept_candidate, second_candidate, several_in_text)
-from training.verifiers.math_equivalence import _UNESCAPED_DOLLAR
+from training.verifiers.math_equivalence import UNESCAPED_DOLLAR
 
 # Hedges. Uncertain words: always a hedge. "or" between candidates: a hedge unless Math-Verify reads the
 # candidates as one set (a box's content, boxes or math spans it joins) and the gold is that set of values.
-_UNCERTAIN = re.compile(r"\b(?:maybe|possibly|probably|perhaps)\b|\?", re.IGNORECASE)
+UNCERTAIN = re.compile(r"\b(?:maybe|possibly|probably|perhaps)\b|\?", re.IGNORECASE)
 _OR_WORDS = r"\b(?:or|either|o|ou|oder|oppure)\b"  # (several languages' "or": "5 o 6" hedges as "5 or 6" does)
 _OR = re.compile(_OR_WORDS + r"|\\(?:lor|vee)\b", re.IGNORECASE)
 # two separate math spans with "/" between them ("$3$/$4$"): candidates, not a fraction
@@ -128,7 +128,7 @@ def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxe
                 return info
             # an empty box ends the search: no answer
             info["answer"] = info["checked"] = ", ".join(group) if all(group) else ""
-            if _UNESCAPED_DOLLAR.search(info["answer"]):  # a box across math delimiters: "\\boxed{12 $ and $13}"
+            if UNESCAPED_DOLLAR.search(info["answer"]):  # a box across math delimiters: "\\boxed{12 $ and $13}"
                 info["checked"] = "".join(f"\\boxed{{{content}}}, " for content in group)[:-2]
             info["method"], info["read_as"], info["parts"] = "boxed", "latex", len(group)
             info["hedge"] = _boxes_hedge(completion, group_spans, spans)
@@ -140,7 +140,7 @@ def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxe
             kept = kept_candidate(marked.spans, marked.tail)
             if kept is not None:  # "$x = 3$ or $x = -3$, but since x > 0, $x = 3$": the one kept, a rejected root
                 info["answer"] = info["checked"] = kept
-                info["read_as"], info["hedge"] = "latex", _text_hedge(kept, "latex")
+                info["read_as"], info["hedge"] = "latex", text_hedge(kept, "latex")
                 info["guard"] = "Answer: " + marked.text + marked.tail  # Math-Verify's reading must agree
             elif len(marked.spans) > 1:  # spans Math-Verify joins into one answer: it reads them together
                 info["answer"], info["checked"], info["read_as"] = ", ".join(marked.spans), marked.text, "latex"
@@ -154,7 +154,7 @@ def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxe
         answer = extract_form(completion, form)
         if answer is not None:
             (info["answer"], info["checked"], info["read_as"]), info["method"] = _tidy(answer), form
-            info["hedge"] = _text_hedge(info["answer"], info["read_as"])
+            info["hedge"] = text_hedge(info["answer"], info["read_as"])
             break
     if info["answer"] and len(info["checked"]) > MAX_ANSWER_CHARS:
         info["answer"], info["reason"] = None, "answer too long"
@@ -166,13 +166,13 @@ def extract_answer(completion: str, fallback: str = "answer_line", multiple_boxe
     return info
 
 
-def _text_hedge(text: str, read_as: str) -> str | None:
+def text_hedge(text: str, read_as: str) -> str | None:
     """How an answer hedges (None: it does not): ``"uncertain"`` (maybe, probably, "?"), ``"alternative"``
     (candidates Math-Verify does not read as one set: "or" in prose, "/" between math spans, a second value
     offered after the first: "5 (though 6 is also plausible)"), ``"set"`` ("or" inside LaTeX, which Math-Verify
     reads as a set: ``3 \\text{ or } 4`` is {3, 4}) or ``"several"`` (a list, range or bound: "3, 4, 5", "between 3
     and 5", "at least 3", ``\\geq 3``; :mod:`training.verifiers.math_candidates`)."""
-    if _UNCERTAIN.search(text):
+    if UNCERTAIN.search(text):
         return "uncertain"
     if _SLASH_BETWEEN_SPANS.search(text):
         return "alternative"
@@ -196,11 +196,11 @@ def _worst(*hedges: str | None) -> str | None:
 def _marked_hedge(marked, read_as: str) -> str | None:
     """How the answer after a marker hedges: in its spans, what joins them, or the rest of its sentence."""
     if not marked.spans:
-        return _text_hedge(marked.text, read_as)
+        return text_hedge(marked.text, read_as)
     tail = marked.tail
-    return _worst(*(_text_hedge(span, "latex") for span in marked.spans),
+    return _worst(*(text_hedge(span, "latex") for span in marked.spans),
                   "set" if any(_OR.search(joiner) for joiner in marked.joiners) else None,
-                  "uncertain" if _UNCERTAIN.search(tail) else None,
+                  "uncertain" if UNCERTAIN.search(tail) else None,
                   "alternative" if _ALTERNATIVE_AFTER.search(tail) or second_candidate(tail, marked.spans[-1])
                   else None,
                   "several" if bound_after(tail) else None)
@@ -212,22 +212,22 @@ def _boxes_hedge(completion: str, group_spans: list[tuple[int, int, str]],
     ("maybe \\boxed{3}", "3 or \\boxed{4}", "at least \\boxed{3}", an earlier box offered as another possibility:
     "$\\boxed{32}$, or maybe $\\boxed{64}$") or after the last ("\\boxed{3} or 4", "\\boxed{3}?", "\\boxed{5}
     (though 6 is also plausible)")."""
-    hedges = [_text_hedge(content, "latex") for _, _, content in group_spans]
+    hedges = [text_hedge(content, "latex") for _, _, content in group_spans]
     for (_, end, _), (start, _, _) in zip(group_spans, group_spans[1:]):
         between = completion[end:start]
-        hedges.append("uncertain" if _UNCERTAIN.search(between) else "alternative" if "/" in between
+        hedges.append("uncertain" if UNCERTAIN.search(between) else "alternative" if "/" in between
                       else "set" if _OR.search(between) else None)  # Math-Verify reads joined boxes as a set
     first, last = group_spans[0][0], group_spans[-1][1]
     earlier = [box for box in spans if box[1] <= first]
     if earlier:  # a box not joined to the final ones, in the same sentence: a correction, or another candidate
         between = completion[earlier[-1][1]:first]
         if not _SENTENCE_START.search(between) and cue_between(between):
-            hedges.append("uncertain" if _UNCERTAIN.search(between) else "alternative")
+            hedges.append("uncertain" if UNCERTAIN.search(between) else "alternative")
     head = completion[max(0, first - 80):first]
     head = head[max((m.end() for m in _SENTENCE_START.finditer(head)), default=0):].rstrip(" \t$([\\")
     stop = _TAIL_END.search(completion, last, last + MAX_TAIL)
     tail = completion[last:stop.end() if stop else last + MAX_TAIL].lstrip(" \t$)]\\")
-    hedges += ["uncertain" if _UNCERTAIN_BEFORE.search(head) or _UNCERTAIN.search(tail) else None,
+    hedges += ["uncertain" if _UNCERTAIN_BEFORE.search(head) or UNCERTAIN.search(tail) else None,
                "alternative" if _ALTERNATIVE_BEFORE.search(head) or _ALTERNATIVE_AFTER.search(tail)
                or second_candidate(tail, group_spans[-1][2]) else None,
                "several" if bound_before(head) or bound_after(tail) else None]

@@ -28,13 +28,13 @@ def extract_answer(completion: str, how: str = "answer_tag") -> str | None:
 
 def _hedges(answer: str, gold: str) -> bool:
     """Whether the answer hedges ("3 or 4", "maybe 3", "3?", "$3$/$4$") where the gold does not: the ``math``
-    verifier's rule for a plain-text answer (:func:`training.verifiers.math_answer._text_hedge`).
+    verifier's rule for a plain-text answer (:func:`training.verifiers.math_answer.text_hedge`).
 
     >>> _hedges("-4 or -3", "-4"), _hedges("maybe -4", "-4"), _hedges("-4", "-4"), _hedges("yes or no", "yes or no")
     (True, True, False, False)
     """
-    from training.verifiers.math_answer import _text_hedge
-    return _text_hedge(answer, "text") is not None and _text_hedge(gold, "text") is None
+    from training.verifiers.math_answer import text_hedge
+    return text_hedge(answer, "text") is not None and text_hedge(gold, "text") is None
 
 
 def _tampers(answer: str) -> bool:

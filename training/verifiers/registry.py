@@ -12,13 +12,13 @@ import inspect
 import os
 from typing import Any, Callable
 
-from training.verifiers.base import _REGISTRY, Verifier, VerifierError, VerifierResult
+from training.verifiers.base import VERIFIER_REGISTRY, Verifier, VerifierError, VerifierResult
 
 
 def registered_names() -> list[str]:
     """Names of all built-in and registered verifiers."""
     _load_builtins()
-    return sorted(n for n in _REGISTRY if not n.startswith("_"))
+    return sorted(n for n in VERIFIER_REGISTRY if not n.startswith("_"))
 
 
 def check_reward_spec(rewards: Any) -> str:
@@ -50,11 +50,11 @@ def check_reward_spec(rewards: Any) -> str:
             if refused:
                 return f"item {i}: {refused}"
             continue  # an allowed dotted path is imported (and checked) only where the reward is built
-        if name not in _REGISTRY:
+        if name not in VERIFIER_REGISTRY:
             _load_builtins()
-        if name not in _REGISTRY or name.startswith("_"):
+        if name not in VERIFIER_REGISTRY or name.startswith("_"):
             return f"item {i}: unknown verifier {name!r}; registered: {', '.join(registered_names())}"
-        obj = _REGISTRY[name]
+        obj = VERIFIER_REGISTRY[name]
         declared = getattr(obj, "PARAMS", None)
         try:
             if inspect.isclass(obj):
@@ -78,7 +78,7 @@ def verifier_params_help() -> str:
     """
     _load_builtins()
     return "; ".join(f"{name}: {key} — {param.help}" for name in registered_names()
-                     for key, param in (getattr(_REGISTRY[name], "PARAMS", None) or {}).items() if param.help)
+                     for key, param in (getattr(VERIFIER_REGISTRY[name], "PARAMS", None) or {}).items() if param.help)
 
 
 def _load_builtins() -> None:
@@ -121,12 +121,12 @@ def _resolve(name: str) -> Any:
             return getattr(module, attr)
         except AttributeError:
             raise ValueError(f"verifier {name!r}: module {module_name!r} has no attribute {attr!r}") from None
-    if name not in _REGISTRY:
+    if name not in VERIFIER_REGISTRY:
         _load_builtins()
-    if name not in _REGISTRY:
+    if name not in VERIFIER_REGISTRY:
         raise ValueError(f"unknown verifier {name!r}; known: {', '.join(registered_names())} "
                          f"(or a dotted path 'pkg.module:function')")
-    return _REGISTRY[name]
+    return VERIFIER_REGISTRY[name]
 
 
 

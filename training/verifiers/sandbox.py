@@ -25,7 +25,7 @@ from typing import Any
 
 from training.verifiers.base import VerifierError
 from training.verifiers.sandbox_cgroup import CGROUP_IN_SANDBOX, ServerCgroup
-from training.verifiers.workers import TaskFailed, WorkerPool, _Worker
+from training.verifiers.workers import TaskFailed, WorkerPool, PoolWorker
 
 SANDBOX_USER = "seedbed-sandbox"        # the program processes run as this uid
 TESTS_USER = "seedbed-sandbox-tests"   # the test processes as this one: a program can neither signal nor read them
@@ -164,7 +164,7 @@ class _JsonConn:
                 pass
 
 
-class SandboxServerProcess(_Worker):
+class SandboxServerProcess(PoolWorker):
     """One fork server (inside bwrap when it works), with the surface WorkerPool drives (``kill``/``stop``
     come from the pool's own worker: killing bwrap ends its PID namespace, taking every sandboxed process)."""
 

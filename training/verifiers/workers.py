@@ -62,7 +62,7 @@ def _worker_main(conn: Connection, target: str) -> None:
         conn.send(reply)
 
 
-class _Worker:
+class PoolWorker:
     """One worker: ``python -m training.verifiers.workers FD TARGET`` talking over a socketpair.
 
     A plain subprocess rather than multiprocessing's spawn: spawn re-imports the parent's ``__main__``,
@@ -132,9 +132,9 @@ class WorkerPool:
             raise ValueError(f"processes must be >= 1; got {processes}")
         self.target, self.processes, self.deadline_s = target, processes, deadline_s
         self.max_tasks_per_worker, self.start_timeout_s = max_tasks_per_worker, start_timeout_s
-        # worker_factory: another kind of worker with the same surface as _Worker (conn, proc, ready,
+        # worker_factory: another kind of worker with the same surface as PoolWorker (conn, proc, ready,
         # tasks_done, wait_ready, kill, stop): the sandbox's fork servers.
-        self._new_worker = worker_factory or (lambda: _Worker(target))
+        self._new_worker = worker_factory or (lambda: PoolWorker(target))
         self._workers: list = []
         self._lock = threading.Lock()  # one batch at a time; callers from several threads queue up
         self.restarts = 0
@@ -155,7 +155,7 @@ class WorkerPool:
                 self._workers.remove(w)  # the next batch tries a fresh one
                 raise
 
-    def _replace(self, worker: _Worker) -> _Worker:
+    def _replace(self, worker: PoolWorker) -> PoolWorker:
         worker.kill()
         fresh = self._new_worker()
         self._workers[self._workers.index(worker)] = fresh
@@ -174,7 +174,7 @@ class WorkerPool:
     def _run(self, arg_tuples: Sequence[tuple]) -> list[Any]:
         results: list[Any] = [None] * len(arg_tuples)
         pending = list(range(len(arg_tuples)))[::-1]
-        running: dict[_Worker, tuple[int, float]] = {}  # worker -> (task index, deadline)
+        running: dict[PoolWorker, tuple[int, float]] = {}  # worker -> (task index, deadline)
         idle = list(self._workers)
         while pending or running:
             while pending and idle:

@@ -147,7 +147,7 @@ class Run(models.Model):
         """"worker lost, restarting from step N in M s" (or "training process killed by SIGKILL, ...", "rank 1
         killed by SIGKILL, ...") while a run whose worker died, or whose training process or one of its ranks a
         signal killed, waits out its restart's backoff
-        (webapp.runs.services._restart: its note and retry time); "" otherwise."""
+        (webapp.runs.services.restart_run: its note and retry time); "" otherwise."""
         import math
         import re
 

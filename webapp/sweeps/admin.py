@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Alert, PolicyDecision, Sweep, SweepPlan
+from .models import Alert, HistoryRiskFit, PolicyDecision, Sweep, SweepPlan
 
 
 @admin.register(Sweep)
@@ -24,3 +24,8 @@ class PolicyDecisionAdmin(admin.ModelAdmin):
 class AlertAdmin(admin.ModelAdmin):
     list_display = ("sweep", "run", "kind", "step", "value", "bound", "created_at")
     list_filter = ("kind",)
+
+
+@admin.register(HistoryRiskFit)
+class HistoryRiskFitAdmin(admin.ModelAdmin):
+    list_display = ("project", "key", "sweeps", "risk", "seconds", "created_at")

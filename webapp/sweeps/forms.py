@@ -141,8 +141,8 @@ class SweepForm(RunForm):
         cleaned = super().clean()  # the run config (self.config) with the schema's per-field errors
         self.sweep_args = None
         parsed = {}
-        for name, parser in (("grid", parse_grid), ("policy_params", _parse_json_object),
-                             ("alert_bounds", _parse_json_object)):
+        for name, parser in (("grid", parse_grid), ("policy_params", parse_json_object),
+                             ("alert_bounds", parse_json_object)):
             try:
                 parsed[name] = parser(cleaned.get(name) or "")
             except ValueError as exc:
@@ -206,7 +206,7 @@ class SweepForm(RunForm):
                 self.add_error(key if key in self.fields else None, message)
 
 
-def _parse_json_object(text: str) -> dict:
+def parse_json_object(text: str) -> dict:
     if not text.strip():
         return {}
     try:
@@ -235,7 +235,7 @@ class ReplayForm(forms.Form):
         cleaned = super().clean()
         self.policy = None
         try:
-            params = _parse_json_object(cleaned.get("policy_params") or "")
+            params = parse_json_object(cleaned.get("policy_params") or "")
         except ValueError as exc:
             self.add_error("policy_params", str(exc))
             return cleaned

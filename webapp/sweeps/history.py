@@ -34,7 +34,7 @@ def finished_sweep_ids(sweep: Sweep) -> tuple[int, ...]:
 def project_history(sweep: Sweep, metric: str) -> list[dict]:
     """The finished sweeps of ``sweep``'s project: for each, run id -> [(step, value)] of ``metric`` (sweeps that
     never logged it left out)."""
-    from .policy_check import _buckets, _points, tier_width
+    from .policy_check import chart_buckets, chart_points, tier_width
 
     ids = finished_sweep_ids(sweep)
     key = (ids, metric)
@@ -46,7 +46,7 @@ def project_history(sweep: Sweep, metric: str) -> list[dict]:
         runs = {run.pk: run for run in past.runs.all()}
         width = tier_width(runs)
         curves: dict[int, list] = {}
-        for run_id, step, value, _ in (_points([metric], runs) if width == 1 else _buckets([metric], runs, width)):
+        for run_id, step, value, _ in (chart_points([metric], runs) if width == 1 else chart_buckets([metric], runs, width)):
             curves.setdefault(run_id, []).append((int(step), float(value)))
         if curves:
             history.append(curves)

@@ -13,7 +13,7 @@ from training.fields import FieldErrors
 from webapp.runs import services as run_services
 
 from . import services
-from .forms import _parse_json_object, parse_grid, parse_seeds
+from .forms import parse_json_object, parse_grid, parse_seeds
 
 
 def form_policy_warning(data) -> str:
@@ -25,7 +25,7 @@ def form_policy_warning(data) -> str:
         n_runs = len(parse_seeds(data.get("seeds") or "", 0)) * math.prod(
             len(values) for values in parse_grid(data.get("grid") or "").values())
         concurrency = int(data.get("concurrency") or 1)
-        policy = {**_parse_json_object(data.get("policy_params") or ""), "name": data.get("policy_name") or "manual",
+        policy = {**parse_json_object(data.get("policy_params") or ""), "name": data.get("policy_name") or "manual",
                   "metric": data.get("policy_metric") or "reward/mean", "mode": data.get("policy_mode") or "max"}
         config = services.policy_config_for(policy, total_steps=total_steps,
                                             free_slot_use=data.get("free_slot_use") or "",

@@ -62,7 +62,7 @@ def policy_check(*, sweep: Sweep, plan: SweepPlan) -> PolicyCheck:
     policy.bounds = metric_range(policy.params.metric, sweep.config)  # a reason's forecasts are written within it
     stops = _stops(stored)
     _tell_known(policy, runs, stored)
-    rows = (_points(policy.metrics(), runs) if width == 1 else _buckets(policy.metrics(), runs, width))
+    rows = (chart_points(policy.metrics(), runs) if width == 1 else chart_buckets(policy.metrics(), runs, width))
     simulator = Simulator(policy, stops={run_id: stop.step for run_id, stop in stops.items()})
     simulator.budget = _budget_use(sweep, plan)
     _, points = feed_by_step(simulator, rows, decide_from=0)
@@ -84,14 +84,14 @@ def tier_width(runs: dict[int, Run]) -> int:
     return bucket_width(max([max(run.total_steps, run.last_step) for run in runs.values()] or [0]))
 
 
-def _points(metrics: list[str], runs: dict[int, Run]):
+def chart_points(metrics: list[str], runs: dict[int, Run]):
     """Every stored point of ``metrics`` of the sweep's runs, in the replay's order (step, run, metric)."""
     return (MetricPoint.objects.filter(run_id__in=list(runs), key__in=metrics, value__isnull=False)
             .order_by("step", "run_id", "key").values_list("run_id", "step", "value", "key")
             .iterator(chunk_size=5000))
 
 
-def _buckets(metrics: list[str], runs: dict[int, Run], width: int) -> list[tuple]:
+def chart_buckets(metrics: list[str], runs: dict[int, Run], width: int) -> list[tuple]:
     """The chart tier's complete buckets of ``width`` steps of each run, as (run, the bucket's last step, its mean,
     metric), in the replay's order (step, run, metric). A live run's last bucket is fed once it is complete (its
     mean moves until then), an ended run's as it is."""

@@ -58,7 +58,7 @@ from __future__ import annotations
 from .harness import ProgramError, ProgramFault
 from .seccomp import SeccompFilter, build_seccomp_filter, install_seccomp
 from .server import Server, main
-from .wire import _to_wire, from_wire
+from .wire import to_wire, from_wire
 
-__all__ = ["ProgramError", "ProgramFault", "SeccompFilter", "Server", "_to_wire", "build_seccomp_filter",
+__all__ = ["ProgramError", "ProgramFault", "SeccompFilter", "Server", "to_wire", "build_seccomp_filter",
            "from_wire", "install_seccomp", "main"]

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-from .wire import _describe, _finish, _read_line, _to_wire, _write_all, from_wire
+from .wire import describe_exception, finish_and_exit, read_line, to_wire, write_all, from_wire
 
 
-def _program_harness(req: dict, request_fd: int, reply_fd: int) -> None:
+def program_harness(req: dict, request_fd: int, reply_fd: int) -> None:
     """Run the set-up code and the program (compiled on its own), then serve ``get``/``call`` requests, one
     JSON line each way. A set-up stub the program did not redefine is no name of the program's.
 
@@ -19,7 +19,7 @@ def _program_harness(req: dict, request_fd: int, reply_fd: int) -> None:
     dumps, loads = json.dumps, json.loads
 
     def send(obj) -> None:
-        _write_all(reply_fd, (dumps(obj) + "\n").encode())
+        write_all(reply_fd, (dumps(obj) + "\n").encode())
 
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     try:
@@ -28,17 +28,17 @@ def _program_harness(req: dict, request_fd: int, reply_fd: int) -> None:
         stubs = {name: namespace.get(name) for name in req.get("program_names", ())}
         exec(compile(req["code"], "<program>", "exec", dont_inherit=True), namespace)
     except BaseException as exc:  # SystemExit too: a program that exits before the tests fails them
-        send({"program_error": _describe(exc)})
-        _finish()
+        send({"program_error": describe_exception(exc)})
+        finish_and_exit()
     for name, stub in stubs.items():
         if stub is not None and namespace.get(name) is stub:
             del namespace[name]
     send({"program_ok": True})
     buf = bytearray()
     while True:
-        line = _read_line(request_fd, buf, 1 << 30)
+        line = read_line(request_fd, buf, 1 << 30)
         if line is None:  # the test process is done
-            _finish()
+            finish_and_exit()
         req = loads(line)
         n, name = req["n"], req["name"]
         if name not in namespace:
@@ -50,9 +50,9 @@ def _program_harness(req: dict, request_fd: int, reply_fd: int) -> None:
             continue
         if req["op"] == "get" and not callable(target):
             try:
-                send({"n": n, "value": _to_wire(target)})
+                send({"n": n, "value": to_wire(target)})
             except BaseException as exc:
-                send({"n": n, "unsendable": _describe(exc)})
+                send({"n": n, "unsendable": describe_exception(exc)})
             continue
         if req["op"] == "get":
             send({"n": n, "callable": True})
@@ -68,9 +68,9 @@ def _program_harness(req: dict, request_fd: int, reply_fd: int) -> None:
             send({"n": n, "error": message, "type": type(exc).__name__})
             continue
         try:
-            send({"n": n, "value": _to_wire(value)})
+            send({"n": n, "value": to_wire(value)})
         except BaseException as exc:
-            send({"n": n, "unsendable": _describe(exc)})
+            send({"n": n, "unsendable": describe_exception(exc)})
 
 
 # ---- the test process: runs the example's tests, reaching the program only through JSON ------------
@@ -122,7 +122,7 @@ class _ProgramLink:
 
     def _receive(self) -> dict:
         try:
-            line = _read_line(self.reply_fd, self.buf, self.cap)
+            line = read_line(self.reply_fd, self.buf, self.cap)
             if line is None:
                 raise ProgramFault("the program process ended (it exited or was killed)")
             reply = json.loads(line)
@@ -133,7 +133,7 @@ class _ProgramLink:
             self.broken = str(exc)
             raise
         except BaseException as exc:  # ValueError, RecursionError, MemoryError: the program's doing
-            self.broken = f"the program process sent a malformed message ({_describe(exc)[:120]})"
+            self.broken = f"the program process sent a malformed message ({describe_exception(exc)[:120]})"
             raise ProgramFault(self.broken) from None
 
     def greeting(self) -> str:
@@ -161,7 +161,7 @@ class _ProgramLink:
         self.count += 1
         request["n"] = self.count
         try:
-            _write_all(self.request_fd, (json.dumps(request) + "\n").encode())
+            write_all(self.request_fd, (json.dumps(request) + "\n").encode())
         except OSError:
             self.broken = "the program process ended (it exited or was killed)"
             raise ProgramFault(self.broken) from None
@@ -186,10 +186,10 @@ class _ProgramLink:
             lines = []
             for name, args in calls:
                 self.count += 1
-                lines.append(json.dumps({"op": "call", "name": name, "args": [_to_wire(a) for a in args],
+                lines.append(json.dumps({"op": "call", "name": name, "args": [to_wire(a) for a in args],
                                          "kwargs": {}, "n": self.count}) + "\n")
             try:
-                _write_all(self.request_fd, "".join(lines).encode())
+                write_all(self.request_fd, "".join(lines).encode())
             except OSError:
                 self.broken = "the program process ended (it exited or was killed)"
                 raise ProgramFault(self.broken) from None
@@ -229,14 +229,14 @@ class _ProgramLink:
         try:
             value = from_wire(reply["value"])
         except BaseException as exc:
-            raise ProgramFault(f"the program's answer is not plain JSON data ({_describe(exc)[:200]})") from None
+            raise ProgramFault(f"the program's answer is not plain JSON data ({describe_exception(exc)[:200]})") from None
         self.answers += 1
         return value
 
     def call(self, name: str, args: tuple, kwargs: dict):
         try:
-            request = {"op": "call", "name": name, "args": [_to_wire(a) for a in args],
-                       "kwargs": {k: _to_wire(v) for k, v in kwargs.items()}}
+            request = {"op": "call", "name": name, "args": [to_wire(a) for a in args],
+                       "kwargs": {k: to_wire(v) for k, v in kwargs.items()}}
         except (TypeError, ValueError) as exc:
             raise ProgramFault(f"the tests passed {name}() an argument that is not plain data ({exc})") from None
         return self._answer(name, self.ask(request))
@@ -316,13 +316,13 @@ class _TestGlobals(dict):
         return value
 
 
-def _tests_harness(req: dict, report_fd: int, request_fd: int, reply_fd: int) -> None:
+def tests_harness(req: dict, report_fd: int, request_fd: int, reply_fd: int) -> None:
     """Run the set-up code, then each step against the program process; one JSON line per step on
     ``report_fd``, which the program process has no way to reach. Never returns."""
     import builtins
 
     def emit(obj) -> None:
-        _write_all(report_fd, (json.dumps(obj) + "\n").encode())
+        write_all(report_fd, (json.dumps(obj) + "\n").encode())
 
     link = _ProgramLink(request_fd, reply_fd, int(req["max_report_kb"]) * 1024)
     entry = req.get("entry_point")
@@ -332,14 +332,14 @@ def _tests_harness(req: dict, report_fd: int, request_fd: int, reply_fd: int) ->
         try:
             exec(compile(req["setup"], "<setup_code>", "exec", dont_inherit=True), namespace)
         except BaseException as exc:
-            emit({"setup_error": _describe(exc)})
-            _finish()
+            emit({"setup_error": describe_exception(exc)})
+            finish_and_exit()
     for name in req.get("program_names", ()):  # the set-up's stubs (and the entry point) are the program's
         namespace.pop(name, None)
     problem = link.greeting()
     emit({"program_error": problem} if problem else {"program_ok": True})
     if problem:
-        _finish()
+        finish_and_exit()
     steps = req["steps"]
     i = 0
     while i < len(steps):
@@ -352,9 +352,9 @@ def _tests_harness(req: dict, report_fd: int, request_fd: int, reply_fd: int) ->
                         namespace.bind_module(steps[i + k]["call"][0], answer)(*steps[i + k]["call"][1])
                     if isinstance(answer, BaseException):
                         raise answer
-                    report = {"i": i + k, "value": _to_wire(answer)}
+                    report = {"i": i + k, "value": to_wire(answer)}
                 except BaseException as exc:
-                    report = {"i": i + k, "error": _describe(exc)}
+                    report = {"i": i + k, "error": describe_exception(exc)}
                 report["used"] = reached
                 emit(report)
             i += len(batch)
@@ -369,13 +369,13 @@ def _tests_harness(req: dict, report_fd: int, request_fd: int, reply_fd: int) ->
                 value = eval(compile(step["src"], f"<test {i}>", "eval", dont_inherit=True), namespace)
             else:  # call
                 value = link.call(step["entry"], tuple(step["args"]), {})
-            report = {"i": i, "value": _to_wire(value)}
+            report = {"i": i, "value": to_wire(value)}
         except BaseException as exc:
-            report = {"i": i, "error": _describe(exc)}
+            report = {"i": i, "error": describe_exception(exc)}
         report["used"] = link.answers > answers  # whether the step reached the program at all
         emit(report)
         i += 1
-    _finish()
+    finish_and_exit()
 
 
 def _call_run(steps: list, i: int, namespace: _TestGlobals, most: int = 64, most_bytes: int = 16384) -> list:

@@ -11,7 +11,7 @@ import resource
 import signal
 import sys
 
-from .seccomp import _PR_SET_DUMPABLE, _prctl
+from .seccomp import PR_SET_DUMPABLE, prctl
 
 
 def place_fds(fds: dict[int, int]) -> None:
@@ -52,7 +52,7 @@ def lock_down(run_dir: str, fds: dict[int, int], *, cpu_s: int, memory_mb: int, 
         os.setgroups([])
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
-    _prctl(_PR_SET_DUMPABLE, 0)  # ptrace and process_vm_* are refused by the seccomp filter besides
+    prctl(PR_SET_DUMPABLE, 0)  # ptrace and process_vm_* are refused by the seccomp filter besides
     if seccomp_filter is not None:
         seccomp_filter.install()
     os.environ.clear()

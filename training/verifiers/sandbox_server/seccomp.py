@@ -7,8 +7,8 @@ import errno
 import os
 import struct
 
-_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_SECCOMP = 1, 4, 22
-_PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 36, 38
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, _PR_SET_SECCOMP = 1, 4, 22
+PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 36, 38
 _SECCOMP_MODE_FILTER = 2
 _RET_KILL_PROCESS, _RET_ERRNO, _RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
 _LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
@@ -19,7 +19,7 @@ _CLONE_NEW_MASK = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000
 # Syscall numbers per architecture (Linux uapi unistd tables). System V shared memory, semaphores and message
 # queues and POSIX message queues are refused at creation: they outlive their processes in the server's IPC
 # namespace (one for all its runs), so a program could otherwise leave bytes for a later run's program to read.
-_ARCHES = {
+ARCHES = {
     "x86_64": {
         "audit_arch": 0xC000003E, "x32_bit": 0x40000000,
         "socket": (41, 53),  # socket, socketpair: allowed for AF_UNIX only
@@ -66,7 +66,7 @@ def build_seccomp_filter(machine: str) -> bytes:
     EPERM otherwise) rather than killing, so the program sees an ordinary error; a foreign ABI (i386 or
     x32 calls on x86_64) kills the process outright.
     """
-    arch = _ARCHES[machine]
+    arch = ARCHES[machine]
     prog = [_insn(_LD_W_ABS, 0, 0, 4),                                   # A = seccomp_data.arch
             _insn(_JEQ_K, 1, 0, arch["audit_arch"]),
             _insn(_RET_K, 0, 0, _RET_KILL_PROCESS),
@@ -91,12 +91,12 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+LIBC = ctypes.CDLL(None, use_errno=True)
+LIBC.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 
 
-def _prctl(option: int, arg: int = 0, arg3: int = 0) -> None:
-    if _libc.prctl(option, arg, arg3, 0, 0) != 0:
+def prctl(option: int, arg: int = 0, arg3: int = 0) -> None:
+    if LIBC.prctl(option, arg, arg3, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"prctl({option}) failed: {os.strerror(err)}")
 
@@ -111,8 +111,8 @@ class SeccompFilter:
 
     def install(self) -> None:
         """no_new_privs, then the filter. Irreversible for this process and its descendants."""
-        _prctl(_PR_SET_NO_NEW_PRIVS, 1)
-        _prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, self.address)
+        prctl(_PR_SET_NO_NEW_PRIVS, 1)
+        prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, self.address)
 
 
 def install_seccomp(program: bytes) -> None:

@@ -13,8 +13,8 @@ import sys
 import time
 
 from .cgroup import RunCgroups, fallback_limits
-from .seccomp import (_ARCHES, _PR_SET_CHILD_SUBREAPER, _PR_SET_DUMPABLE, _PR_SET_PDEATHSIG, SeccompFilter,
-                      _libc, _prctl, build_seccomp_filter, install_seccomp)
+from .seccomp import (ARCHES, PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE, PR_SET_PDEATHSIG, SeccompFilter,
+                      LIBC, prctl, build_seccomp_filter, install_seccomp)
 from .zygote import Zygote, ZygoteGone
 
 
@@ -34,7 +34,7 @@ class Server:
         self.counter = 0
         self._tests_dir: str | None = None  # the test processes' directory, one for all runs
         machine = os.uname().machine
-        self.seccomp = build_seccomp_filter(machine) if machine in _ARCHES else None
+        self.seccomp = build_seccomp_filter(machine) if machine in ARCHES else None
         # tests_apart: the test process runs as a uid of its own, so the program can neither signal it nor open
         # anything of it; as a non-root server both run as the caller's uid and only not-dumpable stands between.
         apart = self.switch_uid and self.tests_uid not in (uid, os.geteuid())
@@ -55,7 +55,7 @@ class Server:
             f"address space per process: memory_mb / max_processes, max_processes lowered so that each has at "
             f"least 128 MB (no writable memory cgroup: {self.cgroups.why})")
         try:
-            _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # orphans (double-forked daemons) come back to us to be reaped
+            prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans (double-forked daemons) come back to us to be reaped
         except OSError:
             pass
         if self.base:
@@ -93,7 +93,7 @@ class Server:
                 try:
                     socket.socket(socket.AF_INET, socket.SOCK_STREAM)
                 except PermissionError:
-                    code = 0 if _libc.ptrace(0, 0, 0, 0) == -1 else 1  # PTRACE_TRACEME refused
+                    code = 0 if LIBC.ptrace(0, 0, 0, 0) == -1 else 1  # PTRACE_TRACEME refused
             except BaseException:
                 code = 2
             os._exit(code)
@@ -542,12 +542,12 @@ def main(argv: list[str]) -> None:
     tmp_mb = int(argv[6]) if len(argv) > 6 else 0
     cgroup = argv[7] if len(argv) > 7 and argv[7] != "-" else None
     try:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:
         pass
     # Not dumpable: a process of the same uid (a non-root server's programs) may not open its memory, which
     # holds the requests (the zygote and every sandboxed process are not dumpable either).
-    _prctl(_PR_SET_DUMPABLE, 0)
+    prctl(PR_SET_DUMPABLE, 0)
     # Requests and replies use the original stdin/stdout; duplicate them so no child can inherit them by number.
     stdin = os.fdopen(os.dup(0), "r")
     stdout = os.fdopen(os.dup(1), "w")

@@ -7,7 +7,7 @@ import os
 import sys
 
 
-def _to_wire(value, depth=0):
+def to_wire(value, depth=0):
     """Plain data only, exact types (a subclass could lie in __eq__ or __repr__); tuples, sets, frozensets,
     dicts, big ints and non-finite floats tagged, so that they come back as they left (a set's items sorted)."""
     if depth > 100:
@@ -20,19 +20,19 @@ def _to_wire(value, depth=0):
     if t is float:
         return value if value == value and value not in (float("inf"), float("-inf")) else {"$float": repr(value)}
     if t is list:
-        return [_to_wire(v, depth + 1) for v in value]
+        return [to_wire(v, depth + 1) for v in value]
     if t is tuple:
-        return {"$tuple": [_to_wire(v, depth + 1) for v in value]}
+        return {"$tuple": [to_wire(v, depth + 1) for v in value]}
     if t is set or t is frozenset:
-        items = sorted((_to_wire(v, depth + 1) for v in value), key=lambda w: json.dumps(w, sort_keys=True))
+        items = sorted((to_wire(v, depth + 1) for v in value), key=lambda w: json.dumps(w, sort_keys=True))
         return {"$set" if t is set else "$frozenset": items}
     if t is dict:  # in insertion order: a program may depend on it (HumanEval/95 does)
-        return {"$dict": [[_to_wire(k, depth + 1), _to_wire(v, depth + 1)] for k, v in value.items()]}
+        return {"$dict": [[to_wire(k, depth + 1), to_wire(v, depth + 1)] for k, v in value.items()]}
     raise TypeError(f"cannot send a value of type {t.__name__}: only plain JSON data crosses")
 
 
 def from_wire(value, depth=0, hashable=False):
-    """Inverse of :func:`_to_wire` for data read from an untrusted writer: exact builtin types only; anything
+    """Inverse of :func:`to_wire` for data read from an untrusted writer: exact builtin types only; anything
     else (an unknown tag, an unhashable key) raises ValueError or TypeError. A set inside a set or as a key
     comes back as a frozenset, as it must have been."""
     if depth > 100:
@@ -63,14 +63,14 @@ def from_wire(value, depth=0, hashable=False):
     raise ValueError(f"not a plain JSON value: {str(value)[:80]}")
 
 
-def _describe(exc: BaseException) -> str:
+def describe_exception(exc: BaseException) -> str:
     try:  # the program controls the exception's class and __str__
         return f"{type(exc).__name__}: {str(exc)[:300]}"
     except BaseException:
         return "<unprintable exception>"
 
 
-def _finish(exit_now=os._exit, streams=None) -> None:
+def finish_and_exit(exit_now=os._exit, streams=None) -> None:
     for stream in streams or (sys.stdout, sys.stderr):  # the output tail is for people reading details
         try:
             stream.flush()
@@ -79,7 +79,7 @@ def _finish(exit_now=os._exit, streams=None) -> None:
     exit_now(0)
 
 
-def _read_line(fd: int, buf: bytearray, cap: int) -> bytes | None:
+def read_line(fd: int, buf: bytearray, cap: int) -> bytes | None:
     """One line from ``fd`` (buffered in ``buf``), None at end of stream; ValueError past ``cap`` bytes."""
     while True:
         end = buf.find(b"\n")
@@ -95,6 +95,6 @@ def _read_line(fd: int, buf: bytearray, cap: int) -> bytes | None:
         buf += chunk
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
     while data:
         data = data[os.write(fd, data):]

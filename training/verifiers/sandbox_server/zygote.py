@@ -24,9 +24,9 @@ import signal
 import socket
 
 from .cgroup import join
-from .harness import _program_harness, _tests_harness
+from .harness import program_harness, tests_harness
 from .lockdown import lock_down
-from .seccomp import _PR_SET_DUMPABLE, _PR_SET_PDEATHSIG, _prctl
+from .seccomp import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, prctl
 
 # What the server sends per run besides descriptors: the only keys the zygote accepts, each a number or a path.
 SPEC_KEYS = ("run_dir", "cpu_s", "memory_mb", "max_processes", "max_output_kb", "cgroup")
@@ -172,10 +172,10 @@ def _zygote_main(sock: socket.socket, lockdown_args: dict, keep_fds: tuple[int, 
     """The zygote's loop: fork the next program process, wait for it, answer how it ended; until the server
     closes the socket (the waiting process then exits with _NO_SERVER)."""
     try:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # (bubblewrap's PID namespace takes it too)
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # (bubblewrap's PID namespace takes it too)
     except OSError:
         pass
-    _prctl(_PR_SET_DUMPABLE, 0)
+    prctl(PR_SET_DUMPABLE, 0)
     gc.freeze()  # what it inherited is never traversed by its collector again: fewer pages copied on write
     keep = sorted({sock.fileno(), *keep_fds, *([join_fd] if join_fd >= 0 else [])})
     low = 0
@@ -262,8 +262,8 @@ def _program_process(spec: dict, fds: list[int], lockdown_args: dict, role: str)
         part = json.loads(b"".join(chunks))
         del chunks
         if role == "program":
-            _program_harness(part, 3, 4)
+            program_harness(part, 3, 4)
         else:
-            _tests_harness(part, 3, 4, 5)
+            tests_harness(part, 3, 4, 5)
     finally:  # never fall back into the zygote's code in this forked copy
         os._exit(0)

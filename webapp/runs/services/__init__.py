@@ -17,12 +17,12 @@ freed slots through ``signals.slots_changed``.
 from __future__ import annotations
 
 from .annotations import MAX_NAME, MAX_NOTES, MAX_TAG, MAX_TAGS, TAG_CHARS, parse_tags, run_annotate, run_archive
-from .checkpoints import _best_checkpoint_steps, run_checkpoint_add, run_checkpoints_prune
+from .checkpoints import best_checkpoint_steps, run_checkpoint_add, run_checkpoints_prune
 from .config import as_config, parse_config, queue_for
 from .disk_budget import run_budget_error, run_disk_check
-from .disk_full import DISK_FULL, _folder_bytes, runs_restart_after_disk_full
-from .dispatch import (WAITING_FOR_BUILD, WAITING_FOR_QUEUE, _runs_whose_message_was_lost, _send_run,
-                       _unless_sent_unrecorded, run_create, run_defer_for_build, run_dispatch, runs_redispatch)
+from .disk_full import DISK_FULL, runs_restart_after_disk_full
+from .dispatch import (WAITING_FOR_BUILD, WAITING_FOR_QUEUE, runs_whose_message_was_lost, send_run,
+                       unless_sent_unrecorded, run_create, run_defer_for_build, run_dispatch, runs_redispatch)
 from .engine_config import (MAX_ENGINE_CONFIG_CHARS, MAX_ENGINE_VALUE_CHARS, bounded_engine_config,
                             run_engine_config_set)
 from .gang import (run_nnodes, run_node_errors, run_node_exit, run_node_gang, run_node_heartbeat, run_node_lost,
@@ -30,9 +30,9 @@ from .gang import (run_nnodes, run_node_errors, run_node_exit, run_node_gang, ru
 from .lifecycle import (KILLABLE_STATUSES, run_finish, run_heartbeat, run_held_by, run_kill, run_record_exit,
                         run_requeue, run_resume, run_start)
 from .logged import run_metrics_log, run_samples_log
-from .metrics import METRIC_ROWS_PER_INSERT, run_discard_after, run_metrics_append
+from .metrics import METRIC_ROWS_PER_INSERT, finite_or_none, run_discard_after, run_metrics_append
 from .ranks import MAX_RANKS_STORED, run_ranks_set
-from .recovery import _restart, restart_backoff_s, runs_mark_lost
+from .recovery import record_lost, restart_backoff_s, restart_run, runs_mark_lost
 from .run_warnings import run_warning_add
 from .samples import run_samples_append
 from .transitions import TransitionError, after_end, locked_run, move_status
@@ -41,7 +41,7 @@ __all__ = [
     "DISK_FULL", "KILLABLE_STATUSES", "MAX_ENGINE_CONFIG_CHARS", "MAX_ENGINE_VALUE_CHARS", "MAX_NAME", "MAX_NOTES",
     "MAX_RANKS_STORED", "MAX_TAG", "MAX_TAGS", "METRIC_ROWS_PER_INSERT", "TAG_CHARS", "TransitionError",
     "WAITING_FOR_BUILD", "WAITING_FOR_QUEUE", "as_config", "bounded_engine_config", "parse_config", "parse_tags", "queue_for",
-    "restart_backoff_s", "run_annotate", "run_archive", "run_budget_error", "run_checkpoint_add",
+    "finite_or_none", "record_lost", "restart_backoff_s", "run_annotate", "run_archive", "run_budget_error", "run_checkpoint_add",
     "run_checkpoints_prune", "run_create", "run_defer_for_build", "run_discard_after", "run_disk_check", "run_dispatch",
     "run_engine_config_set", "run_finish", "run_heartbeat", "run_held_by", "run_kill", "run_metrics_append",
     "run_metrics_log", "run_samples_log",
@@ -50,6 +50,6 @@ __all__ = [
     "run_resume", "run_samples_append", "run_start", "run_warning_add", "runs_mark_lost", "runs_redispatch",
     "runs_restart_after_disk_full",
     # (private helpers a few tests call directly)
-    "after_end", "_best_checkpoint_steps", "_folder_bytes", "locked_run", "move_status", "_restart",
-    "_runs_whose_message_was_lost", "_send_run", "_unless_sent_unrecorded",
+    "after_end", "best_checkpoint_steps", "locked_run", "move_status", "restart_run",
+    "runs_whose_message_was_lost", "send_run", "unless_sent_unrecorded",
 ]

@@ -19,7 +19,7 @@ def run_checkpoint_add(*, run_id: int, step: int, path: str) -> Checkpoint:
     return ckpt
 
 
-def _best_checkpoint_steps(run: Run, checkpoints: list[Checkpoint]) -> set[int]:
+def best_checkpoint_steps(run: Run, checkpoints: list[Checkpoint]) -> set[int]:
     """Of ``checkpoints``, the steps of the run's ``keep_best`` best by ``keep_best_metric`` (its value at the last
     logged step at or before the checkpoint's; one with no value ranks last), ties to the later step."""
     count = int(run.config.get("keep_best") or 0)
@@ -54,7 +54,7 @@ def run_checkpoints_prune(*, run_id: int) -> list[int]:
     if keep <= 0:
         return []
     older = list(Checkpoint.objects.filter(run_id=run_id).order_by("-step")[keep:])
-    best = _best_checkpoint_steps(run, older)
+    best = best_checkpoint_steps(run, older)
     older = [ckpt for ckpt in older if ckpt.step not in best]
     if not older:
         return []

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import transaction
 
 from webapp.projects.services import audit
+from webapp.runs.disk_budget import folder_bytes
 from webapp.runs.models import Run, RunStatus
 
 from .disk_budget import run_budget_error
@@ -46,7 +47,7 @@ def runs_restart_after_disk_full(*, min_free_bytes: int | None = None) -> list[i
         named = why[len(DISK_FULL):].rsplit(": ", 1)[0]
         frees = [disk_free(str(run.folder))] + ([disk_free(named)] if named and named != str(run.folder) else [])
         free = None if None in frees else min(frees)
-        if free is None or free < max(need, 2 * (_folder_bytes(last[1]) if last else 0)):
+        if free is None or free < max(need, 2 * (folder_bytes(last[1]) if last else 0)):
             continue
         run_resume(run_id=run.pk)
         run.refresh_from_db()
@@ -60,17 +61,3 @@ def runs_restart_after_disk_full(*, min_free_bytes: int | None = None) -> list[i
                     run.restarts, allowed, step)
         restarted.append(run.pk)
     return restarted
-
-
-def _folder_bytes(path: str) -> int:
-    """What the files under ``path`` take (0 when it is gone)."""
-    import os
-
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.path.getsize(os.path.join(root, name))
-            except OSError:
-                pass
-    return total

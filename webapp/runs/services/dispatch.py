@@ -62,10 +62,10 @@ def run_dispatch(*, run: Run) -> None:
     (``runs_redispatch``) sends it again: the request that made it never fails for that."""
     run.enqueued_at, run.dispatched_at, run.dispatch_note, run.retry_at = timezone.now(), None, "", None
     run.save(update_fields=["enqueued_at", "dispatched_at", "dispatch_note", "retry_at"])
-    _send_run(run.pk, run.queue)
+    send_run(run.pk, run.queue)
 
 
-def _send_run(run_id: int, queue: str) -> None:
+def send_run(run_id: int, queue: str) -> None:
     import uuid
 
     from workers.dispatch import send_on_commit
@@ -117,15 +117,15 @@ def runs_redispatch(*, older_than_s: float = 5.0) -> list[int]:
     started (or a kill reached) since it was listed is left alone. A restart waiting out its backoff waits."""
     pending = jobs.never_taken(RUN_JOB, older_than_s=older_than_s,
                                also=Q(retry_at__isnull=True) | Q(retry_at__lte=timezone.now()))
-    pending = _unless_sent_unrecorded(pending)
-    pending += _runs_whose_message_was_lost(exclude={pk for pk, _ in pending})
-    sent_again = jobs.send_again(RUN_JOB, pending, _send_run)
+    pending = unless_sent_unrecorded(pending)
+    pending += runs_whose_message_was_lost(exclude={pk for pk, _ in pending})
+    sent_again = jobs.send_again(RUN_JOB, pending, send_run)
     if sent_again:
         log.info("runs sent again (the broker had not taken them, or lost them): %s", sent_again)
     return sent_again
 
 
-def _unless_sent_unrecorded(pending: list[tuple[int, str]]) -> list[tuple[int, str]]:
+def unless_sent_unrecorded(pending: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """``pending`` (never-stamped queued runs) less the fresh launches whose message the broker holds: their
     send succeeded but its ``sent()`` never ran (the web process died in between). Those are stamped sent, so
     no second copy goes out. Only single-node runs never started nor restarted (a restart's old message may
@@ -148,7 +148,7 @@ def _unless_sent_unrecorded(pending: list[tuple[int, str]]) -> list[tuple[int, s
     return [(pk, queue) for pk, queue in pending if pk not in stamped]
 
 
-def _runs_whose_message_was_lost(*, exclude: set[int]) -> list[tuple[int, str]]:
+def runs_whose_message_was_lost(*, exclude: set[int]) -> list[tuple[int, str]]:
     """Queued runs the broker took a while ago but no longer holds (its data was lost: a Redis restarted without
     its append-only file, or flushed): sent again. Asked only when such runs exist, and never concluded from a
     broker that cannot be read."""

@@ -17,7 +17,7 @@ from webapp.runs.models import ENDED_STATUSES, RESUMABLE_STATUSES, RUN_JOB, Run,
 from webapp.runs.signals import slots_changed
 
 from .dispatch import run_dispatch
-from .recovery import _record_lost, _restart
+from .recovery import record_lost, restart_run
 from .transitions import TransitionError, after_end, locked_run, move_status
 
 log = logging.getLogger("seedbed.runs")
@@ -111,11 +111,11 @@ def run_record_exit(*, run_id: int, outcome: str, forced: bool | str = False, de
         cause = cause[:300]  # (one line, in the restart's note)
         allowed = int(run.config.get("max_restarts", 0))
         if run.restarts < allowed:
-            _restart(run, cause, allowed, lost="")
+            restart_run(run, cause, allowed, lost="")
             return run.status
         gave_up = f"; gave up after {run.restarts} automatic restart(s)" if allowed else ""
         ended = run_finish(run_id=run_id, status=RunStatus.LOST, error=cause + gave_up + (f"\n{tail}" if tail else ""))
-        _record_lost(ended, cause + gave_up, actor=f"worker:{run.worker}")
+        record_lost(ended, cause + gave_up, actor=f"worker:{run.worker}")
         return ended.status
     return run_finish(run_id=run_id, status=RunStatus.FAILED, error=detail).status
 

@@ -12,7 +12,7 @@ from webapp.runs import rollups
 from webapp.runs.models import MetricPoint, Run, Sample
 
 
-def _finite_or_none(value) -> float | None:
+def finite_or_none(value) -> float | None:
     value = float(value)
     return value if math.isfinite(value) else None
 
@@ -29,7 +29,7 @@ def run_metrics_append(*, run_id: int, points: list[tuple[int, str, float]]) -> 
     # Plain SQL, many rows per statement (the ORM's objects and per-row round trips cost more than the database
     # itself), then the chart tier, in one transaction: a flush is stored whole or not at all.
     now = timezone.now()
-    latest = {(step, key): _finite_or_none(value) for step, key, value in points}  # one row per (key, step)
+    latest = {(step, key): finite_or_none(value) for step, key, value in points}  # one row per (key, step)
     stored_last = Run.objects.filter(pk=run_id).values_list("last_step", flat=True).first() or 0
     with connection.cursor() as cursor:
         if min(step for step, _ in latest) > stored_last:

@@ -52,11 +52,11 @@ def _recover(run: Run, age: float, gone: set[str]) -> None:
         run.save()
         after_end(run)
     elif run.restarts < allowed:
-        _restart(run, why, allowed)
+        restart_run(run, why, allowed)
     else:
         why += f"; gave up after {run.restarts} automatic restart(s)" if allowed else ""
         jobs.declare_lost(RUN_JOB, run, why)
-        _record_lost(run, f"worker lost: {why}", actor="reconciler")
+        record_lost(run, f"worker lost: {why}", actor="reconciler")
         after_end(run)
 
 
@@ -97,7 +97,7 @@ def restart_backoff_s(restart: int) -> float:
     return min(base, max(settings.SEEDBED_RESTART_BACKOFF_MAX_S, settings.SEEDBED_RESTART_BACKOFF_S))
 
 
-def _restart(run: Run, why: str, allowed: int, lost: str = "worker lost") -> None:
+def restart_run(run: Run, why: str, allowed: int, lost: str = "worker lost") -> None:
     """Back to the queue after its worker was lost (or its training process killed by a signal: ``lost`` "",
     ``why`` names it), to resume from its last checkpoint after a backoff (the reconciler sends it then); the
     restart is recorded on the run's page (by the reconciler, or by the worker that saw the signal). A sweep's
@@ -119,7 +119,7 @@ def _restart(run: Run, why: str, allowed: int, lost: str = "worker lost") -> Non
                 run.restarts, allowed, step, delay)
 
 
-def _record_lost(run: Run, why: str, *, actor: str) -> None:
+def record_lost(run: Run, why: str, *, actor: str) -> None:
     """A run that ended lost, in its Activity (``run.lost``): why (its cause's one line, the signal or the lost
     worker, not its log's last line), at which step, after how many automatic restarts of how many allowed."""
     audit(project=run.project_id, actor=actor[:200], action="run.lost", target_type="run", target_id=run.pk,

@@ -6,7 +6,7 @@ from django.db import transaction
 
 from webapp.runs.models import Sample
 
-from .metrics import _finite_or_none
+from .metrics import finite_or_none
 
 
 @transaction.atomic
@@ -15,7 +15,7 @@ def run_samples_append(*, run_id: int, step: int, rows: list[dict]) -> int:
     Sample.objects.bulk_create([
         Sample(run_id=run_id, step=step, index=i, prompt=str(r.get("prompt", "")),
                completion=str(r.get("completion", "")), answer=str(r.get("answer", "") or ""),
-               reward=None if r.get("reward") is None else _finite_or_none(r["reward"]),
+               reward=None if r.get("reward") is None else finite_or_none(r["reward"]),
                details=r.get("details") or {})
         for i, r in enumerate(rows)])
     return len(rows)
