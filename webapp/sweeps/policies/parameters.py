@@ -189,8 +189,9 @@ class BayesParams(CommonParams):
     risk: float = _r(0.05, gt=0.0, max=0.5)
     """The probability, per sweep, that you accept of stopping every near-best seed, in (0, 0.5]. The policy stops
     while its model's loss stays under the level at which the realized loss stayed within this risk on the tuning
-    sweeps (``risk_map``); on both synthetic test corpora (bench/early_stopping.py --calibration) the realized
-    loss rate stays within it. A higher risk saves more compute."""
+    sweeps (``risk_map``), or on the project's own complete finished sweeps once it has 20 (``history_risk``); on
+    both synthetic test corpora (bench/early_stopping.py --calibration) the realized loss rate stays within it. A
+    higher risk saves more compute."""
     half_life: Optional[int] = _r(None, min=1)
     """The drawn forecast path's trend fit weighs a point half as much as one this many steps later. Empty means
     25 % of ``max_steps`` (rounded up)."""
