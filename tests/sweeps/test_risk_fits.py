@@ -36,6 +36,16 @@ def run_through(sweep, rng, end=RunStatus.SUCCEEDED, steps=STEPS):
             run_services.run_finish(run_id=run.pk, status=end)
 
 
+def running_after_history(config, seed: int, finished: int = history_risk.MIN_SWEEPS):
+    """``finished`` complete finished bayes sweeps of the project, then one running at step 20: (it, its plan)."""
+    rng = random.Random(seed)
+    for _ in range(finished):
+        run_through(bayes_sweep(config), rng)
+    current = bayes_sweep(config)
+    run_through(current, rng, end=None, steps=20)
+    return current, SweepPlan.objects.get(sweep=current)
+
+
 @pytest.fixture
 def sent(monkeypatch):
     from django.core.cache import cache
@@ -48,12 +58,7 @@ def sent(monkeypatch):
 
 def test_a_check_sends_the_fit_once_and_decides_with_the_built_in_map_until_it_is_stored(config, sent,
                                                                                           django_capture_on_commit_callbacks):
-    rng = random.Random(0)
-    for _ in range(history_risk.MIN_SWEEPS):
-        run_through(bayes_sweep(config), rng)
-    current = bayes_sweep(config)
-    run_through(current, rng, end=None, steps=20)
-    plan = SweepPlan.objects.get(sweep=current)
+    current, plan = running_after_history(config, seed=0)
     with django_capture_on_commit_callbacks(execute=True):
         first = policy_check.policy_check(sweep=current, plan=plan)
         policy_check.policy_check(sweep=current, plan=plan)
@@ -79,17 +84,12 @@ def test_a_check_sends_the_fit_once_and_decides_with_the_built_in_map_until_it_i
 
 def test_a_new_finished_sweep_makes_a_new_fit_and_a_short_history_sends_none(config, sent,
                                                                             django_capture_on_commit_callbacks):
-    rng = random.Random(1)
-    for _ in range(history_risk.MIN_SWEEPS - 1):
-        run_through(bayes_sweep(config), rng)
-    current = bayes_sweep(config)
-    run_through(current, rng, end=None, steps=20)
-    plan = SweepPlan.objects.get(sweep=current)
+    current, plan = running_after_history(config, seed=1, finished=history_risk.MIN_SWEEPS - 1)
     with django_capture_on_commit_callbacks(execute=True):
         policy_check.policy_check(sweep=current, plan=plan)
     assert not sent  # 19 complete sweeps: no fit can come of them
     key = risk_fits.fit_key(current)
-    run_through(bayes_sweep(config), rng)
+    run_through(bayes_sweep(config), random.Random(3))
     assert risk_fits.fit_key(current) != key  # another finished sweep: another history
     with django_capture_on_commit_callbacks(execute=True):
         policy_check.policy_check(sweep=current, plan=plan)

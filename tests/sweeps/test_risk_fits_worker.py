@@ -2,14 +2,12 @@
 the worker computes and stores it, and the next check decides at its level."""
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from tests.conftest import wait_for
-from tests.sweeps.test_risk_fits import bayes_sweep, run_through
+from tests.sweeps.test_risk_fits import running_after_history
 from webapp.sweeps import policy_check
-from webapp.sweeps.models import HistoryRiskFit, SweepPlan
+from webapp.sweeps.models import HistoryRiskFit
 from webapp.sweeps.policies import history_risk
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
@@ -19,12 +17,7 @@ def test_the_maintenance_worker_computes_the_fit_a_check_asked_for(config, celer
     from django.core.cache import cache
 
     cache.clear()
-    rng = random.Random(2)
-    for _ in range(history_risk.MIN_SWEEPS):
-        run_through(bayes_sweep(config), rng)
-    current = bayes_sweep(config)
-    run_through(current, rng, end=None, steps=20)
-    plan = SweepPlan.objects.get(sweep=current)
+    current, plan = running_after_history(config, seed=2)
     before = policy_check.policy_check(sweep=current, plan=plan)  # (outside a transaction: sent at once)
     assert all(d.details["risk_source"] == "the tuning sweeps" for d in before.decisions if d.action == "stop")
     row = wait_for(lambda: HistoryRiskFit.objects.filter(project_id=current.project_id).first(), timeout=120,

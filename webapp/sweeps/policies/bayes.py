@@ -105,7 +105,7 @@ class BayesPolicy(Policy):
         (``history_risk.RiskFit``; ``rules.LEARN``: learned here from the history's complete sweeps, ``config``
         being the policy's, what those replays run), the built-in risk map without one."""
         self.table = self._memo["table"] = prior.learn(history, self.sign)
-        if risk_fit == "learn":
+        if risk_fit == history_risk.LEARN:
             risk_fit = history_risk.learn(history, config) if history and config else None
         self._memo["fit"] = risk_fit
 
@@ -174,8 +174,7 @@ def model_risk(p: BayesParams, table: prior.DriftTable, fit: Optional[history_ri
 
 def risk_source(p: BayesParams, fit: Optional[history_risk.RiskFit]) -> str:
     """Where the level of ``model_risk`` was chosen: this project's sweeps, or the tuning sweeps."""
-    return fit.source.replace("risk level from", "the") if fit is not None and fit.level(p.risk) is not None \
-        else "the tuning sweeps"
+    return fit.sweeps_text if fit is not None and fit.level(p.risk) is not None else "the tuning sweeps"
 
 
 def bayes_stops(sweep: SweepCurves, p: BayesParams, memo: dict) -> list[Decision]:

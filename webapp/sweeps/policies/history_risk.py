@@ -32,7 +32,7 @@ from typing import Hashable, Mapping, Optional, Sequence
 
 from . import prior
 
-__all__ = ["GRID", "MIN_SWEEPS", "MAX_SWEEPS", "RiskFit", "learn", "remember", "fit", "near_best", "complete"]
+__all__ = ["LEARN", "GRID", "MIN_SWEEPS", "MAX_SWEEPS", "RiskFit", "learn", "remember", "fit", "near_best", "complete"]
 
 GRID = (0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.10, 0.115, 0.13, 0.145,
         0.16, 0.18, 0.20, 0.225, 0.25, 0.275, 0.30, 0.35, 0.40, 0.45, 0.50)
@@ -41,6 +41,9 @@ GRID = (0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.05, 0.06, 0.07, 0.
 MIN_SWEEPS = 20
 """Fewer complete finished sweeps than this: the built-in map (at 20 the smallest risk a level can promise is
 1/21, about 0.048)."""
+
+LEARN = "learn"
+"""``make_policy``'s default ``risk_fit``: learn it from the history (``learn``)."""
 
 MAX_SWEEPS = 250
 """At most this many calibration sweeps (the newest complete ones)."""
@@ -74,8 +77,9 @@ class RiskFit:
         return best
 
     @property
-    def source(self) -> str:
-        return f"risk level from {self.n} complete finished sweep{'s' if self.n != 1 else ''} of this project"
+    def sweeps_text(self) -> str:
+        """Where its level was chosen, as a decision and the dashboard say it."""
+        return f"the {self.n} complete finished sweep{'s' if self.n != 1 else ''} of this project"
 
 
 def complete(sweep: Sweep) -> bool:

@@ -17,6 +17,7 @@ from training.fields import FieldErrors
 
 from .budget import BudgetUse, held_note, stops_fund_a_seed
 from .curves import RunCurve, SweepCurves
+from .history_risk import LEARN
 from .decision import EXTEND, STOP, Decision
 from .guards import GuardFold, guard_reason
 from .metric_ranges import Range, metric_range
@@ -427,10 +428,6 @@ def parse_config(config: dict) -> CommonParams:
     if not isinstance(name, str) or name not in RULES:
         raise FieldErrors({"name": f"must be one of {', '.join(POLICY_NAMES)}; got {name!r}"})
     return parse_params(RULES[name].params, {**config, "name": name})
-
-
-LEARN = "learn"
-"""``make_policy``'s default ``risk_fit``: learn it from the history (``policies.history_risk``)."""
 
 
 def make_policy(config: dict, width: int = 1, history=None, risk_fit: Any = LEARN) -> Policy:
