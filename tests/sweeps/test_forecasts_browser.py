@@ -178,6 +178,7 @@ def test_a_bayes_sweeps_chart_and_rows_agree_and_a_stopped_seed_keeps_its_stop(l
     meaning = page.text_content("#forecast-meaning")
     assert meaning.startswith("P(near-best) = the chance this seed ends within 0.02 of the best seed's final, by the "
                               "bayes policy's calibrated forecast")
+    assert meaning.rstrip().endswith("the level that kept the realized loss within risk 0.2 on the tuning sweeps.")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "sweep_bayes_chart_and_rows_agree.png"), full_page=True)
     assert script_errors == []
