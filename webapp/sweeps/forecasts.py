@@ -35,11 +35,11 @@ from .policies import prior
 from .policies.parameters import BayesParams
 from .policies.bayes import risk_source
 from .policies.rules import learns_from_history
-from .risk_fits import stored_fit
+from .risk_fits import bayes_decides, stored_fit
 
 CACHE_SECONDS = 3600
 PROGRESS_STEPS = 400  # a sweep is forecast again each time its runs together ran 1/400 of its planned steps
-VERSION = 6  # bump when the answer's shape or numbers change: older cached answers are then never read
+VERSION = 7  # bump when the answer's shape or numbers change: older cached answers are then never read
 
 
 def _round(x: Optional[float]) -> Optional[float]:
@@ -51,7 +51,7 @@ def forecast_params(*, sweep: Sweep, metric: str, mode: str) -> BayesParams:
     when it is a bayes policy, else the defaults with min_peers 1; the horizon is the policy's or the runs'."""
     max_steps = int(sweep.policy.get("max_steps") or sweep.config.get("total_steps") or 2)
     base = {"name": "bayes", "max_steps": max(2, max_steps), "min_peers": 1}
-    if sweep.policy.get("name") == "bayes":
+    if sweep.policy.get("name") in ("bayes", "auto"):  # (auto's keys are bayes's)
         base = {k: v for k, v in sweep.policy.items() if k != "guards"}
     try:
         return parse_config({**base, "name": "bayes", "metric": metric, "mode": mode})
@@ -81,7 +81,7 @@ def sweep_forecast(*, sweep: Sweep, metric: str, mode: str) -> dict:
     progress = sum(last for _, _, last, _, _, _ in runs) // quantum
     learning = metric == sweep.policy.get("metric") and learns_from_history(sweep.policy)
     past = finished_sweep_ids(sweep) if learning else ()  # (the prior the policy learns: the same history)
-    deciding = sweep.policy.get("name") == "bayes" and metric == sweep.policy.get("metric")
+    deciding = metric == sweep.policy.get("metric") and bayes_decides(sweep)
     fit = stored_fit(sweep) if deciding and past else (False, None)  # (read, never computed here: risk_fits)
     digest = hashlib.sha1(json.dumps([metric, repr(params), width, progress, standing, past, fit[0]]).encode()
                           ).hexdigest()
@@ -97,7 +97,7 @@ def sweep_forecast(*, sweep: Sweep, metric: str, mode: str) -> dict:
                    if (status in (RunStatus.KILLED, RunStatus.FAILED, RunStatus.LOST) or kill)
                    and last < horizons[pk]}
     stops = {}
-    if sweep.policy.get("name") == "bayes" and metric == sweep.policy.get("metric"):  # stops keep their frozen prediction
+    if deciding:  # bayes's stops keep their frozen prediction
         for row in sweep.decisions.filter(action="stop", rule="bayes"):
             stops[row.run_id] = Decision(run_id=row.run_id, action=row.action, reason=row.reason, rule=row.rule,
                                          step=row.step, value=row.value, threshold=row.threshold,
@@ -112,7 +112,7 @@ def sweep_forecast(*, sweep: Sweep, metric: str, mode: str) -> dict:
               "risk": params.risk,
               "prior": prior.learn(history, 1.0 if params.mode == "max" else -1.0).source,
               "risk_source": risk_source(params, fit[1]) if deciding else None,
-              "bayes": sweep.policy.get("name") == "bayes", "policy": sweep.policy.get("name") or "manual",
+              "bayes": deciding, "policy": sweep.policy.get("name") or "manual",
               "range": list(bounds), "width": width, "runs": {}}
     for run_id, f in forecasts.items():
         answer["runs"][run_id] = {
@@ -131,7 +131,8 @@ def meaning(answer: dict) -> str:
     low, high = answer["range"]
     bounded = (f"; bounded by {answer['metric']}'s range [{'-inf' if low is None else f'{low:g}'}, "
                f"{'inf' if high is None else f'{high:g}'}]" if (low, high) != (None, None) else "")
-    whose = ("the bayes policy's calibrated forecast, the one its stops decide on" if answer["bayes"] else
+    whose = (f"the bayes {'policy' if answer['policy'] == 'bayes' else 'model auto runs'}'s calibrated forecast, the one "
+             "its stops decide on" if answer["bayes"] else
              f"the bayes model's calibrated forecast; this sweep's policy ({answer['policy']}) does not decide on it")
     return (f"P(near-best) = the chance this seed ends within {answer['tolerance']:g} of the best seed's final, by "
             f"{whose}. Forecast worth: that forecast's median of the seed's final at its last step, with its 95 % "

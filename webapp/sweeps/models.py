@@ -106,7 +106,11 @@ class HistoryRiskFit(models.Model):
                                                    "history_risk.MIN_SWEEPS, the built-in risk map decides).")
     risk = models.FloatField(help_text="The promised risk the levels were walked up to.")
     lost = models.JSONField(default=list, blank=True,
-                            help_text="[[model loss level, sweeps whose every near-best seed its replay stopped]].")
+                            help_text="[[model loss level, sweeps whose every near-best seed its replay stopped, "
+                                      "share of their steps it saved]].")
+    cuts = models.JSONField(default=list, blank=True,
+                            help_text="[[at, keep, sweeps lost, share saved]] of each one-shot cut replayed on the "
+                                      "same sweeps (what auto chooses among).")
     seconds = models.FloatField(default=0.0, help_text="What the replays took.")
     created_at = models.DateTimeField(auto_now_add=True)
 

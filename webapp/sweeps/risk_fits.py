@@ -23,8 +23,9 @@ from .history import finished_sweep_ids, project_history
 from .models import HistoryRiskFit, Sweep
 from .policies import history_risk
 from .policies.history_risk import RiskFit
+from .policies.rules import learns_from_history
 
-__all__ = ["fit_key", "stored_fit", "check_fit", "sweep_fit_risk", "TASK"]
+__all__ = ["fit_key", "stored_fit", "check_fit", "sweep_fit_risk", "bayes_decides", "TASK", "FORMAT"]
 
 TASK = "workers.sweep_tasks.sweep_fit_risk"
 PENDING_S = 3600
@@ -33,17 +34,35 @@ PENDING_S = 3600
 _KEYS = ("metric", "mode", "tolerance", "min_peers", "risk")
 
 
+FORMAT = 2
+"""The fit's format, in its key: 2 keeps what each replay saved and the cuts (``auto`` chooses with them)."""
+
+
 def fit_key(sweep: Sweep, ids: Optional[tuple[int, ...]] = None) -> str:
-    """What a fit depends on: the policy's keys that change a replay, and the finished sweeps (their ids)."""
+    """What a fit depends on: its format, the policy's keys that change a replay, and the finished sweeps (their
+    ids)."""
     ids = finished_sweep_ids(sweep) if ids is None else ids
     policy = sweep.policy or {}
-    return hashlib.sha256(json.dumps([[policy.get(k) for k in _KEYS], list(ids)]).encode()).hexdigest()
+    return hashlib.sha256(json.dumps([FORMAT, [policy.get(k) for k in _KEYS], list(ids)]).encode()).hexdigest()
 
 
 def _as_fit(row: HistoryRiskFit) -> Optional[RiskFit]:
     if not row.sweeps:
         return None
-    return RiskFit(tuple((float(level), int(lost)) for level, lost in row.lost), row.sweeps, row.risk)
+    return RiskFit(tuple((float(level), int(lost)) for level, lost, _ in row.lost), row.sweeps, row.risk,
+                   saved=tuple(float(saved) for _, _, saved in row.lost),
+                   cuts=tuple((float(at), float(keep), int(lost), float(saved)) for at, keep, lost, saved in row.cuts))
+
+
+def bayes_decides(sweep: Sweep) -> bool:
+    """Whether the sweep's stops are bayes's (a bayes policy, or an auto one that runs bayes: it chose it, or has
+    no choice stored), so its forecasts are the numbers that decide."""
+    name = (sweep.policy or {}).get("name")
+    if name != "auto":
+        return name == "bayes"
+    fit = stored_fit(sweep)[1]
+    choice = fit.choose(float(sweep.policy.get("risk", 0.05))) if fit is not None else None
+    return choice is None or choice.rule == "bayes"
 
 
 def stored_fit(sweep: Sweep) -> tuple[bool, Optional[RiskFit]]:
@@ -71,7 +90,7 @@ def sweep_fit_risk(*, sweep_id: int) -> Optional[HistoryRiskFit]:
     """Compute and store the fit of the sweep's history (idempotent: a stored one is returned as it is). None when
     the sweep is gone or its policy is not ``bayes``."""
     sweep = Sweep.objects.filter(pk=sweep_id).first()
-    if sweep is None or (sweep.policy or {}).get("name") != "bayes":
+    if sweep is None or not learns_from_history(sweep.policy or {}):
         return None
     ids = finished_sweep_ids(sweep)
     key = fit_key(sweep, ids)
@@ -81,7 +100,8 @@ def sweep_fit_risk(*, sweep_id: int) -> Optional[HistoryRiskFit]:
     started = time.monotonic()
     fit = history_risk.fit(project_history(sweep, sweep.policy["metric"]), sweep.policy)
     values = {"sweeps": fit.n if fit else 0, "risk": float(sweep.policy.get("risk", 0.05)),
-              "lost": [list(pair) for pair in fit.lost] if fit else [], "seconds": time.monotonic() - started}
+              "lost": [[level, lost, saved] for (level, lost), saved in zip(fit.lost, fit.saved)] if fit else [],
+              "cuts": [list(cut) for cut in fit.cuts] if fit else [], "seconds": time.monotonic() - started}
     try:
         with transaction.atomic():
             return HistoryRiskFit.objects.create(project_id=sweep.project_id, key=key, **values)

@@ -113,7 +113,7 @@ def sweep_detail(request: HttpRequest, sweep_id: int) -> HttpResponse:
     plan = SweepPlan.objects.filter(sweep=sweep).first()
     return render(request, "sweeps/sweep_detail.html", {
         "budget": services.budget_use(sweep, plan) if plan is not None else None,
-        "replay_form": ReplayForm(initial=replay_initial(sweep)), "forecast_on": sweep.policy.get("name") == "bayes",
+        "replay_form": ReplayForm(initial=replay_initial(sweep)), "forecast_on": sweep.policy.get("name") in ("bayes", "auto"),
         "sweep": sweep, "plan": plan, "metric": metric, "metric_keys": keys,
         "copied": copies.copied_note(sweep.copied_from, copies.sweep_settings(sweep, plan),
                                      lambda s: copies.sweep_settings(s, SweepPlan.objects.filter(sweep=s).first()),

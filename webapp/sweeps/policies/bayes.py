@@ -131,7 +131,7 @@ class BayesPolicy(Policy):
 
     def tell_stop(self, decision: Decision) -> None:
         """A stop of an earlier check: out of the race, at the prediction it had then."""
-        if decision.rule != self.rule or decision.run_id in self.stopped:
+        if decision.rule != "bayes" or decision.run_id in self.stopped:
             return
         frozen = frozen_from_details(decision.details)
         if frozen is None:  # a stop of the earlier model (no prediction kept): out of the race, as if killed

@@ -32,7 +32,7 @@ from typing import Hashable, Mapping, Optional, Sequence
 
 from . import prior
 
-__all__ = ["LEARN", "GRID", "MIN_SWEEPS", "MAX_SWEEPS", "RiskFit", "learn", "remember", "fit", "near_best", "complete"]
+__all__ = ["LEARN", "GRID", "CUT_AT", "CUT_KEEP", "Choice", "MIN_SWEEPS", "MAX_SWEEPS", "RiskFit", "learn", "remember", "fit", "near_best", "complete"]
 
 GRID = (0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.10, 0.115, 0.13, 0.145,
         0.16, 0.18, 0.20, 0.225, 0.25, 0.275, 0.30, 0.35, 0.40, 0.45, 0.50)
@@ -51,14 +51,25 @@ MAX_SWEEPS = 250
 Sweep = Mapping[Hashable, Sequence[tuple[int, float]]]
 
 
+CUT_AT = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
+CUT_KEEP = tuple(k / 8 for k in range(1, 8))
+"""The one-shot cuts ``auto`` weighs against bayes: at each fraction ``CUT_AT`` keep the share ``CUT_KEEP`` (the
+frontier the bench prints; on the tuning corpora a finer grid of fractions let the choice overfit the history: its
+realized loss went over the risk by 1.5 points)."""
+
+
 @dataclass(frozen=True)
 class RiskFit:
     """The realized losses of the replays: ``lost[l]`` sweeps of ``n`` lost every near-best seed at level l, for
-    the levels of ``GRID`` walked until one's bound exceeded ``risk`` (so it answers for any risk up to it)."""
+    the levels of ``GRID`` walked until one's bound exceeded ``risk`` (so it answers for any risk up to it);
+    ``saved[i]``: the share of the calibration sweeps' steps the replay at ``lost[i]``'s level saved; ``cuts``:
+    (at, keep, lost, saved) of every one-shot cut of ``CUT_AT`` x ``CUT_KEEP`` replayed on the same sweeps."""
 
     lost: tuple[tuple[float, int], ...]
     n: int
     risk: float = 0.5
+    saved: tuple[float, ...] = ()
+    cuts: tuple[tuple[float, float, int, float], ...] = ()
 
     def level(self, risk: float) -> Optional[float]:
         """The largest level of the module's formula for ``risk``; None when none qualifies.
@@ -76,10 +87,55 @@ class RiskFit:
             best = level
         return best
 
+    def choose(self, risk: float) -> Optional["Choice"]:
+        """``auto``'s choice for ``risk``: of bayes at ``level(risk)`` and every cut whose bound (lost + 1) / (n + 1)
+        is within ``risk``, the one that saved most of the calibration sweeps' steps (bayes on a tie); None when
+        none qualifies.
+
+        >>> fit = RiskFit(((0.01, 0), (0.02, 1)), 40, 0.1, saved=(0.05, 0.12),
+        ...               cuts=((0.3, 0.375, 1, 0.30), (0.2, 0.25, 9, 0.55), (0.5, 0.5, 2, 0.18)))
+        >>> fit.choose(0.05)
+        Choice(rule='cut', lost=1, n=40, saved=0.3, level=None, at=0.3, keep=0.375)
+        >>> fit.choose(0.03).rule, fit.choose(0.03).level
+        ('bayes', 0.01)
+        """
+        options = []
+        level = self.level(risk)
+        if level is not None and self.saved:
+            i = [lv for lv, _ in self.lost].index(level)
+            options.append(Choice("bayes", self.lost[i][1], self.n, self.saved[i], level=level))
+        options += [Choice("cut", lost, self.n, saved, at=at, keep=keep) for at, keep, lost, saved in self.cuts
+                    if (lost + 1) / (self.n + 1) <= risk]
+        return max(options, key=lambda c: c.saved, default=None)
+
     @property
     def sweeps_text(self) -> str:
         """Where its level was chosen, as a decision and the dashboard say it."""
         return f"the {self.n} complete finished sweep{'s' if self.n != 1 else ''} of this project"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What ``auto`` runs: ``bayes`` at model loss ``level``, or the ``cut`` at fraction ``at`` keeping the share
+    ``keep``; with what it did on the ``n`` calibration sweeps (``lost`` of them lost every near-best seed, it
+    saved the share ``saved`` of their steps)."""
+
+    rule: str
+    lost: int
+    n: int
+    saved: float
+    level: Optional[float] = None
+    at: Optional[float] = None
+    keep: Optional[float] = None
+
+    @property
+    def text(self) -> str:
+        """E.g. "the cut at 30 % keeping the top 38 % (on the 40 complete finished sweeps of this project it lost
+        every near-best seed in 1 and saved 30 % of the steps)"."""
+        what = (f"bayes at model loss {self.level:.3g}" if self.rule == "bayes" else
+                f"the cut at {self.at:.0%} of the run keeping the top {self.keep:.0%}")
+        return (f"{what} (on the {self.n} complete finished sweeps of this project it lost every near-best seed in "
+                f"{self.lost} and saved {self.saved:.0%} of the steps)")
 
 
 def complete(sweep: Sweep) -> bool:
@@ -111,13 +167,14 @@ def _replay_config(config: dict, sweep: Sweep, level: float) -> tuple[dict, int]
     (its steps over its longest run's points): the horizon its own, the steps-valued keys at their defaults."""
     end = prior.horizon(sweep)
     width = max(1, round(end / max(len(c) for c in sweep.values())))
-    keep = {k: config[k] for k in ("name", "metric", "mode", "tolerance", "min_peers") if k in config}
-    return {**keep, "max_steps": end, "risk": level}, width
+    keep = {k: config[k] for k in ("metric", "mode", "tolerance", "min_peers") if k in config}
+    return {**keep, "name": "bayes", "max_steps": end, "risk": level}, width
 
 
 def fit(history: Sequence[Sweep], config: dict) -> Optional[RiskFit]:
     """Walk ``GRID`` up: replay every calibration sweep at each level until the bound of the module's formula
-    exceeds ``config["risk"]`` (see the module's docstring); None without ``MIN_SWEEPS`` complete sweeps."""
+    exceeds ``config["risk"]`` (see the module's docstring), and replay every cut of ``CUT_AT`` x ``CUT_KEEP`` on
+    the same sweeps; None without ``MIN_SWEEPS`` complete sweeps."""
     from . import risk_map
     from .replay import replay
 
@@ -129,17 +186,34 @@ def fit(history: Sequence[Sweep], config: dict) -> Optional[RiskFit]:
     sign = 1.0 if config.get("mode", "max") == "max" else -1.0
     risk = float(config.get("risk", 0.05))
     nears = [near_best(s, float(config.get("tolerance", 0.02)), sign) for s in sweeps]
-    lost: list[tuple[float, int]] = []
+    total = sum(len(c) for s in sweeps for c in s.values())
+
+    def run(cfg: dict, width: int, sweep: Sweep, near: set, prior_history=None) -> tuple[int, int]:
+        result = replay(cfg, sweep, width=width, history=prior_history)
+        return int(near <= set(result.stopped_at)), result.total_steps - sum(result.steps_run.values())
+
+    lost, saved = [], []
     with risk_map.uncalibrated():  # the model's own levels (and no risk fit within a replay)
         for level in GRID:
-            n_lost = 0
-            for sweep, near in zip(sweeps, nears):
-                cfg, width = _replay_config(config, sweep, level)
-                n_lost += near <= set(replay(cfg, sweep, width=width, history=halves[position[id(sweep)] % 2]).stopped_at)
-            lost.append((level, n_lost))
-            if (n_lost + 1) / (len(sweeps) + 1) > risk:
+            outcomes = [run(*_replay_config(config, sweep, level), sweep, near, halves[position[id(sweep)] % 2])
+                        for sweep, near in zip(sweeps, nears)]
+            lost.append((level, sum(o[0] for o in outcomes)))
+            saved.append(sum(o[1] for o in outcomes) / total)
+            if (lost[-1][1] + 1) / (len(sweeps) + 1) > risk:
                 break
-    return RiskFit(tuple(lost), len(sweeps), risk)
+    cuts = []
+    for at in CUT_AT:
+        for keep in CUT_KEEP:
+            outcomes = [run(*_cut_config(config, sweep, at, keep), sweep, near) for sweep, near in zip(sweeps, nears)]
+            cuts.append((at, keep, sum(o[0] for o in outcomes), sum(o[1] for o in outcomes) / total))
+    return RiskFit(tuple(lost), len(sweeps), risk, tuple(saved), tuple(cuts))
+
+
+def _cut_config(config: dict, sweep: Sweep, at: float, keep: float) -> tuple[dict, int]:
+    """The config of a cut's replay on ``sweep`` (as ``_replay_config``'s), and its width."""
+    cfg, width = _replay_config(config, sweep, 0.0)
+    cfg = {k: v for k, v in cfg.items() if k not in ("risk", "tolerance")}
+    return {**cfg, "name": "cut", "at": at, "keep": keep}, width
 
 
 _CACHE: "OrderedDict[tuple, tuple]" = OrderedDict()

@@ -15,7 +15,7 @@ from .guards import parse_guards
 from .smoothing import SMOOTHING_KINDS
 
 __all__ = ["CommonParams", "ManualParams", "MedianParams", "AshaParams", "ThresholdParams", "BayesParams",
-           "parse_params", "param_specs", "RISK_ONLY_BAYES", "defaults_text", "MODES"]
+           "CutParams", "AutoParams", "parse_params", "param_specs", "RISK_ONLY_BAYES", "defaults_text", "MODES"]
 
 MODES = ("max", "min")
 
@@ -225,9 +225,41 @@ class BayesParams(CommonParams):
         return e
 
 
-RISK_ONLY_BAYES = ("only bayes has a probability model; use {\"name\": \"bayes\", \"risk\": ...} for a promised "
-                   "risk, or leave risk out")
-"""The field error of ``risk`` on a policy other than bayes (median, asha, threshold, manual)."""
+@dataclass(frozen=True)
+class CutParams(CommonParams):
+    """One-shot cut (``cut``): at one step, keep the top share of the seeds and stop the rest."""
+
+    at: float = _r(0.5, gt=0.0, lt=1.0)
+    """Where the cut is made, as a fraction of ``max_steps``: at step ceil(at * max_steps), not before the grace
+    period."""
+    keep: float = _r(0.5, gt=0.0, lt=1.0)
+    """The share of the seeds that reached the cut that go on (at least one): the top round(keep * n) of n."""
+    min_peers: int = _r(3, min=1)
+    """The cut needs at least this many other runs that reached it; a run that arrives later is judged against
+    every value recorded there."""
+    grace_steps: Optional[int] = 0
+    """No run is judged before this step (the cut's own step decides when; 0 by default)."""
+
+    def cut_step(self) -> int:
+        return max(self.grace(), 1, math.ceil(self.at * self.max_steps))
+
+    def errors(self) -> dict[str, str]:
+        e = super().errors()
+        if not e and self.cut_step() >= self.max_steps:
+            e["at"] = f"the cut at step {self.cut_step()} must come before max_steps ({self.max_steps}); got {self.at}"
+        return e
+
+
+@dataclass(frozen=True)
+class AutoParams(BayesParams):
+    """Learned choice (``auto``): of ``bayes`` and the one-shot cuts, the one that saved most on the project's
+    complete finished sweeps while its realized loss stayed within ``risk`` (``history_risk.Choice``); ``bayes``
+    with its built-in calibration without such a history."""
+
+
+RISK_ONLY_BAYES = ("only bayes has a probability model (auto chooses with it); use {\"name\": \"bayes\", \"risk\": ...} "
+                   "or auto for a promised risk, or leave risk out")
+"""The field error of ``risk`` on a policy other than bayes and auto (median, asha, threshold, cut, manual)."""
 
 
 def parse_params(cls: type, config: dict) -> CommonParams:

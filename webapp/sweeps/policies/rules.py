@@ -21,11 +21,11 @@ from .history_risk import LEARN
 from .decision import EXTEND, STOP, Decision
 from .guards import GuardFold, guard_reason
 from .metric_ranges import Range, metric_range
-from .parameters import (AshaParams, BayesParams, CommonParams, ManualParams, MedianParams, ThresholdParams,
-                         defaults_text, param_specs, parse_params)
+from .parameters import (AshaParams, AutoParams, BayesParams, CommonParams, CutParams, ManualParams, MedianParams,
+                         ThresholdParams, defaults_text, param_specs, parse_params)
 from .smoothing import make_smoother
-from .stopping_rules import (asha_stops, asha_waiting, median_stops, median_waiting, no_stops, no_waiting,
-                             peers_waiting, threshold_stops)
+from .stopping_rules import (asha_stops, asha_waiting, cut_stops, cut_waiting, median_stops, median_waiting, no_stops,
+                             no_waiting, peers_waiting, threshold_stops)
 
 __all__ = ["STOP", "EXTEND", "Decision", "Policy", "Rule", "RULES", "POLICY_NAMES", "STOP_RULES", "rule_list",
            "make_policy",
@@ -328,6 +328,26 @@ class AshaPolicy(Policy):
 
 
 
+class CutPolicy(Policy):
+    """One-shot cut: at one fraction of the run keep the top share of the seeds, stop the rest.
+
+    The rule of thumb of a seed sweep ("at 30 % of the run keep the best 3 of 8", seed documents 004 §4.3): one
+    rung at step ceil(at * max_steps); a run is judged there once at least ``min_peers`` other runs have a value
+    there, against every value recorded there (runs stopped or ended included), as ``asha`` judges a rung.
+    """
+
+    compares_peers = True
+
+    def _describe_rule(self) -> str:
+        p: CutParams = self.params  # type: ignore[assignment]
+        return (f"cut on {p.metric} ({p.mode}): at step {p.cut_step()} ({p.at:.0%} of the run) the top {p.keep:.0%} "
+                f"of the seeds go on, the rest stop (min {p.min_peers} peers)")
+
+    def _next_step(self, after: int) -> Optional[int]:
+        step = self.params.cut_step()  # type: ignore[attr-defined]
+        return step if step >= after else None
+
+
 class ThresholdPolicy(Policy):
     """Stop a run whose smoothed metric crosses a bound, or has not improved for ``patience`` steps."""
 
@@ -344,6 +364,7 @@ class ThresholdPolicy(Policy):
 
 
 from .bayes import BayesPolicy, bayes_stops, bayes_waiting  # noqa: E402  (it subclasses Policy, defined above)
+from .auto import AutoPolicy, auto_stops, auto_waiting  # noqa: E402  (it subclasses BayesPolicy)
 
 
 
@@ -380,6 +401,8 @@ RULES: dict[str, Rule] = {
     "asha": Rule(AshaParams, asha_stops, AshaPolicy, asha_waiting, compares=True),
     "threshold": Rule(ThresholdParams, threshold_stops, ThresholdPolicy, peers_waiting),
     "bayes": Rule(BayesParams, bayes_stops, BayesPolicy, bayes_waiting, compares=True),
+    "cut": Rule(CutParams, cut_stops, CutPolicy, cut_waiting, compares=True),
+    "auto": Rule(AutoParams, auto_stops, AutoPolicy, auto_waiting, compares=True),
 }
 for _name, _rule in RULES.items():
     _rule.policy.rule = _name  # the name is the registry's key, and only that

@@ -18,9 +18,9 @@ from typing import Any, Hashable, Optional
 
 from .curves import RunCurve, SweepCurves, too_few_peers
 from .decision import STOP, Decision
-from .parameters import AshaParams, MedianParams, ThresholdParams
+from .parameters import AshaParams, CutParams, MedianParams, ThresholdParams
 
-__all__ = ["no_stops", "no_waiting", "peers_waiting", "median_waiting", "asha_waiting", "median_stops", "asha_stops", "threshold_stops", "best_so_far"]
+__all__ = ["no_stops", "no_waiting", "peers_waiting", "median_waiting", "asha_waiting", "median_stops", "asha_stops", "cut_stops", "cut_waiting", "threshold_stops", "best_so_far"]
 
 
 def no_stops(sweep: SweepCurves, params: Any, memo: dict) -> list[Decision]:
@@ -70,38 +70,75 @@ def asha_stops(sweep: SweepCurves, p: AshaParams, memo: dict) -> list[Decision]:
     rungs = p.rungs()
     values: list[dict[Hashable, float]] = memo.setdefault("rung_values", [{} for _ in rungs])
     passed: list[set] = memo.setdefault("passed", [set() for _ in rungs])
-    # 1. record every run's value at each rung it reached: a finished, killed or stopped peer's curve (up to its
-    #    last step, or the step it was stopped at) counts at the rungs it reached, so a sweep that runs its seeds
-    #    one at a time compares a seed with the seeds before it
+    _record_rungs(sweep, rungs, values)  # 1. every run's value at each rung it reached
+    # 2. judge pending runs, lowest rung first, each against everything recorded at its rung
+    stops: dict[Hashable, Decision] = {}
+    for k, rung in enumerate(rungs):
+        n = len(values[k])
+        if n - 1 < p.min_peers:
+            continue
+        keep = max(1, n // p.eta)
+        _judge_rung(sweep, values[k], passed[k], keep, stops, "asha", lambda rank, cutoff: (
+            f"asha rung {k} (step {rung}): smoothed {{value}} ranks {rank} of {n}; only the top {keep} (1/{p.eta}) "
+            f"continue, cut-off {cutoff:.4g}"))
+    return list(stops.values())
+
+
+def _record_rungs(sweep: SweepCurves, rungs: list[int], values: list[dict[Hashable, float]]) -> None:
+    """Record every run's smoothed value at each rung it reached, once: a finished, killed or stopped peer's curve
+    (up to its last step, or the step it was stopped at) counts at the rungs it reached, so a sweep that runs its
+    seeds a few at a time compares a seed with the seeds before it."""
     for run_id, curve in sweep.curves.items():
         for k, rung in enumerate(rungs):
             value = curve.value_at(rung)
             if run_id not in values[k] and value is not None:
                 values[k][run_id] = value
-    # 2. judge pending runs, lowest rung first, each against everything recorded at its rung
-    stops: dict[Hashable, Decision] = {}
-    for k, rung in enumerate(rungs):
-        recorded = values[k]
-        n = len(recorded)
-        if n - 1 < p.min_peers:
+
+
+def _judge_rung(sweep: SweepCurves, recorded: dict[Hashable, float], passed: set, keep: int,
+                stops: dict[Hashable, Decision], rule: str, reason) -> None:
+    """Each pending run of a rung (recorded there, not passed, live, before its horizon) continues when its value
+    is not worse than the ``keep``-th best recorded there (c), else it is stopped (added to ``stops``, its reason
+    ``reason(rank, c)`` with ``{value}`` for the smoothed value)."""
+    cutoff = sorted(recorded.values(), key=sweep.sort_key)[keep - 1]
+    for run_id, value in recorded.items():
+        if run_id in passed or run_id in sweep.stopped or run_id in stops:
             continue
-        keep = max(1, n // p.eta)
-        cutoff = sorted(recorded.values(), key=sweep.sort_key)[keep - 1]
-        for run_id, value in recorded.items():
-            if run_id in passed[k] or run_id in sweep.stopped or run_id in stops:
-                continue
-            curve = sweep.curves[run_id]
-            if curve.last_step >= sweep.horizon(run_id):
-                continue  # already at its final step: stopping saves nothing
-            if sweep.worse(value, cutoff):
-                rank = 1 + sum(1 for v in recorded.values() if sweep.sort_key(v) < sweep.sort_key(value))
-                stops[run_id] = Decision(
-                    run_id=run_id, action=STOP, rule="asha", step=curve.last_step, value=value,
-                    threshold=cutoff, n_peers=n - 1,
-                    reason=(f"asha rung {k} (step {rung}): smoothed {sweep.format_value(value)} ranks {rank} of "
-                            f"{n}; only the top {keep} (1/{p.eta}) continue, cut-off {cutoff:.4g}"))
-            else:
-                passed[k].add(run_id)
+        curve = sweep.curves[run_id]
+        if curve.last_step >= sweep.horizon(run_id):
+            continue  # already at its final step: stopping saves nothing
+        if sweep.worse(value, cutoff):
+            rank = 1 + sum(1 for v in recorded.values() if sweep.sort_key(v) < sweep.sort_key(value))
+            stops[run_id] = Decision(run_id=run_id, action=STOP, rule=rule, step=curve.last_step, value=value,
+                                     threshold=cutoff, n_peers=len(recorded) - 1,
+                                     reason=reason(rank, cutoff).format(value=sweep.format_value(value)))
+        else:
+            passed.add(run_id)
+
+
+def cut_stops(sweep: SweepCurves, p: CutParams, memo: dict) -> list[Decision]:
+    """``cut`` (the one-shot rule of thumb: "at fraction f of the run keep the top share q"): one rung at
+    s = max(ceil(``at``·``max_steps``), g). R is every run with a value at s, recorded once, in arrival order. With
+    n = |R| > ``min_peers`` a pending run r in R (not passed, live, before its horizon)
+
+        continues when x_r(s) is not worse than c,  else stops,
+        c = the keep-th best value of R,  keep = max(1, round(``keep``·n)).
+
+    With every seed running at once this is the offline cut: the top round(q·n) of the sweep at s go on. A seed
+    that reaches s later is judged against every value recorded there (as ``asha`` judges a rung). ``memo``: the
+    rung's record (``rung_values``) and the runs that passed (``passed``)."""
+    step = p.cut_step()
+    values: list[dict[Hashable, float]] = memo.setdefault("rung_values", [{}])
+    passed: set = memo.setdefault("passed", set())
+    _record_rungs(sweep, [step], values)
+    n = len(values[0])
+    if n - 1 < p.min_peers:
+        return []
+    keep = max(1, round(p.keep * n))
+    stops: dict[Hashable, Decision] = {}
+    _judge_rung(sweep, values[0], passed, keep, stops, "cut", lambda rank, cutoff: (
+        f"cut at step {step} ({p.at:.0%} of the run): smoothed {{value}} ranks {rank} of {n}; only the top {keep} "
+        f"({p.keep:.0%}) go on, cut-off {cutoff:.4g}"))
     return list(stops.values())
 
 
@@ -174,3 +211,8 @@ def asha_waiting(p: AshaParams, last_step: int, others: list[tuple[int, bool]]) 
     """waiting for peers at the first rung it reached that fewer than min_peers other runs reached: k of min_peers"""
     return next((why for rung in p.rungs() if rung <= last_step
                  and (why := too_few_peers(rung, others, p.min_peers))), None)
+
+
+def cut_waiting(p: CutParams, last_step: int, others: list[tuple[int, bool]]) -> Optional[str]:
+    """waiting for peers at the cut step: k of min_peers (a run past the cut is judged once enough reached it)"""
+    return too_few_peers(p.cut_step(), others, p.min_peers, "peers at the cut")
