@@ -3,6 +3,7 @@ a check, computed once by the maintenance task, stored, then read by every check
 database)."""
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -21,9 +22,9 @@ STEPS = 30
 POLICY = {"name": "bayes", "metric": METRIC, "risk": 0.2}
 
 
-def bayes_sweep(config, seeds=5):
+def bayes_sweep(config, seeds=5, policy=POLICY):
     return services.sweep_create(config={**config, "total_steps": STEPS}, seeds=range(seeds), concurrency=seeds,
-                                 policy=POLICY)
+                                 policy=policy)
 
 
 def run_through(sweep, rng, end=RunStatus.SUCCEEDED, steps=STEPS):
@@ -36,12 +37,13 @@ def run_through(sweep, rng, end=RunStatus.SUCCEEDED, steps=STEPS):
             run_services.run_finish(run_id=run.pk, status=end)
 
 
-def running_after_history(config, seed: int, finished: int = history_risk.MIN_SWEEPS):
-    """``finished`` complete finished bayes sweeps of the project, then one running at step 20: (it, its plan)."""
+def running_after_history(config, seed: int, finished: int = history_risk.MIN_SWEEPS, policy=POLICY):
+    """``finished`` complete finished bayes sweeps of the project, then one of ``policy`` running at step 20: (it,
+    its plan)."""
     rng = random.Random(seed)
     for _ in range(finished):
         run_through(bayes_sweep(config), rng)
-    current = bayes_sweep(config)
+    current = bayes_sweep(config, policy=policy)
     run_through(current, rng, end=None, steps=20)
     return current, SweepPlan.objects.get(sweep=current)
 
@@ -101,3 +103,24 @@ def test_a_sweep_that_is_not_bayes_gets_no_fit(config):
                                    policy={"name": "median", "metric": METRIC})
     assert risk_fits.sweep_fit_risk(sweep_id=median.pk) is None and risk_fits.sweep_fit_risk(sweep_id=10 ** 9) is None
     assert not HistoryRiskFit.objects.exists()
+
+
+def test_an_auto_sweep_decides_with_bayes_until_its_choice_is_stored_then_with_the_chosen_cut(
+        config, sent, django_capture_on_commit_callbacks):
+    current, plan = running_after_history(config, seed=4, policy={**POLICY, "name": "auto"})
+    with django_capture_on_commit_callbacks(execute=True):
+        first = policy_check.policy_check(sweep=current, plan=plan)
+    assert sent == [(risk_fits.TASK, [current.pk])]
+    assert {d.rule for d in first.decisions if d.action == "stop"} == {"bayes"}  # no choice yet: bayes, built-in
+    assert sweep_forecast(sweep=current, metric=METRIC, mode="max")["bayes"]  # its forecasts decide
+
+    row = risk_fits.sweep_fit_risk(sweep_id=current.pk)
+    assert len(row.cuts) == len(history_risk.CUT_AT) * len(history_risk.CUT_KEEP) and len(row.lost[0]) == 3
+    choice = risk_fits.stored_fit(current)[1].choose(0.2)
+    assert choice.rule == "cut"  # the seeds of these sweeps keep their order: a cut saves more than bayes
+    after = policy_check.policy_check(sweep=current, plan=plan)
+    cut_stops = [d for d in after.decisions if d.action == "stop"]
+    assert cut_stops and {d.rule for d in cut_stops} == {"cut"}
+    assert all(f"cut at step {math.ceil(choice.at * STEPS)}" in d.reason for d in cut_stops)
+    answer = sweep_forecast(sweep=current, metric=METRIC, mode="max")
+    assert not answer["bayes"] and "this sweep's policy (auto) does not decide on it" in meaning(answer)

@@ -81,8 +81,8 @@ def sweep_forecast(*, sweep: Sweep, metric: str, mode: str) -> dict:
     progress = sum(last for _, _, last, _, _, _ in runs) // quantum
     learning = metric == sweep.policy.get("metric") and learns_from_history(sweep.policy)
     past = finished_sweep_ids(sweep) if learning else ()  # (the prior the policy learns: the same history)
-    deciding = metric == sweep.policy.get("metric") and bayes_decides(sweep)
-    fit = stored_fit(sweep) if deciding and past else (False, None)  # (read, never computed here: risk_fits)
+    fit = stored_fit(sweep) if past else (False, None)  # (read, never computed here: risk_fits)
+    deciding = metric == sweep.policy.get("metric") and bayes_decides(sweep.policy, fit[1])
     digest = hashlib.sha1(json.dumps([metric, repr(params), width, progress, standing, past, fit[0]]).encode()
                           ).hexdigest()
     key = f"seedbed:forecast:v{VERSION}:{sweep.pk}:{digest}"

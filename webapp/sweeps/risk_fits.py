@@ -54,14 +54,13 @@ def _as_fit(row: HistoryRiskFit) -> Optional[RiskFit]:
                    cuts=tuple((float(at), float(keep), int(lost), float(saved)) for at, keep, lost, saved in row.cuts))
 
 
-def bayes_decides(sweep: Sweep) -> bool:
-    """Whether the sweep's stops are bayes's (a bayes policy, or an auto one that runs bayes: it chose it, or has
-    no choice stored), so its forecasts are the numbers that decide."""
-    name = (sweep.policy or {}).get("name")
+def bayes_decides(policy: dict, fit: Optional[RiskFit]) -> bool:
+    """Whether the stops of a sweep of ``policy`` whose stored fit is ``fit`` are bayes's (a bayes policy, or an
+    auto one that runs bayes: it chose it, or has no choice), so its forecasts are the numbers that decide."""
+    name = (policy or {}).get("name")
     if name != "auto":
         return name == "bayes"
-    fit = stored_fit(sweep)[1]
-    choice = fit.choose(float(sweep.policy.get("risk", 0.05))) if fit is not None else None
+    choice = fit.choose(float(policy.get("risk", 0.05))) if fit is not None else None
     return choice is None or choice.rule == "bayes"
 
 
