@@ -156,7 +156,8 @@ def _fit_histories(histories: list, risk: float, processes: int) -> None:
     """Each distinct history's risk fit (``history_risk``: bayes replayed on its complete sweeps, level after
     level, up to the largest ``risk``) computed once, in parallel, and kept for the replays (the forked workers
     inherit it)."""
-    distinct = list({id(h): h for h in histories if h}.values())
+    distinct = [h for h in {id(h): h for h in histories if h}.values()
+                if not history_risk.remembered(h, _config(h[0], risk))]
     if not distinct:
         return
     _JOB.update(distinct=distinct, risk=risk)

@@ -32,7 +32,7 @@ from typing import Hashable, Mapping, Optional, Sequence
 
 from . import prior
 
-__all__ = ["LEARN", "GRID", "CUT_AT", "CUT_KEEP", "Choice", "MIN_SWEEPS", "MAX_SWEEPS", "RiskFit", "learn", "remember", "fit", "near_best", "complete"]
+__all__ = ["LEARN", "GRID", "CUT_AT", "CUT_KEEP", "Choice", "MIN_SWEEPS", "MAX_SWEEPS", "RiskFit", "learn", "remembered", "remember", "fit", "near_best", "complete"]
 
 GRID = (0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.10, 0.115, 0.13, 0.145,
         0.16, 0.18, 0.20, 0.225, 0.25, 0.275, 0.30, 0.35, 0.40, 0.45, 0.50)
@@ -238,6 +238,12 @@ def learn(history: Optional[Sequence[Sweep]], config: dict) -> Optional[RiskFit]
 
 def _key(history: Sequence[Sweep], config: dict) -> tuple:
     return tuple(config.get(k) for k in ("mode", "tolerance", "min_peers")), prior.history_key(history)
+
+
+def remembered(history: Sequence[Sweep], config: dict) -> bool:
+    """Whether ``learn`` already holds an answer for ``history`` at ``config``'s risk (none is computed)."""
+    risk = float(config.get("risk", 0.05))
+    return any(f is None or f.risk >= risk for f in _CACHE.get(_key(history, config), ()))
 
 
 def remember(history: Sequence[Sweep], config: dict, found: Optional[RiskFit]) -> None:
