@@ -40,7 +40,9 @@ def write_maintenance_pass(result: dict) -> None:
 
 def queue_depths(queues=("cpu", "gpu", "maintenance"), timeout_s: float = 1.0) -> dict[str, int | None]:
     """Messages waiting in each queue (None when the broker does not answer)."""
-    from workers.celery_app import app
+    from workers.port import celery_app
+
+    app = celery_app()
 
     depths: dict[str, int | None] = {}
     try:  # a pooled connection: opening one to Redis per page view cost more than the whole rest of the page
@@ -68,7 +70,9 @@ _workers_seen: dict = {"names": [], "at": None}  # the last ping that waited its
 def live_workers(timeout_s: float = 0.5) -> list[str] | None:
     """The Celery workers that answer a ping (None when the broker does not answer). Within WORKERS_RECHECK_S of a
     ping that found none, none (so a page with no worker is not slow either; ``workers_checked_s`` says when)."""
-    from workers.celery_app import app
+    from workers.port import celery_app
+
+    app = celery_app()
 
     seen, now = _workers_seen, time.monotonic()
     known = seen["names"] if seen["at"] is not None and now - seen["at"] < WORKERS_RECHECK_S else None
@@ -97,7 +101,7 @@ def disk_state() -> list[dict]:
     checkpoint finds the disk full fails, and restarts once space is back)."""
     import os
 
-    from workers.runner import disk_free, human_bytes
+    from workers.port import disk_free, human_bytes
 
     home, runs = Path(settings.SEEDBED_HOME), Path(settings.SEEDBED_RUNS_DIR)
     folders = [home]

@@ -1,4 +1,4 @@
-"""What this machine offers a training worker: cores, memory and GPUs, measured cheaply (no CUDA context), and the
+"""What this machine offers a training worker (``workers.machine.measure``: cores, memory and GPUs), and the
 worker's report of it to the database (webapp.runs.models.WorkerCapacity), at start-up and every
 ``REPORT_EVERY_S`` after, from a thread of the worker's main process; removed when the worker shuts down.
 
@@ -8,64 +8,11 @@ measures its own host with ``measure``.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 
+from workers.machine import REPORT_EVERY_S, measure
+
 log = logging.getLogger("seedbed.workers")
-
-REPORT_EVERY_S = 30.0
-
-
-def cores() -> int:
-    """The CPU cores this process may run on (its affinity), else the machine's."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def memory_mb() -> int:
-    """Total RAM (/proc/meminfo), or the memory limit of this process's cgroup when that is lower (a container)."""
-    total = 0
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    total = int(line.split()[1]) // 1024
-                    break
-    except (OSError, ValueError, IndexError):
-        pass
-    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            with open(limit_file) as fh:
-                text = fh.read().strip()
-        except OSError:
-            continue
-        if text.isdigit() and 0 < int(text) // 2**20 < (total or 2**62):
-            total = int(text) // 2**20
-        break
-    return total
-
-
-def gpus() -> int:
-    """NVIDIA GPUs this process may use, without touching CUDA (a forking worker must not initialise it):
-    CUDA_VISIBLE_DEVICES or NVIDIA_VISIBLE_DEVICES when set, else the driver's list of GPUs, else 0."""
-    for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
-        value = os.environ.get(name)
-        if value is None or (name == "NVIDIA_VISIBLE_DEVICES" and value.strip() in ("all", "")):
-            continue
-        if value.strip() in ("", "none", "void", "-1"):
-            return 0
-        return len([d for d in value.split(",") if d.strip()])
-    try:
-        return len(os.listdir("/proc/driver/nvidia/gpus"))
-    except OSError:
-        return 0
-
-
-def measure() -> dict:
-    """This machine as a worker reports it: {"cores", "memory_mb", "gpus"}."""
-    return {"cores": cores(), "memory_mb": memory_mb(), "gpus": gpus()}
 
 
 def report(*, worker: str, queues: list[str], slots: int) -> None:

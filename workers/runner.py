@@ -18,6 +18,7 @@ import time
 import traceback
 
 from training.sink import NullSink
+from workers.machine import disk_free, human_bytes
 
 EXIT_SUCCEEDED = 0
 EXIT_STOPPED = 10
@@ -158,31 +159,6 @@ def disk_full_message(exc: BaseException, folder: str) -> str:
     return f"no space left on device under {folder}: {human_bytes(free)} free"
 
 
-def disk_free(folder: str) -> int | None:
-    """Free bytes of the disk holding ``folder`` (or its nearest existing parent); None if unknown."""
-    import shutil
-
-    while folder and not os.path.exists(folder):
-        folder = os.path.dirname(folder.rstrip("/")) or "/"
-    try:
-        return shutil.disk_usage(folder).free
-    except OSError:
-        return None
-
-
-def human_bytes(n: int | None) -> str:
-    """Bytes in words.
-
-    >>> human_bytes(0), human_bytes(3 * 1024 ** 2), human_bytes(None)
-    ('0 B', '3.0 MiB', 'unknown')
-    """
-    if n is None:
-        return "unknown"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 # why the run failed, in one line, for the parent task (run_in_forked_child writes it to the pipe it inherited)

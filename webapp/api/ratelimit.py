@@ -99,7 +99,9 @@ def _redis(url: str):
 
 def _broker() -> tuple[str, str]:
     """(Redis URL, key prefix) of the broker, or ("", "") when the broker is not Redis."""
-    from workers.celery_app import app
+    from workers.port import celery_app
+
+    app = celery_app()
 
     url = str(app.conf.broker_url or "")
     if not url.startswith(("redis://", "rediss://")):

@@ -284,7 +284,7 @@ def _dispatch(job: EvalJob) -> None:
 def _send_job(job_id: int, queue: str) -> None:
     """Send the job's task on commit; the broker taking it is recorded (``eval_jobs_redispatch`` retries the
     others), a broker that is down fails nothing."""
-    from workers.dispatch import send_on_commit
+    from workers.port import send_on_commit
 
     def sent() -> None:
         EvalJob.objects.filter(pk=job_id, dispatched_at__isnull=True).update(dispatched_at=timezone.now())

@@ -79,7 +79,7 @@ def model_import_gguf(*, user, name, gguf, project=None) -> ModelEntry:
     audit(project=project, user=user, action="model.import", target_type="model", target_id=entry.pk, source=gguf)
     entry_id = entry.pk
 
-    from workers.dispatch import send_on_commit
+    from workers.port import send_on_commit
 
     send_on_commit("workers.tasks.import_model", args=[entry_id], queue="cpu")
     return entry
@@ -202,7 +202,7 @@ def model_try(*, user, prompt, max_new_tokens=TRIAL_DEFAULTS["max_new_tokens"],
           prompt_chars=len(values["prompt"]))
     trial_id = trial.pk
 
-    from workers.dispatch import send_on_commit
+    from workers.port import send_on_commit
 
     send_on_commit("workers.tasks.try_model", args=[trial_id], queue="cpu")
     return trial

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from training.config import TrainConfig
 from training.fields import FieldErrors
-from workers.capacity import REPORT_EVERY_S, measure
+from workers.port import REPORT_EVERY_S, measure
 
 from .models import WorkerCapacity
 

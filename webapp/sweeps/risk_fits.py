@@ -79,7 +79,7 @@ def check_fit(sweep: Sweep, history) -> Optional[RiskFit]:
         return fit
     if sum(1 for s in history or () if history_risk.complete(s)) >= history_risk.MIN_SWEEPS:
         if cache.add(f"seedbed:riskfit:sent:{sweep.project_id}:{fit_key(sweep)}", 1, PENDING_S):
-            from workers.dispatch import send_on_commit
+            from workers.port import send_on_commit
 
             send_on_commit(TASK, args=[sweep.pk], queue="maintenance")
     return None

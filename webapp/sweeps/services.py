@@ -193,7 +193,7 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
                                     parent_step=parent_step)
     sweep_fill_slots(sweep_id=sweep.pk)
     if policy_config.get("name"):
-        from workers.dispatch import send_on_commit
+        from workers.port import send_on_commit
 
         # a policy that compares runs but never has enough of them at once watches every run to its end: said on
         # the sweep's page and in the API once the maintenance worker's first check has replayed it
@@ -566,7 +566,7 @@ def sweep_request_check(*, run_id: int, min_interval_s: float = CHECK_EVERY_S, n
     if sweep_id is None or not claim_policy_check(sweep_id=sweep_id, min_interval_s=min_interval_s, now=now):
         return False
 
-    from workers.dispatch import send_on_commit
+    from workers.port import send_on_commit
 
     # (a check the broker cannot take now is made by the maintenance pass every few seconds anyway)
     send_on_commit("workers.tasks.sweep_check", args=[sweep_id], queue="maintenance")

@@ -28,7 +28,7 @@ def runs_restart_after_disk_full(*, min_free_bytes: int | None = None) -> list[i
     resume from their last whole checkpoint; counted as a restart, recorded in the run's activity. A run past its
     disk budget or its project's (its stored size: it filled the disk itself) is not restarted: its error says so.
     The maintenance pass calls it, so writing resumes by itself once space is freed."""
-    from workers.runner import disk_free, human_bytes
+    from workers.port import disk_free, human_bytes
 
     need = settings.SEEDBED_DISK_RESUME_MB * 1e6 if min_free_bytes is None else min_free_bytes
     restarted = []

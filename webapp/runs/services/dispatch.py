@@ -68,7 +68,7 @@ def run_dispatch(*, run: Run) -> None:
 def send_run(run_id: int, queue: str) -> None:
     import uuid
 
-    from workers.dispatch import send_on_commit
+    from workers.port import send_on_commit
 
     dispatch = uuid.uuid4().hex
     Run.objects.filter(pk=run_id).update(dispatch_id=dispatch)
@@ -135,7 +135,7 @@ def unless_sent_unrecorded(pending: list[tuple[int, str]]) -> list[tuple[int, st
              if int((config or {}).get("nnodes", 1) or 1) == 1}
     if not fresh:
         return pending
-    from workers.dispatch import task_ids_in_broker
+    from workers.port import task_ids_in_broker
 
     held = task_ids_in_broker("workers.tasks.train_run", sorted({queue for pk, queue in pending if pk in fresh}))
     if not held:
@@ -157,7 +157,7 @@ def runs_whose_message_was_lost(*, exclude: set[int]) -> list[tuple[int, str]]:
                                     kill_requested_at__isnull=True).exclude(pk__in=exclude).values_list("pk", "queue"))
     if not taken:
         return []
-    from workers.dispatch import task_ids_in_broker
+    from workers.port import task_ids_in_broker
 
     held = task_ids_in_broker("workers.tasks.train_run", sorted({queue for _, queue in taken}))
     if held is None:

@@ -61,7 +61,7 @@ def _recover(run: Run, age: float, gone: set[str]) -> None:
 
 
 def _gone_after_s() -> float:
-    from workers.recovery import GONE_AFTER_S
+    from workers.port import GONE_AFTER_S
 
     return GONE_AFTER_S
 
@@ -72,7 +72,7 @@ def _workers_gone() -> set[str]:
     workers = set(Run.objects.filter(status=RunStatus.RUNNING).exclude(worker="").values_list("worker", flat=True))
     if not workers:
         return set()
-    from workers.recovery import workers_gone
+    from workers.port import workers_gone
 
     return workers_gone(workers)
 
@@ -81,7 +81,7 @@ def _clean_after_lost(run_ids: set[int], gone: set[str]) -> None:
     """Once the lost runs are recorded: their dead workers' unacknowledged messages leave the broker (the
     reconciler sends each restarted run anew), and the dead workers' liveness stamps are dropped."""
     def clean() -> None:
-        from workers.recovery import drop_unacked, forget
+        from workers.port import drop_unacked, forget
 
         drop_unacked(run_ids)
         if gone:

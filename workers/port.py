@@ -1,0 +1,25 @@
+"""The one module the web app imports of the workers (docs/architecture.md#layers): send a task, the broker's
+queue, worker liveness and what a lost worker left, this machine's capacity and free disk. Everything here is a
+name of a leaf module of ``workers`` (none imports ``webapp``), so no import of the web app's comes back to it
+through the workers (``tests/test_imports.py`` checks both).
+"""
+from __future__ import annotations
+
+from workers import dispatch
+from workers.dispatch import send_on_commit, send_task
+from workers.machine import REPORT_EVERY_S, disk_free, human_bytes, measure
+from workers.recovery import GONE_AFTER_S, drop_unacked, forget, workers_gone
+
+__all__ = ["celery_app", "send_task", "send_on_commit", "task_ids_in_broker", "REPORT_EVERY_S", "measure",
+           "disk_free", "human_bytes", "GONE_AFTER_S", "workers_gone", "drop_unacked", "forget"]
+
+
+def celery_app():
+    """The Celery app (``dispatch.celery_app``, looked up at each call: a test's broker stands in there)."""
+    return dispatch.celery_app()
+
+
+def task_ids_in_broker(name: str, queues):
+    """The ids of the ``name`` tasks waiting in ``queues`` (``dispatch.task_ids_in_broker``, looked up at each
+    call)."""
+    return dispatch.task_ids_in_broker(name, queues)
