@@ -4,8 +4,8 @@ It runs in its own session (process group), so the worker can terminate the whol
 honoured within the grace period. It runs the run's engine, ``training.engines.run_engine`` (Seedbed's loop,
 ``training.loop.train``, or an external engine the run names: TRL, verl, a registered command), with a
 DatabaseSink (a node other than node 0 of a multi-node run only logs: ``NodeSink``) and a should_stop() that
-reads the run's kill flag. Exit codes (``EXIT_SUCCEEDED``, ``EXIT_STOPPED``, ``EXIT_FAILED``, ``EXIT_RANK_LOST``)
-tell the parent task how it ended, and a failure's one-line cause goes to it through a pipe; the parent, not this
+reads the run's kill flag. Exit codes (``EXIT_SUCCEEDED``, ``EXIT_STOPPED``, ``EXIT_FAILED``, ``EXIT_RANK_LOST``,
+``EXIT_DISK_FULL``) tell the parent task how it ended (the run's ``failure_kind`` comes of them), and a failure's one-line cause goes to it through a pipe; the parent, not this
 process, records the run's final status (docs/architecture.md#a-runs-life).
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ EXIT_SUCCEEDED = 0
 EXIT_STOPPED = 10
 EXIT_FAILED = 1
 EXIT_RANK_LOST = 11  # one of its ranks was killed by a signal it did not ask for (training.engines.process.RankLost)
+EXIT_DISK_FULL = 12  # its error was a write that found the disk full (``disk_full_message``): it restarts once there is room
 
 _PR_SET_PDEATHSIG = 1
 
@@ -182,7 +183,9 @@ def run_in_forked_child(run_id: int, log_path: str, node: list[str] = (), report
             signal.signal(sig, signal.SIG_DFL)
         code = main(["workers.runner", str(run_id), *node])
     except BaseException as exc:  # (torch's CheckpointException, raised by a checkpoint's write, is one)
-        failure["message"] = failure["message"] or disk_full_message(exc, os.path.dirname(log_path)) or \
+        full = disk_full_message(exc, os.path.dirname(log_path))
+        code = EXIT_DISK_FULL if full and not failure["message"] else code
+        failure["message"] = failure["message"] or full or \
             (f"{type(exc).__name__}: {exc}".splitlines() or [""])[0][:500]
         try:
             traceback.print_exc()
@@ -190,7 +193,7 @@ def run_in_forked_child(run_id: int, log_path: str, node: list[str] = (), report
             pass
     finally:
         try:
-            if report_fd is not None and code in (EXIT_FAILED, EXIT_RANK_LOST) and failure["message"]:
+            if report_fd is not None and code in (EXIT_FAILED, EXIT_RANK_LOST, EXIT_DISK_FULL) and failure["message"]:
                 os.write(report_fd, failure["message"].encode("utf-8", "replace")[:4000])
         except BaseException:
             pass
@@ -295,7 +298,8 @@ def main(argv: list[str]) -> int:
     except Exception as exc:
         # the cause first to the parent (a pipe: it reaches the run's error even when the disk under the log is
         # full), then to the log; a full disk is named as such, with the space left
-        cause = disk_full_message(exc, out_dir) or (str(exc).splitlines() or [type(exc).__name__])[0][:500]
+        full = disk_full_message(exc, out_dir)
+        cause = full or (str(exc).splitlines() or [type(exc).__name__])[0][:500]
         failure["message"] = cause
         try:
             traceback.print_exc()
@@ -305,7 +309,7 @@ def main(argv: list[str]) -> int:
             sys.stdout.flush()
         except OSError:  # the log's disk is full: the pipe carries the cause
             pass
-        return EXIT_FAILED
+        return EXIT_DISK_FULL if full else EXIT_FAILED
     print(f"run {run_id}: {result.status} at step {result.step} {stop.reason}", flush=True)
     return EXIT_SUCCEEDED if result.status == "succeeded" else EXIT_STOPPED
 

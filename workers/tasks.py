@@ -22,7 +22,7 @@ from workers import db_full, disk_watch
 from workers.build_defer import waits_for_build
 from workers.exits import parent_pid
 from workers.celery_app import app, ensure_django
-from workers.runner import EXIT_RANK_LOST, EXIT_STOPPED, EXIT_SUCCEEDED
+from workers.runner import EXIT_DISK_FULL, EXIT_RANK_LOST, EXIT_STOPPED, EXIT_SUCCEEDED
 
 ensure_django()
 
@@ -210,13 +210,14 @@ def _kill_overdue(run_id: int, proc: ForkedChild, requested) -> str:
 
 def _exit_outcome(returncode: int) -> str:
     """What the training child's exit code says (workers.runner): succeeded, stopped (cleanly, when asked),
-    failed (an error it raised itself) or signaled (a signal killed it: the out-of-memory killer's SIGKILL, a
-    SIGSEGV; or this worker's own terminate after the kill grace period, which ``_supervise`` reports as
-    forced; or such a signal killed one of its ranks, ``EXIT_RANK_LOST``). How the run ended is decided by
+    failed (an error it raised itself), disk_full (that error was a full disk: ``EXIT_DISK_FULL``) or signaled (a
+    signal killed it: the out-of-memory killer's SIGKILL, a SIGSEGV; or this worker's own terminate after the kill
+    grace period, which ``_supervise`` reports as forced; or such a signal killed one of its ranks,
+    ``EXIT_RANK_LOST``). How the run ended is decided by
     runs.services.run_record_exit, from this and the database."""
     if returncode < 0 or returncode == EXIT_RANK_LOST:
         return "signaled"
-    return {EXIT_SUCCEEDED: "succeeded", EXIT_STOPPED: "stopped"}.get(returncode, "failed")
+    return {EXIT_SUCCEEDED: "succeeded", EXIT_STOPPED: "stopped", EXIT_DISK_FULL: "disk_full"}.get(returncode, "failed")
 
 
 def _signal_detail(run_id: int, proc: "ForkedChild", log_path: Path, oom_before: dict) -> str:
@@ -282,7 +283,7 @@ def train_run(self, run_id: int, dispatch: str = "", node_rank: int | None = Non
         _terminate_group(proc)  # the task is going away (worker shutdown): take the child with it
         raise
     outcome = _exit_outcome(proc.returncode)
-    detail = _failure_detail(run_id, proc, log_path) if outcome == "failed" else ""
+    detail = _failure_detail(run_id, proc, log_path) if outcome in ("failed", "disk_full") else ""
     if outcome == "signaled":
         detail = _signal_detail(run_id, proc, log_path, oom_before)
     status = db_full.retrying(lambda: services.run_record_exit(run_id=run_id, outcome=outcome, forced=forced,
@@ -392,7 +393,7 @@ def train_node(task, run_id: int, dispatch: str, node_rank: int, worker: str, at
         _terminate_group(proc)
         raise
     outcome = _exit_outcome(proc.returncode)
-    detail = _failure_detail(run_id, proc, log_path) if outcome == "failed" else ""
+    detail = _failure_detail(run_id, proc, log_path) if outcome in ("failed", "disk_full") else ""
     if outcome == "signaled":
         detail = _signal_detail(run_id, proc, log_path, oom_before)
     db_full.retrying(lambda: services.run_node_exit(run_id=run_id, node_rank=node_rank, worker=worker, outcome=outcome,

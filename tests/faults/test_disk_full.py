@@ -55,7 +55,7 @@ def test_a_full_disk_fails_the_run_clearly_and_it_restarts_once_space_is_back(st
         failed_s = time.monotonic() - filled_at
         run.refresh_from_db()
         folder = str(stack.run_folder(run))  # (this process's settings name another home)
-        assert run.status == RunStatus.FAILED, (run.status, run.error)
+        assert run.status == RunStatus.FAILED and run.failure_kind == "disk_full", (run.status, run.error)
         first = run.error.splitlines()[0]
         assert first.startswith(f"no space left on device under {folder}: ") and first.endswith(" free"), run.error
         assert "no space left on device under" in (stack.home / "logs" / "errors.log").read_text()

@@ -66,7 +66,7 @@ def test_a_sigkilled_training_process_with_no_restart_left_ends_lost_naming_the_
     wait_until(lambda: status(run) != RunStatus.RUNNING, 60, "the run to end")
     ended_s = time.monotonic() - killed_at
     run.refresh_from_db()
-    assert run.status == RunStatus.LOST and run.restarts == 0, (run.status, run.error)
+    assert run.status == RunStatus.LOST and run.restarts == 0 and run.failure_kind == "signal", (run.status, run.error)
     first, *rest = run.error.splitlines()
     assert first.startswith("training process killed by SIGKILL (") and "peak RSS" in first, run.error
     assert "gave up" not in first  # (no restart was allowed)

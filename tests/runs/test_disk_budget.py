@@ -13,7 +13,7 @@ from tests.conftest import tiny_config
 from webapp.projects.models import Project
 from webapp.runs import services
 from webapp.runs.disk_budget import budgets, folder_bytes
-from webapp.runs.models import Run, RunStatus
+from webapp.runs.models import FailureKind, Run, RunStatus
 from webapp.runs.stall import bounded_setting
 from training.config import TrainConfig
 
@@ -77,7 +77,8 @@ def test_the_admin_edits_the_budgets(admin_client):
 def test_a_full_disk_run_past_its_budget_is_not_restarted(tmp_path):
     project = Project.objects.create(name="filler", run_disk_budget_mb=1)
     run = Run.objects.create(project=project, config=tiny_config(max_restarts=2), status=RunStatus.FAILED, seed=0,
-                             disk_bytes=5_000_000, error=f"{services.DISK_FULL}{tmp_path}: 0 B free")
+                             disk_bytes=5_000_000, error=f"no space left on device under {tmp_path}: 0 B free",
+                             failure_kind=FailureKind.DISK_FULL)
     assert services.runs_restart_after_disk_full(min_free_bytes=0) == []
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED and run.restarts == 0
@@ -113,3 +114,16 @@ def test_files_removed_from_an_ended_run_give_the_project_its_budget_back(tmp_pa
     assert Run.objects.get(pk=elsewhere.pk).disk_bytes == 1_000_000
     assert services.run_disk_check(run_id=run.pk, used=9_500_000).startswith(
         "project's disk budget of 10.0 MB reached: its runs take 10.5 MB")
+
+
+def test_a_restart_after_a_full_disk_is_decided_by_the_failure_kind_not_the_error_text(tmp_path):
+    project = Project.objects.create(name="kinds")
+    said = Run.objects.create(project=project, config=tiny_config(max_restarts=1), status=RunStatus.FAILED, seed=0,
+                              error=f"no space left on device under {tmp_path}: 0 B free",
+                              failure_kind=FailureKind.ERROR)  # its own error, whose words happen to say so
+    full = Run.objects.create(project=project, config=tiny_config(max_restarts=1), status=RunStatus.FAILED, seed=1,
+                              error="OSError: [Errno 28] write failed", failure_kind=FailureKind.DISK_FULL)
+    assert services.runs_restart_after_disk_full(min_free_bytes=0) == [full.pk]
+    said.refresh_from_db(), full.refresh_from_db()
+    assert said.status == RunStatus.FAILED and full.status == RunStatus.QUEUED and full.restarts == 1
+    assert full.failure_kind == ""  # back in the queue: no failure now

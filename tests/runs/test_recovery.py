@@ -62,6 +62,7 @@ def test_a_run_whose_worker_stopped_stamping_is_lost_within_seconds_not_after_60
     assert services.runs_mark_lost() == [dead.pk]
     dead.refresh_from_db()
     assert dead.status == RunStatus.LOST and "hostA:101 stopped reporting" in dead.error
+    assert dead.failure_kind == "lost_worker"
     for run in (alive, unknown, just_beat):  # a worker never stamped is unknown: the 60 s rule alone
         assert Run.objects.get(pk=run.pk).status == RunStatus.RUNNING
 

@@ -110,7 +110,7 @@ def test_stale_heartbeats_mark_runs_lost_and_fresh_ones_do_not(config):
     fresh = make_running(services.run_create(config=config), heartbeat_age_s=30)
     assert services.runs_mark_lost() == [stale.pk]
     stale.refresh_from_db(), fresh.refresh_from_db()
-    assert stale.status == RunStatus.LOST and "no heartbeat" in stale.error
+    assert stale.status == RunStatus.LOST and "no heartbeat" in stale.error and stale.failure_kind == "lost_worker"
     assert fresh.status == RunStatus.RUNNING
     assert services.run_heartbeat(run_id=stale.pk) is False  # a lost run's worker must stop
     assert services.run_heartbeat(run_id=fresh.pk) is True

@@ -24,6 +24,16 @@ class RunStatus(models.TextChoices):
     LOST = "lost"
 
 
+class FailureKind(models.TextChoices):
+    """Why a failed or lost run ended so, set where the failure is seen (``Run.failure_kind``)."""
+
+    ERROR = "error", "its own error"
+    DISK_FULL = "disk_full", "the disk was full"  # the training child's EXIT_DISK_FULL (workers.runner)
+    SIGNAL = "signal", "a signal killed its process or a rank"  # past its automatic restarts
+    LOST_WORKER = "lost_worker", "its worker was lost"  # past its automatic restarts
+    BUDGET = "budget", "it went past its disk budget"
+
+
 ENDED_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.KILLED, RunStatus.LOST})
 
 # from-status -> statuses a service may move a run to. Anything else is refused loudly.
@@ -111,6 +121,8 @@ class Run(models.Model):
                                      help_text="The engine's own resolved config as it reported it once started "
                                                "(TRL: its GRPOConfig); empty for the seedbed engine and until then.")
     error = models.TextField(blank=True)
+    failure_kind = models.CharField(max_length=16, choices=FailureKind.choices, blank=True, default="",
+                                    help_text="Why it failed or was lost (empty otherwise); the error says it in words.")
 
     kill_requested_at = models.DateTimeField(null=True, blank=True)
     killed_by = models.CharField(max_length=200, blank=True,

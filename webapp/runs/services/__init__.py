@@ -20,7 +20,7 @@ from .annotations import MAX_NAME, MAX_NOTES, MAX_TAG, MAX_TAGS, TAG_CHARS, pars
 from .checkpoints import best_checkpoint_steps, run_checkpoint_add, run_checkpoints_prune
 from .config import as_config, parse_config, queue_for
 from .disk_budget import run_budget_error, run_disk_check
-from .disk_full import DISK_FULL, runs_restart_after_disk_full
+from .disk_full import runs_restart_after_disk_full
 from .dispatch import (WAITING_FOR_BUILD, WAITING_FOR_QUEUE, runs_whose_message_was_lost, send_run,
                        unless_sent_unrecorded, run_create, run_defer_for_build, run_dispatch, runs_redispatch)
 from .engine_config import (MAX_ENGINE_CONFIG_CHARS, MAX_ENGINE_VALUE_CHARS, bounded_engine_config,
@@ -38,7 +38,7 @@ from .samples import run_samples_append
 from .transitions import TransitionError, after_end, locked_run, move_status
 
 __all__ = [
-    "DISK_FULL", "KILLABLE_STATUSES", "MAX_ENGINE_CONFIG_CHARS", "MAX_ENGINE_VALUE_CHARS", "MAX_NAME", "MAX_NOTES",
+    "KILLABLE_STATUSES", "MAX_ENGINE_CONFIG_CHARS", "MAX_ENGINE_VALUE_CHARS", "MAX_NAME", "MAX_NOTES",
     "MAX_RANKS_STORED", "MAX_TAG", "MAX_TAGS", "METRIC_ROWS_PER_INSERT", "TAG_CHARS", "TransitionError",
     "WAITING_FOR_BUILD", "WAITING_FOR_QUEUE", "as_config", "bounded_engine_config", "parse_config", "parse_tags", "queue_for",
     "finite_or_none", "record_lost", "restart_backoff_s", "run_annotate", "run_archive", "run_budget_error", "run_checkpoint_add",

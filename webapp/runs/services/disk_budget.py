@@ -9,7 +9,7 @@ from django.db.models import Sum
 
 from webapp.projects.services import audit
 from webapp.runs.disk_budget import budgets, over_budget
-from webapp.runs.models import ENDED_STATUSES, Run, RunStatus
+from webapp.runs.models import ENDED_STATUSES, FailureKind, Run, RunStatus
 
 from .lifecycle import run_finish
 
@@ -65,7 +65,7 @@ def run_disk_check(*, run_id: int, used: int) -> str:
     why = run_budget_error(run, used) if run.status == RunStatus.RUNNING else ""
     if not why:
         return ""
-    run_finish(run_id=run_id, status=RunStatus.FAILED, error=why)
+    run_finish(run_id=run_id, status=RunStatus.FAILED, error=why, failure_kind=FailureKind.BUDGET)
     audit(project=run.project_id, actor=f"worker:{run.worker}", action="run.disk_budget", target_type="run",
           target_id=run.pk, reason=why, disk_bytes=used)
     log.warning("run %s: %s", run_id, why)

@@ -9,7 +9,7 @@ from django.db import transaction
 
 from webapp.projects.services import audit
 from webapp.runs.disk_budget import folder_bytes
-from webapp.runs.models import Run, RunStatus
+from webapp.runs.models import FailureKind, Run, RunStatus
 
 from .disk_budget import run_budget_error
 from .lifecycle import run_resume
@@ -17,22 +17,21 @@ from .lifecycle import run_resume
 log = logging.getLogger("seedbed.runs")
 
 
-DISK_FULL = "no space left on device under "  # how workers.runner.disk_full_message starts a run's error
-
-
 @transaction.atomic
 def runs_restart_after_disk_full(*, min_free_bytes: int | None = None) -> list[int]:
-    """Failed runs whose error is a full disk, with restarts left (max_restarts): once their folder's disk (and
-    the disk their error named: the database's, when it refused the write) has ``min_free_bytes`` free again
+    """Failed runs whose failure is a full disk (``failure_kind``), with restarts left (max_restarts): once their
+    folder's disk (and the database's, when it is a file here: it may be the one that refused the write) has
+    ``min_free_bytes`` free again
     (default settings.SEEDBED_DISK_RESUME_MB), and room for two of its last checkpoint, back to the queue, to
     resume from their last whole checkpoint; counted as a restart, recorded in the run's activity. A run past its
     disk budget or its project's (its stored size: it filled the disk itself) is not restarted: its error says so.
     The maintenance pass calls it, so writing resumes by itself once space is freed."""
-    from workers.port import disk_free, human_bytes
+    from workers.port import database_folder, disk_free, human_bytes
 
     need = settings.SEEDBED_DISK_RESUME_MB * 1e6 if min_free_bytes is None else min_free_bytes
     restarted = []
-    for run in Run.objects.select_for_update().filter(status=RunStatus.FAILED, error__startswith=DISK_FULL):
+    for run in Run.objects.select_for_update().filter(status=RunStatus.FAILED,
+                                                            failure_kind=FailureKind.DISK_FULL):
         allowed = int(run.config.get("max_restarts", 0))
         if run.restarts >= allowed or run.kill_requested_at is not None:
             continue
@@ -43,9 +42,8 @@ def runs_restart_after_disk_full(*, min_free_bytes: int | None = None) -> list[i
         last = run.checkpoints.order_by("-step").values_list("step", "path").first()
         step = last[0] if last else 0
         why = (run.error.splitlines() or [""])[0]
-        # the run's folder's disk, and the one its error named (the database's, when that refused the write)
-        named = why[len(DISK_FULL):].rsplit(": ", 1)[0]
-        frees = [disk_free(str(run.folder))] + ([disk_free(named)] if named and named != str(run.folder) else [])
+        database = database_folder()
+        frees = [disk_free(str(run.folder))] + ([disk_free(database)] if database else [])
         free = None if None in frees else min(frees)
         if free is None or free < max(need, 2 * (folder_bytes(last[1]) if last else 0)):
             continue

@@ -13,7 +13,7 @@ from webapp import jobs
 from webapp.projects.models import Role
 from webapp.projects.services import audit, require_role
 from webapp.runs.capacity import check_caps
-from webapp.runs.models import ENDED_STATUSES, RESUMABLE_STATUSES, RUN_JOB, Run, RunStatus
+from webapp.runs.models import ENDED_STATUSES, RESUMABLE_STATUSES, RUN_JOB, FailureKind, Run, RunStatus
 from webapp.runs.signals import slots_changed
 
 from .dispatch import run_dispatch
@@ -56,8 +56,9 @@ def run_heartbeat(*, run_id: int, pid: int | None = None, worker: str | None = N
 
 
 @transaction.atomic
-def run_finish(*, run_id: int, status: str, error: str = "") -> Run:
-    """End a running run with ``status`` (succeeded, failed, killed or lost) and hand its slot on."""
+def run_finish(*, run_id: int, status: str, error: str = "", failure_kind: str = "") -> Run:
+    """End a running run with ``status`` (succeeded, failed, killed or lost) and hand its slot on; a failed or lost
+    one with why (``failure_kind``, a ``FailureKind``; its own error when none is given)."""
     if status not in ENDED_STATUSES:
         raise ValueError(f"{status!r} is not an end status")
     run = locked_run(run_id)
@@ -73,6 +74,7 @@ def run_finish(*, run_id: int, status: str, error: str = "") -> Run:
     move_status(run, status)
     run.ended_at = timezone.now()
     run.error = error
+    run.failure_kind = (failure_kind or FailureKind.ERROR) if status in (RunStatus.FAILED, RunStatus.LOST) else ""
     if status == RunStatus.KILLED and not run.killed_by:
         run.killed_by, run.kill_reason = "system", run.kill_reason or "stopped"
     run.save()
@@ -87,7 +89,8 @@ def run_record_exit(*, run_id: int, outcome: str, forced: bool | str = False, de
     """A running run's training process exited: decide how the run ended and record it; returns its status.
 
     ``outcome`` is what the process reported: "succeeded" (it trained every step), "stopped" (it stopped
-    cleanly when asked), "failed" (an error it raised itself; ``detail`` says how) or "signaled" (a signal it
+    cleanly when asked), "failed" (an error it raised itself; ``detail`` says how), "disk_full" (that error was a full
+    disk: the run restarts once there is room, ``runs_restart_after_disk_full``) or "signaled" (a signal it
     did not ask for killed it: the out-of-memory killer's SIGKILL, a SIGSEGV; ``detail``'s first line names
     it); ``forced``: its worker terminated it after a kill (True, or why: the grace period was over, or its
     process could not read the stop flag, ``workers.tasks._kill_overdue``). A kill request makes it killed,
@@ -114,10 +117,12 @@ def run_record_exit(*, run_id: int, outcome: str, forced: bool | str = False, de
             restart_run(run, cause, allowed, lost="")
             return run.status
         gave_up = f"; gave up after {run.restarts} automatic restart(s)" if allowed else ""
-        ended = run_finish(run_id=run_id, status=RunStatus.LOST, error=cause + gave_up + (f"\n{tail}" if tail else ""))
+        ended = run_finish(run_id=run_id, status=RunStatus.LOST, error=cause + gave_up + (f"\n{tail}" if tail else ""),
+                           failure_kind=FailureKind.SIGNAL)
         record_lost(ended, cause + gave_up, actor=f"worker:{run.worker}")
         return ended.status
-    return run_finish(run_id=run_id, status=RunStatus.FAILED, error=detail).status
+    kind = FailureKind.DISK_FULL if outcome == "disk_full" else FailureKind.ERROR
+    return run_finish(run_id=run_id, status=RunStatus.FAILED, error=detail, failure_kind=kind).status
 
 
 def _forced_error(forced) -> str:
@@ -208,7 +213,7 @@ def run_resume(*, run_id: int, user=None, nproc_per_node: int | None = None, nno
         ended["ranks"] = f"{ranks_before} -> {ranks_now}"
     move_status(run, RunStatus.QUEUED)
     run.kill_requested_at, run.killed_by, run.kill_reason = None, "", ""
-    run.ended_at, run.enqueued_at, run.error = None, None, ""
+    run.ended_at, run.enqueued_at, run.error, run.failure_kind = None, None, "", ""
     run.save()
     audit(project=run.project_id, user=user, action="run.resume", target_type="run", target_id=run.pk,
           **{k: v for k, v in ended.items() if v not in ("", None)})

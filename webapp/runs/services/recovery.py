@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from webapp import jobs
 from webapp.projects.services import audit
-from webapp.runs.models import RUN_JOB, Run, RunStatus
+from webapp.runs.models import RUN_JOB, FailureKind, Run, RunStatus
 
 from .transitions import after_end, move_status
 
@@ -55,6 +55,7 @@ def _recover(run: Run, age: float, gone: set[str]) -> None:
         restart_run(run, why, allowed)
     else:
         why += f"; gave up after {run.restarts} automatic restart(s)" if allowed else ""
+        run.failure_kind = FailureKind.LOST_WORKER
         jobs.declare_lost(RUN_JOB, run, why)
         record_lost(run, f"worker lost: {why}", actor="reconciler")
         after_end(run)
