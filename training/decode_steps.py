@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from training.completion_forward import distinct_prompts, llama_family, positions_from_mask, shared_prefill
+from training.prefill import distinct_prompts, llama_family, positions_from_mask, shared_prefill
 
 
 def lean_decode_supported(model, context: int) -> bool:

@@ -18,7 +18,8 @@ from typing import Optional, Protocol, Sequence
 import torch
 import torch.utils.checkpoint
 
-from training.completion_forward import completion_states, positions_from_mask
+from training.completion_forward import completion_states
+from training.prefill import positions_from_mask
 from training.decode_steps import BufferPool, HFSteps, decode_steps
 from training.routing import RoutingRecorder
 

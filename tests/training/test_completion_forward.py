@@ -8,7 +8,8 @@ import torch
 
 from tests.training.test_memory import full_reference, random_batch, random_llama
 from training import completion_forward
-from training.completion_forward import length_buckets, prefill_distinct, rows_of_cache
+from training.completion_forward import length_buckets
+from training.prefill import prefill_distinct, rows_of_cache
 from training.rollout import sequence_logprobs
 
 

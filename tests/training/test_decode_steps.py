@@ -5,7 +5,7 @@ import torch
 
 from training import decode_steps
 from training.decode_steps import HFSteps, LeanLlamaSteps, lean_decode_supported
-from training.completion_forward import shared_prefill
+from training.prefill import shared_prefill
 from training.rollout import HFRolloutEngine
 
 
@@ -124,7 +124,7 @@ def test_kept_buffers_carry_nothing_from_one_generation_to_the_next(tiny_model_d
 
 
 def test_distinct_prompts_finds_each_prompt_once():
-    from training.completion_forward import distinct_prompts
+    from training.prefill import distinct_prompts
 
     ids = torch.tensor([[0, 5, 6], [7, 5, 6], [0, 5, 6], [0, 5, 6], [7, 5, 6]])
     mask = torch.tensor([[0, 1, 1], [1, 1, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1]])  # row 3: same ids, other mask
