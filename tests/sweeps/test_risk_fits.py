@@ -112,7 +112,9 @@ def test_an_auto_sweep_decides_with_bayes_until_its_choice_is_stored_then_with_t
         first = policy_check.policy_check(sweep=current, plan=plan)
     assert sent == [(risk_fits.TASK, [current.pk])]
     assert {d.rule for d in first.decisions if d.action == "stop"} == {"bayes"}  # no choice yet: bayes, built-in
-    assert sweep_forecast(sweep=current, metric=METRIC, mode="max")["bayes"]  # its forecasts decide
+    answer = sweep_forecast(sweep=current, metric=METRIC, mode="max")
+    assert answer["bayes"] and "by the calibrated forecast of the bayes model auto runs, the one its stops decide on" \
+        in meaning(answer)  # its forecasts decide
 
     row = risk_fits.sweep_fit_risk(sweep_id=current.pk)
     assert len(row.cuts) == len(history_risk.CUT_AT) * len(history_risk.CUT_KEEP) and len(row.lost[0]) == 3

@@ -131,8 +131,9 @@ def meaning(answer: dict) -> str:
     low, high = answer["range"]
     bounded = (f"; bounded by {answer['metric']}'s range [{'-inf' if low is None else f'{low:g}'}, "
                f"{'inf' if high is None else f'{high:g}'}]" if (low, high) != (None, None) else "")
-    whose = (f"the bayes {'policy' if answer['policy'] == 'bayes' else 'model auto runs'}'s calibrated forecast, the one "
-             "its stops decide on" if answer["bayes"] else
+    whose = (("the bayes policy's calibrated forecast" if answer["policy"] == "bayes" else
+              f"the calibrated forecast of the bayes model {answer['policy']} runs") + ", the one its stops decide on"
+             if answer["bayes"] else
              f"the bayes model's calibrated forecast; this sweep's policy ({answer['policy']}) does not decide on it")
     return (f"P(near-best) = the chance this seed ends within {answer['tolerance']:g} of the best seed's final, by "
             f"{whose}. Forecast worth: that forecast's median of the seed's final at its last step, with its 95 % "
