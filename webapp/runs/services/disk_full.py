@@ -7,12 +7,12 @@ import logging
 from django.conf import settings
 from django.db import transaction
 
-from webapp.projects.services import audit
 from webapp.runs.disk_budget import folder_bytes
 from webapp.runs.models import FailureKind, Run, RunStatus
 
 from .disk_budget import run_budget_error
 from .lifecycle import run_resume
+from .recovery import count_restart
 
 log = logging.getLogger("seedbed.runs")
 
@@ -49,13 +49,7 @@ def runs_restart_after_disk_full(*, min_free_bytes: int | None = None) -> list[i
             continue
         run_resume(run_id=run.pk)
         run.refresh_from_db()
-        run.restarts += 1
-        run.dispatch_note = (f"restart {run.restarts} of {allowed}, from step {step}: {why}; "
-                             f"{human_bytes(free)} free now")
-        run.save(update_fields=["restarts", "dispatch_note"])
-        audit(project=run.project_id, actor="reconciler", action="run.restart", target_type="run", target_id=run.pk,
-              reason=why, from_step=step, restart=run.restarts, of=allowed, free=human_bytes(free))
-        log.warning("run %s: disk has %s free again; restart %s of %s from step %s", run.pk, human_bytes(free),
-                    run.restarts, allowed, step)
+        count_restart(run, f"{why}; {human_bytes(free)} free now", allowed=allowed, step=step, actor="reconciler",
+                      reason=why, free=human_bytes(free))
         restarted.append(run.pk)
     return restarted

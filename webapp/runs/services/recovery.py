@@ -104,20 +104,27 @@ def restart_run(run: Run, why: str, allowed: int, lost: str = "worker lost") -> 
     restart is recorded on the run's page (by the reconciler, or by the worker that saw the signal). A sweep's
     run keeps its slot."""
     step = run.checkpoints.order_by("-step").values_list("step", flat=True).first() or 0
-    run.restarts += 1
-    delay = restart_backoff_s(run.restarts)
+    delay = restart_backoff_s(run.restarts + 1)
     move_status(run, RunStatus.QUEUED)
     now = timezone.now()
     actor = "reconciler" if lost else f"worker:{run.worker}"[:200]
     run.worker, run.pid = "", None
     run.enqueued_at, run.dispatched_at, run.retry_at = now, None, now + timedelta(seconds=delay)
-    run.dispatch_note = (f"restart {run.restarts} of {allowed} in {delay:g} s, from step {step}: "
-                         + (f"{lost} ({why})" if lost else why))
+    count_restart(run, f"{lost} ({why})" if lost else why, allowed=allowed, step=step, actor=actor,
+                  reason=f"{lost}: {why}" if lost else why, when=f" in {delay:g} s", after_s=delay)
+
+
+def count_restart(run: Run, why: str, *, allowed: int, step: int, actor: str, reason: str, when: str = "",
+                  **detail) -> None:
+    """The one writer of an automatic restart, whatever lost the attempt (its worker, a signal, a full disk): the
+    count (``max_restarts`` is checked by the caller), the queue note "restart 2 of 3 in 20 s, from step 40: why",
+    the run's Activity (``run.restart``, with ``detail``) and the log. Saves the run."""
+    run.restarts += 1
+    run.dispatch_note = f"restart {run.restarts} of {allowed}{when}, from step {step}: {why}"
     run.save()
     audit(project=run.project_id, actor=actor, action="run.restart", target_type="run", target_id=run.pk,
-          reason=f"{lost}: {why}" if lost else why, from_step=step, restart=run.restarts, of=allowed, after_s=delay)
-    log.warning("run %s: %s; restart %s of %s from step %s in %g s", run.pk, f"{lost} ({why})" if lost else why,
-                run.restarts, allowed, step, delay)
+          reason=reason, from_step=step, restart=run.restarts, of=allowed, **detail)
+    log.warning("run %s: %s; restart %s of %s from step %s%s", run.pk, why, run.restarts, allowed, step, when)
 
 
 def record_lost(run: Run, why: str, *, actor: str) -> None:
