@@ -6,13 +6,16 @@ through the workers (``tests/test_imports.py`` checks both).
 from __future__ import annotations
 
 from workers import dispatch
-from workers.db_full import database_folder
+from workers.db_full import database_folder, heartbeats_paused
+from workers.db_full import is_full as database_full
+from workers.db_full import seen_full as seen_database_full
 from workers.dispatch import send_on_commit, send_task
 from workers.machine import REPORT_EVERY_S, disk_free, human_bytes, measure
 from workers.recovery import GONE_AFTER_S, drop_unacked, forget, workers_gone
 
 __all__ = ["celery_app", "send_task", "send_on_commit", "task_ids_in_broker", "REPORT_EVERY_S", "measure",
-           "disk_free", "human_bytes", "database_folder", "GONE_AFTER_S", "workers_gone", "drop_unacked", "forget"]
+           "disk_free", "human_bytes", "database_folder", "database_full", "seen_database_full",
+           "heartbeats_paused", "GONE_AFTER_S", "workers_gone", "drop_unacked", "forget"]
 
 
 def celery_app():

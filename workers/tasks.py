@@ -466,15 +466,13 @@ def _send_node_again(task, run_id: int, node_rank: int, dispatch: str, queue: st
 
 @app.task(name="workers.tasks.maintenance", ignore_result=True)
 def maintenance() -> dict:
-    """Periodic (celery beat): the reconciler's pass (``workers.reconciler.reconcile``: lost runs, runs sent again,
-    runs restarted after a full disk) and every other job kind's (``webapp.jobs.recover_all``: evaluations'), then
-    check every sweep with running runs (its policy and its alerts), then
-    expire old idempotency keys; the pass is recorded for the /status page."""
-    from workers.reconciler import reconcile
-
+    """Periodic (celery beat): every job kind's pass (``webapp.jobs.recover_all``: the runs' first,
+    ``runs.services.runs_recover``: lost runs, runs sent again, runs restarted after a full disk; then evaluations'),
+    then check every sweep with running runs (its policy and its alerts), then expire old idempotency keys; the
+    pass is recorded for the /status page."""
     close_old_connections()
-    repaired = reconcile()
-    repaired.update({f"{kind}_jobs": done for kind, done in recover_all().items()})  # evaluations and later kinds
+    done = recover_all()
+    repaired = {**done.pop("run", {}), **{f"{kind}_jobs": result for kind, result in done.items()}}
     stopped = {}
     for sweep_id in Sweep.objects.filter(runs__status=RunStatus.RUNNING).values_list("pk", flat=True).distinct():
         try:

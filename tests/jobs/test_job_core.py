@@ -162,9 +162,11 @@ def broken_pass():
 
 
 def test_the_maintenance_beat_runs_every_declared_kinds_pass_and_one_failure_stops_none(settings):
-    """Evaluations are recovered by the one maintenance beat because EVAL_JOB names its pass; a kind whose pass
-    fails is reported as such and the others still run."""
-    assert jobs.KINDS["eval"] is EVAL_JOB and "run" not in jobs.KINDS  # (runs: the reconciler, first)
+    """Runs and evaluations are recovered by the one maintenance beat because RUN_JOB and EVAL_JOB name their
+    passes (the runs' first: their kind is declared first); a kind whose pass fails is reported as such and the
+    others still run."""
+    assert jobs.KINDS["eval"] is EVAL_JOB and list(jobs.KINDS)[:2] == ["run", "eval"]
+    assert jobs.KINDS["run"].recover == "webapp.runs.services.runs_recover"
     stale = new_eval(status="running", attempts=1,
                      heartbeat_at=timezone.now() - timedelta(seconds=settings.SEEDBED_LOST_AFTER_S + 5))
     jobs.JobKind("broken", EvalJob, EVAL_JOB.transitions, EVAL_JOB.ended, "cancel_requested_at",
@@ -174,5 +176,6 @@ def test_the_maintenance_beat_runs_every_declared_kinds_pass_and_one_failure_sto
     finally:
         jobs.KINDS.pop("broken")
     assert done["eval"]["lost"] == [stale.pk] and done["eval"]["resumed"] == [stale.pk]
+    assert done["run"] == {"lost": [], "redispatched": [], "disk_restarted": []}
     assert done["broken"] == {"error": "RuntimeError: the broker is down"}
     assert EvalJob.objects.get(pk=stale.pk).status == EvalStatus.QUEUED

@@ -98,7 +98,7 @@ def test_a_heartbeat_refused_for_a_full_disk_does_not_stop_supervision():
 def test_no_run_is_judged_lost_by_its_heartbeat_while_the_database_was_found_full(model_dir, monkeypatch,
                                                                                    django_capture_on_commit_callbacks):
     from webapp.runs import services
-    from workers.reconciler import reconcile
+    from webapp.runs.services import runs_recover as reconcile
 
     with django_capture_on_commit_callbacks(execute=False):  # (its send never reaches a broker)
         run = services.run_create(config={"preset": "grpo", "model_path": model_dir, "total_steps": 6,

@@ -1,6 +1,6 @@
-"""The reconciler (workers/reconciler.py) in one pass: a run whose worker stopped heartbeating is marked lost and
-a queued run whose message never reached the broker is sent again; a fresh run and a run already sent are left
-alone, and a second pass finds nothing to do."""
+"""The runs' maintenance pass (webapp/runs/services/recover.py: runs_recover, the run job kind's recover) in one
+pass: a run whose worker stopped heartbeating is marked lost and a queued run whose message never reached the
+broker is sent again; a fresh run and a run already sent are left alone, and a second pass finds nothing to do."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from webapp.runs import services
 from webapp.runs.models import Run, RunStatus
-from workers.reconciler import reconcile
+from webapp.runs.services import runs_recover as reconcile
 
 pytestmark = [pytest.mark.django_db]
 

@@ -271,8 +271,8 @@ class Run(models.Model):
 
 # What the job core (webapp.jobs) needs to claim, heartbeat, recover and resend runs: their states.
 RUN_JOB = JobKind(name="run", model=Run, transitions=LEGAL_TRANSITIONS, ended=ENDED_STATUSES,
-                  stop_field="kill_requested_at", log=logging.getLogger("seedbed.runs"))
-# (no ``recover``: the maintenance pass's reconciler, workers.reconciler, repairs runs first, its own way)
+                  stop_field="kill_requested_at", log=logging.getLogger("seedbed.runs"),
+                  recover="webapp.runs.services.runs_recover")
 
 
 class MetricPoint(models.Model):

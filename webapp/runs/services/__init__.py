@@ -32,6 +32,7 @@ from .lifecycle import (KILLABLE_STATUSES, run_finish, run_heartbeat, run_held_b
 from .logged import run_metrics_log, run_samples_log
 from .metrics import METRIC_ROWS_PER_INSERT, finite_or_none, run_discard_after, run_metrics_append
 from .ranks import MAX_RANKS_STORED, run_ranks_set
+from .recover import runs_recover
 from .recovery import record_lost, restart_backoff_s, restart_run, runs_mark_lost
 from .run_warnings import run_warning_add
 from .samples import run_samples_append
@@ -48,7 +49,7 @@ __all__ = [
     "run_nnodes", "run_node_errors", "run_node_exit", "run_node_gang", "run_node_heartbeat", "run_node_lost",
     "run_node_master", "run_node_release", "run_node_take", "run_ranks_set", "run_record_exit", "run_requeue",
     "run_resume", "run_samples_append", "run_start", "run_warning_add", "runs_mark_lost", "runs_redispatch",
-    "runs_restart_after_disk_full",
+    "runs_restart_after_disk_full", "runs_recover",
     # (private helpers a few tests call directly)
     "after_end", "best_checkpoint_steps", "locked_run", "move_status", "restart_run",
     "runs_whose_message_was_lost", "send_run", "unless_sent_unrecorded",
