@@ -12,7 +12,7 @@ from webapp.runs import services
 from webapp.runs.models import Run, RunStatus
 from webapp.runs.services import runs_recover as reconcile
 
-pytestmark = [pytest.mark.django_db]
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
 def messages(callbacks) -> int:
