@@ -177,7 +177,7 @@ def _progress_path(out_dir: str) -> str:
 # list holds every training module a fresh build loads.
 TINY_RECIPE_MODULES = (
     "training", "training.algorithms", "training.benchmarks", "training.completion_forward", "training.data",
-    "training.decode_steps", "training.evaluate", "training.fields", "training.models", "training.names", "training.passk", "training.prompts", "training.rollout",
+    "training.decode_steps", "training.evaluate", "training.fields", "training.models", "training.names", "training.passk", "training.prefill", "training.prompts", "training.rollout",
     "training.routing", "training.tiny", "training.verifiers", "training.verifiers.answers", "training.verifiers.base",
     "training.verifiers.code", "training.verifiers.hybrid", "training.verifiers.ifeval", "training.verifiers.judge",
     "training.verifiers.math_answer", "training.verifiers.math_equivalence", "training.verifiers.math_extract",

@@ -71,7 +71,7 @@ def test_auto_without_a_history_is_bayes_and_says_so():
 def by_hand(past: list, risk: float) -> tuple:
     """The candidates replayed on ``past`` one by one, as the choice is defined: (rule, its keys) of the most saved
     with (lost + 1) / (n + 1) <= risk."""
-    fit = history_risk.fit(past, AUTO)
+    fit = history_risk.learn(past, AUTO)  # (the fit the policy learned: its replays are recomputed by hand below)
     n, total = fit.n, sum(len(c) for s in past for c in s.values())
     options = []
     level = fit.level(risk)

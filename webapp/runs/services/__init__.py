@@ -33,7 +33,7 @@ from .logged import run_metrics_log, run_samples_log
 from .metrics import METRIC_ROWS_PER_INSERT, finite_or_none, run_discard_after, run_metrics_append
 from .ranks import MAX_RANKS_STORED, run_ranks_set
 from .recover import runs_recover
-from .recovery import record_lost, restart_backoff_s, restart_run, runs_mark_lost
+from .recovery import count_restart, record_lost, restart_backoff_s, restart_run, runs_mark_lost
 from .run_warnings import run_warning_add
 from .samples import run_samples_append
 from .transitions import TransitionError, after_end, locked_run, move_status
@@ -42,7 +42,7 @@ __all__ = [
     "KILLABLE_STATUSES", "MAX_ENGINE_CONFIG_CHARS", "MAX_ENGINE_VALUE_CHARS", "MAX_NAME", "MAX_NOTES",
     "MAX_RANKS_STORED", "MAX_TAG", "MAX_TAGS", "METRIC_ROWS_PER_INSERT", "TAG_CHARS", "TransitionError",
     "WAITING_FOR_BUILD", "WAITING_FOR_QUEUE", "as_config", "bounded_engine_config", "parse_config", "parse_tags", "queue_for",
-    "finite_or_none", "record_lost", "restart_backoff_s", "run_annotate", "run_archive", "run_budget_error", "run_checkpoint_add",
+    "count_restart", "finite_or_none", "record_lost", "restart_backoff_s", "run_annotate", "run_archive", "run_budget_error", "run_checkpoint_add",
     "run_checkpoints_prune", "run_create", "run_defer_for_build", "run_discard_after", "run_disk_check", "run_dispatch",
     "run_engine_config_set", "run_finish", "run_heartbeat", "run_held_by", "run_kill", "run_metrics_append",
     "run_metrics_log", "run_samples_log",
