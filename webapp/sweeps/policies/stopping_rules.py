@@ -78,8 +78,8 @@ def asha_stops(sweep: SweepCurves, p: AshaParams, memo: dict) -> list[Decision]:
         if n - 1 < p.min_peers:
             continue
         keep = max(1, n // p.eta)
-        _judge_rung(sweep, values[k], passed[k], keep, stops, "asha", lambda rank, cutoff: (
-            f"asha rung {k} (step {rung}): smoothed {{value}} ranks {rank} of {n}; only the top {keep} (1/{p.eta}) "
+        _judge_rung(sweep, values[k], passed[k], keep, stops, "asha", lambda value, rank, cutoff: (
+            f"asha rung {k} (step {rung}): smoothed {value} ranks {rank} of {n}; only the top {keep} (1/{p.eta}) "
             f"continue, cut-off {cutoff:.4g}"))
     return list(stops.values())
 
@@ -99,7 +99,7 @@ def _judge_rung(sweep: SweepCurves, recorded: dict[Hashable, float], passed: set
                 stops: dict[Hashable, Decision], rule: str, reason) -> None:
     """Each pending run of a rung (recorded there, not passed, live, before its horizon) continues when its value
     is not worse than the ``keep``-th best recorded there (c), else it is stopped (added to ``stops``, its reason
-    ``reason(rank, c)`` with ``{value}`` for the smoothed value)."""
+    ``reason(the smoothed value in words, its rank, c)``)."""
     cutoff = sorted(recorded.values(), key=sweep.sort_key)[keep - 1]
     for run_id, value in recorded.items():
         if run_id in passed or run_id in sweep.stopped or run_id in stops:
@@ -111,7 +111,7 @@ def _judge_rung(sweep: SweepCurves, recorded: dict[Hashable, float], passed: set
             rank = 1 + sum(1 for v in recorded.values() if sweep.sort_key(v) < sweep.sort_key(value))
             stops[run_id] = Decision(run_id=run_id, action=STOP, rule=rule, step=curve.last_step, value=value,
                                      threshold=cutoff, n_peers=len(recorded) - 1,
-                                     reason=reason(rank, cutoff).format(value=sweep.format_value(value)))
+                                     reason=reason(sweep.format_value(value), rank, cutoff))
         else:
             passed.add(run_id)
 
@@ -136,8 +136,8 @@ def cut_stops(sweep: SweepCurves, p: CutParams, memo: dict) -> list[Decision]:
         return []
     keep = max(1, round(p.keep * n))
     stops: dict[Hashable, Decision] = {}
-    _judge_rung(sweep, values[0], passed, keep, stops, "cut", lambda rank, cutoff: (
-        f"cut at step {step} ({p.at:.0%} of the run): smoothed {{value}} ranks {rank} of {n}; only the top {keep} "
+    _judge_rung(sweep, values[0], passed, keep, stops, "cut", lambda value, rank, cutoff: (
+        f"cut at step {step} ({p.at:.0%} of the run): smoothed {value} ranks {rank} of {n}; only the top {keep} "
         f"({p.keep:.0%}) go on, cut-off {cutoff:.4g}"))
     return list(stops.values())
 
