@@ -108,11 +108,14 @@ def test_the_run_page_keeps_its_kill_button_through_live_updates(live_server, dj
     page.screenshot(path=str(SCREENSHOTS / "run_page_live_header.png"))
 
     # the run ends: Kill goes, and the header stops polling
-    run_services.run_finish(run_id=run.pk, status=RunStatus.FAILED, error="out of memory")
+    run_services.run_finish(run_id=run.pk, status=RunStatus.FAILED, error="no space left on device under /x: 0 B free",
+                            failure_kind="disk_full")
     wait_for(lambda: page.locator("#kill").count() == 0, timeout=15, what="Kill to go once the run has ended")
     assert page.get_attribute("#run-state", "hx-get") is None
     assert page.locator("#run-state .status").first.text_content() == "failed"
-    assert page.is_visible("#resume") and page.text_content("#run-error") == "out of memory"
+    assert page.is_visible("#resume") and page.text_content("#run-error").startswith("no space left on device")
+    assert page.text_content("#run-failure-kind") == "Why: the disk was full"  # the field, in words
+    page.screenshot(path=str(SCREENSHOTS / "run_page_failed_disk_full.png"))
 
 
 def test_a_finished_run_of_a_sweep_shows_its_final_not_a_forecast(live_server, django_user_model, browser_page,
