@@ -130,8 +130,9 @@ def world_from_env(device: str = "auto", timeout_s: float = 1800.0) -> World:
     """This process's World from torchrun's environment; joins the process group when there are several ranks:
     NCCL for CUDA tensors with a GPU per local rank (gloo for the loop's CPU tensors: its gathers and agreements),
     gloo alone on CPUs, and gloo alone when a node has more ranks than GPUs (they share the GPUs round-robin:
-    NCCL refuses two ranks on one GPU). ``timeout_s``: how long one collective waits for its peers (gloo then
-    raises in the waiting rank, ``collective_timeout`` rewords it; NCCL's watchdog aborts the process)."""
+    NCCL refuses two ranks on one GPU; ddp only, ``training.ranks.placement_errors``). ``timeout_s``: how long
+    one collective waits for its peers (gloo then raises in the waiting rank, ``collective_timeout`` rewords it;
+    NCCL's watchdog aborts the process)."""
     size = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())

@@ -33,6 +33,29 @@ def distributed_errors(cfg) -> dict[str, str]:
     return e
 
 
+def placement_errors(cfg, gpus: int) -> dict[str, str]:
+    """Field errors of starting ``cfg``'s ranks on a node with ``gpus`` CUDA devices (0 for a CPU run). Ranks that
+    outnumber the GPUs share them and talk over gloo (NCCL refuses two ranks on one GPU). DDP works there; FSDP2
+    does not: gathering its full state dict (``get_model_state_dict(full_state_dict=True)``, which the loop's
+    ``Parallel.sync`` calls after every step) over gloo on CUDA tensors kills the rank with SIGSEGV inside torch's
+    functional collectives, on an H200 with torch 2.11, for a two-layer model as for the tiny one (while each of
+    gloo's collectives on CUDA tensors, FSDP2's forward and its backward work alone;
+    bench/curves/gpu_check_2026-12-04.txt). So fsdp is refused before any rank starts.
+
+    >>> from types import SimpleNamespace as C
+    >>> placement_errors(C(strategy="fsdp", nproc_per_node=2), 1)["strategy"][:60]
+    'fsdp shards over one GPU a rank: this node has 1 GPU for npr'
+    >>> placement_errors(C(strategy="fsdp", nproc_per_node=2), 2), placement_errors(C(strategy="ddp", nproc_per_node=2), 1)
+    ({}, {})
+    """
+    n = cfg.nproc_per_node
+    if cfg.strategy == "fsdp" and gpus and n > gpus:
+        return {"strategy": f"fsdp shards over one GPU a rank: this node has {gpus} GPU{'s' if gpus != 1 else ''} "
+                            f"for nproc_per_node {n}; use strategy ddp (its ranks may share a GPU) or nproc_per_node "
+                            f"at most {gpus}"}
+    return {}
+
+
 def torchrun_command(cfg, out_dir: str, *, node_rank: int = 0, master: tuple[str, int] | None = None) -> list[str]:
     """torchrun for one node of the run: ``--standalone`` for a one-node run, else a static rendezvous at rank
     0's host and port (``master``); ``--max-restarts 0``: a failed rank fails the run (Seedbed resumes it from

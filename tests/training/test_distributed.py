@@ -22,7 +22,7 @@ from safetensors.torch import load_file
 
 from tests.conftest import tiny_config, wait_for
 from training.config import TrainConfig
-from training.ranks import torchrun_command
+from training.ranks import placement_errors, torchrun_command
 from training.engines import run_engine
 from training.engines.process import EngineFailed
 from training.fields import FieldErrors
@@ -158,6 +158,29 @@ def test_a_rank_killed_fails_the_run_naming_it_and_leaves_no_process(tmp_path, t
     # rank 0 and torchrun are gone within the grace period (torchrun tears down the others; Seedbed kills what is left)
     assert time.monotonic() - killed_at < 20
     assert not any(os.path.exists(f"/proc/{p}") for p in (ranks[0], launcher))
+
+
+def test_fsdp_on_more_ranks_than_gpus_is_refused_before_any_rank_starts(tmp_path, monkeypatch):
+    """Two fsdp ranks sharing one GPU crashed with SIGSEGV on an H200 (bench/curves/gpu_check_2026-12-04.txt);
+    the supervisor refuses them with the field named, and writes nothing of the run. One GPU stands in (none here);
+    ddp on the same node and fsdp on two GPUs pass the check, and a CPU run has no GPU to count."""
+    import torch
+
+    from training.engines.seedbed import node_gpus, run_distributed
+    from training.fields import FieldErrors
+    from training.sink import NullSink
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    cfg = TrainConfig.from_dict(tiny_config(nproc_per_node=2, strategy="fsdp", device="cuda"))
+    with pytest.raises(FieldErrors) as caught:
+        run_distributed(cfg, str(tmp_path / "run"), NullSink(), should_stop=lambda: False)
+    assert set(caught.value.errors) == {"strategy"}
+    assert "1 GPU for nproc_per_node 2" in caught.value.errors["strategy"] and "ddp" in caught.value.errors["strategy"]
+    assert not (tmp_path / "run").exists()
+    assert placement_errors(TrainConfig.from_dict(tiny_config(nproc_per_node=2, strategy="ddp", device="cuda")), 1) == {}
+    assert placement_errors(cfg, 2) == {}
+    assert node_gpus("cuda") == 1 and node_gpus("auto") == 1 and node_gpus("cpu") == 0
 
 
 def test_ranks_and_strategy_are_validated_with_the_field_named():

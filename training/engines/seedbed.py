@@ -27,14 +27,25 @@ def run_seedbed(cfg, out_dir: str, sink, should_stop: Callable[[], bool], *, nod
     return run_distributed(cfg, out_dir, sink, should_stop, node_rank=node_rank or 0, master=master)
 
 
+def node_gpus(device: str) -> int:
+    """The CUDA devices this node's ranks train on: 0 for a CPU run (``device`` cpu, or auto without CUDA)."""
+    import torch
+
+    return torch.cuda.device_count() if device != "cpu" and torch.cuda.is_available() else 0
+
+
 def run_distributed(cfg, out_dir: str, sink, should_stop: Callable[[], bool], *, node_rank: int = 0,
                     master: tuple[str, int] | None = None):
     """Run (or resume, from the newest checkpoint) a multi-rank Seedbed run as this node's torchrun; returns
     (status, last step). Node 0's rank 0 writes the events; on other nodes the sink only gets the log."""
     from training.checkpoint import latest_checkpoint
     from training.engines.process import run_process
-    from training.ranks import torchrun_command
+    from training.fields import FieldErrors
+    from training.ranks import placement_errors, torchrun_command
 
+    errors = placement_errors(cfg, node_gpus(cfg.device))
+    if errors:
+        raise FieldErrors(errors)
     out_dir = os.path.abspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "seedbed_config.json"), "w", encoding="utf-8") as fh:
