@@ -34,7 +34,7 @@ PENDING_S = 3600
 _KEYS = ("metric", "mode", "tolerance", "min_peers", "risk")
 
 
-FORMAT = 2
+FORMAT = 3
 """The fit's format, in its key: 2 keeps what each replay saved and the cuts (``auto`` chooses with them)."""
 
 
