@@ -54,7 +54,29 @@ def imported_names(tree: ast.AST, module: str, is_package: bool) -> list[tuple[s
                 source = node.module or ""
             out.append((source, node.lineno))
             out += [(f"{source}.{alias.name}", node.lineno) for alias in node.names]
+        elif isinstance(node, ast.Call) and node.args:
+            out += [(name, node.lineno) for name in imported_by_call(node, module)]
     return out
+
+
+WALKS = {"modules", "declared"}
+"""training.extensions' walks: a call with a literal package (or ``__name__``) imports every module of it."""
+
+
+def imported_by_call(node: ast.Call, module: str) -> list[str]:
+    """What a call imports at run time: ``importlib.import_module("a.b")`` imports a.b; ``declared(package, ...)``
+    and ``modules(package)`` of ``training.extensions`` import every module of the package they walk."""
+    func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+    first = node.args[0]
+    name = (first.value if isinstance(first, ast.Constant) and isinstance(first.value, str)
+            else module if isinstance(first, ast.Name) and first.id == "__name__" else None)
+    if name is None or func not in {"import_module", *WALKS}:
+        return []
+    if func == "import_module":
+        return [name]
+    from training.extensions import modules
+
+    return modules(name)
 
 
 def with_parents(name: str) -> list[str]:
@@ -97,6 +119,8 @@ def app_of(module: str) -> str | None:
 
 def test_the_graph_sees_module_and_function_level_imports():
     graph = import_graph()
+    assert "training.engines.seedbed" in graph["training.engines"]  # through the registry's walk
+    assert "training.verifiers.code" in graph["training.verifiers.registry"]
     assert "training.config" in graph["training.loop"]  # module level
     assert "training.engines" in graph["workers.runner"]  # inside main()
     assert "torch" in graph["training.loop"] and "django" in graph["webapp.runs.models"]
@@ -173,11 +197,17 @@ def cycles(graph: dict[str, dict[str, int]], within: str) -> list[list[str]]:
 
 
 #: Circles still there, each with why (the test fails on any other, and once one is gone: the list only shrinks).
-#: None inside ``training`` (a module that must reach back up does so through a module above both:
-#: ``training.verifiers.registry``, ``training.first_prompt``, ``training.rollout_engines``) and none across the
-#: packages (the web app reaches the workers only through ``workers.port``, whose modules import no web code).
-#: Inside ``webapp``, by function-level imports:
+#: None across the packages (the web app reaches the workers only through ``workers.port``, whose modules import
+#: no web code). Inside ``training``, two that the registries' walks (``training.extensions``) show, read as the
+#: imports they are (they were hidden while the engines were found by a text scan and the verifiers by a list):
 KNOWN_CIRCLES: list[list[str]] = [
+    # the config checks a config's engine knobs with the engine registry, whose walk imports the engines, which
+    # load configs (rank.py) and run the loop (which reads the config)
+    ["training.config", "training.engines", "training.engines.rank", "training.engines.seedbed",
+     "training.engines.trl_main", "training.loop"],
+    # the verifier registry's walk imports hybrid rewards, which build their verifiers through the registry
+    ["training.verifiers.hybrid", "training.verifiers.registry"],
+    # inside ``webapp``, by function-level imports:
     # a run's waiting reason reads the capacity reports' freshness (runs/waiting.py), which read the run models
     ["webapp.runs.capacity", "webapp.runs.models", "webapp.runs.waiting"],
     # the rule registry builds bayes and auto, whose risk fit replays the registry's rules (history_risk.fit)
@@ -206,7 +236,7 @@ def test_no_import_circles_but_the_known_ones():
         lines += ["  " + edge_text(m, t) for m in component for t in graph[m] if t in component]
     assert lines == [], "\n".join(lines)
     assert [c for c in KNOWN_CIRCLES if c not in found] == [], "gone: take these off KNOWN_CIRCLES"
-    assert not [c for c in KNOWN_CIRCLES if not all(m.startswith("webapp.") for m in c)]
+    assert not [c for c in KNOWN_CIRCLES if len({m.split(".")[0] for m in c}) > 1]  # none across the packages
 
 
 def test_the_web_app_imports_the_workers_only_through_their_port():

@@ -177,16 +177,18 @@ def _progress_path(out_dir: str) -> str:
 # list holds every training module a fresh build loads.
 TINY_RECIPE_MODULES = (
     "training", "training.algorithms", "training.benchmarks", "training.completion_forward", "training.data",
-    "training.decode_steps", "training.evaluate", "training.fields", "training.models", "training.names", "training.passk", "training.prefill", "training.prompts", "training.rollout",
-    "training.routing", "training.tiny", "training.verifiers", "training.verifiers.answers", "training.verifiers.base",
-    "training.verifiers.code", "training.verifiers.hybrid", "training.verifiers.ifeval", "training.verifiers.judge",
-    "training.verifiers.math_answer", "training.verifiers.math_equivalence", "training.verifiers.math_extract",
-    "training.verifiers.math_fastpath", "training.verifiers.reasoning_gym", "training.verifiers.registry",
-    "training.verifiers.sandbox", "training.verifiers.sandbox_server", "training.verifiers.sandbox_server.harness",
-    "training.verifiers.sandbox_server.seccomp", "training.verifiers.sandbox_server.server",
-    "training.verifiers.sandbox_server.wire", "training.verifiers.simple", "training.verifiers.workers",
-    "training.data_csv", "training.data_files", "training.data_limits", "training.verifiers.ifeval_text",
-    "training.verifiers.math_candidates", "training.verifiers.sandbox_cgroup", "training.verifiers.sandbox_server.cgroup",
+    "training.decode_steps", "training.evaluate", "training.extensions", "training.fields", "training.models",
+    "training.names", "training.passk", "training.prefill", "training.prompts", "training.rollout",
+    "training.routing", "training.tiny", "training.verifiers", "training.verifiers.answers",
+    "training.verifiers.base", "training.verifiers.code", "training.verifiers.hybrid", "training.verifiers.ifeval",
+    "training.verifiers.judge", "training.verifiers.math_answer", "training.verifiers.math_equivalence",
+    "training.verifiers.math_extract", "training.verifiers.math_fastpath", "training.verifiers.reasoning_gym",
+    "training.verifiers.registry", "training.verifiers.sandbox", "training.verifiers.sandbox_server",
+    "training.verifiers.sandbox_server.harness", "training.verifiers.sandbox_server.seccomp",
+    "training.verifiers.sandbox_server.server", "training.verifiers.sandbox_server.wire",
+    "training.verifiers.simple", "training.verifiers.workers", "training.data_csv", "training.data_files",
+    "training.data_limits", "training.verifiers.ifeval_text", "training.verifiers.math_candidates",
+    "training.verifiers.sandbox_cgroup", "training.verifiers.sandbox_server.cgroup",
     "training.verifiers.sandbox_server.lockdown", "training.verifiers.sandbox_server.zygote")
 TINY_RECIPE_PACKAGES = ("torch", "transformers", "tokenizers")
 

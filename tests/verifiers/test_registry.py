@@ -150,3 +150,41 @@ def test_every_verifier_parameter_is_declared_and_bounded(item, message):
     with pytest.raises(FieldErrors) as info:
         TrainConfig.from_dict({"rewards": [item]}, check_paths=False)
     assert message in info.value.errors["rewards"], info.value.errors
+
+
+THROWAWAY = '''
+from training.verifiers.base import Param, VerifierResult, register_verifier
+
+
+@register_verifier("throwaway")
+def throwaway(completion, example, *, word: str = "yes"):
+    return VerifierResult(float(word in completion), {})
+
+
+throwaway.PARAMS = {"word": Param(str, max_len=20, help="the word that earns the reward")}
+'''
+
+
+def test_a_new_verifier_is_one_module_of_the_package(tmp_path, monkeypatch):
+    """A module beside the built-in verifiers that registers one is found by the registry's walk and offered (the
+    reward check, the run form's help, a built reward): nothing else names it."""
+    import training.verifiers as package
+    from training.verifiers import base
+    from training.verifiers.registry import check_reward_spec, registered_names, verifier_params_help
+
+    (tmp_path / "throwaway_reward.py").write_text(THROWAWAY)
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "training.verifiers.throwaway_reward", raising=False)
+    try:
+        assert "throwaway" in registered_names()
+        assert check_reward_spec([{"name": "throwaway", "params": {"word": "ok"}}]) == ""
+        assert "'wrd'" in check_reward_spec([{"name": "throwaway", "params": {"wrd": "ok"}}])
+        assert "throwaway: word — the word that earns the reward" in verifier_params_help()
+        assert get_verifier("throwaway", word="ok")("ok then", {}).score == 1.0
+
+        from webapp.runs.forms import RunForm
+
+        assert "throwaway: word" in str(RunForm().fields["rewards"].help_text)
+    finally:
+        sys.modules.pop("training.verifiers.throwaway_reward", None)
+        base.VERIFIER_REGISTRY.pop("throwaway", None)

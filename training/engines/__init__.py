@@ -13,21 +13,19 @@ its metrics arrive. Built in:
 
 The form (``webapp.runs.forms``), the config check (``TrainConfig.validate`` through ``engine_errors``), the run
 page and the worker read this registry, so a new engine is a new module here (copy ``command.py``) plus its tests.
-The registry finds the modules by reading the package's files for that declaration, and imports only those, when
-first asked (an engine module imports this package, never the other way round at import time).
+The registry imports the package's modules when first asked and keeps what each declares (``training.extensions``:
+an engine module imports this package, never the other way round at import time).
 """
 from __future__ import annotations
 
-import importlib
-import os
-import re
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
+
+from training.extensions import declared
 
 METRICS_IN_PROCESS = "in process"  # Engine.metrics: the loop calls the run's sink itself
 METRICS_FROM_EVENTS = "events file"  # Engine.metrics: JSONL events the engine appends, run_process tails to the sink
 
-_DECLARES_ENGINE = re.compile(r"^ENGINE\s*=\s*Engine\(", re.M)
 
 
 def _always() -> bool:
@@ -98,21 +96,13 @@ def register_engine(engine: Engine) -> Engine:
 
 def engine_modules() -> list[str]:
     """The modules of this package that declare an engine (``ENGINE = Engine(...)`` at their top level)."""
-    found = []
-    for folder in __path__:
-        for entry in sorted(os.listdir(folder)):
-            if entry.endswith(".py") and not entry.startswith("_"):
-                with open(os.path.join(folder, entry), encoding="utf-8") as fh:
-                    if _DECLARES_ENGINE.search(fh.read()):
-                        found.append(f"{__name__}.{entry[:-3]}")
-    return found
+    return [module for module, _ in declared(__name__, "ENGINE")]
 
 
 def _discover() -> None:
     global _discovered
     if not _discovered:
-        for module in engine_modules():
-            engine = importlib.import_module(module).ENGINE
+        for _, engine in declared(__name__, "ENGINE"):
             _REGISTRY.setdefault(engine.name, engine)
         _discovered = True
 

@@ -12,7 +12,6 @@ import os
 import sys
 import time
 
-import torch
 
 from training.engines.events import EventWriter
 from training.engines.rank import rank_setup
@@ -94,6 +93,8 @@ class RewardTerms:
         from training.algorithms import overlong_penalty
 
         def fn(prompts, completions, completion_ids, **kwargs):
+            import torch
+
             lengths = torch.tensor([len(ids) for ids in completion_ids])
             return overlong_penalty(lengths, self.cfg.max_new_tokens, self.cfg.overlong_buffer_len,
                                     self.cfg.overlong_penalty_factor).tolist()
@@ -142,6 +143,8 @@ def make_callback(cfg, writer: EventWriter | None, ups: int, tokenizer, source):
             self.pending_eval: dict[str, float] = {}
 
         def on_step_end(self, args, state, control, model=None, **kwargs):
+            import torch
+
             if state.global_step % ups:
                 return control
             step = state.global_step // ups
@@ -180,6 +183,8 @@ def make_callback(cfg, writer: EventWriter | None, ups: int, tokenizer, source):
 
 def periodic_eval(cfg, model, tokenizer, source, step: int) -> dict:
     """pass@k on the held-out problems, as the Seedbed loop's periodic eval (same function, same seed)."""
+    import torch
+
     from training.loop import periodic_eval as loop_eval
 
     with torch.no_grad():
@@ -189,6 +194,7 @@ def periodic_eval(cfg, model, tokenizer, source, step: int) -> dict:
 def main(argv: list[str]) -> int:
     out_dir = argv[1]
     cfg = rank_setup(out_dir)
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 

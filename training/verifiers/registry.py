@@ -1,9 +1,10 @@
 """The verifier registry (docs/architecture.md#verifiers): :func:`get_verifier` builds the verifier registered
 under a name, binding its parameters once and rejecting unknown ones, naming them; :func:`check_reward_spec`
-checks a reward spec before any work. The built-in verifiers are loaded on first use; each registers itself
-with ``training.verifiers.base.register_verifier`` and imports nothing of this module, so the import graph has
-no circle. A verifier of the operator's own is reached by a dotted path ``"pkg.mod:fn"``, from the modules
-listed in $SEEDBED_VERIFIER_MODULES only.
+checks a reward spec before any work. The built-in verifiers are every module of the package, imported on first
+use (``training.extensions.modules``); each registers itself with ``training.verifiers.base.register_verifier``
+where it is defined and imports nothing of this module, so the import graph has no circle. A verifier of the
+operator's own is reached by a dotted path ``"pkg.mod:fn"``, from the modules listed in $SEEDBED_VERIFIER_MODULES
+only.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import inspect
 import os
 from typing import Any, Callable
 
+from training.extensions import modules
 from training.verifiers.base import VERIFIER_REGISTRY, Verifier, VerifierError, VerifierResult
 
 
@@ -82,8 +84,10 @@ def verifier_params_help() -> str:
 
 
 def _load_builtins() -> None:
-    # Imported on first use so that `import training.verifiers` stays cheap; they import base, never this module.
-    from training.verifiers import simple, math_answer, ifeval, judge, code, reasoning_gym  # noqa: F401
+    # Every module of the package, imported on first use so that `import training.verifiers` stays cheap (each
+    # verifier registers itself where it is defined; they import base, never this module)
+    for module in modules("training.verifiers"):
+        importlib.import_module(module)
 
 
 VERIFIER_MODULES_ENV = "SEEDBED_VERIFIER_MODULES"
