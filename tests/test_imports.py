@@ -198,15 +198,13 @@ def cycles(graph: dict[str, dict[str, int]], within: str) -> list[list[str]]:
 
 #: Circles still there, each with why (the test fails on any other, and once one is gone: the list only shrinks).
 #: None across the packages (the web app reaches the workers only through ``workers.port``, whose modules import
-#: no web code). Inside ``training``, two that the registries' walks (``training.extensions``) show, read as the
-#: imports they are (they were hidden while the engines were found by a text scan and the verifiers by a list):
+#: no web code). Inside ``training``, one that the engine registry's walk (``training.extensions``) show, read as the
+#: imports they are (hidden while the engines were found by a text scan):
 KNOWN_CIRCLES: list[list[str]] = [
     # the config checks a config's engine knobs with the engine registry, whose walk imports the engines, which
     # load configs (rank.py) and run the loop (which reads the config)
     ["training.config", "training.engines", "training.engines.rank", "training.engines.seedbed",
      "training.engines.trl_main", "training.loop"],
-    # the verifier registry's walk imports hybrid rewards, which build their verifiers through the registry
-    ["training.verifiers.hybrid", "training.verifiers.registry"],
     # inside ``webapp``, by function-level imports:
     # a run's waiting reason reads the capacity reports' freshness (runs/waiting.py), which read the run models
     ["webapp.runs.capacity", "webapp.runs.models", "webapp.runs.waiting"],

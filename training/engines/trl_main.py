@@ -58,10 +58,10 @@ class RewardTerms:
 
     def __init__(self, cfg, writer: EventWriter | None, ups: int):
         from training.data import default_rewards
-        from training.verifiers.hybrid import RewardFunction
+        from training.verifiers import build_reward
 
         self.cfg, self.writer, self.ups = cfg, writer, ups
-        self.spec = RewardFunction(cfg.rewards or default_rewards(cfg.task))
+        self.spec = build_reward(cfg.rewards or default_rewards(cfg.task))
         self.scores: dict[str, list] = {}
         self.details: dict[str, list] = {}
         self.funcs, self.weights = [], []

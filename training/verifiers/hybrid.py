@@ -1,6 +1,6 @@
 """Batch scoring and hybrid rewards (a weighted sum of verifiers).
 
-The training loop calls :func:`combine_rewards` once per rollout batch with the run's reward spec
+The training loop calls a :class:`RewardFunction` (``training.verifiers.registry.build_reward``) once per rollout batch with the run's reward spec
 ``[{"name": "math", "weight": 1.0}, {"name": "ifeval", "weight": 0.2, "params": {...}}]``:
 
     R_i = Σ_v w_v · s_v(completion_i, example_i)
@@ -12,15 +12,12 @@ and logs ``reward/<name>/mean`` per verifier from :meth:`RewardBatch.metrics`. A
 """
 from __future__ import annotations
 
-import json
 import math
-import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Callable, Sequence
 
 from training.verifiers.base import Verifier, VerifierError, VerifierResult
-from training.verifiers.registry import get_verifier
 
 
 def score_batch(verifier: Verifier, completions: Sequence[str], examples: Sequence[dict]) -> list:
@@ -86,14 +83,11 @@ class RewardBatch:
         return out
 
 
-def _spec_key(item: dict) -> str:
-    return json.dumps(item, sort_keys=True, default=str)
-
-
 class RewardFunction:
-    """A reward spec, built once (its verifiers keep their pools and clients between steps)."""
+    """A reward spec, built once (its verifiers keep their pools and clients between steps) with ``verifier_of``
+    (``training.verifiers.registry.get_verifier``: this module sits below the registry, whose walk imports it)."""
 
-    def __init__(self, spec: Sequence[dict]):
+    def __init__(self, spec: Sequence[dict], verifier_of: Callable[..., Verifier]):
         if not spec:
             raise ValueError("rewards: the reward spec is empty; give at least one {'name': ..., 'weight': ...}")
         self.terms: list[RewardTerm] = []
@@ -111,7 +105,7 @@ class RewardFunction:
             if not isinstance(params, dict):
                 raise ValueError(f"rewards[{i}].params: must be a mapping; got {type(params).__name__}")
             try:
-                verifier = get_verifier(item["name"], **params)
+                verifier = verifier_of(item["name"], **params)
             except (ValueError, TypeError) as exc:
                 raise ValueError(f"rewards[{i}]: {exc}") from exc
             name = item["name"]
@@ -144,29 +138,3 @@ class RewardFunction:
                     details[i][term.key] = {"error": str(res)}
             scores[term.key] = column
         return RewardBatch(totals, scores, details, failed, sum(failed), errors_by, seconds_by)
-
-
-_BUILT: dict[str, RewardFunction] = {}
-_BUILT_LOCK = threading.Lock()
-
-
-def build_reward(spec: Sequence[dict]) -> RewardFunction:
-    """The RewardFunction for ``spec``, built on first use and then reused (same spec, same verifiers)."""
-    key = _spec_key(list(spec))
-    with _BUILT_LOCK:
-        if key not in _BUILT:
-            _BUILT[key] = RewardFunction(spec)
-        return _BUILT[key]
-
-
-def combine_rewards(spec: Sequence[dict], completions: Sequence[str], examples: Sequence[dict]) -> RewardBatch:
-    """Score a batch with a hybrid reward spec: R_i = Σ_v w_v · s_v(completion_i, example_i).
-
-    >>> rb = combine_rewards([{"name": "exact", "weight": 1.0}, {"name": "regex", "weight": 0.5,
-    ...                       "params": {"pattern": "^4"}}], ["4", "5"], [{"answer": "4"}, {"answer": "4"}])
-    >>> rb.totals, rb.metrics()["reward/exact/mean"], rb.errors
-    ([1.5, 0.0], 0.5, 0)
-    """
-    if len(completions) != len(examples):
-        raise ValueError(f"combine_rewards: {len(completions)} completions but {len(examples)} examples")
-    return build_reward(spec)(completions, examples)

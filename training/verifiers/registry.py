@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import os
-from typing import Any, Callable
+import threading
+from typing import Any, Callable, Sequence
 
 from training.extensions import modules
 from training.verifiers.base import VERIFIER_REGISTRY, Verifier, VerifierError, VerifierResult
+from training.verifiers.hybrid import RewardBatch, RewardFunction
 
 
 def registered_names() -> list[str]:
@@ -195,3 +198,33 @@ def get_verifier(name: str, **params: Any) -> Verifier:
         raise ValueError(f"verifier {name!r} is not callable")
     _check_params(obj, params, name, skip=2)
     return _BoundFunction(obj, params, name)
+
+
+def _spec_key(item: dict) -> str:
+    return json.dumps(item, sort_keys=True, default=str)
+
+
+_BUILT: dict[str, RewardFunction] = {}
+_BUILT_LOCK = threading.Lock()
+
+
+def build_reward(spec: Sequence[dict]) -> RewardFunction:
+    """The RewardFunction for ``spec``, built on first use and then reused (same spec, same verifiers)."""
+    key = _spec_key(list(spec))
+    with _BUILT_LOCK:
+        if key not in _BUILT:
+            _BUILT[key] = RewardFunction(spec, get_verifier)
+        return _BUILT[key]
+
+
+def combine_rewards(spec: Sequence[dict], completions: Sequence[str], examples: Sequence[dict]) -> RewardBatch:
+    """Score a batch with a hybrid reward spec: R_i = Σ_v w_v · s_v(completion_i, example_i).
+
+    >>> rb = combine_rewards([{"name": "exact", "weight": 1.0}, {"name": "regex", "weight": 0.5,
+    ...                       "params": {"pattern": "^4"}}], ["4", "5"], [{"answer": "4"}, {"answer": "4"}])
+    >>> rb.totals, rb.metrics()["reward/exact/mean"], rb.errors
+    ([1.5, 0.0], 0.5, 0)
+    """
+    if len(completions) != len(examples):
+        raise ValueError(f"combine_rewards: {len(completions)} completions but {len(examples)} examples")
+    return build_reward(spec)(completions, examples)
