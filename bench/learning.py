@@ -16,7 +16,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from training.config import TrainConfig, default_tiny_model_dir  # noqa: E402
-from training.data import DEFAULT_REWARDS, make_prompt_source  # noqa: E402
+from training.data import default_rewards, make_prompt_source  # noqa: E402
 from training.evaluate import evaluate_examples  # noqa: E402
 from training.loop import load_model, train  # noqa: E402
 from training.sink import NullSink  # noqa: E402
@@ -26,7 +26,7 @@ def pass1(model_dir: str, problems: int, n: int) -> float:
     model, tok = load_model(model_dir, "cpu")
     model.eval()
     res = evaluate_examples(model, tok, make_prompt_source("arithmetic").eval_set(problems), n=n, ks=[1],
-                            rewards=DEFAULT_REWARDS["arithmetic"], seed=12345)
+                            rewards=default_rewards("arithmetic"), seed=12345)
     return res["pass@k"]["1"]
 
 

@@ -19,7 +19,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from training.config import TrainConfig, default_tiny_model_dir  # noqa: E402
-from training.data import DEFAULT_REWARDS, make_prompt_source  # noqa: E402
+from training.data import default_rewards, make_prompt_source  # noqa: E402
 from training.passk import coverage, crossing_k, doubling_ks, pass_at_k_curve  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -60,7 +60,7 @@ def evaluate(model_dir: str, examples: list[dict], n: int, seed: int) -> tuple[l
     model.eval()
     t0 = time.time()
     res = evaluate_examples(model, tokenizer, examples, n=n, ks=[1], temperature=1.0, top_p=1.0,
-                            max_new_tokens=8, rewards=DEFAULT_REWARDS["arithmetic"], seed=seed, batch_size=512)
+                            max_new_tokens=8, rewards=default_rewards("arithmetic"), seed=seed, batch_size=512)
     return [(p["n"], p["c"]) for p in res["problems"]], time.time() - t0
 
 

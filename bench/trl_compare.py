@@ -34,14 +34,14 @@ PROMPTS, GROUP, MAX_TOKENS, LR = 8, 8, 8, 1e-4
 
 
 def held_out_pass1(model_dir: str) -> float:
-    from training.data import DEFAULT_REWARDS, make_prompt_source
+    from training.data import default_rewards, make_prompt_source
     from training.evaluate import evaluate_examples
     from training.loop import load_model
 
     model, tok = load_model(model_dir, "cpu")
     model.eval()
     res = evaluate_examples(model, tok, make_prompt_source("arithmetic").eval_set(200), n=8, ks=[1],
-                            rewards=DEFAULT_REWARDS["arithmetic"], seed=12345)
+                            rewards=default_rewards("arithmetic"), seed=12345)
     return res["pass@k"]["1"]
 
 
@@ -77,7 +77,8 @@ def run_trl(steps: int, seed: int, out: str) -> dict:
 
     from step_phases import PhaseClock, trl_phases
     from training.config import default_tiny_model_dir
-    from training.data import HELD_OUT_OFFSET, arithmetic_example
+    from training.data import HELD_OUT_OFFSET
+    from training.tasks.arithmetic import arithmetic_example
 
     tiny = default_tiny_model_dir()
     tok = AutoTokenizer.from_pretrained(tiny)

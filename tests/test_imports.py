@@ -198,7 +198,7 @@ def cycles(graph: dict[str, dict[str, int]], within: str) -> list[list[str]]:
 
 #: Circles still there, each with why (the test fails on any other, and once one is gone: the list only shrinks).
 #: None across the packages (the web app reaches the workers only through ``workers.port``, whose modules import
-#: no web code). Inside ``training``, one that the engine registry's walk (``training.extensions``) show, read as the
+#: no web code). Inside ``training``, one that the engine registry's walk (``training.extensions``) shows, read as the
 #: imports they are (hidden while the engines were found by a text scan):
 KNOWN_CIRCLES: list[list[str]] = [
     # the config checks a config's engine knobs with the engine registry, whose walk imports the engines, which

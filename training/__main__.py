@@ -99,6 +99,14 @@ def cmd_run(args) -> int:
     return 0
 
 
+def generated_or_benchmark(data: str) -> bool:
+    """``--data`` names a built-in generated task (``training.tasks``) or a benchmark: problems drawn, not read."""
+    from training.benchmarks import BENCHMARKS
+    from training.tasks import tasks
+
+    return data in tasks() or data in BENCHMARKS
+
+
 def check_eval_numbers(args, ks: list[int]) -> None:
     """The numbers of an evaluation, in the ranges the web's evaluation form takes, checked before the model is
     loaded (NaN fails every comparison, so it is refused too); raises FieldErrors naming the option."""
@@ -115,7 +123,7 @@ def check_eval_numbers(args, ks: list[int]) -> None:
         e["--top-p"] = f"must lie in (0, 1]; got {args.top_p}"
     if not 1 <= args.max_new_tokens <= 8192:
         e["--max-new-tokens"] = f"must lie in [1, 8192]; got {args.max_new_tokens}"
-    if args.data in ("arithmetic", "countdown", "humaneval", "ifbench") and not 1 <= args.problems <= 10_000:
+    if generated_or_benchmark(args.data) and not 1 <= args.problems <= 10_000:
         e["--problems"] = f"must lie in [1, 10000]; got {args.problems}"
     if args.keep_completions < 0:
         e["--keep-completions"] = f"must be >= 0; got {args.keep_completions}"
@@ -139,7 +147,7 @@ def cmd_eval(args) -> int:
         print(f"error: --model: not a model folder: {args.model}", file=sys.stderr)
         return 2
     try:
-        if args.data in ("arithmetic", "countdown", "humaneval", "ifbench") or args.data.startswith("reasoning_gym:"):
+        if generated_or_benchmark(args.data) or args.data.startswith("reasoning_gym:"):
             if task_error(args.data):
                 raise FieldErrors({"--data": task_error(args.data)})
             examples, task = make_prompt_source(args.data).eval_set(args.problems), args.data

@@ -86,7 +86,7 @@ class TrainConfig:
                      "normalisation, length-unbiased loss).")
     model_path: str = _f("", "Local Hugging Face model folder (config.json + weights + tokenizer). Nothing is "
                          "downloaded. Empty means the built-in tiny model ($SEEDBED_TINY_MODEL or var/models/tiny).")
-    task: str = _f("arithmetic", "Built-in task (arithmetic, countdown), a benchmark (humaneval: scored by running "
+    task: str = _f("arithmetic", "Built-in task (the generated ones of training/tasks/: arithmetic, countdown), a benchmark (humaneval: scored by running "
                    "its tests in the sandbox; ifbench: the prompts whose constraints ifeval checks), dataset:<name> "
                    "for one of your project's datasets (the datasets page), 'file' for a JSONL/Parquet/CSV file, or "
                    "reasoning_gym:<task> for one of reasoning-gym's seeded generators (e.g. "
@@ -528,10 +528,18 @@ def default_tiny_model_dir() -> str:
     return os.path.join(root, "var", "models", "tiny")
 
 
-# What the forms offer for `task` (any reasoning_gym:<name> is accepted; these are examples that suit RLVR).
-TASK_SUGGESTIONS = ("arithmetic", "countdown", "humaneval", "ifbench", "file", "reasoning_gym:basic_arithmetic", "reasoning_gym:chain_sum",
+# What the forms offer for `task` after the built-in tasks (``task_suggestions``; any reasoning_gym:<name> is
+# accepted; these are examples that suit RLVR).
+TASK_SUGGESTIONS = ("humaneval", "ifbench", "file", "reasoning_gym:basic_arithmetic", "reasoning_gym:chain_sum",
                     "reasoning_gym:gsm_symbolic", "reasoning_gym:leg_counting", "reasoning_gym:simple_equations",
                     "reasoning_gym:decimal_arithmetic", "reasoning_gym:gcd", "reasoning_gym:lcm")
+
+
+def task_suggestions() -> tuple[str, ...]:
+    """What the forms offer for ``task``: the built-in tasks (``training.tasks``), then ``TASK_SUGGESTIONS``."""
+    from training.tasks import task_names
+
+    return (*task_names(), *TASK_SUGGESTIONS)
 
 
 def field_specs() -> list[dict]:
@@ -544,7 +552,7 @@ def field_specs() -> list[dict]:
         base = next(a for a in get_args(ann) if a is not type(None)) if optional else ann
         kind = "choice" if choices_of(f.name) else {bool: "bool", int: "int", float: "float", str: "str",
                                                     list: "json", dict: "json"}[base]
-        suggestions = TASK_SUGGESTIONS if f.name == "task" else ()
+        suggestions = task_suggestions() if f.name == "task" else ()
         specs.append({"name": f.name, "kind": kind, "default": getattr(defaults, f.name), "suggestions": suggestions,
                       "help": f.metadata["help"], "choices": list(choices_of(f.name)),
                       "optional": optional, "range": range_text(f.metadata),

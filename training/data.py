@@ -1,4 +1,5 @@
-"""Prompts and reference answers: the built-in tasks and users' JSONL/Parquet files.
+"""Prompts and reference answers: the built-in tasks (``training.tasks``), benchmarks, reasoning-gym and users'
+JSONL/Parquet/CSV files.
 
 A task yields examples ``{"prompt": str, "answer": str, ...}``; the verifier sees the whole example. Built-in
 tasks are generated deterministically from an index, so a seed fixes the data order and the held-out set
@@ -17,61 +18,15 @@ from training.data_files import count_rows, file_rows
 from training.data_limits import MAX_DATASET_BYTES, DatasetError  # noqa: F401 (the web app reads them here)
 from training.data_limits import nesting_error
 from training.names import path_component_error
+from training.tasks import task_named, tasks
 
 HELD_OUT_OFFSET = 10_000_000  # held-out built-in problems come from indices past this
 _file_rows = file_rows  # the readers' old name (training.data_files)
 
 
-def arithmetic_example(index: int) -> dict:
-    """``"a+b="`` with a, b in 0..99; the answer is the decimal sum."""
-    rng = random.Random(index * 7919 + 17)
-    a, b = rng.randrange(100), rng.randrange(100)
-    return {"prompt": f"{a}+{b}=", "answer": str(a + b)}
-
-
-def countdown_example(index: int) -> dict:
-    """Reach ``target`` with three given numbers, each used at most once, with + - * (a harder task).
-
-    The prompt is ``"3 5 7>22:"``; a completion is an expression such as ``3*5+7``; the verifier
-    ``countdown`` evaluates it safely.
-    """
-    rng = random.Random(index * 104729 + 3)
-    nums = [rng.randrange(1, 10) for _ in range(3)]
-    a, b, c = nums
-    ops = [rng.choice("+-*") for _ in range(2)]
-    target = _safe_eval(f"{a}{ops[0]}{b}{ops[1]}{c}")
-    return {"prompt": f"{a} {b} {c}>{target}:", "answer": str(target), "numbers": nums, "target": target}
-
-
-def _safe_eval(expr: str) -> int:
-    """Evaluate an expression of single digits and + - * only (no eval())."""
-    tokens = list(expr)
-    # precedence: first fold multiplications, then + and - left to right
-    terms: list = []
-    i = 0
-    while i < len(tokens):
-        terms.append(tokens[i])
-        i += 1
-    out = [int(terms[0])]
-    ops = []
-    for j in range(1, len(terms), 2):
-        op, val = terms[j], int(terms[j + 1])
-        if op == "*":
-            out[-1] = out[-1] * val
-        else:
-            ops.append(op)
-            out.append(val)
-    total = out[0]
-    for op, val in zip(ops, out[1:]):
-        total = total + val if op == "+" else total - val
-    return total
-
-
-BUILTIN_TASKS = {"arithmetic": arithmetic_example, "countdown": countdown_example}
-DEFAULT_REWARDS = {"arithmetic": [{"name": "exact", "weight": 1.0}],
-                   "countdown": [{"name": "countdown", "weight": 1.0}],
-                   "file": [{"name": "math", "weight": 1.0}],
-                   "humaneval": [{"name": "code", "weight": 1.0}], "ifbench": [{"name": "ifeval", "weight": 1.0}]}
+OTHER_REWARDS = {"file": [{"name": "math", "weight": 1.0}], "humaneval": [{"name": "code", "weight": 1.0}],
+                 "ifbench": [{"name": "ifeval", "weight": 1.0}]}
+"""The default reward specs of the sources that are not generated tasks (a task's is its ``Task.rewards``)."""
 
 # --- reasoning-gym's procedural tasks: "reasoning_gym:<name>" (the package's generators, seeded) ---------------
 
@@ -101,7 +56,7 @@ def is_file_task(task: str) -> bool:
 
 def task_error(task: str) -> str:
     """"" when ``task`` names a task Seedbed can draw prompts from, else the field message."""
-    if task in BUILTIN_TASKS or task in BENCHMARKS or task == "file":
+    if task in tasks() or task in BENCHMARKS or task == "file":
         return ""
     if isinstance(task, str) and task.startswith(DATASET):
         ref = task[len(DATASET):]
@@ -113,7 +68,7 @@ def task_error(task: str) -> str:
         if name in reasoning_gym_names():
             return ""
         return f"reasoning-gym has no task {name!r} (e.g. basic_arithmetic, gsm_symbolic, chain_sum, leg_counting)"
-    return (f"must be arithmetic, countdown, humaneval, ifbench, file, dataset:<name> or reasoning_gym:<task> "
+    return (f"must be {', '.join([*tasks(), *BENCHMARKS])}, file, dataset:<name> or reasoning_gym:<task> "
             f"(e.g. reasoning_gym:basic_arithmetic); got {task!r}")
 
 
@@ -161,7 +116,9 @@ def default_rewards(task: str) -> list[dict]:
     """The reward spec a task is scored with when the config names none."""
     if task.startswith(REASONING_GYM):
         return [{"name": "reasoning_gym", "weight": 1.0}]
-    return DEFAULT_REWARDS["file" if is_file_task(task) else task]
+    if task in tasks():
+        return [dict(item) for item in tasks()[task].rewards]
+    return OTHER_REWARDS["file" if is_file_task(task) else task]
 
 
 class ReasoningGymExamples(Sequence):
@@ -350,7 +307,8 @@ class PromptSource:
 
         if self.examples is None:
             idx = torch.randint(0, HELD_OUT_OFFSET, (n,), generator=generator).tolist()
-            return [BUILTIN_TASKS[self.task](i) for i in idx]
+            example = task_named(self.task).example
+            return [example(i) for i in idx]
         idx = torch.randint(0, len(self.examples), (n,), generator=generator).tolist()
         return [self.examples[i] for i in idx]
 
@@ -358,12 +316,13 @@ class PromptSource:
         """The first example ``sample`` draws with a fresh generator seeded ``generator_seed`` (``first_draw``):
         the first prompt of a run's first step, known without torch (the run page shows it)."""
         if self.examples is None:
-            return BUILTIN_TASKS[self.task](first_draw(HELD_OUT_OFFSET, generator_seed))
+            return task_named(self.task).example(first_draw(HELD_OUT_OFFSET, generator_seed))
         return self.examples[first_draw(len(self.examples), generator_seed)]
 
     def eval_set(self, n: int) -> list[dict]:
         if self.examples is None:
-            return [BUILTIN_TASKS[self.task](HELD_OUT_OFFSET + i) for i in range(n)]
+            example = task_named(self.task).example
+            return [example(HELD_OUT_OFFSET + i) for i in range(n)]
         pool = self.held_out if self.held_out is not None else self.examples
         return [pool[i] for i in range(min(n, len(pool)))]
 
@@ -381,7 +340,7 @@ def make_prompt_source(task: str, data_path: str = "", prompt_field: str = "prom
                        answer_field: str = "answer", *, seed: int = 0, task_size: int = 1000,
                        task_params: dict | None = None, data_fields: dict | None = None,
                        held_out_fraction: float = 0.0, split_seed: int = 0) -> PromptSource:
-    if task in BUILTIN_TASKS:
+    if task in tasks():
         return PromptSource(task)
     if task.startswith(REASONING_GYM):
         name = task[len(REASONING_GYM):]
@@ -397,35 +356,6 @@ def make_prompt_source(task: str, data_path: str = "", prompt_field: str = "prom
         return PromptSource(task, examples=[examples[i] for i in train_idx],
                             held_out=[examples[i] for i in held_idx])
     return PromptSource(task, examples=examples)
-
-
-def _register_countdown() -> None:
-    from training.verifiers import VerifierResult, register_verifier
-
-    @register_verifier("countdown")
-    def countdown(completion: str, example: dict) -> VerifierResult:
-        """Score 1.0 when the expression uses only the given digits (each at most once) and + - *, and hits
-        the target.
-
-        >>> countdown("3*5+7", {"numbers": [3, 5, 7], "target": 22}).score
-        1.0
-        """
-        expr = completion.strip()
-        nums = list(example["numbers"])
-        # ASCII digits only: str.isdigit() and int() also take "３" and "٣" for 3, and "²" for a digit
-        ok_shape = (len(expr) % 2 == 1 and all(c in "0123456789" for c in expr[0::2])
-                    and all(c in "+-*" for c in expr[1::2]))
-        if not ok_shape:
-            return VerifierResult(0.0, {"reason": "not an expression of digits and + - *", "expr": expr})
-        for d in expr[0::2]:
-            if int(d) not in nums:
-                return VerifierResult(0.0, {"reason": f"digit {d} not available", "expr": expr})
-            nums.remove(int(d))
-        value = _safe_eval(expr)
-        return VerifierResult(float(value == example["target"]), {"value": value, "target": example["target"]})
-
-
-_register_countdown()
 
 
 def encode_prompt(tokenizer, prompt: str) -> list[int]:

@@ -23,7 +23,8 @@ import shutil
 import string
 import time
 
-from training.data import BUILTIN_TASKS, HELD_OUT_OFFSET, encode_prompt
+from training.data import HELD_OUT_OFFSET, encode_prompt
+from training.tasks import task_named
 from training.models import atomic_folder, built_once
 
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
@@ -92,8 +93,9 @@ def _sft_batch(tokenizer, indices: list[int], task: str):
     """Teacher-forcing batch: loss only on answer tokens and the closing <eos>."""
     import torch
     seqs, labels = [], []
+    example = task_named(task).example
     for i in indices:
-        ex = BUILTIN_TASKS[task](i)
+        ex = example(i)
         p = encode_prompt(tokenizer, ex["prompt"])
         a = tokenizer.encode(ex["answer"], add_special_tokens=False) + [tokenizer.eos_token_id]
         seqs.append(p + a)
@@ -122,7 +124,7 @@ def bootstrap_tiny(out_dir: str, *, task: str = "arithmetic", seed: int = 0, ban
     model = build_model(tokenizer, seed=seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
-    held_out = [BUILTIN_TASKS[task](HELD_OUT_OFFSET + i) for i in range(200)]
+    held_out = [task_named(task).example(HELD_OUT_OFFSET + i) for i in range(200)]
     pass1, step = 0.0, 0
     for step in range(1, max_steps + 1):
         idx = torch.randint(0, HELD_OUT_OFFSET, (128,), generator=gen).tolist()
@@ -189,7 +191,8 @@ TINY_RECIPE_MODULES = (
     "training.verifiers.simple", "training.verifiers.workers", "training.data_csv", "training.data_files",
     "training.data_limits", "training.verifiers.ifeval_text", "training.verifiers.math_candidates",
     "training.verifiers.sandbox_cgroup", "training.verifiers.sandbox_server.cgroup",
-    "training.verifiers.sandbox_server.lockdown", "training.verifiers.sandbox_server.zygote")
+    "training.verifiers.sandbox_server.lockdown", "training.verifiers.sandbox_server.zygote", "training.tasks",
+    "training.tasks.arithmetic", "training.tasks.countdown", "training.verifiers.countdown")
 TINY_RECIPE_PACKAGES = ("torch", "transformers", "tokenizers")
 
 

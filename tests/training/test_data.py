@@ -2,8 +2,9 @@ import json
 
 import pytest
 
-from training.data import (DatasetError, arithmetic_example, countdown_example, load_file_dataset,
-                           make_prompt_source)
+from training.data import DatasetError, load_file_dataset, make_prompt_source
+from training.tasks.arithmetic import arithmetic_example
+from training.tasks.countdown import countdown_example
 from training.verifiers import get_verifier
 
 

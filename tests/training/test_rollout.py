@@ -1,6 +1,6 @@
 import torch
 
-from training.data import arithmetic_example
+from training.tasks.arithmetic import arithmetic_example
 from training.loop import load_model
 from training.rollout import concat_batches
 from training.rollout import HFRolloutEngine, StopStrings, end_token_ids, sequence_logprobs, truncate_logits

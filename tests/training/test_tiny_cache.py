@@ -106,12 +106,13 @@ def test_the_recipe_holds_every_training_module_a_build_loads(tmp_path):
     module of the training core they loaded is hashed."""
     code = textwrap.dedent("""
         import json, sys
-        from training.data import BUILTIN_TASKS, HELD_OUT_OFFSET
+        from training.data import HELD_OUT_OFFSET
+        from training.tasks.arithmetic import arithmetic_example
         from training.tiny import bootstrap_tiny, build_model, build_tokenizer
         bootstrap_tiny(sys.argv[1], max_steps=0, band=(0.0, 1.0), log=lambda s: None)
         from training.evaluate import evaluate_examples
         tokenizer = build_tokenizer()
-        evaluate_examples(build_model(tokenizer), tokenizer, [BUILTIN_TASKS["arithmetic"](HELD_OUT_OFFSET)], n=1,
+        evaluate_examples(build_model(tokenizer), tokenizer, [arithmetic_example(HELD_OUT_OFFSET)], n=1,
                           ks=[1], temperature=1.0, max_new_tokens=2, rewards=[{"name": "exact"}], seed=0)
         print(json.dumps(sorted(m for m in sys.modules if m == "training" or m.startswith("training."))))
     """)

@@ -71,11 +71,12 @@ def test_the_shipped_model_is_in_the_band_rl_learns_from_with_the_libraries_here
     at (some successes to reinforce, room to improve), with a margin for other libraries' sampling."""
     from transformers import AutoTokenizer, LlamaForCausalLM
 
-    from training.data import BUILTIN_TASKS, HELD_OUT_OFFSET
+    from training.data import HELD_OUT_OFFSET
+    from training.tasks.arithmetic import arithmetic_example
     from training.evaluate import evaluate_examples
     model = LlamaForCausalLM.from_pretrained(tiny.SHIPPED_DIR)
     tokenizer = AutoTokenizer.from_pretrained(tiny.SHIPPED_DIR)
-    held_out = [BUILTIN_TASKS["arithmetic"](HELD_OUT_OFFSET + i) for i in range(200)]
+    held_out = [arithmetic_example(HELD_OUT_OFFSET + i) for i in range(200)]
     result = evaluate_examples(model.eval(), tokenizer, held_out, n=4, ks=[1], temperature=1.0, max_new_tokens=8,
                                rewards=[{"name": "exact"}], seed=0)
     assert 0.10 <= result["pass@k"]["1"] <= 0.50, result["pass@k"]

@@ -23,12 +23,14 @@ MAX_BUILTIN_ROWS = 50_000  # generated tasks: rows of the TRL dataset (TRL's sam
 def dataset_rows(cfg, tokenizer) -> tuple[list[dict], "PromptSource"]:
     """The task's training prompts as TRL rows: the rendered prompt text, and the example (what the verifiers
     read) as JSON, passed back to the reward functions by TRL."""
-    from training.data import BUILTIN_TASKS, prompt_source
+    from training.data import prompt_source
+    from training.tasks import tasks
 
     source = prompt_source(cfg)
     if source.examples is None:  # a generated task: the same problems the loop's sampler draws from
         n = min(MAX_BUILTIN_ROWS, cfg.total_steps * cfg.prompts_per_step)
-        examples = [BUILTIN_TASKS[cfg.task](i) for i in range(n)]
+        example = tasks()[cfg.task].example
+        examples = [example(i) for i in range(n)]
     else:
         examples = [source.examples[i] for i in range(len(source.examples))]
     template = cfg.prompt_template()

@@ -324,12 +324,14 @@ def write_verl_data(cfg, out_dir: str, tokenizer=None) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from training.data import BUILTIN_TASKS, prompt_source
+    from training.data import prompt_source
+    from training.tasks import tasks
 
     source = prompt_source(cfg)
     if source.examples is None:  # a generated task: enough rows for the whole run (verl shuffles them)
         n = max(cfg.prompts_per_step, min(cfg.total_steps * cfg.prompts_per_step, MAX_GENERATED_ROWS))
-        train = [BUILTIN_TASKS[cfg.task](i) for i in range(n)]
+        example = tasks()[cfg.task].example
+        train = [example(i) for i in range(n)]
     else:
         train = list(source.examples)
     train = train * -(-cfg.prompts_per_step // max(1, len(train)))

@@ -27,7 +27,6 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **_v
     >>> compute_score("seedbed", "2", "2", info), compute_score("seedbed", "3", "2", info)
     ({'score': 0.5, 'reward/exact': 1.0}, {'score': 0.0, 'reward/exact': 0.0})
     """
-    import training.data  # noqa: F401  (registers the task verifiers it defines, e.g. countdown)
     from training.verifiers import VerifierError, build_reward
 
     example, spec = json.loads(extra_info["example"]), json.loads(extra_info["rewards"])

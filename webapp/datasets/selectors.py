@@ -52,10 +52,10 @@ def resolve_dataset_config(data: dict, *, user, project=None) -> dict:
 def builtin_sources() -> list[dict]:
     """The sources every project can name: generated tasks and the benchmarks shipped by installed packages."""
     from training.data import reasoning_gym_names
+    from training.tasks import tasks
 
     return [
-        {"task": "arithmetic", "what": "a+b= with two-digit numbers (generated)", "scored_by": "exact"},
-        {"task": "countdown", "what": "reach a target with three digits and + - * (generated)", "scored_by": "countdown"},
+        *({"task": t.name, "what": t.what, "scored_by": t.scored_by} for t in tasks().values()),
         {"task": "reasoning_gym:<task>", "what": f"{len(reasoning_gym_names())} seeded generators of reasoning-gym "
          "(task_size problems from the run's seed; one fixed held-out set)", "scored_by": "reasoning_gym (the task's "
          "own score_answer)"},

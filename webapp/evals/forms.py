@@ -6,7 +6,7 @@ import json
 
 from django import forms
 
-from training.config import TASK_SUGGESTIONS
+from training.config import task_suggestions
 from webapp.runs.forms import DatalistInput
 from training.passk import MAX_N
 from training.verifiers.registry import verifier_params_help
@@ -26,7 +26,7 @@ class EvalForm(forms.Form):
     name = forms.CharField(required=False, max_length=200, help_text="Optional label for the evaluation.")
     models = AnyMultipleChoiceField(widget=forms.CheckboxSelectMultiple, required=False,
                                     help_text="The base model and the checkpoints to compare.")
-    task = forms.CharField(widget=DatalistInput(TASK_SUGGESTIONS), max_length=250,
+    task = forms.CharField(widget=DatalistInput(()), max_length=250,
                            help_text="A built-in or reasoning_gym:<task> held-out set, dataset:<name> (a library "
                                      "dataset's held-out rows) or 'file' for your own held-out data.")
     data_path = forms.CharField(required=False, max_length=1000,
@@ -53,6 +53,7 @@ class EvalForm(forms.Form):
     def __init__(self, *args, choices: list[ModelChoice], **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["models"].choices = [(c.key, f"{c.label} — {c.path}") for c in choices]
+        self.fields["task"].widget.suggestions = list(task_suggestions())
         self.fields["rewards"].help_text += f" Verifier parameters: {verifier_params_help()}."
 
     def clean_k(self) -> list[int]:

@@ -88,9 +88,9 @@ def _lowest(measured: int, operator: int | None, name: str, *, reported: bool = 
 
 def _code_rewards(cfg: TrainConfig) -> list[tuple[int, dict]]:
     """(index, params) of each code verifier the run scores with (its rewards, else its task's own)."""
-    from training.data import DEFAULT_REWARDS
+    from training.data import default_rewards
 
-    spec = cfg.rewards or DEFAULT_REWARDS.get(cfg.task, [])
+    spec = cfg.rewards or default_rewards(cfg.task)
     return [(i, item.get("params") or {}) for i, item in enumerate(spec)
             if isinstance(item, dict) and item.get("name") == "code"]
 
