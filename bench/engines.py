@@ -20,7 +20,7 @@ What: every run goes through ``training.engines.run_engine(cfg, out_dir, sink)``
 
 "TRL launched by hand" is a plain script this benchmark writes to a temporary folder and starts with
 ``torchrun --standalone`` itself: the same ``GRPOConfig(**trl_args(cfg, out))``, the same reward functions
-(``RewardTerms``, with no events writer) and dataset (``dataset_rows``) as ``training.engines.trl_main``, so the
+(``RewardTerms``, with no events writer) and dataset (``dataset_rows``) as ``training.engines.entry.trl``, so the
 same work, but no supervisor, no events file and no Seedbed callback; a TrainerCallback of its own notes the time
 of each step's log (measurement only). Both TRL runs get the same threads (OMP_NUM_THREADS).
 
@@ -92,7 +92,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from training.config import TrainConfig
 from training.engines.trl import trl_args, updates_per_step
-from training.engines.trl_main import RewardTerms, dataset_rows
+from training.engines.entry.trl import RewardTerms, dataset_rows
 
 out = sys.argv[1]
 with open(os.path.join(out, "bench_config.json")) as fh:

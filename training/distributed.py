@@ -1,8 +1,8 @@
 """Training beyond one process (docs/architecture.md#engines-and-distribution): torchrun ranks, DDP or FSDP2, sharded (DCP) checkpoints.
 
-A Seedbed run with ``nproc_per_node × nnodes`` > 1 is ``torchrun ... -m training.engines.seedbed <run folder>``
-(``training.engines.seedbed.run_distributed`` builds and supervises the command; its ``main`` is one rank; this
-module is what the loop needs to share a step, below it). Every rank runs the same loop
+A Seedbed run with ``nproc_per_node × nnodes`` > 1 is ``torchrun ... -m training.engines.entry.seedbed <run folder>``
+(``training.engines.seedbed.run_distributed`` builds and supervises the command; ``training.engines.entry.seedbed``
+is one rank; this module is what the loop needs to share a step, below it). Every rank runs the same loop
 (``training.loop.train``) with a ``World`` saying which share of the step is its own:
 
 - the step's prompts and every row's sampling seed are drawn from generators that are identical on every rank,
@@ -311,7 +311,7 @@ def decoder_layers(model) -> list:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# One rank's sink and stop (the rank itself: training.engines.seedbed.main)
+# One rank's sink and stop (the rank itself: training.engines.entry.seedbed)
 # ----------------------------------------------------------------------------------------------------------
 
 class EventSink(NullSink):

@@ -11,7 +11,7 @@ import copy
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
@@ -19,7 +19,6 @@ from training.algorithms import (aggregate_loss, aggregation_weight, group_advan
                                  off_policy_sequence_mask, overlong_penalty, policy_loss)
 from training.allocator import mmap_threshold_from_env
 from training.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
-from training.config import TrainConfig
 from training.data import data_generator_seed, default_rewards, prompt_source
 from training.distributed import SINGLE, Parallel, World, rank_report
 from training.reward_hacking import completion_signals
@@ -30,6 +29,9 @@ from training.routing import RoutingReplay
 from training.sink import Sink, TrainResult
 from training.tiny import ensure_tiny_model
 from training.verifiers import build_reward
+
+if TYPE_CHECKING:  # the loop takes a config; it never builds one (the config's check reads the engines)
+    from training.config import TrainConfig
 
 
 def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], bool] = lambda: False,

@@ -69,4 +69,4 @@ def torchrun_command(cfg, out_dir: str, *, node_rank: int = 0, master: tuple[str
         host, port = master
         cmd += ["--nnodes", str(cfg.nnodes), "--node-rank", str(node_rank), "--master-addr", host,
                 "--master-port", str(port)]
-    return cmd + ["-m", "training.engines.seedbed", out_dir]
+    return cmd + ["-m", "training.engines.entry.seedbed", out_dir]

@@ -213,7 +213,7 @@ def test_torchrun_commands_for_one_node_and_for_node_one_of_two():
     assert "--standalone" not in two
     assert [two[two.index(f) + 1] for f in ("--nnodes", "--node-rank", "--master-addr", "--master-port")] == \
         ["2", "1", "10.0.0.5", "29411"]
-    assert two[-3:] == ["-m", "training.engines.seedbed", "/r"]
+    assert two[-3:] == ["-m", "training.engines.entry.seedbed", "/r"]
 
 
 # rank 1 of the run never comes to step 2's all-reduce of the update's statistics (a rank stuck, or one that

@@ -185,7 +185,7 @@ SPECS = {
 def test_trl_reward_functions_score_exactly_as_seedbed_does(kind):
     """The same completions through TRL's reward functions (weighted as TRL sums them) and through Seedbed's
     reward: equal totals, completion by completion, and not all equal to each other."""
-    from training.engines.trl_main import RewardTerms
+    from training.engines.entry.trl import RewardTerms
     from training.verifiers import build_reward
 
     spec, completions, examples = SPECS[kind]

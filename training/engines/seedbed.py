@@ -1,7 +1,7 @@
 """``engine: seedbed``: Seedbed's own loop (``training.loop.train``), docs/architecture.md#engines-and-distribution.
 
-One rank trains in the run's process; ``nproc_per_node × nnodes`` > 1 is ``torchrun ... -m training.engines.seedbed
-<run folder>`` on each node (``run_distributed`` builds and supervises the command, ``main`` is one rank), every
+One rank trains in the run's process; ``nproc_per_node × nnodes`` > 1 is ``torchrun ... -m training.engines.entry.seedbed
+<run folder>`` on each node (``run_distributed`` builds and supervises the command, ``entry/seedbed.py`` is one rank), every
 rank running the same loop with a ``training.distributed.World``. This module sits above both the loop and
 ``training.distributed`` (which holds what the loop needs to share a step: World, Parallel, the rank's sink).
 """
@@ -73,43 +73,8 @@ def run_distributed(cfg, out_dir: str, sink, should_stop: Callable[[], bool], *,
     return status, max(step, start)
 
 
-def main(argv: list[str]) -> int:
-    """One rank that torchrun started: ``python -m training.engines.seedbed <run folder>``."""
-    import torch
-
-    from training.distributed import EventSink, RankStop, collective_timeout, world_from_env
-    from training.engines.events import EventWriter
-    from training.engines.rank import rank_setup
-    from training.loop import train
-    from training.sink import NullSink
-
-    out_dir = argv[1]
-    cfg = rank_setup(out_dir)
-    world = world_from_env(cfg.device, cfg.collective_timeout_s)
-    sink = EventSink(EventWriter(os.environ["SEEDBED_EVENTS"])) if world.is_main else NullSink()
-    try:
-        result = train(cfg, out_dir, sink, RankStop(world, os.environ.get("SEEDBED_STOP_FILE", "")), world=world)
-        sink.on_log(f"rank {world.rank}: {result.status} at step {result.step}")
-    except RuntimeError as exc:  # a collective past collective_timeout_s: the run fails naming it
-        timed_out = collective_timeout(exc, world)
-        if timed_out is None:
-            raise
-        raise timed_out from exc
-    finally:
-        if torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
-    return 0
-
-
 ENGINE = Engine(
     name="seedbed", label="seedbed: Seedbed's own loop", run=run_seedbed, order=0,
     lacks={"command": "only for engine command"}, errors=distributed_errors,
-    launch="the loop in the run's process; several ranks: torchrun -m training.engines.seedbed on each node",
+    launch="the loop in the run's process; several ranks: torchrun -m training.engines.entry.seedbed on each node",
     metrics=METRICS_IN_PROCESS + " (several ranks: rank 0's events file)", nodes=True, resumes_on_other_ranks=True)
-
-
-if __name__ == "__main__":
-    code = main(sys.argv)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)

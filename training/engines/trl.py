@@ -1,7 +1,7 @@
 """``engine: trl``: TRL's ``GRPOTrainer`` as a Seedbed run.
 
 The run's process (the worker's training child) starts ``torchrun --standalone --nproc-per-node N -m
-training.engines.trl_main <run folder>`` in its own process group (``training.engines.process``); every rank
+training.engines.entry.trl <run folder>`` in its own process group (``training.engines.process``); every rank
 builds the trainer from the run's Seedbed config (``trl_args``: Seedbed's knobs mapped onto ``GRPOConfig``),
 with Seedbed's verifiers as reward functions, and rank 0's callback streams metrics, samples, checkpoints
 and the resolved ``GRPOConfig`` through the JSONL event contract. A stop request (the stop file) is agreed by
@@ -104,7 +104,7 @@ def trl_args(cfg, out_dir: str) -> dict:
     rollout_engine vllm → use_vllm (colocated) · checkpoint_every → save_steps · device cpu → use_cpu ·
     precision bf16 → bf16 (autocast, float32 weights, as the seedbed engine's) ·
     gradient_checkpointing → activation_checkpointing (off by default, as in Seedbed's loop; TRL's default is on).
-    Overlong shaping is Seedbed's own reward term (training.engines.trl_main), the same formula as the loop's.
+    Overlong shaping is Seedbed's own reward term (training.engines.entry.trl), the same formula as the loop's.
     """
     ups = updates_per_step(cfg)
     size, n_minibatches = minibatch(cfg)
@@ -175,7 +175,7 @@ def trl_command(cfg, out_dir: str) -> list[str]:
     from training.ranks import TORCHRUN_MODULE
 
     return [sys.executable, "-m", TORCHRUN_MODULE, "--standalone", "--nproc-per-node",
-            str(cfg.nproc_per_node), "-m", "training.engines.trl_main", out_dir]
+            str(cfg.nproc_per_node), "-m", "training.engines.entry.trl", out_dir]
 
 
 def run_trl(cfg, out_dir: str, sink, should_stop):
@@ -215,6 +215,6 @@ def _project_root() -> str:
 ENGINE = Engine(
     name="trl", label="trl: TRL's GRPOTrainer, under torchrun", run=run_trl, order=10, lacks=LACKS,
     errors=trl_errors, available=trl_installed,
-    launch="torchrun --standalone --nproc-per-node N -m training.engines.trl_main, a process group Seedbed owns",
+    launch="torchrun --standalone --nproc-per-node N -m training.engines.entry.trl, a process group Seedbed owns",
     metrics=METRICS_FROM_EVENTS + " (rank 0's trainer callback)",
     resolved_config="TRL's resolved GRPOConfig", version=("trl_version", "TRL"))

@@ -1,5 +1,5 @@
 """The start of a rank that torchrun launched for a run (docs/architecture.md#engines-and-distribution): TRL's
-(``training.engines.trl_main``) or Seedbed's own (``training.engines.seedbed``)."""
+(``training.engines.entry.trl``) or Seedbed's own (``training.engines.seedbed``)."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""One rank of a TRL run: ``torchrun ... -m training.engines.trl_main <run folder>`` (training.engines.trl).
+"""One rank of a TRL run: ``torchrun ... -m training.engines.entry.trl <run folder>`` (training.engines.trl).
 
 Every rank builds the same ``GRPOTrainer`` from the run's ``seedbed_config.json``: the model and tokenizer of
 the run, the task's prompts rendered by Seedbed's prompt template, one TRL reward function per Seedbed
@@ -14,7 +14,7 @@ import time
 
 
 from training.engines.events import EventWriter
-from training.engines.rank import rank_setup
+from training.engines.entry.rank import rank_setup
 from training.engines.trl import map_metrics, trl_args, updates_per_step
 
 MAX_BUILTIN_ROWS = 50_000  # generated tasks: rows of the TRL dataset (TRL's sampler cycles over them)
