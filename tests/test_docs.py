@@ -55,3 +55,41 @@ def test_no_file_cites_a_document_outside_the_repository_or_an_issue_number():
             if pattern.search(line) and path != Path(__file__):
                 found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:80]}")
     assert not found, "\n".join(found)
+
+
+def _top_names(path: Path) -> set[str]:
+    """What a module defines or imports at any level: functions, classes, assigned names, imported names."""
+    import ast
+
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Assign):
+            out |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            out.add(node.target.id)
+        elif isinstance(node, ast.ImportFrom):
+            out |= {a.asname or a.name for a in node.names}
+    return out
+
+
+def test_every_name_the_architecture_doc_places_in_a_module_is_there():
+    """`file.py: name` and `package.module.name` in docs/architecture.md: the module exists and defines the name."""
+    text = DOC.read_text()
+    claims = [(ROOT / path, name.split(".")[0]) for path, name in
+              re.findall(r"`([\w./-]+\.py): ([A-Za-z_][\w.]*)(?:\([^`]*\))?`", text)]
+    for dotted in set(re.findall(r"`((?:training|webapp|workers|seedbed_client)(?:\.\w+)+)(?:\([^`]*\))?`", text)):
+        parts = dotted.split(".")
+        for i in range(len(parts), 0, -1):  # the longest prefix that is a module
+            base = ROOT.joinpath(*parts[:i])
+            module = base.with_suffix(".py") if base.with_suffix(".py").exists() else base / "__init__.py"
+            if module.exists():
+                break
+        else:
+            claims.append((ROOT / dotted, ""))
+            continue
+        if parts[i:]:
+            claims.append((module, parts[i]))
+    wrong = sorted(f"{p.relative_to(ROOT)}: {name}" for p, name in claims if not p.exists() or name not in _top_names(p))
+    assert len(claims) >= 20 and not wrong, f"docs/architecture.md places names where they are not: {wrong}"
