@@ -310,7 +310,8 @@ def main(argv: list[str]) -> int:
         except OSError:  # the log's disk is full: the pipe carries the cause
             pass
         return EXIT_DISK_FULL if full else EXIT_FAILED
-    print(f"run {run_id}: {result.status} at step {result.step} {stop.reason}", flush=True)
+    why = f" ({stop.reason})" if stop.reason else ""
+    print(f"run {run_id}: {result.status} at step {result.step}{why}", flush=True)
     return EXIT_SUCCEEDED if result.status == "succeeded" else EXIT_STOPPED
 
 

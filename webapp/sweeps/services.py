@@ -392,8 +392,8 @@ def _apply(sweep: Sweep, run: Run, decision: Decision, stored: dict) -> PolicyDe
         if run.status != RunStatus.RUNNING or run.kill_requested_at is not None:
             return _record(sweep, decision, PolicyDecision.Outcome.SKIPPED,
                            f"run was already {run.status}{' and being killed' if run.kill_requested_at else ''}")
-        run_services.run_kill(run_id=run.pk, killed_by=f"policy:{decision.rule}", reason=decision.reason,
-                              decided_at_step=decision.step)
+        run_services.run_kill(run_id=run.pk, killed_by=f"policy:{decision.rule}",  # (the reason says the rule again)
+                              reason=decision.reason.removeprefix(f"{decision.rule}: "), decided_at_step=decision.step)
         note = use_freed_slot(sweep=sweep, freed_run=run)
         log.info("sweep %s: policy stopped run %s at step %s (%s)", sweep.pk, run.pk, decision.step, decision.reason)
         return _record(sweep, decision, PolicyDecision.Outcome.APPLIED, note)

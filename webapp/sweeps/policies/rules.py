@@ -386,13 +386,13 @@ class Rule:
 
     @property
     def summary(self) -> str:
-        """The first line of its policy class's docstring."""
-        return (self.policy.__doc__ or "").strip().splitlines()[0]
+        """The first line of its policy class's docstring, as plain text (no ``literal`` marks)."""
+        return (self.policy.__doc__ or "").strip().splitlines()[0].replace("``", "")
 
     @property
     def waiting_text(self) -> str:
-        """What it says while it waits, in general: the first line of its waiting function's docstring."""
-        return (self.waiting.__doc__ or "").strip().splitlines()[0]
+        """What it says while it waits, in general: the first line of its waiting function's docstring (plain)."""
+        return (self.waiting.__doc__ or "").strip().splitlines()[0].replace("``", "")
 
 
 RULES: dict[str, Rule] = {
