@@ -390,6 +390,8 @@ def test_one_best_seed_on_the_page_a_run_stopped_early_is_not_named_best(client_
     html = client_in.get(reverse("sweeps:panel", args=[sweep.pk]), {"metric": "reward/mean"}).content.decode()
     assert re.search(r'<p id="leader-line">.*?href="[^"]*">run (\d+)</a>', html).group(1) == str(running.pk)
     assert re.findall(r'<td>run (\d+) \(seed \d+\): [^<]*</td></tr>', html) == [str(running.pk)]
+    leader = re.search(r'<p id="leader-line">.*?</p>', html, re.S).group(0)
+    assert f"run {running.pk}</a> (seed 5): reward/mean so far 0.4" in leader and "at step 15 of 20" in leader, leader
 
 
 def _decision_row(html: str, run_id: int) -> str:
