@@ -1,7 +1,8 @@
 """What the app writes under $SEEDBED_HOME is its own account's alone: another local account must not read the
 SQLite database (its live session keys log anyone in, admin included), the secret key, the logs, a run folder or
 an uploaded dataset. Checked the real way: a home set up and served as an operator would (their shell's usual
-umask 022), then read as the unprivileged account the set-up creates (``seedbed-sandbox``)."""
+umask 022), then read as another unprivileged account (``nobody``: every Debian machine has it, and no test removes
+it, as tests/test_setup.py removes and recreates the sandbox's users while other tests run beside it)."""
 from __future__ import annotations
 
 import json
@@ -18,7 +19,7 @@ import pytest
 from tests.conftest import REPO, tiny_config
 from tests.realserver import SHELL_UMASK, Server, app_env, log_in, multipart, prepare_home, request
 
-OTHER_USER = "seedbed-sandbox"
+OTHER_USER = "nobody"
 
 
 def as_other_user(*argv: str) -> subprocess.CompletedProcess:
@@ -41,7 +42,7 @@ def open_parent():
 @pytest.mark.skipif(os.geteuid() != 0, reason="reading as another account needs root to switch to it (CI runs as root)")
 def test_another_local_account_reads_nothing_the_app_wrote(open_parent, tiny_model_dir):
     assert subprocess.run(["id", "-u", OTHER_USER], capture_output=True).returncode == 0, \
-        f"no user {OTHER_USER}: ./seedbed setup system creates it"
+        f"no user {OTHER_USER} on this machine"
     home = open_parent / "home"
     account = prepare_home(home)  # migrate, the admin account, an API token
     server = Server(home)
