@@ -116,8 +116,9 @@ def default_rewards(task: str) -> list[dict]:
     """The reward spec a task is scored with when the config names none."""
     if task.startswith(REASONING_GYM):
         return [{"name": "reasoning_gym", "weight": 1.0}]
-    if task in tasks():
-        return [dict(item) for item in tasks()[task].rewards]
+    generated = tasks().get(task)
+    if generated is not None:
+        return [dict(item) for item in generated.rewards]
     return OTHER_REWARDS["file" if is_file_task(task) else task]
 
 

@@ -196,18 +196,14 @@ def periodic_eval(cfg, model, tokenizer, source, step: int) -> dict:
 def main(argv: list[str]) -> int:
     out_dir = argv[1]
     cfg = rank_setup(out_dir)
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
+
+    from training.loop import load_model
 
     rank = int(os.environ.get("RANK", "0"))
     writer = EventWriter(os.environ["SEEDBED_EVENTS"]) if rank == 0 else None
     ups = updates_per_step(cfg)
-    path = cfg.resolved_model_path()
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model, tokenizer = load_model(cfg.resolved_model_path(), "cpu")  # (as the loop loads it; TRL places it)
     from datasets import Dataset
 
     rows, source = dataset_rows(cfg, tokenizer)
