@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from django.db import transaction
 
 from webapp.evals import services
 from webapp.evals.models import EvalStatus
@@ -46,8 +47,13 @@ HAND_COUNTS = {0: (1, 0), 1: (0, 4), 2: (0, 2), 3: (2, 3), 4: (0, 0)}
 def make_job_with_results(run: Run, *, status: str = EvalStatus.SUCCEEDED):
     """A job on the base and the last checkpoint with HAND_COUNTS stored as if a worker had run it."""
     last = run.checkpoints.order_by("-step").first()
-    job = services.eval_create(run=run, models=["base", f"ckpt:{last.pk}"], task="arithmetic", problems=5, n=4,
-                               ks=[1, 2, 4], name="hand-made")
+    # its task is sent on commit: claimed by then, so a worker a test session left running skips it (it failed the
+    # job on its fake checkpoint before this test could finish it, once in a CI run)
+    with transaction.atomic():
+        job = services.eval_create(run=run, models=["base", f"ckpt:{last.pk}"], task="arithmetic", problems=5, n=4,
+                                   ks=[1, 2, 4], name="hand-made")
+        if status == EvalStatus.SUCCEEDED:
+            services.eval_start(job_id=job.pk, worker="test")
     base_model, ckpt_model = list(job.models.order_by("position"))
     for model, which in ((base_model, 0), (ckpt_model, 1)):
         rows = []
@@ -59,7 +65,6 @@ def make_job_with_results(run: Run, *, status: str = EvalStatus.SUCCEEDED):
                          "samples": samples})
         services.eval_results_add(model_id=model.pk, rows=rows, seconds=0.5)
     if status == EvalStatus.SUCCEEDED:
-        services.eval_start(job_id=job.pk, worker="test")
         services.eval_finish(job_id=job.pk, status=EvalStatus.SUCCEEDED)
     job.refresh_from_db()
     return job
