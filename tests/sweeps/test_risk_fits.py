@@ -7,6 +7,7 @@ import math
 import random
 
 import pytest
+from django.db import transaction
 
 from webapp.runs import services as run_services
 from webapp.runs.models import RunStatus
@@ -27,10 +28,21 @@ def bayes_sweep(config, seeds=5, policy=POLICY):
                                  policy=policy)
 
 
-def run_through(sweep, rng, end=RunStatus.SUCCEEDED, steps=STEPS):
+def started_sweep(config, policy=POLICY):
+    """``bayes_sweep`` with every run started in the same transaction: their tasks are sent on commit, once claimed,
+    so a real worker of the test skips them (one took a run and failed it before the test finished it, once)."""
+    with transaction.atomic():
+        sweep = bayes_sweep(config, policy=policy)
+        for run in sweep.runs.order_by("pk"):
+            run_services.run_start(run_id=run.pk, worker="test:1")
+    return sweep
+
+
+def run_through(sweep, rng, end=RunStatus.SUCCEEDED, steps=STEPS, started=False):
     for k, run in enumerate(sweep.runs.order_by("pk")):
         level = 0.2 + 0.1 * k + rng.uniform(-0.02, 0.02)
-        run_services.run_start(run_id=run.pk, worker="test:1")
+        if not started:
+            run_services.run_start(run_id=run.pk, worker="test:1")
         run_services.run_metrics_append(run_id=run.pk, points=[(s, METRIC, level + rng.gauss(0, 0.02))
                                                                for s in range(1, steps + 1)])
         if end is not None:
@@ -42,9 +54,9 @@ def running_after_history(config, seed: int, finished: int = history_risk.MIN_SW
     its plan)."""
     rng = random.Random(seed)
     for _ in range(finished):
-        run_through(bayes_sweep(config), rng)
-    current = bayes_sweep(config, policy=policy)
-    run_through(current, rng, end=None, steps=20)
+        run_through(started_sweep(config), rng, started=True)
+    current = started_sweep(config, policy=policy)
+    run_through(current, rng, end=None, steps=20, started=True)
     return current, SweepPlan.objects.get(sweep=current)
 
 
