@@ -144,7 +144,7 @@ def outcomes(sweeps: list, nears: list, histories: list, risks, exact: bool = Fa
 
 
 def _fit_one(k: int):
-    return k, history_risk.fit(_JOB["distinct"][k], _config(_JOB["distinct"][k][0], _JOB["risk"]))
+    return k, history_risk.fit(_JOB["distinct"][k], _config(_JOB["distinct"][k][0], _JOB["risk"]), replay)
 
 
 def _config(sweep, risk: float) -> dict:
@@ -256,7 +256,7 @@ def out_choices(sweeps: list, histories: list, out: Callable[[str], None]) -> No
     for risk in RISKS:
         picks = []
         for history in distinct:
-            fit = history_risk.learn(history, _config(history[0], max(RISKS)))
+            fit = history_risk.learn(history, _config(history[0], max(RISKS)), replay)
             choice = fit.choose(risk) if fit else None
             picks.append("bayes, built-in calibration (no fit)" if choice is None else choice.text.split(" (")[0])
         out(f"   auto at {risk:.2f} chose: {'; '.join(picks)}")

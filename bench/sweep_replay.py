@@ -1,4 +1,4 @@
-"""How long "what would policy X have done?" (the sweep's replay page, webapp/sweeps/replays.py) takes on a finished
+"""How long "what would policy X have done?" (the sweep's replay page, webapp/sweeps/what_if.py) takes on a finished
 sweep of 32 runs x 1,000 steps, per policy, through Django's test client, and the same replay on every raw point
 (what the 200-point cap saves).
 

@@ -3,17 +3,18 @@
 An extension is a module of its kind's package that says at its top level what it adds: ``ENGINE = Engine(...)``
 in ``training.engines``, ``@register_verifier("name")`` in ``training.verifiers``. ``modules(package)`` lists the
 package's modules (``pkgutil.iter_modules`` over its ``__path__``, so a folder a test adds to that path is walked
-too; no subpackage, and no module whose name begins with "_"), ``declared(package, name)`` imports each and returns
-what those that declare ``name`` hold, in the modules' order. No list of names is kept elsewhere and no file is read
-as text. This module imports nothing of Seedbed's; ``tests/test_imports.py`` reads a call of either function with a
-literal package as imports of every module of that package.
+too; no subpackage, and no module whose name begins with "_"; it imports none of them), ``import_all(package)``
+imports each, ``declared(package, name)`` imports each and returns what those that declare ``name`` hold, in the
+modules' order. No list of names is kept elsewhere and no file is read as text. This module imports nothing of
+Seedbed's; ``tests/test_imports.py`` reads a call of ``import_all`` or ``declared`` with a literal package as
+imports of every module of that package (and one of ``modules``, which imports none, as no import).
 """
 from __future__ import annotations
 
 import importlib
 import pkgutil
 
-__all__ = ["modules", "declared"]
+__all__ = ["modules", "import_all", "declared"]
 
 
 def modules(package: str) -> list[str]:
@@ -24,6 +25,15 @@ def modules(package: str) -> list[str]:
     """
     found = pkgutil.iter_modules(importlib.import_module(package).__path__)
     return sorted(f"{package}.{m.name}" for m in found if not m.ispkg and not m.name.startswith("_"))
+
+
+def import_all(package: str) -> list[str]:
+    """Import every module of ``package`` (``modules``): for a kind whose modules register themselves where they
+    are defined (``@register_verifier``). Returns their names."""
+    names = modules(package)
+    for module in names:
+        importlib.import_module(module)
+    return names
 
 
 def declared(package: str, name: str) -> list[tuple[str, object]]:

@@ -15,6 +15,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 # what workers and their training children write (run folders, checkpoints, logs) is this account's alone
 os.umask(0o077)
 
+from training.extensions import modules  # noqa: E402
 from workers.broker import FILESYSTEM_URL, filesystem_options, redis_url, seedbed_home  # noqa: E402
 
 # Longer than any run: Redis re-delivers an unacknowledged task after this many seconds.
@@ -65,7 +66,9 @@ app.conf.update(
     beat_schedule_filename=str(seedbed_home() / "celerybeat-schedule"),
     timezone="UTC",
 )
-app.conf.imports = ("workers.tasks", "workers.eval_tasks", "workers.sweep_tasks")
+# The task modules: every module of this package whose name ends in "tasks" (``tasks``, ``eval_tasks``,
+# ``sweep_tasks``): listed, not imported here (they import this app); Celery imports them once it is configured.
+app.conf.imports = tuple(m for m in modules("workers") if m.rpartition(".")[2].endswith("tasks"))
 
 
 def ensure_django() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import log_in
 from webapp.runs.models import Run
-from webapp.sweeps.policies.rules import POLICY_NAMES
+from webapp.sweeps.policies.registry import RULES
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -50,5 +50,5 @@ def test_the_sweep_forms_policy_help_names_every_policy(live_server, django_user
     page = browser_page
     log_in(page, live_server, django_user_model, start="/sweeps/new/")
     help_text = page.text_content("#field-policy_name .help")
-    assert "bayes" in POLICY_NAMES
-    assert all(name in help_text for name in POLICY_NAMES), help_text
+    assert "bayes" in RULES
+    assert all(name in help_text for name in RULES), help_text

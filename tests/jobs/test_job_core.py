@@ -3,6 +3,8 @@ evaluations, and on a kind declared here: the claim, the heartbeat, the lost pas
 transition view come from the declaration, not from the kind's own code."""
 from __future__ import annotations
 
+import dataclasses
+
 from datetime import timedelta
 
 import pytest
@@ -161,21 +163,59 @@ def broken_pass():
     raise RuntimeError("the broker is down")
 
 
-def test_the_maintenance_beat_runs_every_declared_kinds_pass_and_one_failure_stops_none(settings):
-    """Runs and evaluations are recovered by the one maintenance beat because RUN_JOB and EVAL_JOB name their
-    passes (the runs' first: their kind is declared first); a kind whose pass fails is reported as such and the
-    others still run."""
-    assert jobs.KINDS["eval"] is EVAL_JOB and list(jobs.KINDS)[:2] == ["run", "eval"]
-    assert jobs.KINDS["run"].recover == "webapp.runs.services.runs_recover"
+def test_the_maintenance_beat_runs_every_declared_kinds_pass_and_one_failure_stops_none(settings, monkeypatch):
+    """Runs and evaluations are recovered by the one maintenance beat because RUN_JOB and EVAL_JOB, declared at the
+    top of their apps' models, name their passes (the runs' first: their app comes first); a kind whose pass fails
+    is reported as such and the others still run."""
+    import webapp.evals.models as eval_models
+
+    assert jobs.kinds()["eval"] is EVAL_JOB and list(jobs.kinds())[:2] == ["run", "eval"]
+    assert jobs.kinds()["run"].recover == "webapp.runs.services.runs_recover"
     stale = new_eval(status="running", attempts=1,
                      heartbeat_at=timezone.now() - timedelta(seconds=settings.SEEDBED_LOST_AFTER_S + 5))
-    jobs.JobKind("broken", EvalJob, EVAL_JOB.transitions, EVAL_JOB.ended, "cancel_requested_at",
-                 recover="tests.jobs.test_job_core.broken_pass")
-    try:
-        done = jobs.recover_all()
-    finally:
-        jobs.KINDS.pop("broken")
+    monkeypatch.setattr(eval_models, "BROKEN_JOB", jobs.JobKind(
+        "broken", EvalJob, EVAL_JOB.transitions, EVAL_JOB.ended, "cancel_requested_at",
+        recover="tests.jobs.test_job_core.broken_pass"), raising=False)
+    done = jobs.recover_all()
     assert done["eval"]["lost"] == [stale.pk] and done["eval"]["resumed"] == [stale.pk]
     assert done["run"] == {"lost": [], "redispatched": [], "disk_restarted": []}
     assert done["broken"] == {"error": "RuntimeError: the broker is down"}
     assert EvalJob.objects.get(pk=stale.pk).status == EvalStatus.QUEUED
+
+
+TOY_PASS = """calls = []
+
+
+def recover():
+    calls.append(1)
+    return {"looked_at": len(calls)}
+"""
+
+
+def test_a_new_job_kind_is_one_declaration_whose_pass_the_maintenance_task_runs(tmp_path, monkeypatch):
+    """A kind declared at the top level of an app's models module (here an evaluation-like kind whose pass is a
+    function of a module written by the test) is found by the walk of the apps and run by the maintenance task
+    itself, its result reported beside the others'; two kinds of one name are refused."""
+    import sys
+
+    import webapp.evals.models as eval_models
+    from workers import tasks
+
+    import webapp.status
+
+    monkeypatch.setattr(tasks, "close_old_connections", lambda: None)  # the test's connection stays open
+    recorded = []
+    monkeypatch.setattr(webapp.status, "write_maintenance_pass", recorded.append)  # not into this home's status
+    (tmp_path / "toy_kind_pass.py").write_text(TOY_PASS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "toy_kind_pass", raising=False)
+    toy = jobs.JobKind("toy", EvalJob, EVAL_JOB.transitions, EVAL_JOB.ended, "cancel_requested_at",
+                       recover="toy_kind_pass.recover")
+    assert "toy" not in jobs.kinds()
+    monkeypatch.setattr(eval_models, "TOY_JOB", toy, raising=False)
+    assert jobs.kinds()["toy"] is toy
+    assert tasks.maintenance()["toy_jobs"] == {"looked_at": 1} == recorded[0]["toy_jobs"]
+    monkeypatch.setattr(eval_models, "OTHER_TOY_JOB", dataclasses.replace(toy, recover="toy_kind_pass.recover "),
+                        raising=False)
+    with pytest.raises(RuntimeError, match="two job kinds are named 'toy'"):
+        jobs.kinds()

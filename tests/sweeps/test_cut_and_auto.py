@@ -71,7 +71,7 @@ def test_auto_without_a_history_is_bayes_and_says_so():
 def by_hand(past: list, risk: float) -> tuple:
     """The candidates replayed on ``past`` one by one, as the choice is defined: (rule, its keys) of the most saved
     with (lost + 1) / (n + 1) <= risk."""
-    fit = history_risk.learn(past, AUTO)  # (the fit the policy learned: its replays are recomputed by hand below)
+    fit = history_risk.learn(past, AUTO, replay)  # (the fit the policy learned: its replays are recomputed by hand below)
     n, total = fit.n, sum(len(c) for s in past for c in s.values())
     options = []
     level = fit.level(risk)
@@ -105,8 +105,8 @@ def test_on_steady_sweeps_auto_runs_the_cut_that_saved_most_within_the_risk_and_
 
 
 def test_on_late_bloomers_only_shallow_cuts_qualify_and_auto_saves_less():
-    steady_fit = history_risk.fit(history(lambda rng: steady(rng, 8), 24), AUTO)
-    fit = history_risk.fit(history(lambda rng: late_bloomer(rng, 8), 24), AUTO)
+    steady_fit = history_risk.fit(history(lambda rng: steady(rng, 8), 24), AUTO, replay)
+    fit = history_risk.fit(history(lambda rng: late_bloomer(rng, 8), 24), AUTO, replay)
     qualifies = lambda f: {(at, keep) for at, keep, lost, _ in f.cuts if (lost + 1) / (f.n + 1) <= 0.2}
     # any seed may bloom after two thirds of the run: a cut before it that keeps half of them loses it half the time
     before = {(at, keep) for at, keep in qualifies(fit) if at * STEPS <= 2 * STEPS // 3}

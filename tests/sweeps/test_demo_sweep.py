@@ -11,7 +11,7 @@ from django.core.management import call_command
 
 from webapp.sweeps.management.commands.demo_sweep import DEMO_POLICY
 from webapp.sweeps.models import Sweep
-from webapp.sweeps.policies.replay import replay
+from webapp.sweeps.policies import replay
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                 "bench"))

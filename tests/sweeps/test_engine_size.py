@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-from webapp.sweeps.policies import POLICY_NAMES, STOP_RULES, Policy, make_policy
+from webapp.sweeps.policies import RULES, Policy, make_policy
 
 POLICIES = Path(__file__).resolve().parents[2] / "webapp" / "sweeps" / "policies"
 MAX_LINES = 500
@@ -29,7 +29,7 @@ def test_no_policy_module_is_over_500_lines():
 def test_policy_has_at_most_8_public_methods_and_no_rule_adds_one():
     base = public_methods(Policy)
     assert len(base) <= MAX_PUBLIC_METHODS, sorted(base)
-    for name in POLICY_NAMES:
+    for name in RULES:
         config = {"name": name, "metric": "m", "max_steps": 10, **({"patience": 3} if name == "threshold" else {})}
         cls = type(make_policy(config))
         assert public_methods(cls) <= base, (name, sorted(public_methods(cls) - base))
@@ -47,13 +47,12 @@ def test_the_counter_sees_a_public_method_a_subclass_adds():
 
 
 def test_every_policy_has_a_registered_stopping_rule_with_its_formula():
-    assert set(STOP_RULES) == set(POLICY_NAMES)
-    for name, rule in STOP_RULES.items():
+    for name, rule in ((name, record.stops) for name, record in RULES.items()):
         assert inspect.isfunction(rule), name
         assert len(inspect.signature(rule).parameters) == 3, name  # (sweep, params, memo)
         assert f"``{name}``" in (rule.__doc__ or ""), f"{name}: its docstring names the rule"
     for name in ("median", "asha", "threshold", "bayes"):  # the rules that compare: a formula with a relation
-        assert any(op in STOP_RULES[name].__doc__ for op in ("<=", ">=", "<", ">")), name
+        assert any(op in RULES[name].stops.__doc__ for op in ("<=", ">=", "<", ">")), name
 
 
 def test_each_rule_is_one_record_of_the_one_registry_that_the_form_reads():
@@ -65,10 +64,9 @@ def test_each_rule_is_one_record_of_the_one_registry_that_the_form_reads():
     from webapp.sweeps.forms import SweepForm
     from webapp.sweeps.policies import RULES
 
-    assert tuple(RULES) == POLICY_NAMES and set(STOP_RULES) == set(RULES)
     assert [name for name, _ in SweepForm.base_fields["policy_name"].choices] == list(RULES)
     for name, rule in RULES.items():
-        assert rule.policy.rule == name and STOP_RULES[name] is rule.stops  # the name is the registry's key only
+        assert rule.policy.rule == name == rule.name and rule.policy.record is rule  # the name is written once
         assert rule.waiting_text and rule.summary, name
         params = make_policy({"name": name, "metric": "m", "max_steps": 10, "min_peers": 1,
                               **({"patience": 3} if name == "threshold" else {})}).params

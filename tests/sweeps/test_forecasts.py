@@ -1,5 +1,5 @@
 """The dashboard's forecasts (webapp/sweeps/forecasts.py: the JSON the chart draws, the runs table's two columns) and
-the replay of a policy on a finished sweep (webapp/sweeps/replays.py, the replay page), through Django's test
+the replay of a policy on a finished sweep (webapp/sweeps/what_if.py, the replay page), through Django's test
 client and against the policy's own numbers."""
 from __future__ import annotations
 
@@ -218,9 +218,9 @@ def test_a_replay_shows_what_the_policy_would_have_done_and_touches_nothing(clie
 def test_a_replay_that_stops_the_best_seed_says_so(client_in, finished_sweep):
     sweep, runs = finished_sweep
     # keep only the top 1 in 4 at step 3, when the best seed (seed 2) is not yet ahead of seed 1 by its noise
-    from webapp.sweeps import replays
+    from webapp.sweeps import what_if
 
-    result = replays.sweep_replay(sweep=sweep, policy={"name": "asha", "metric": "reward/mean", "min_steps": 2,
+    result = what_if.sweep_replay(sweep=sweep, policy={"name": "asha", "metric": "reward/mean", "min_steps": 2,
                                                        "eta": 4, "grace_steps": 2, "min_peers": 3,
                                                        "smoothing": "none"})
     assert len(result["stops"]) == 3 and len(result["survivors"]) == 1
@@ -296,7 +296,7 @@ def test_a_run_the_sweep_stopped_but_the_replay_keeps_has_no_known_final(client_
     """The sweep killed its best seed at step 20 (by hand); a manual replay stops nothing: that seed survives with
     an unknown final, the kept run is the best of those that ran to their end, and the sweep's own saving is said."""
     from webapp.runs.models import MetricPoint
-    from webapp.sweeps import replays
+    from webapp.sweeps import what_if
 
     sweep, runs = finished_sweep
     MetricPoint.objects.filter(run=runs[2], step__gt=20).delete()
@@ -306,7 +306,7 @@ def test_a_run_the_sweep_stopped_but_the_replay_keeps_has_no_known_final(client_
 
     with connection.cursor() as cursor:
         rollups.rebuild_run(cursor, run_id=runs[2].pk)
-    result = replays.sweep_replay(sweep=sweep, policy={"name": "manual", "metric": "reward/mean"})
+    result = what_if.sweep_replay(sweep=sweep, policy={"name": "manual", "metric": "reward/mean"})
     assert result["stops"] == [] and result["saved"] == 0.0
     assert [u["run_id"] for u in result["unknown"]] == [runs[2].pk]
     assert result["kept"]["run_id"] == result["best"]["run_id"] == runs[1].pk and result["kept_is_best"]

@@ -32,7 +32,7 @@ def history(make, n: int, seed: int = 0) -> list[dict]:
 
 def test_the_level_is_the_conformal_threshold_of_the_replays():
     past = history(steady, 24)
-    fit = history_risk.fit(past, CONFIG)
+    fit = history_risk.fit(past, CONFIG, replay)
     assert fit.n == 24 and fit.risk == 0.2
     levels = [level for level, _ in fit.lost]
     assert levels == list(history_risk.GRID[:len(levels)])
@@ -49,8 +49,8 @@ def test_the_level_is_the_conformal_threshold_of_the_replays():
 
 
 def test_a_history_that_surprises_the_model_gives_a_lower_level():
-    steady_fit = history_risk.fit(history(steady, 24), CONFIG)
-    surprising = history_risk.fit(history(late_bloomer, 24), CONFIG)
+    steady_fit = history_risk.fit(history(steady, 24), CONFIG, replay)
+    surprising = history_risk.fit(history(late_bloomer, 24), CONFIG, replay)
     assert surprising.level(0.2) < steady_fit.level(0.2)
     assert sum(lost for _, lost in surprising.lost) > sum(lost for _, lost in steady_fit.lost)
 
@@ -58,7 +58,7 @@ def test_a_history_that_surprises_the_model_gives_a_lower_level():
 def test_a_risk_smaller_than_the_history_can_promise_leaves_the_built_in_map():
     past = history(steady, 24)
     small = {**CONFIG, "risk": 0.03}  # one lost sweep in 25 is already 0.04
-    fit = history_risk.fit(past, small)
+    fit = history_risk.fit(past, small, replay)
     assert fit is not None and fit.level(0.03) is None and len(fit.lost) == 1  # the walk stopped at its first level
     policy = make_policy(small, history=past)
     assert "on the tuning sweeps" in policy.describe()
@@ -66,19 +66,19 @@ def test_a_risk_smaller_than_the_history_can_promise_leaves_the_built_in_map():
 
 def test_too_few_complete_sweeps_give_no_fit():
     past = history(steady, history_risk.MIN_SWEEPS - 1)
-    assert history_risk.fit(past, CONFIG) is None
+    assert history_risk.fit(past, CONFIG, replay) is None
     cut = history(steady, history_risk.MIN_SWEEPS + 5, seed=1)
     for sweep in cut[:6]:
         sweep[0] = sweep[0][:10]  # a seed stopped early: the sweep cannot say what it would have become
     assert not history_risk.complete(cut[0]) and history_risk.complete(cut[-1])
-    assert history_risk.fit(cut, CONFIG) is None  # 19 complete sweeps
+    assert history_risk.fit(cut, CONFIG, replay) is None  # 19 complete sweeps
 
 
 def test_a_policy_learns_its_level_from_the_history_and_says_so():
     past = history(steady, 24)
     current = steady(random.Random(99))
     learned = replay(CONFIG, current, history=past)
-    fit = history_risk.learn(past, CONFIG)
+    fit = history_risk.learn(past, CONFIG, replay)
     stops = [d for d in learned.decisions if d.action == "stop"]
     assert stops and all(d.details["model_risk"] == fit.level(0.2) for d in stops)
     assert all(d.details["risk_source"] == "the 24 complete finished sweeps of this project" for d in stops)

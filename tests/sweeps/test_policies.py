@@ -455,28 +455,6 @@ def test_a_told_bayes_stop_is_frozen_at_its_prediction_and_an_old_one_is_out_of_
     assert median.stopped == {}  # the other rules decide afresh, as before
 
 
-def test_bayes_forecast_of_a_noiseless_saturating_curve_is_its_value_at_max_steps():
-    from webapp.sweeps.policies.forecast import TrendStats, mix, shape_fits, shape_weights
-    stats = TrendStats(max_steps=40, half_life=None)
-    for t in range(1, 13):
-        stats.add(t, 0.2 + 0.6 * t / (t + 6.0))  # t_mid = 6 = 0.15 * max_steps, one shape of the grid
-    fits = shape_fits(stats, horizon=40, final_points=4)
-    forecast = mix(fits, shape_weights([f.log_likelihood for f in fits]))
-    assert forecast.mean == pytest.approx(0.2 + 0.6 * 40 / 46, abs=1e-6)
-    assert forecast.sd < 1e-3
-
-
-def test_p_near_best_matches_the_closed_form_for_one_peer():
-    from webapp.sweeps.policies.forecast import normal_cdf, p_near_best
-    # P(X >= Y - tol) = Phi((mx - my + tol) / sqrt(sx**2 + sy**2)) for independent normals
-    for mx, sx, my, sy, tol in [(0.5, 0.05, 0.6, 0.04, 0.02), (0.6, 0.1, 0.5, 0.02, 0.0), (0.3, 0.01, 0.31, 0.1, 0.0)]:
-        expected = normal_cdf((mx - my + tol) / math.hypot(sx, sy))
-        assert p_near_best(mx, sx, [(my, sy)], tol) == pytest.approx(expected, abs=2e-3)
-    assert p_near_best(0.5, 0.1, [], 0.02) == pytest.approx(1.0)
-    # two equal peers: P(X >= max(Y1, Y2)) = 1/3 for three exchangeable runs
-    assert p_near_best(0.5, 0.1, [(0.5, 0.1), (0.5, 0.1)], 0.0) == pytest.approx(1 / 3, abs=2e-3)
-
-
 def test_feasibility_finds_the_policies_that_can_never_act_and_what_would():
     from webapp.sweeps.policies.feasibility import policy_cannot_act, stops_a_run
 
@@ -486,13 +464,3 @@ def test_feasibility_finds_the_policies_that_can_never_act_and_what_would():
     assert policy_cannot_act({**median, "min_peers": 1}, 2, 2) is None
     assert policy_cannot_act({"name": "asha", "metric": "m", "max_steps": 40}, 2, 1).startswith("the asha policy")
     assert policy_cannot_act({"name": "threshold", "metric": "m", "max_steps": 40, "lower_bound": 0.5}, 1, 1) is None
-
-
-def test_empirical_bayes_keeps_the_uncertainty_of_the_common_mean():
-    """Two runs whose forecasts agree are drawn to their common mean, but not onto it with sd 0: the mean is
-    itself estimated from them (Var(mu) = 1 / sum 1/(v + tau2)); a run far apart keeps its own forecast."""
-    from webapp.sweeps.policies.forecast import Forecast, shrink
-    twins = shrink({"a": Forecast(0.60, 0.05, 0.05), "b": Forecast(0.60, 0.05, 0.05)})
-    assert twins["a"].mean == pytest.approx(0.60) and twins["a"].sd == pytest.approx(0.05 / 2 ** 0.5)
-    apart = shrink({"a": Forecast(0.2, 0.01, 0.05), "b": Forecast(0.8, 0.01, 0.05), "c": Forecast(0.5, 0.01, 0.05)})
-    assert apart["a"].mean == pytest.approx(0.2, abs=1e-3) and apart["a"].sd == pytest.approx(0.01, rel=0.01)

@@ -15,7 +15,7 @@ import os
 import threading
 from typing import Any, Callable, Sequence
 
-from training.extensions import modules
+from training.extensions import import_all
 from training.verifiers.base import VERIFIER_REGISTRY, Verifier, VerifierError, VerifierResult
 from training.verifiers.hybrid import RewardBatch, RewardFunction
 
@@ -89,8 +89,7 @@ def verifier_params_help() -> str:
 def _load_builtins() -> None:
     # Every module of the package, imported on first use so that `import training.verifiers` stays cheap (each
     # verifier registers itself where it is defined; they import base, never this module)
-    for module in modules("training.verifiers"):
-        importlib.import_module(module)
+    import_all("training.verifiers")
 
 
 VERIFIER_MODULES_ENV = "SEEDBED_VERIFIER_MODULES"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from .claims import claim, claimed, heartbeat
 from .passes import declare_lost, mark_lost, never_taken, recover_all, send_again, stale_why
-from .states import JOB_FIELDS, KINDS, JobKind, TransitionError, missing_job_fields
+from .states import JOB_FIELDS, JobKind, TransitionError, kinds, missing_job_fields
 
-__all__ = ["JOB_FIELDS", "KINDS", "JobKind", "TransitionError", "claim", "claimed", "declare_lost", "heartbeat", "mark_lost",
+__all__ = ["JOB_FIELDS", "kinds", "JobKind", "TransitionError", "claim", "claimed", "declare_lost", "heartbeat", "mark_lost",
            "missing_job_fields", "never_taken", "recover_all", "send_again", "stale_why"]

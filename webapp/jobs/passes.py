@@ -13,7 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from .states import KINDS, JobKind
+from .states import JobKind, kinds
 
 log = logging.getLogger("seedbed.jobs")
 
@@ -78,11 +78,11 @@ def send_again(kind: JobKind, pending: Iterable[tuple[int, str]], send: Callable
 
 
 def recover_all() -> dict[str, object]:
-    """The one maintenance beat's job passes: each registered kind's ``recover`` (its lost and resend passes, and
-    what else the kind recovers), by kind name, in the order the kinds were declared; one kind's failure is logged
+    """The one maintenance beat's job passes: each declared kind's ``recover`` (``states.kinds``: its lost and
+    resend passes, and what else the kind recovers), by kind name, in the apps' order; one kind's failure is logged
     and reported, and does not stop the others'."""
     done: dict[str, object] = {}
-    for name, kind in list(KINDS.items()):
+    for name, kind in kinds().items():
         try:
             done[name] = import_string(kind.recover)()
         except Exception as exc:  # (the next pass, seconds later, tries again)

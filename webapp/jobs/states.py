@@ -10,11 +10,6 @@ JOB_FIELDS = ("status", "queue", "enqueued_at", "dispatched_at", "started_at", "
               "attempts", "error")
 
 
-# The kinds with a maintenance pass, by name, as their models' modules declared them (Django imports every app's
-# models at start-up, so a declared kind is known to the maintenance beat without a list of its own).
-KINDS: dict[str, "JobKind"] = {}
-
-
 class TransitionError(Exception):
     """A service was asked for a status change the job's current status does not allow (or an action its state
     refuses: killing a run that ended, cancelling one already being cancelled)."""
@@ -27,8 +22,8 @@ class JobKind:
     is refused), its ``ended`` statuses, and ``stop_field``: the field a stop request (a kill, a cancel) sets,
     which makes a claim skip the job. The status names the core moves between are ``queued``, ``running`` and
     ``lost``. ``recover``: the dotted path of the kind's maintenance pass (no arguments; returns what it did, for
-    the status page): a kind that names one is registered (``KINDS``) and the one maintenance beat runs it
-    (``passes.recover_all``)."""
+    the status page): a kind that names one, declared at the top level of its app's models module, is found by
+    ``kinds`` and the one maintenance beat runs it (``passes.recover_all``)."""
 
     name: str
     model: type
@@ -48,8 +43,6 @@ class JobKind:
                              f"(missing: {sorted(unknown | {self.queued, self.running, self.lost} - set(self.transitions))})")
         if not self.ended <= set(self.transitions):
             raise ValueError(f"{self.name}: ended statuses {sorted(self.ended - set(self.transitions))} are not statuses")
-        if self.recover:
-            KINDS[self.name] = self
 
     def move(self, job, new_status: str) -> None:
         """Change ``job.status`` in memory after checking the transition is legal (the caller saves); an illegal
@@ -81,3 +74,20 @@ def missing_job_fields(model) -> list[str]:
     """The JOB_FIELDS ``model`` lacks: [] for a model the core can run."""
     names = {f.name for f in model._meta.get_fields()}
     return [name for name in JOB_FIELDS if name not in names]
+
+
+def kinds() -> dict[str, JobKind]:
+    """Every kind with a maintenance pass (``recover``), by name, as the installed apps' models modules declare them
+    at their top level (``RUN_JOB = JobKind(...)`` in ``webapp/runs/models.py``), in the apps' order: Django's app
+    registry is the walk (it imports each app's models at start-up), so no list of kinds is kept. A kind another
+    models module imports is the same kind; two kinds of one name are an error."""
+    from django.apps import apps
+
+    found: dict[str, JobKind] = {}
+    for config in apps.get_app_configs():
+        for value in vars(config.models_module).values() if config.models_module else ():
+            if not isinstance(value, JobKind) or not value.recover:
+                continue
+            if found.setdefault(value.name, value) is not value:
+                raise RuntimeError(f"two job kinds are named {value.name!r}")
+    return found

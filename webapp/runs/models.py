@@ -214,14 +214,6 @@ class Run(models.Model):
         return self._last_checkpoint
 
     @property
-    def build_wait(self) -> str:
-        """"waiting: the built-in model is being built (...)" while a worker holds the run but its first step waits
-        for that build (``waiting.build_wait``: a display state, its status stays running); "" otherwise."""
-        from .waiting import build_waits
-
-        return build_waits([self]).get(self.pk, "")
-
-    @property
     def total_steps(self) -> int:
         return int(self.config.get("total_steps", 0))
 

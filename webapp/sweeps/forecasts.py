@@ -34,7 +34,7 @@ from .policies.metric_ranges import metric_range
 from .policies import prior
 from .policies.parameters import BayesParams
 from .policies.bayes import risk_source
-from .policies.rules import learns_from_history
+from .policies.registry import learns_from_history
 from .risk_fits import bayes_decides, stored_fit
 
 CACHE_SECONDS = 3600
@@ -68,7 +68,7 @@ def sweep_forecast(*, sweep: Sweep, metric: str, mode: str) -> dict:
     the bayes stop whose frozen numbers these are; ``final``/``ci``/``p`` None and no path for a run out of the race
     (ended before its horizon, not by a bayes stop); ``path`` from its last step to its horizon, ending on ``final``
     and ``ci``. Cached (see the module's docstring)."""
-    from .selectors import bucket_width
+    from .chart_tier import bucket_width
 
     params = forecast_params(sweep=sweep, metric=metric, mode=mode)
     runs = [(pk, attempts, last, int(total or 0), status, kill) for pk, attempts, last, total, status, kill in

@@ -10,6 +10,8 @@ import json
 from typing import Optional
 
 from django import forms
+from django.utils.functional import lazy
+from django.utils.text import format_lazy
 
 from training.fields import FieldErrors
 from webapp.runs.forms import RunForm
@@ -88,16 +90,17 @@ class SweepForm(RunForm):
     grid = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3, "placeholder": "lr = 1e-4, 2e-4"}),
                            help_text="Optional: one to three knobs crossed with the seeds, one per line: "
                                      "knob = value, value.")
-    policy_name = forms.ChoiceField(choices=[(n, n) for n in RULES], initial="median", label="policy",
-                                    help_text="Early stopping: " + "; ".join(f"{name}: {rule.summary.rstrip('.')}"
-                                                                             for name, rule in RULES.items()) + ".")
+    policy_name = forms.ChoiceField(choices=lambda: [(n, n) for n in RULES], initial="median", label="policy",
+                                    help_text=lazy(lambda: "Early stopping: " + "; ".join(
+                                        f"{name}: {rule.summary.rstrip('.')}" for name, rule in RULES.items()) + ".",
+                                        str)())
     policy_metric = forms.CharField(initial="reward/mean", required=False, label="policy metric",
                                     help_text="The logged metric the policy watches.")
     policy_mode = forms.ChoiceField(choices=[("max", "max"), ("min", "min")], initial="max", label="policy mode",
                                     help_text="max: larger is better (reward, accuracy); min: smaller is better.")
     policy_params = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), label="policy params",
-                                    help_text='Other policy parameters as JSON, e.g. {"grace_steps": 5, "min_peers": 2}; '
-                                              f"the defaults: {params_help()}.")
+                                    help_text=format_lazy('Other policy parameters as JSON, e.g. {{"grace_steps": 5, '
+                                                          '"min_peers": 2}}; the defaults: {}.', lazy(params_help, str)()))
     free_slot_use = forms.ChoiceField(choices=FreeSlotUse.choices, initial=FreeSlotUse.NOTHING,
                                       label="freed slot, no seed queued",
                                       help_text="A stopped run's slot goes to the next queued seed first; when none "
@@ -220,7 +223,7 @@ def parse_json_object(text: str) -> dict:
 
 class ReplayForm(forms.Form):
     """"What would policy X have done?" on a finished sweep: a policy as the sweep form takes it (name, metric, mode,
-    its other keys as JSON), checked by the same parser (``replays.replay_policy_config``, errors on the fields)."""
+    its other keys as JSON), checked by the same parser (``what_if.replay_policy_config``, errors on the fields)."""
 
     policy_name = SweepForm.base_fields["policy_name"]
     policy_metric = SweepForm.base_fields["policy_metric"]

@@ -3,9 +3,9 @@
 the same history, so the numbers shown are the ones that decide.
 
 A finished sweep is one of the same project, not the sweep being judged, whose runs have all ended (none queued or
-running); the newest ``HISTORY_SWEEPS`` of them count. Each is read as its charts read it (``policy_check``'s
-tier: every stored point up to 400 planned steps, the complete buckets' means beyond), run id -> [(step, value)],
-runs stopped early included. A finished sweep's points no longer change, so the history of a set of sweeps is
+running); the newest ``HISTORY_SWEEPS`` of them count. Each is read as its charts read it (``chart_tier``:
+every stored point up to 400 planned steps, the complete buckets' means beyond), run id -> [(step, value)], runs
+stopped early included. A finished sweep's points no longer change, so the history of a set of sweeps is
 kept in the process (``_CACHE``) and each check costs one query for the set.
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections import OrderedDict
 
 from webapp.runs.models import RunStatus
 
+from .chart_tier import chart_buckets, chart_points, tier_width
 from .models import Sweep
 
 __all__ = ["HISTORY_SWEEPS", "finished_sweep_ids", "project_history"]
@@ -34,8 +35,6 @@ def finished_sweep_ids(sweep: Sweep) -> tuple[int, ...]:
 def project_history(sweep: Sweep, metric: str) -> list[dict]:
     """The finished sweeps of ``sweep``'s project: for each, run id -> [(step, value)] of ``metric`` (sweeps that
     never logged it left out)."""
-    from .policy_check import chart_buckets, chart_points, tier_width
-
     ids = finished_sweep_ids(sweep)
     key = (ids, metric)
     if key in _CACHE:

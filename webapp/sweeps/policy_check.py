@@ -23,15 +23,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from webapp.runs import rollups
-from webapp.runs.models import MetricPoint, Run
+from webapp.runs.models import Run
 
 from .models import PolicyDecision, Sweep, SweepPlan
+from .chart_tier import chart_buckets, chart_points, tier_width
 from .history import project_history
 from .risk_fits import check_fit
+from .selectors import budget_use
 from .policies import EXTEND, STOP, Decision, Policy, make_policy
 from .policies.metric_ranges import metric_range
-from .policies.rules import learns_from_history
+from .policies.registry import learns_from_history
 from .policies.simulator import Simulator, feed_by_step
 
 PACE = 10
@@ -75,33 +76,6 @@ def sweep_history(sweep: Sweep):
     return project_history(sweep, sweep.policy["metric"]) if learns_from_history(sweep.policy) else None
 
 
-def tier_width(runs: dict[int, Run]) -> int:
-    """The bucket width the sweep's charts read its curves at once its longest run has run its planned steps
-    (``selectors.bucket_width``: 1, the raw points, up to 400 steps; 8 from 2,400 steps). Planned, not reached, so
-    that a sweep is read at one width throughout (an extension may widen it)."""
-    from .selectors import bucket_width
-
-    return bucket_width(max([max(run.total_steps, run.last_step) for run in runs.values()] or [0]))
-
-
-def chart_points(metrics: list[str], runs: dict[int, Run]):
-    """Every stored point of ``metrics`` of the sweep's runs, in the replay's order (step, run, metric)."""
-    return (MetricPoint.objects.filter(run_id__in=list(runs), key__in=metrics, value__isnull=False)
-            .order_by("step", "run_id", "key").values_list("run_id", "step", "value", "key")
-            .iterator(chunk_size=5000))
-
-
-def chart_buckets(metrics: list[str], runs: dict[int, Run], width: int) -> list[tuple]:
-    """The chart tier's complete buckets of ``width`` steps of each run, as (run, the bucket's last step, its mean,
-    metric), in the replay's order (step, run, metric). A live run's last bucket is fed once it is complete (its
-    mean moves until then), an ended run's as it is."""
-    rows = rollups.bucketed(run_ids=list(runs), keys=metrics, width=width)
-    complete_to = {pk: rollups.NO_END if run.is_ended else run.last_step for pk, run in runs.items()}
-    return sorted(((run_id, b[2], b[4] / b[3], key) for (run_id, key), buckets in rows.items() for b in buckets
-                   if complete_to[run_id] >= (b[0] + 1) * width),
-                  key=lambda point: (point[1], point[0], point[3]))
-
-
 def _stops(stored: dict) -> dict[int, PolicyDecision]:
     return {run_id: d for (run_id, action), d in stored.items() if action == STOP}
 
@@ -130,9 +104,7 @@ def _tell_known(policy: Policy, runs: dict[int, Run], stored: dict) -> None:
 
 
 def _budget_use(sweep: Sweep, plan: SweepPlan):
-    """The sweep's budget use now (``services.budget_use``; None without a budget): with it the policy stops a
+    """The sweep's budget use now (``selectors.budget_use``; None without a budget): with it the policy stops a
     seed only when the freed compute starts a new one, or extends survivors as far as it pays for
     (``Policy.decide``)."""
-    from .services import budget_use  # services imports this module
-
     return budget_use(sweep, plan)

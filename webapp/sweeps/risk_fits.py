@@ -21,9 +21,9 @@ from django.db import IntegrityError, transaction
 
 from .history import finished_sweep_ids, project_history
 from .models import HistoryRiskFit, Sweep
-from .policies import history_risk
+from .policies import history_risk, replay
 from .policies.history_risk import RiskFit
-from .policies.rules import learns_from_history
+from .policies.registry import learns_from_history
 
 __all__ = ["fit_key", "stored_fit", "check_fit", "sweep_fit_risk", "bayes_decides", "TASK", "FORMAT"]
 
@@ -97,7 +97,7 @@ def sweep_fit_risk(*, sweep_id: int) -> Optional[HistoryRiskFit]:
     if row is not None:
         return row
     started = time.monotonic()
-    fit = history_risk.fit(project_history(sweep, sweep.policy["metric"]), sweep.policy)
+    fit = history_risk.fit(project_history(sweep, sweep.policy["metric"]), sweep.policy, replay)
     values = {"sweeps": fit.n if fit else 0, "risk": float(sweep.policy.get("risk", 0.05)),
               "lost": [[level, lost, saved] for (level, lost), saved in zip(fit.lost, fit.saved)] if fit else [],
               "cuts": [list(cut) for cut in fit.cuts] if fit else [], "seconds": time.monotonic() - started}

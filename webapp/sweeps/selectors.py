@@ -21,24 +21,15 @@ from webapp.runs.models import ENDED_STATUSES, MetricPoint, MetricRollup, Run, R
 
 from webapp.projects.selectors import visible
 from . import forecasts, summary
+from .chart_tier import TARGET_BUCKETS, bucket_width
 from .policies.metric_ranges import metric_range
 from .models import Alert, PolicyDecision, Sweep, SweepPlan
 from .policies import make_policy
+from .policies.budget import BudgetUse, committed_steps, steps_used
 
-TARGET_BUCKETS = 400       # per run and metric: ~800 drawn points per seed at most
 DEFAULT_METRIC = "reward/mean"
 # Metrics for which smaller is better (the runs table's "best" column); everything else: larger is better.
 LOWER_IS_BETTER = ("loss", "kl", "length", "step_time", "clip", "frac_zero_std", "grad_norm", "masked_frac")
-
-
-def bucket_width(max_step: int, target: int = TARGET_BUCKETS) -> int:
-    """A width that puts ``max_step`` steps into at most about ``target`` buckets and that a level of the metric
-    tier tiles (``webapp.runs.rollups.display_width``).
-
-    >>> bucket_width(100), bucket_width(10_000), bucket_width(100_000), bucket_width(0)
-    (1, 32, 256, 1)
-    """
-    return rollups.display_width(max_step, target)
 
 
 def sweep_list(*, user, project: str | None = None) -> QuerySet[Sweep]:
@@ -343,3 +334,19 @@ def sweep_parallel_dimensions(*, sweep: Sweep, metric: str) -> dict:
                          "tickvals": list(range(len(labels))), "ticktext": labels})
     dims.append({"label": f"final {metric}", "values": [finals[r.pk] for r in runs]})
     return {"runs": [r.pk for r in runs], "dimensions": dims}
+
+
+def budget_use(sweep: Sweep, plan: SweepPlan) -> Optional[BudgetUse]:
+    """What the sweep's runs have used of its budget (``policies.budget``: spent = steps every run has run,
+    committed = the rest of the running and queued runs not being stopped); None without a budget."""
+    if plan.budget is None:
+        return None
+    runs = list(sweep.runs.all())
+    # a run that started, or ended other than killed in the queue, has used at least one step (steps_used)
+    used = {run.pk: steps_used(run.last_step, started=run.started_at is not None or run.status in (
+        RunStatus.FAILED, RunStatus.LOST, RunStatus.SUCCEEDED)) for run in runs}
+    spent = sum(used.values())
+    under_way = [(used[run.pk], run.total_steps) for run in runs
+                 if run.status in (RunStatus.RUNNING, RunStatus.QUEUED) and run.kill_requested_at is None]
+    return BudgetUse(budget_runs=plan.budget, run_steps=int(sweep.config.get("total_steps", 0)), spent=spent,
+                     committed=committed_steps(under_way))

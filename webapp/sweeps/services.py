@@ -33,11 +33,12 @@ from webapp.runs.models import MetricPoint, Run, RunStatus, WorkerCapacity
 
 from . import alerts as alert_rules
 from . import halting
-from .policies.budget import BudgetUse, budget_error, committed_steps, may_extend, steps_used
+from .policies.budget import budget_error, may_extend
 from .policies.feasibility import NOTE_MARK, policy_cannot_act_cached
 from .models import Alert, AlertKind, FreeSlotUse, PolicyDecision, Sweep, SweepPlan
 from .policies import EXTEND, STOP, Decision, make_policy, one_run_error, stored_config
 from .policy_check import PACE, policy_check
+from .selectors import budget_use
 
 log = logging.getLogger("seedbed.sweeps")
 
@@ -294,22 +295,6 @@ def on_slots_changed(sender, *, run: Run, **_) -> None:
     """runs.signals.slots_changed (connected in apps.py): a run of a sweep ended or went back to the queue."""
     if run.sweep_id is not None:
         sweep_fill_slots(sweep_id=run.sweep_id, freed_run=run)
-
-
-def budget_use(sweep: Sweep, plan: SweepPlan) -> Optional[BudgetUse]:
-    """What the sweep's runs have used of its budget (``policies.budget``: spent = steps every run has run,
-    committed = the rest of the running and queued runs not being stopped); None without a budget."""
-    if plan.budget is None:
-        return None
-    runs = list(sweep.runs.all())
-    # a run that started, or ended other than killed in the queue, has used at least one step (steps_used)
-    used = {run.pk: steps_used(run.last_step, started=run.started_at is not None or run.status in (
-        RunStatus.FAILED, RunStatus.LOST, RunStatus.SUCCEEDED)) for run in runs}
-    spent = sum(used.values())
-    under_way = [(used[run.pk], run.total_steps) for run in runs
-                 if run.status in (RunStatus.RUNNING, RunStatus.QUEUED) and run.kill_requested_at is None]
-    return BudgetUse(budget_runs=plan.budget, run_steps=int(sweep.config.get("total_steps", 0)), spent=spent,
-                     committed=committed_steps(under_way))
 
 
 def _start_new_seed(sweep: Sweep, plan: SweepPlan, *, like: Run) -> Optional[Run]:

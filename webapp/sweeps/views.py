@@ -20,7 +20,7 @@ from webapp.runs.views import (can_act, copy_context, copy_launch_name, fragment
                                parent_checkpoint_of, run_form_for)
 from webapp.runs.selectors import names_like
 
-from . import forecasts, halting, launch_check, replays, selectors, services
+from . import forecasts, halting, launch_check, selectors, services, what_if
 from .forms import ReplayForm, SweepForm
 from .models import Sweep, SweepPlan
 
@@ -295,20 +295,20 @@ def replay_initial(sweep: Sweep) -> dict:
 @require_GET
 def sweep_replay(request: HttpRequest, sweep_id: int) -> HttpResponse:
     """"What would policy X have done?": a policy replayed on the finished sweep's stored curves
-    (webapp/sweeps/replays.py); reads only, so a GET. The form's errors on its fields (400)."""
+    (webapp/sweeps/what_if.py); reads only, so a GET. The form's errors on its fields (400)."""
     sweep = visible_sweep(request, sweep_id)
     asked = "policy_name" in request.GET
     form = ReplayForm(request.GET if asked else None, initial=replay_initial(sweep))
     result, error = None, ""
     if asked and form.is_valid():
         try:
-            result = replays.sweep_replay(sweep=sweep, policy=form.policy)
+            result = what_if.sweep_replay(sweep=sweep, policy=form.policy)
         except FieldErrors as exc:
             form.add_service_errors(exc)
-        except replays.ReplayTooLong as exc:
+        except what_if.ReplayTooLong as exc:
             error = f"{exc}: try it on fewer runs, or ask an operator to run bench/early_stopping.py on its curves"
     status = 400 if form.errors else (503 if error else 200)
     return render(request, "sweeps/replay.html", {"sweep": sweep, "form": form, "result": result, "error": error,
-                                                  "points": replays.REPLAY_POINTS,
+                                                  "points": what_if.REPLAY_POINTS,
                                                   "ended": not sweep.runs.exclude(status__in=ENDED_STATUSES).exists()},
                   status=status)

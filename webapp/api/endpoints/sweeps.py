@@ -16,7 +16,7 @@ from webapp.projects import selectors as project_selectors
 from webapp.runs import services as run_services
 from webapp.sweeps import forecasts as sweep_forecasts
 from webapp.sweeps import halting as sweep_halting
-from webapp.sweeps import replays as sweep_replays
+from webapp.sweeps import what_if
 from webapp.sweeps import selectors as sweep_selectors
 from webapp.sweeps import services as sweep_services
 from webapp.sweeps.forms import parse_seeds
@@ -111,9 +111,9 @@ def sweeps_replay(request, sweep_id: int, payload: ReplayIn):
     ``policy.<key>`` errors for a bad policy (or ``sweep`` while a run is still going), 503 past the time budget."""
     sweep = project_selectors.get_visible(Sweep.objects.select_related("project"), request.user, pk=sweep_id)
     try:
-        return sweep_replays.sweep_replay(sweep=sweep, policy={"metric": "reward/mean", "mode": "max",
+        return what_if.sweep_replay(sweep=sweep, policy={"metric": "reward/mean", "mode": "max",
                                                                **payload.policy})
-    except sweep_replays.ReplayTooLong as exc:
+    except what_if.ReplayTooLong as exc:
         raise HttpError(503, str(exc)) from None
 
 

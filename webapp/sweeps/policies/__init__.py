@@ -4,8 +4,10 @@ Pure Python, importing no Django, so a sweep can be replayed offline (``replay``
 and the database layer can feed a policy the curves it stores and apply what it decides. The package:
 ``smoothing`` and ``curves`` (each run's smoothed curve; ``SweepCurves``, what a rule reads), ``stopping_rules``
 (each rule a pure function over the curves, its formula in its docstring),
-``calibrated`` and ``bayes`` (the ``bayes`` rule), ``forecast`` (the drawn trend paths), ``parameters`` (one
-dataclass per policy), ``rules`` (``Policy`` and ``RULES``, the one registry: a record per rule, by its name), ``simulator``, ``replay``.
+``calibrated`` and ``bayes`` (the ``bayes`` rule), ``forecast_paths`` (the drawn paths), ``parameters`` (one
+dataclass per policy), ``policy`` (``Policy`` and ``Rule``, what a rule declares), ``rules`` (one module per rule,
+each declaring its ``RULE``), ``registry`` (``RULES``, found by walking ``rules``: a record per rule, by its name),
+``simulator``, ``replay``.
 Callers never test a policy's kind: ``describe()`` says what it does, ``next_check(last_step, total_steps)``
 when it looks at a run next, ``waiting`` why it cannot decide about one now, ``reads_curves`` whether it needs the
 curves at all, ``stored_config(policy, config)`` what a sweep keeps of its config (nothing, for manual).
@@ -53,14 +55,16 @@ no queued seed left (a queued seed takes a freed slot first).
 from __future__ import annotations
 
 from .parameters import AshaParams, BayesParams, CommonParams, ManualParams, MedianParams, ThresholdParams
-from .replay import ReplayResult, replay
-from .rules import (EXTEND, POLICY_NAMES, RULES, STOP, STOP_RULES, Decision, Policy, Rule, make_policy,
-                    one_run_error, params_help, parse_config, rule_list, stored_config)
+from .decision import EXTEND, STOP, Decision
+from .policy import Policy, Rule
+from .registry import (RULES, find_rules, make_policy, one_run_error, params_help, parse_config, replay, rule_list,
+                       stored_config)
+from .replay import ReplayResult
 from .smoothing import debiased_ema, running_mean, smooth
 
 __all__ = [
     "Decision", "Policy", "CommonParams", "ManualParams", "MedianParams", "AshaParams", "ThresholdParams",
     "BayesParams", "make_policy", "parse_config", "params_help", "replay", "ReplayResult", "debiased_ema",
-    "running_mean", "smooth", "POLICY_NAMES", "STOP", "EXTEND", "STOP_RULES",
+    "running_mean", "smooth", "STOP", "EXTEND", "find_rules",
     "stored_config", "RULES", "Rule", "rule_list", "one_run_error",
 ]

@@ -19,7 +19,8 @@ from .budget import stops_fund_a_seed
 from .calibrated import Prediction, SeedFold
 from .parameters import BayesParams
 from .curves import SweepCurves
-from .rules import STOP, Decision, Policy
+from .decision import STOP, Decision
+from .policy import Policy
 
 __all__ = ["BayesPolicy", "bayes_stops", "policy_numbers", "sweep_numbers", "SweepNumbers"]
 
@@ -102,11 +103,9 @@ class BayesPolicy(Policy):
     def _learn(self, history, config: Optional[dict] = None, risk_fit=None) -> None:
         """Draw from the drift table learned from ``history`` (finished sweeps: run -> [(step, value)] of this
         policy's metric; ``prior.learn``), the built-in one when it holds none; stop at the risk level ``risk_fit``
-        (``history_risk.RiskFit``; ``rules.LEARN``: learned here from the history's complete sweeps, ``config``
-        being the policy's, what those replays run), the built-in risk map without one."""
+        (``history_risk.RiskFit``, learned by ``registry.make_policy`` from the history's complete sweeps), the
+        built-in risk map without one."""
         self.table = self._memo["table"] = prior.learn(history, self.sign)
-        if risk_fit == history_risk.LEARN:
-            risk_fit = history_risk.learn(history, config) if history and config else None
         self._memo["fit"] = risk_fit
 
     def _observe_main(self, run_id: Hashable, step: int, value: float) -> bool:

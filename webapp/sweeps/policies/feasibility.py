@@ -13,8 +13,8 @@ import json
 from functools import lru_cache
 from typing import Optional
 
-from .replay import replay
-from .rules import STOP, make_policy
+from .decision import STOP
+from .registry import make_policy, replay
 
 POINTS = 60  # points each idealised curve logs, spread over max_steps (the policy's steps are real steps)
 MORE_RUNS = 8  # how many more runs it tries before it stops looking

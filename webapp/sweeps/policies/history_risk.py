@@ -28,7 +28,7 @@ import math
 import statistics
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Hashable, Mapping, Optional, Sequence
+from typing import Any, Callable, Hashable, Mapping, Optional, Sequence
 
 from . import prior
 
@@ -194,12 +194,12 @@ def _replay_config(config: dict, sweep: Sweep, level: float) -> tuple[dict, int]
     return {**keep, "name": "bayes", "max_steps": end, "risk": level}, width
 
 
-def fit(history: Sequence[Sweep], config: dict) -> Optional[RiskFit]:
+def fit(history: Sequence[Sweep], config: dict, replay: Callable[..., Any]) -> Optional[RiskFit]:
     """Walk ``GRID`` up: replay every calibration sweep at each level until the bound of the module's formula
     exceeds ``config["risk"]`` (see the module's docstring), and replay every cut of ``CUT_AT`` x ``CUT_KEEP`` on
-    the same sweeps; None without ``MIN_SWEEPS`` complete sweeps."""
+    the same sweeps; None without ``MIN_SWEEPS`` complete sweeps. ``replay``: ``registry.replay`` (handed in: the
+    registry builds the policies that learn this fit)."""
     from . import risk_map
-    from .replay import replay
 
     sweeps = [s for s in history if complete(s)][:MAX_SWEEPS]
     if len(sweeps) < MIN_SWEEPS:
@@ -242,7 +242,7 @@ def _cut_config(config: dict, sweep: Sweep, at: float, keep: float) -> tuple[dic
 _CACHE: "OrderedDict[tuple, tuple]" = OrderedDict()
 
 
-def learn(history: Optional[Sequence[Sweep]], config: dict) -> Optional[RiskFit]:
+def learn(history: Optional[Sequence[Sweep]], config: dict, replay: Callable[..., Any]) -> Optional[RiskFit]:
     """The risk fit of ``history`` for a bayes policy of ``config`` (see the module's docstring); None without
     ``MIN_SWEEPS`` complete sweeps (or inside ``risk_map.uncalibrated``). Kept per history and parameters."""
     from . import risk_map
@@ -253,7 +253,7 @@ def learn(history: Optional[Sequence[Sweep]], config: dict) -> Optional[RiskFit]
     known = _CACHE.get(key, ())
     found = next((f for f in known if f is None or f.risk >= float(config.get("risk", 0.05))), False)
     if found is False:
-        found = fit(history, config)
+        found = fit(history, config, replay)
         remember(history, config, found)
     _CACHE.move_to_end(key)
     return found

@@ -7,7 +7,8 @@ from typing import Hashable, Optional, Sequence
 
 from .budget import BudgetUse, may_extend, may_start_seed
 from .metric_ranges import Range
-from .rules import EXTEND, STOP, Decision, make_policy
+from .decision import EXTEND, STOP, Decision
+from .policy import Policy
 from .simulator import Simulator
 
 
@@ -31,13 +32,14 @@ class ReplayResult:
         return [run_id for run_id in self.steps_run if run_id not in self.stopped_at]
 
 
-def replay(policy_config: dict, curves: dict[Hashable, Sequence[tuple[int, float]]], parallel: bool = True,
-           concurrency: Optional[int] = None,
-           other_metrics: Optional[dict[str, dict[Hashable, Sequence[tuple[int, float]]]]] = None,
-           budget: Optional[float] = None, initial: Optional[int] = None, width: int = 1,
-           history=None, beyond: Optional[dict[Hashable, Sequence[tuple[int, float]]]] = None,
-           bounds: Optional[Range] = None) -> ReplayResult:
-    """Feed recorded curves to a fresh policy as a sweep would produce them, calling ``decide`` after each tick.
+def replay_policy(policy: Policy, curves: dict[Hashable, Sequence[tuple[int, float]]], parallel: bool = True,
+                  concurrency: Optional[int] = None,
+                  other_metrics: Optional[dict[str, dict[Hashable, Sequence[tuple[int, float]]]]] = None,
+                  budget: Optional[float] = None, initial: Optional[int] = None,
+                  beyond: Optional[dict[Hashable, Sequence[tuple[int, float]]]] = None,
+                  bounds: Optional[Range] = None) -> ReplayResult:
+    """Feed recorded curves to a fresh ``policy`` as a sweep would produce them, calling ``decide`` after each tick
+    (``registry.replay``: of a policy config).
 
     At every tick each running run logs its next point (in parallel: all runs at once, step by step); a run
     stopped by a decision logs nothing more and its slot goes to the next run in ``curves`` order.
@@ -53,12 +55,9 @@ def replay(policy_config: dict, curves: dict[Hashable, Sequence[tuple[int, float
     slots start new seeds (or, with extensions, extend survivors as far as it pays for: ``Policy.decide``): the
     first ``initial`` curves are its seeds, the rest a pool of new seeds started in order. A slot freed by a run that stopped or ended goes to a queued seed first, else to the pool's next curve
     if ``policies.budget.may_start_seed`` says it can run to its end (the live scheduler's rule: spent = points
-    every started run ran, committed = the rest of the running and queued runs). ``width``: the curves' points
-    are means of that many steps (``make_policy``). ``history``: finished sweeps the policy learns from
-    (``make_policy``). ``bounds``: the metric's range for the runs' config (``metric_ranges``; default: the
+    every started run ran, committed = the rest of the running and queued runs). ``bounds``: the metric's range for the runs' config (``metric_ranges``; default: the
     metric's without one), what the decisions' reasons write their forecasts within.
     """
-    policy = make_policy(policy_config, width, history=history)
     if bounds is not None:
         policy.bounds = bounds
     simulator = Simulator(policy)

@@ -5,7 +5,7 @@ together; every path that asks a policy what it decides goes through it:
 
 - the live check (``webapp.sweeps.policy_check``) feeds every stored point in step order across runs and decides
   after each step (``feed_by_step``): a replay from scratch at every check, nothing saved between checks;
-- ``replay`` (the what-if replay ``webapp.sweeps.replays``, the launch-time feasibility check ``feasibility`` and
+- ``replay`` (the what-if replay ``webapp.sweeps.what_if``, the launch-time feasibility check ``feasibility`` and
   ``bench/early_stopping.py``) runs the curves under the sweep's slots: at each tick every running run logs its next
   point, then the policy decides; its result holds the decisions, the compute run and the runs kept;
 - the sweep dashboard's forecasts (``forecast_paths.sweep_forecasts``, ``webapp.sweeps.forecasts``) feed a
@@ -26,7 +26,7 @@ from .bayes import BayesPolicy, SweepNumbers, policy_numbers
 from .budget import BudgetUse
 from .decision import EXTEND, Decision
 from .parameters import BayesParams
-from .rules import Policy
+from .policy import Policy
 
 __all__ = ["Simulator", "feed_by_step", "bayes_numbers"]
 

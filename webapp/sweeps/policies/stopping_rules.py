@@ -1,5 +1,5 @@
 """The stopping rules: each a pure function over the sweep's smoothed curves, ``(sweep, params, memo) -> stops``,
-its formula in its docstring, registered by name in ``rules.RULES`` (docs/architecture.md, "Early stopping").
+its formula in its docstring, declared by its module of ``policies.rules`` (docs/architecture.md, "Early stopping").
 
 ``sweep`` is a ``curves.SweepCurves`` (every run's smoothed curve, the runs out of the race, the horizons);
 ``params`` the rule's params dataclass (``parameters``); ``memo`` a dict the rule keeps between the decisions of

@@ -1,43 +1,33 @@
-"""The policies: a ``Policy`` keeps every run's smoothed curve (``curves``), asks its rule which runs stop (a pure
-function over the curves, ``stopping_rules``), applies its guards and the once-per-run rule, proposes
-extensions for freed slots, and says in words what it does (``describe``), when it looks at a run next
-(``next_check``) and why it cannot decide about one now (``waiting``). Feeding a policy curves is ``simulator``.
-``RULES`` below is the one registry: a record per rule (``Rule``: its params dataclass, its stops function, its
-policy class, what it says while waiting), by its name, written there only; the forms, the API and the CLI read
-the list of rules from it (docs/architecture.md, "Early stopping")."""
+"""A policy: ``Policy`` keeps every run's smoothed curve (``curves``), asks its rule which runs stop (a pure
+function over the curves, ``stopping_rules``), applies its guards and the once-per-run rule, proposes extensions for
+freed slots, and says in words what it does (``describe``), when it looks at a run next (``next_check``) and why it
+cannot decide about one now (``waiting``). ``Rule`` is what a rule declares of itself (``RULE = Rule(...)`` in its
+module of ``policies.rules``); ``registry`` finds them. Feeding a policy curves is ``simulator``."""
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Hashable, Iterable, Optional
 
-from training.fields import FieldErrors
-
 from .budget import BudgetUse, held_note, stops_fund_a_seed
 from .curves import RunCurve, SweepCurves
-from .history_risk import LEARN
 from .decision import EXTEND, STOP, Decision
 from .guards import GuardFold, guard_reason
 from .metric_ranges import Range, metric_range
-from .parameters import (AshaParams, AutoParams, BayesParams, CommonParams, CutParams, ManualParams, MedianParams,
-                         ThresholdParams, defaults_text, param_specs, parse_params)
+from .parameters import CommonParams
 from .smoothing import make_smoother
-from .stopping_rules import (asha_stops, asha_waiting, cut_stops, cut_waiting, median_stops, median_waiting, no_stops,
-                             no_waiting, peers_waiting, threshold_stops)
 
-__all__ = ["STOP", "EXTEND", "Decision", "Policy", "Rule", "RULES", "POLICY_NAMES", "STOP_RULES", "rule_list",
-           "make_policy",
-           "parse_config", "params_help", "stored_config"]
+__all__ = ["Policy", "Rule"]
 
 
 class Policy:
     """Base class: keeps the curves, applies grace, the guards and the once-per-run rule; its rule
-    (``RULES[rule].stops``) finds the stops. Eight public methods: ``observe``, ``decide``, ``tell_stop``,
+    (``record.stops``) finds the stops. Eight public methods: ``observe``, ``decide``, ``tell_stop``,
     ``mark_stopped`` (the feed), ``metrics``, ``describe``, ``next_check``, ``waiting`` (what callers show)."""
 
-    rule = "manual"  # its name in ``RULES`` (set there)
+    rule = "manual"  # its name, set by its ``Rule`` record (the record's ``name``, written there only)
+    record: "Rule"  # its record (set by the record): the stops and waiting functions this class calls
     ranks = True  # whether it ranks runs on its metric (manual does not; its guards may still stop runs)
     compares_peers = False  # whether it judges a run against other runs (min_peers matters: feasibility.py)
     learns = False  # whether it learns from the project's finished sweeps (``make_policy``'s history)
@@ -179,7 +169,7 @@ class Policy:
             return f"queued; judged from step {first} once it runs"
         if last_step < first:
             return f"judged from step {first}"
-        return RULES[self.rule].waiting(self.params, last_step, list(others)) if self.ranks else None
+        return self.record.waiting(self.params, last_step, list(others)) if self.ranks else None
 
     # -- for the rules ----------------------------------------------------------------------------
     def _view(self) -> SweepCurves:
@@ -216,7 +206,7 @@ class Policy:
         return max(after, self.params.grace())
 
     def _find_stops(self) -> list[Decision]:
-        return RULES[self.rule].stops(self._view(), self.params, self._memo)
+        return self.record.stops(self._view(), self.params, self._memo)
 
     def _find_guard_stops(self) -> list[Decision]:
         """Live runs one of whose guards has been breached for its ``for_steps`` (past the grace period, before
@@ -259,119 +249,13 @@ class Policy:
         return decisions
 
 
-class ManualPolicy(Policy):
-    """Never decides: runs are stopped by hand from the dashboard."""
-
-    ranks = False
-
-    def describe(self) -> str:
-        if self.guards:
-            return f"manual: no ranking; runs are stopped from the dashboard{self._describe_guards()}"
-        return "manual: runs are stopped only from the dashboard"
-
-    def _next_step(self, after: int) -> Optional[int]:
-        return super()._next_step(after) if self.guards else None
-
-    def metrics(self) -> list[str]:
-        return sorted({g.watched() for g in self.guards})  # no ranking metric: only the guards read curves
-
-
-class MedianStoppingPolicy(Policy):
-    """Stop a run whose smoothed metric at step s is worse than the median of its peers' at step s.
-
-    Peers are the other runs that reached step s (stopped and finished runs count with their value at s). In a
-    sweep where every seed runs at once this keeps halving the field after the grace period until a run has
-    fewer than ``min_peers`` peers left, i.e. about ``min_peers`` runs survive (Golovin et al. 2017 compare
-    with completed trials; here there may be none, so the sweep's own runs at the same step are the peers).
-    """
-
-    compares_peers = True
-
-    def _describe_rule(self) -> str:
-        p: MedianParams = self.params  # type: ignore[assignment]
-        every = f"every {p.eval_every} steps" if p.eval_every > 1 else "every step"
-        return (f"median on {p.metric} ({p.mode}): {every} from step {p.grace()}, a run more than "
-                f"{p.min_delta:g} worse than the median of at least {p.min_peers} peers stops")
-
-    def _next_step(self, after: int) -> Optional[int]:
-        p: MedianParams = self.params  # type: ignore[assignment]
-        start = max(after, p.grace())
-        return start + (-(start - p.grace())) % p.eval_every
-
-
-
-
-class AshaPolicy(Policy):
-    """Asynchronous successive halving: at each rung only the top 1/eta of the runs that reached it continue.
-
-    A run's rung value is its smoothed metric at the rung step. A run is judged at a rung as soon as at least
-    ``min_peers`` other runs have a value there (until then it keeps running and is judged later, at whatever
-    step it has reached): it continues when it ranks within the top max(1, floor(n/eta)) of the n values
-    recorded at that rung so far (runs stopped earlier at that rung included, and runs that ended: finished,
-    killed, or stopped at a later rung), otherwise it is stopped.
-    """
-
-    compares_peers = True
-
-    def __init__(self, params: AshaParams):
-        super().__init__(params)
-        self.rung_steps = params.rungs()
-
-    def _describe_rule(self) -> str:
-        p: AshaParams = self.params  # type: ignore[assignment]
-        return (f"asha on {p.metric} ({p.mode}): rungs at steps {', '.join(map(str, self.rung_steps)) or 'none'}; "
-                f"the top 1/{p.eta} at each rung continue (min {p.min_peers} peers)")
-
-    def _next_step(self, after: int) -> Optional[int]:
-        return next((rung for rung in self.rung_steps if rung >= after), None)
-
-
-
-
-class CutPolicy(Policy):
-    """One-shot cut: at one fraction of the run keep the top share of the seeds, stop the rest.
-
-    The rule of thumb of a seed sweep ("at 30 % of the run keep the best 3 of 8", seed documents 004 §4.3): one
-    rung at step ceil(at * max_steps); a run is judged there once at least ``min_peers`` other runs have a value
-    there, against every value recorded there (runs stopped or ended included), as ``asha`` judges a rung.
-    """
-
-    compares_peers = True
-
-    def _describe_rule(self) -> str:
-        p: CutParams = self.params  # type: ignore[assignment]
-        return (f"cut on {p.metric} ({p.mode}): at step {p.cut_step()} ({p.at:.0%} of the run) the top {p.keep:.0%} "
-                f"of the seeds go on, the rest stop (min {p.min_peers} peers)")
-
-    def _next_step(self, after: int) -> Optional[int]:
-        step = self.params.cut_step()  # type: ignore[attr-defined]
-        return step if step >= after else None
-
-
-class ThresholdPolicy(Policy):
-    """Stop a run whose smoothed metric crosses a bound, or has not improved for ``patience`` steps."""
-
-    def _describe_rule(self) -> str:
-        p: ThresholdParams = self.params  # type: ignore[assignment]
-        parts = []
-        if p.lower_bound is not None:
-            parts.append(f"below {p.lower_bound:g}")
-        if p.upper_bound is not None:
-            parts.append(f"above {p.upper_bound:g}")
-        if p.patience is not None:
-            parts.append(f"no improvement for {p.patience} steps")
-        return f"threshold on {p.metric}: every step from {p.grace()}, stop when {' or '.join(parts)}"
-
-
-from .bayes import BayesPolicy, bayes_stops, bayes_waiting  # noqa: E402  (it subclasses Policy, defined above)
-from .auto import AutoPolicy, auto_stops, auto_waiting  # noqa: E402  (it subclasses BayesPolicy)
-
-
-
 @dataclass(frozen=True)
 class Rule:
-    """One early-stopping rule: all that the engine, the forms, the API and the CLI know of it."""
+    """One early-stopping rule: all that the engine, the forms, the API and the CLI know of it. A module of
+    ``policies.rules`` declares it as ``RULE = Rule(...)`` (``registry`` walks that package)."""
 
+    name: str
+    """Its name in configs (``{"name": "median"}``), the forms and the API: written here only."""
     params: type
     """Its params dataclass (``parameters``): every key documented, unknown keys rejected, ranges checked."""
     stops: Callable[[SweepCurves, Any, dict], list[Decision]]
@@ -395,93 +279,5 @@ class Rule:
         return (self.waiting.__doc__ or "").strip().splitlines()[0].replace("``", "")
 
 
-RULES: dict[str, Rule] = {
-    "manual": Rule(ManualParams, no_stops, ManualPolicy, no_waiting),
-    "median": Rule(MedianParams, median_stops, MedianStoppingPolicy, median_waiting, compares=True),
-    "asha": Rule(AshaParams, asha_stops, AshaPolicy, asha_waiting, compares=True),
-    "threshold": Rule(ThresholdParams, threshold_stops, ThresholdPolicy, peers_waiting),
-    "bayes": Rule(BayesParams, bayes_stops, BayesPolicy, bayes_waiting, compares=True),
-    "cut": Rule(CutParams, cut_stops, CutPolicy, cut_waiting, compares=True),
-    "auto": Rule(AutoParams, auto_stops, AutoPolicy, auto_waiting, compares=True),
-}
-for _name, _rule in RULES.items():
-    _rule.policy.rule = _name  # the name is the registry's key, and only that
-POLICY_NAMES = tuple(RULES)
-STOP_RULES = {name: rule.stops for name, rule in RULES.items()}  # (what tests/sweeps/test_engine_size.py reads)
-
-
-def one_run_error(config: dict, runs: int) -> Optional[str]:
-    """Why a sweep of ``runs`` runs cannot use the policy of ``config`` (one that compares seeds, with one run),
-    or None. E.g. ``bayes compares seeds: give at least 2``."""
-    name = config.get("name") or "manual"
-    rule = RULES.get(name)
-    return f"{name} compares seeds: give at least 2" if rule and rule.compares and runs < 2 else None
-
-
-def learns_from_history(config: dict) -> bool:
-    """Whether the policy of ``config`` learns from the project's finished sweeps (so the caller reads them)."""
-    rule = RULES.get(config.get("name") or "manual")
-    return bool(rule and rule.policy.learns)
-
-
-def rule_list() -> list[dict]:
-    """Every rule as the forms, the API (``GET /api/v1/sweeps/policies``) and the CLI (``seedbed sweeps
-    policies``) list it: name, summary, what it says while waiting, and its own parameters (those beyond the
-    common ones: ``parameters.param_specs``), then the common ones once."""
-    common = param_specs(CommonParams)
-    names = {spec["name"] for spec in common}
-    return [{"name": name, "summary": rule.summary, "waiting": rule.waiting_text,
-             "params": [spec for spec in param_specs(rule.params) if spec["name"] not in names
-                        or _default_differs(rule.params, CommonParams, spec["name"])]}
-            for name, rule in RULES.items()] + [{"name": "(every rule)", "summary": "the keys every rule takes",
-                                                 "waiting": "", "params": common}]
-
-
-def _default_differs(cls: type, base: type, name: str) -> bool:
-    field_of = {f.name: f for f in dataclasses.fields(cls)}
-    return field_of[name].default != {f.name: f for f in dataclasses.fields(base)}[name].default
-
-
-def parse_config(config: dict) -> CommonParams:
-    """Validate a policy config; raises FieldErrors naming every bad key. An empty config (or no name) is
-    manual."""
-    if not isinstance(config, dict):
-        raise FieldErrors({"config": f"expected a mapping; got {type(config).__name__}"})
-    name = config.get("name") or "manual"
-    if not isinstance(name, str) or name not in RULES:
-        raise FieldErrors({"name": f"must be one of {', '.join(POLICY_NAMES)}; got {name!r}"})
-    return parse_params(RULES[name].params, {**config, "name": name})
-
-
-def make_policy(config: dict, width: int = 1, history=None, risk_fit: Any = LEARN) -> Policy:
-    """Build a policy from ``{"name": ..., "metric": ..., "mode": ..., "max_steps": ..., other keys}``.
-
-    ``metric`` and ``max_steps`` are required by every policy but manual (the default, also for ``{}``); every
-    other key has the default documented on its params dataclass (``CommonParams`` plus ``MedianParams``,
-    ``AshaParams``, ``ThresholdParams`` or ``BayesParams``). ``width``: the steps each point it will be fed is the
-    mean of (the chart tier's bucket width; ``CommonParams.for_width``). ``history``: the finished sweeps of the same
-    project on the same metric, each run id -> [(step, value)] at raw steps (runs stopped early included); a rule
-    that learns from them (``bayes``: ``prior.learn``, and its risk level, ``history_risk.learn``) does, the others
-    ignore them. ``risk_fit``: bayes's risk level already learned from them (``history_risk.RiskFit``, None for
-    the built-in risk map: the live check's stored one, ``webapp.sweeps.risk_fits``); by default learned here.
-    """
-    params = parse_config(config).for_width(width)
-    policy = RULES[config.get("name") or "manual"].policy(params)
-    policy._learn(history or [], config, risk_fit)
-    return policy
-
-
-def params_help() -> str:
-    """Every policy parameter and its default, for the sweep form."""
-    return defaults_text({name: rule.params for name, rule in RULES.items()})
-
-
-def stored_config(policy: Policy, config: dict) -> dict:
-    """What a sweep keeps of the ``config`` that ``policy`` was built from: all of it, but of a manual one only
-    what its guards need to judge (max_steps, grace), and nothing without guards (an empty policy is a manual
-    sweep)."""
-    if policy.rule != "manual":
-        return dict(config)
-    if policy.guards:
-        return {key: config[key] for key in ("name", "guards", "max_steps", "grace_steps") if key in config}
-    return {}
+    def __post_init__(self) -> None:
+        self.policy.rule, self.policy.record = self.name, self
