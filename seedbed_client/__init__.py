@@ -7,7 +7,7 @@
 
 Commands:
     runs list [--project P] [--status S]          id, name, project, status, step/total
-    runs launch CONFIG.yaml [--project P] [--name N]
+    runs launch CONFIG.yaml [--project P] [--name N] [--queue Q]
     runs get ID                                   the run as JSON
     runs kill ID [--reason R]
     runs resume ID

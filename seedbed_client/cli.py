@@ -57,6 +57,8 @@ def _add_launch_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", metavar="CONFIG.yaml", help="a config of `python -m training run` (YAML or JSON)")
     parser.add_argument("--project", help="project name (default: your personal project)")
     parser.add_argument("--name", default="", help="a name to show instead of the id")
+    parser.add_argument("--queue", default="", help="where it runs: cpu, gpu or a registered queue such as a Slurm "
+                                                     "cluster's (default: the one its device needs)")
 
 
 def _runs_commands(group) -> None:

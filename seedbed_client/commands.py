@@ -109,6 +109,8 @@ def _launch_fields(args) -> dict:
     fields = {"config": load_config(args.config), "name": args.name}
     if args.project:
         fields["project"] = args.project
+    if getattr(args, "queue", None):
+        fields["queue"] = args.queue
     return fields
 
 

@@ -55,6 +55,7 @@ app.conf.update(
     task_routes={"workers.tasks.maintenance": {"queue": MAINTENANCE_QUEUE},
                  "workers.tasks.sweep_check": {"queue": MAINTENANCE_QUEUE},
                  "workers.sweep_tasks.sweep_fit_risk": {"queue": MAINTENANCE_QUEUE},
+                 "workers.slurm_tasks.slurm_submit": {"queue": MAINTENANCE_QUEUE},
                  "workers.eval_tasks.eval_maintenance": {"queue": MAINTENANCE_QUEUE}},
     task_serializer="json",
     accept_content=["json"],

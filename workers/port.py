@@ -1,5 +1,6 @@
 """The one module the web app imports of the workers (docs/architecture.md#layers): send a task, the broker's
-queue, worker liveness and what a lost worker left, this machine's capacity and free disk. Everything here is a
+queue, worker liveness and what a lost worker left, this machine's capacity and free disk, the sbatch options a
+Slurm queue may carry. Everything here is a
 name of a leaf module of ``workers`` (none imports ``webapp``), so no import of the web app's comes back to it
 through the workers (``tests/test_imports.py`` checks both).
 """
@@ -12,10 +13,11 @@ from workers.db_full import seen_full as seen_database_full
 from workers.dispatch import send_on_commit, send_task
 from workers.machine import REPORT_EVERY_S, disk_free, human_bytes, measure
 from workers.recovery import GONE_AFTER_S, drop_unacked, forget, workers_gone
+from workers.slurm.commands import EXTRA_OPTION as EXTRA_SBATCH_OPTION
 
 __all__ = ["celery_app", "send_task", "send_on_commit", "task_ids_in_broker", "REPORT_EVERY_S", "measure",
            "disk_free", "human_bytes", "database_folder", "database_full", "seen_database_full",
-           "heartbeats_paused", "GONE_AFTER_S", "workers_gone", "drop_unacked", "forget"]
+           "heartbeats_paused", "GONE_AFTER_S", "workers_gone", "drop_unacked", "forget", "EXTRA_SBATCH_OPTION"]
 
 
 def celery_app():

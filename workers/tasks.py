@@ -266,6 +266,14 @@ def train_run(self, run_id: int, dispatch: str = "", node_rank: int | None = Non
     if waits_for_build(run_id, dispatch):
         log.info("run %s: the built-in model is being built elsewhere; its slot is given back", run_id)
         return "waits for the build"
+    return train_here(run_id, worker)
+
+
+def train_here(run_id: int, worker: str, dispatch: str = "") -> str:
+    """Claim the run for ``worker`` and train it in a child process here, supervised, until it ends; record how
+    it ended and return that status. A worker slot (``train_run``) and a Slurm batch job (``workers.slurm.job``)."""
+    if dispatch:
+        log.info("run %s: %s", run_id, dispatch)
     action = claimed(RUN_JOB, pk=run_id, take=lambda: services.run_start(run_id=run_id, worker=worker))
     if action in ("missing", "skip"):
         return action
@@ -473,6 +481,9 @@ def maintenance() -> dict:
     close_old_connections()
     done = recover_all()
     repaired = {**done.pop("run", {}), **{f"{kind}_jobs": result for kind, result in done.items()}}
+    from workers.slurm_tasks import slurm_pass_safely
+
+    repaired.update(slurm_pass_safely())  # the Slurm queues' jobs: their states, ended and vanished ones
     stopped = {}
     for sweep_id in Sweep.objects.filter(runs__status=RunStatus.RUNNING).values_list("pk", flat=True).distinct():
         try:
@@ -493,15 +504,6 @@ def maintenance() -> dict:
     except OSError:
         log.exception("maintenance: could not record its pass")
     return result
-
-
-@app.task(name="workers.tasks.import_model", ignore_result=True)
-def import_model(entry_id: int) -> str:
-    """Import a GGUF file into the model library (webapp.library.services.model_import_run)."""
-    from webapp.library.services import model_import_run
-
-    close_old_connections()
-    return model_import_run(entry_id=entry_id, log=lambda line: log.info("model %s: %s", entry_id, line)).status
 
 
 @app.task(name="workers.tasks.sweep_check", ignore_result=True)
@@ -573,22 +575,3 @@ def _forget_capacity(sender=None, **_: object) -> None:
     """A worker going away no longer counts for its queues."""
     if _capacity_reporter is not None:
         _capacity_reporter.stop()
-
-
-@app.task(name="workers.tasks.try_model", acks_late=True, ignore_result=True)
-def try_model(trial_id: int) -> str:
-    """One "try it" reply of the models page (webapp.library.services.model_try_run); safe to deliver twice:
-    only a queued trial is claimed."""
-    import torch
-
-    from webapp.library.services import model_try_run
-
-    close_old_connections()
-    # One slot, one trial: as many threads as a training run's child or an evaluation job gets.
-    torch.set_num_threads(int(os.environ.get("SEEDBED_TORCH_THREADS", "1")))
-    trial = model_try_run(trial_id=trial_id)
-    if trial is None:
-        log.warning("trial %s: no such trial; task dropped", trial_id)
-        return "missing"
-    log.info("trial %s: %s", trial_id, trial.status)
-    return trial.status

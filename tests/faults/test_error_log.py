@@ -42,7 +42,7 @@ def test_a_500_is_logged_with_its_traceback_and_path(user, monkeypatch, model_di
 @pytest.mark.django_db(transaction=True)
 def test_a_failed_task_is_logged_with_its_traceback_and_arguments(celery_worker, worker_env):
     from tests.conftest import wait_for
-    from workers.tasks import import_model
+    from workers.library_tasks import import_model
 
     log = worker_env[1] / "logs" / "errors.log"
     import_model.apply_async(args=[987654], queue="cpu")  # no such model entry: the task raises

@@ -29,14 +29,18 @@ BARE_REASON = 'the math verifier scores the first row\'s reference answer "42" 0
 
 
 def child_pids() -> set[int]:
-    """This process's children (Linux: /proc/<pid>/task/<tid>/children)."""
+    """This process's children (Linux: /proc/<pid>/task/<tid>/children; a thread that ended between the listing and
+    the read has none)."""
     import glob
     import os
 
     pids = set()
     for path in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
-        with open(path) as fh:
-            pids |= {int(p) for p in fh.read().split()}
+        try:
+            with open(path) as fh:
+                pids |= {int(p) for p in fh.read().split()}
+        except FileNotFoundError:
+            continue
     return pids
 
 

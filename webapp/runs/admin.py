@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Checkpoint, MetricPoint, MetricRollup, Run, RunNode, Sample, WorkerCapacity
+from .models import Checkpoint, MetricPoint, MetricRollup, Queue, Run, RunNode, Sample, WorkerCapacity
 
 
 @admin.register(Run)
@@ -71,3 +71,11 @@ class SampleAdmin(admin.ModelAdmin):
 class CheckpointAdmin(admin.ModelAdmin):
     list_display = ("run", "step", "path", "created_at")
     raw_id_fields = ("run",)
+
+
+@admin.register(Queue)
+class QueueAdmin(admin.ModelAdmin):
+    """The queues runs may name: Celery ones, and Slurm clusters' partitions with the resources a run asks for."""
+    list_display = ("name", "kind", "partition", "nodes", "gpus_per_node", "cpus_per_task", "mem_per_node_mb",
+                    "description")
+    list_filter = ("kind",)

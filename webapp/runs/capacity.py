@@ -26,7 +26,7 @@ from training.config import TrainConfig
 from training.fields import FieldErrors
 from workers.port import REPORT_EVERY_S, measure
 
-from .models import WorkerCapacity
+from .models import Queue, QueueKind, WorkerCapacity
 
 # a report older than this is a worker gone without saying so (killed): ignored
 FRESH_FOR_S = 4 * REPORT_EVERY_S
@@ -59,15 +59,26 @@ class QueueCapacity:
     cores: int
     memory_mb: int
     gpus: int
+    registered: bool = False
+    """A Slurm queue: the numbers are its registered resources (``Queue``: its nodes, CPUs, memory, GPUs)."""
 
     def has(self, what: str) -> str:
         """"its largest worker has 2 cores", or this host's when no worker reported."""
+        if self.registered:
+            return f"its registered nodes have {what}"
         if self.workers:
             return f"its largest worker has {what}"
         return f"no worker of queue {self.queue} has reported: this host has {what}"
 
 
 def queue_capacity(queue: str) -> QueueCapacity:
+    """A Slurm queue's registered resources (its CPUs and memory per node, where it registers none, this host's);
+    else the largest worker reporting lately for ``queue``, or this host's when none does."""
+    slurm = Queue.objects.filter(name=queue, kind=QueueKind.SLURM).first()
+    if slurm is not None:
+        here = measure()
+        return QueueCapacity(queue, slurm.nodes, slurm.cpus_per_task or here["cores"],
+                             slurm.mem_per_node_mb or here["memory_mb"], slurm.gpus_per_node, registered=True)
     cutoff = timezone.now() - timedelta(seconds=FRESH_FOR_S)
     rows = [row for row in WorkerCapacity.objects.filter(updated_at__gte=cutoff) if queue in row.queues]
     if not rows:
@@ -116,6 +127,8 @@ def cap_errors(cfg: TrainConfig, *, queue: str) -> dict[str, str]:
     if cfg.nnodes > limit:
         if setting:
             why = f"the operator's {setting}"
+        elif cap.registered:
+            why = f"queue {queue} is registered with {cap.workers} node{'s' if cap.workers != 1 else ''}"
         elif cap.workers:
             why = (f"{cap.workers} worker{' reports' if cap.workers == 1 else 's report'} for it, and two nodes "
                    "never share a worker")

@@ -23,7 +23,7 @@ from training.fields import FieldErrors
 from training.verifiers.registry import verifier_params_help
 from webapp.projects.models import Role
 from webapp.projects.selectors import projects_where
-from webapp.runs.services import parse_config
+from webapp.runs.services import parse_config, queue_choices
 
 # Knobs shown first, in this order; the rest follow in schema order.
 # (data_path with the task: a file task is unusable without it, so it is never hidden in "Every other knob")
@@ -112,6 +112,9 @@ class RunForm(forms.Form):
     name = forms.CharField(required=False, max_length=200, help_text="Optional label.")
     rendered_preset = forms.CharField(widget=forms.HiddenInput, required=False)
     # asked (and shown) only for a config far beyond the workers (webapp.runs.launch_estimate)
+    queue = forms.ChoiceField(choices=queue_choices, required=False, initial="",
+                              help_text="Where it runs: a Celery queue's workers (cpu, gpu) or a registered Slurm "
+                                        "queue's cluster; by default the one its device needs.")
     launch_anyway = forms.BooleanField(required=False, label="launch anyway",
                                        help_text="This config is far beyond what the workers do (above); tick to "
                                                  "launch it all the same.")
@@ -194,7 +197,8 @@ class RunForm(forms.Form):
         if self.errors:
             return cleaned
         try:
-            cfg = parse_config(self.submitted_config(), user=self.user, project=cleaned.get("project"))
+            cfg = parse_config(self.submitted_config(), user=self.user, project=cleaned.get("project"),
+                               queue=cleaned.get("queue") or "")
         except FieldErrors as exc:
             self.add_config_errors(exc)
             return cleaned

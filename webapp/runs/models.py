@@ -10,6 +10,7 @@ import logging
 import uuid
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 from webapp.jobs import JobKind
@@ -69,7 +70,9 @@ class Run(models.Model):
     sweep = models.ForeignKey("sweeps.Sweep", null=True, blank=True, related_name="runs", on_delete=models.CASCADE)
     config = models.JSONField(help_text="The validated TrainConfig.to_dict().")
     seed = models.BigIntegerField()
-    queue = models.CharField(max_length=20, default="cpu", help_text="Celery queue (slot kind): cpu or gpu.")
+    queue = models.CharField(max_length=20, default="cpu", help_text="Its queue: cpu or gpu (Celery slot kinds, "
+                                                                     "derived from the device), or a registered "
+                                                                     "Queue's name.")
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
 
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -123,6 +126,14 @@ class Run(models.Model):
     error = models.TextField(blank=True)
     failure_kind = models.CharField(max_length=16, choices=FailureKind.choices, blank=True, default="",
                                     help_text="Why it failed or was lost (empty otherwise); the error says it in words.")
+
+    slurm_job_id = models.CharField(max_length=20, blank=True,
+                                    help_text="Its current attempt's Slurm job (a run of a slurm queue; empty before "
+                                              "it is submitted).")
+    slurm_state = models.CharField(max_length=30, blank=True,
+                                   help_text="That job's state as Slurm last said it (PENDING, RUNNING, TIMEOUT).")
+    slurm_reason = models.CharField(max_length=200, blank=True,
+                                    help_text="Why it pends (Priority, Resources), or the nodes it runs on.")
 
     kill_requested_at = models.DateTimeField(null=True, blank=True)
     killed_by = models.CharField(max_length=200, blank=True,
@@ -353,6 +364,65 @@ class RunNode(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "node_rank"], name="one_claim_per_node")]
         ordering = ["node_rank"]
+
+
+DEVICE_QUEUES = ("cpu", "gpu")
+"""The queues ``services.queue_for`` derives from a device: Celery slot kinds, which need no registered row."""
+
+
+class QueueKind(models.TextChoices):
+    CELERY = "celery", "Celery workers"
+    SLURM = "slurm", "Slurm"
+
+
+class Queue(models.Model):
+    """A queue staff register (the admin, ``manage.py queue_register``): runs go to one by name (the run and sweep
+    forms, the API and the CLI pick it; without a pick, ``services.queue_for`` derives ``cpu`` or ``gpu`` from the
+    device, which need no row). A ``celery`` queue's runs are taken by the Celery workers that consume it; a
+    ``slurm`` queue's runs are batch jobs submitted with ``sbatch`` to the cluster its ``slurm_conf`` names, with
+    the resources registered here (docs/architecture.md, "Slurm queues"): a config's caps on it come from these,
+    not from worker reports."""
+
+    name = models.CharField(max_length=20, unique=True, validators=[RegexValidator(r"^[a-z][a-z0-9_-]{0,19}$")],
+                            help_text="What runs name (lower case, digits, - and _).")
+    kind = models.CharField(max_length=10, choices=QueueKind.choices, default=QueueKind.CELERY)
+    description = models.CharField(max_length=200, blank=True, help_text="What the forms say of it.")
+    slurm_conf = models.CharField(max_length=500, blank=True,
+                                  help_text="The cluster's slurm.conf (SLURM_CONF for sbatch, squeue and scancel; "
+                                            "empty: the client's default).")
+    partition = models.CharField(max_length=100, blank=True)
+    account = models.CharField(max_length=100, blank=True)
+    qos = models.CharField(max_length=100, blank=True)
+    time_limit_min = models.PositiveIntegerField(default=0, help_text="A job's time limit in minutes (0: the "
+                                                                      "partition's).")
+    nodes = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(256)],
+                                        help_text="The most nodes one run may ask for (nnodes).")
+    gpus_per_node = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(64)])
+    cpus_per_task = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(1024)],
+                                                help_text="CPUs per node for a run (0: Slurm's default).")
+    mem_per_node_mb = models.PositiveIntegerField(default=0, help_text="Memory per node in MB (0: Slurm's default).")
+    extra_sbatch = models.JSONField(default=list, blank=True,
+                                    help_text='Extra sbatch options, e.g. ["--constraint=a100"]: only those '
+                                              "workers.slurm.commands.EXTRA_OPTION allows.")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        from workers.port import EXTRA_SBATCH_OPTION
+
+        if not isinstance(self.extra_sbatch, list) or not all(isinstance(o, str) for o in self.extra_sbatch):
+            raise ValidationError({"extra_sbatch": "a list of sbatch options"})
+        bad = [o for o in self.extra_sbatch if not EXTRA_SBATCH_OPTION.match(o)]
+        if bad:
+            raise ValidationError({"extra_sbatch": f"not allowed: {', '.join(bad)}"})
+        if self.kind == QueueKind.CELERY and self.name == "slurm":
+            raise ValidationError({"kind": "the queue named slurm is a Slurm queue"})
 
 
 class WorkerCapacity(models.Model):

@@ -454,3 +454,23 @@ def run_log_tail(*, run: Run, max_lines: int = 40) -> list[dict]:
         lines = text.splitlines()[-max_lines:]
         out.append({"name": name, "text": "\n".join(lines), "lines": len(lines)})
     return out
+
+
+def queue_list() -> list[dict]:
+    """The queues runs may name, as the API lists them: name, kind, description and a Slurm queue's resources
+    (not its cluster's files)."""
+    from webapp.runs.models import DEVICE_QUEUES, Queue, QueueKind
+
+    rows = {q.name: q for q in Queue.objects.all()}
+    out = [{"name": n, "kind": "celery", "description": rows[n].description if n in rows else "derived from a device"}
+           for n in DEVICE_QUEUES]
+    for q in rows.values():
+        if q.name in DEVICE_QUEUES:
+            continue
+        item = {"name": q.name, "kind": q.kind, "description": q.description}
+        if q.kind == QueueKind.SLURM:
+            item.update(partition=q.partition, nodes=q.nodes, gpus_per_node=q.gpus_per_node,
+                        cpus_per_task=q.cpus_per_task, mem_per_node_mb=q.mem_per_node_mb,
+                        time_limit_min=q.time_limit_min)
+        out.append(item)
+    return out

@@ -123,7 +123,8 @@ def run_new(request: HttpRequest) -> HttpResponse:
                 run = services.run_create(config=form.config, user=request.user, name=name,
                                           project=form.cleaned_data["project"],
                                           parent_run=parent.run if parent else None,
-                                          parent_step=parent.step if parent else None, copied_from=copy)
+                                          parent_step=parent.step if parent else None, copied_from=copy,
+                                          queue=form.cleaned_data.get("queue") or "")
                 messages.success(request, f"Run {run.pk} queued.")
                 return reverse("runs:detail", args=[run.pk])
             try:

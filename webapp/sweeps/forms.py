@@ -168,7 +168,7 @@ class SweepForm(RunForm):
             "policy": policy, "free_slot_use": cleaned["free_slot_use"],
             "extend_steps": cleaned.get("extend_steps") or 0, "budget": cleaned.get("budget"),
             "alert_bounds": parsed["alert_bounds"], "name": cleaned.get("name") or "",
-            "project": cleaned.get("project"),
+            "project": cleaned.get("project"), "queue": cleaned.get("queue") or "",
         }
         return cleaned
 

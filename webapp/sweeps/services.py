@@ -63,7 +63,8 @@ def grid_points(grid: dict[str, list]) -> list[dict]:
     return [dict(zip(knobs, values)) for values in itertools.product(*(grid[k] for k in knobs))]
 
 
-def validate_grid(grid: dict, base: TrainConfig, n_seeds: int = 1) -> list[tuple[dict, TrainConfig]]:
+def validate_grid(grid: dict, base: TrainConfig, n_seeds: int = 1,
+                  queue: str = "") -> list[tuple[dict, TrainConfig]]:
     """Check a grid of 0-3 knobs against the schema; returns each point with its config (the base itself when
     there is no grid: nothing is parsed twice). The size is checked against MAX_RUNS before any point is.
     Raises FieldErrors keyed ``grid`` (or ``seeds`` for the size)."""
@@ -95,7 +96,7 @@ def validate_grid(grid: dict, base: TrainConfig, n_seeds: int = 1) -> list[tuple
         try:
             # the base's rewards were dry-run when it was parsed: again only for a point that changes what it saw
             cfg = TrainConfig.from_dict({**base.to_dict(), **point}, dry_run=bool(DRY_RUN_KNOBS & set(point)))
-            check_caps(cfg, queue=run_services.queue_for(cfg))  # what its workers have
+            check_caps(cfg, queue=run_services.queue_named(queue, cfg))  # what its queue has
             checked.append((point, cfg))
         except FieldErrors as exc:
             knob = next(iter(exc.errors))
@@ -127,7 +128,7 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
                  grid: Optional[dict] = None, free_slot_use: str = FreeSlotUse.NOTHING, extend_steps: int = 0,
                  budget: Optional[int] = None, alert_bounds: Optional[dict] = None, name: str = "", user=None,
                  project=None, parent_run: Optional[Run] = None, parent_step: Optional[int] = None,
-                 copied_from: Optional[Sweep] = None) -> Sweep:
+                 copied_from: Optional[Sweep] = None, queue: str = "") -> Sweep:
     """Create a sweep of (grid point x seed) runs, all queued, and start as many as ``concurrency`` allows.
 
     Runs are ordered seed by seed (every grid point of the first seed, then the second ...), so a slow
@@ -136,6 +137,7 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
     grid point once, and each run's config is its point's with the seed replaced. Raises FieldErrors naming
     the bad field. ``user`` must be a member of ``project`` (default: their personal project) and able to read
     ``parent_run`` and ``copied_from`` (the sweep whose settings the form was filled with: its lineage).
+    ``queue``: where its runs go (``runs.services.queue_named``; by default the one their device needs).
     """
     project = project_for_launch(user=user, project=project)
     if parent_run is not None and user is not None:
@@ -165,8 +167,9 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
         errors["alert_bounds"] = str(exc)
     if errors:
         raise FieldErrors(errors)
-    base = dataclasses.replace(run_services.as_config(config, user=user, project=project), seed=0)  # the seed is the sweep's own axis
-    points = validate_grid(grid or {}, base, n_seeds=len(seeds))
+    base = dataclasses.replace(run_services.as_config(config, user=user, project=project, queue=queue),
+                               seed=0)  # the seed is the sweep's own axis
+    points = validate_grid(grid or {}, base, n_seeds=len(seeds), queue=queue)
     why_budget = budget_error(budget, initial_runs=len(points) * len(seeds),
                               new_seeds=free_slot_use == FreeSlotUse.NEW_SEED,
                               extends=free_slot_use == FreeSlotUse.EXTEND)
@@ -191,7 +194,7 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
             knobs = "".join(f" {k}={v}" for k, v in point.items())
             run_services.run_create(config=dataclasses.replace(point_config, seed=seed), user=user, sweep=sweep,
                                     name=f"{sweep.name} / seed {seed}{knobs}", parent_run=parent_run,
-                                    parent_step=parent_step)
+                                    parent_step=parent_step, queue=queue)
     sweep_fill_slots(sweep_id=sweep.pk)
     if policy_config.get("name"):
         from workers.port import send_on_commit
@@ -306,7 +309,7 @@ def _start_new_seed(sweep: Sweep, plan: SweepPlan, *, like: Run) -> Optional[Run
     config = {**like.config, "seed": seed, "total_steps": sweep.config["total_steps"]}
     try:
         with transaction.atomic():
-            fresh = run_services.run_create(config=config, sweep=sweep, user=sweep.created_by,
+            fresh = run_services.run_create(config=config, sweep=sweep, user=sweep.created_by, queue=like.queue,
                                             name=f"{sweep.name} / seed {seed} (fresh)")
     except FieldErrors as exc:
         plan.new_seeds_halted = f"a new seed's config was refused: {exc}"[:2000]

@@ -22,6 +22,8 @@ class RunIn(Schema):
     project: Optional[str] = Field(None, max_length=150, description="Project name; default: your personal one.")
     config: dict[str, Any] = Field(description="The same mapping as a YAML config of `python -m training run`.")
     from_checkpoint: Optional[int] = Field(None, description="Start from this checkpoint (iterative RLVR).")
+    queue: str = Field("", max_length=20, description="Where it runs: cpu, gpu or a registered queue (GET /queues); "
+                                                        "default: the one its device needs.")
 
 
 class KillIn(Schema):
@@ -36,9 +38,16 @@ def runs_create(request, payload: RunIn):
         project, parent, config = launch_inputs(request, payload)
         run = run_services.run_create(config=config, user=request.user, project=project, name=payload.name,
                                       parent_run=parent.run if parent else None,
-                                      parent_step=parent.step if parent else None)
-        return Status(201, {"id": run.pk, "status": run.status, "project": run.project.name})
+                                      parent_step=parent.step if parent else None, queue=payload.queue)
+        return Status(201, {"id": run.pk, "status": run.status, "project": run.project.name, "queue": run.queue})
     return launched_once(request, make)
+
+
+@api.get("/queues", tags=["runs"])
+def queues_list(request):
+    """The queues a run or sweep may name (``queue``): cpu and gpu (Celery slots, what a device derives) and
+    every registered one, with a Slurm queue's resources."""
+    return {"queues": run_selectors.queue_list()}
 
 
 @api.get("/runs", tags=["runs"])

@@ -43,6 +43,8 @@ class SweepIn(Schema):
                                               "is extended only while it pays for the extra steps")
     alert_bounds: dict[str, Any] = Field(default_factory=dict)
     from_checkpoint: Optional[int] = None
+    queue: str = Field("", max_length=20, description="Where it runs: cpu, gpu or a registered queue (GET /queues); "
+                                                        "default: the one its device needs.")
 
 
 @api.post("/sweeps", response={201: dict}, tags=["sweeps"], openapi_extra=IDEMPOTENT)
@@ -51,7 +53,7 @@ def sweeps_create(request, payload: SweepIn):
     an ``Idempotency-Key`` header."""
     def make():
         project, parent, config = launch_inputs(request, payload)
-        cfg = run_services.as_config(config, user=request.user, project=project)
+        cfg = run_services.as_config(config, user=request.user, project=project, queue=payload.queue)
         seeds_text = payload.seeds if isinstance(payload.seeds, str) else (
             str(payload.seeds) if isinstance(payload.seeds, int) else ",".join(map(str, payload.seeds)) + ",")
         try:
@@ -64,7 +66,8 @@ def sweeps_create(request, payload: SweepIn):
             config=cfg, seeds=seeds, concurrency=payload.concurrency, grid=payload.grid, policy=policy,
             free_slot_use=payload.free_slot_use, extend_steps=payload.extend_steps, budget=payload.budget,
             alert_bounds=payload.alert_bounds, name=payload.name, user=request.user, project=project,
-            parent_run=parent.run if parent else None, parent_step=parent.step if parent else None)
+            parent_run=parent.run if parent else None, parent_step=parent.step if parent else None,
+            queue=payload.queue)
         return Status(201, {"id": sweep.pk, "project": sweep.project.name,
                             "runs": list(sweep.runs.order_by("pk").values_list("pk", flat=True))})
     return launched_once(request, make)

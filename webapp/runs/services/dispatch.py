@@ -15,9 +15,9 @@ from training.fields import require_no_control_characters
 from webapp import jobs
 from webapp.projects.models import Role
 from webapp.projects.services import audit, project_for_launch, require_role
-from webapp.runs.models import RUN_JOB, Run, RunStatus
+from webapp.runs.models import RUN_JOB, Queue, QueueKind, Run, RunStatus
 
-from .config import as_config, queue_for
+from .config import as_config, queue_named
 from .gang import run_nnodes
 
 log = logging.getLogger("seedbed.runs")
@@ -25,12 +25,14 @@ log = logging.getLogger("seedbed.runs")
 
 @transaction.atomic
 def run_create(*, config: TrainConfig | dict, user=None, project=None, name: str = "", sweep=None,
-               parent_run: Run | None = None, parent_step: int | None = None, copied_from: Run | None = None) -> Run:
+               parent_run: Run | None = None, parent_step: int | None = None, copied_from: Run | None = None,
+               queue: str = "") -> Run:
     """Validate ``config`` and create a queued run in ``project`` (default: the user's personal project; a
     sweep's run: the sweep's, checked when the sweep was made); a run outside a sweep is enqueued at once (on
     commit), a sweep's run when its sweep gives it a slot. ``user`` must be a member of the project and able to
     read ``parent_run`` and ``copied_from`` (the run whose config the form was filled with: its lineage,
-    docs/architecture.md "A run's life"). A name with a control character is a field error (``fields``)."""
+    docs/architecture.md "A run's life"). ``queue``: where it runs (``queue_named``: a registered queue, or by
+    default the one its device needs). A name with a control character is a field error (``fields``)."""
     require_no_control_characters(name=name)
     if sweep is not None:
         project = sweep.project
@@ -41,9 +43,9 @@ def run_create(*, config: TrainConfig | dict, user=None, project=None, name: str
         if copied_from is not None and user is not None:
             require_role(user, copied_from.project_id, Role.VIEWER)
     # a sweep's runs: checked (and their rewards dry-run) with the sweep
-    cfg = as_config(config, user=user if sweep is None else None, project=project, dry_run=sweep is None)
+    cfg = as_config(config, user=user if sweep is None else None, project=project, dry_run=sweep is None, queue=queue)
     run = Run.objects.create(name=name, project=project, sweep=sweep, config=cfg.to_dict(), seed=cfg.seed,
-                             queue=queue_for(cfg), created_by=user, parent_run=parent_run, parent_step=parent_step,
+                             queue=queue_named(queue, cfg), created_by=user, parent_run=parent_run, parent_step=parent_step,
                              copied_from=copied_from)
     if sweep is None:
         audit(project=project, user=user, action="run.launch", target_type="run", target_id=run.pk,
@@ -82,6 +84,10 @@ def send_run(run_id: int, queue: str) -> None:
             dispatch_note=f"{WAITING_FOR_QUEUE}: the broker did not take the run ({reason[:300]}); it is sent "
                           "again once the broker answers")
 
+    if is_slurm_queue(queue):  # submitted with sbatch by the maintenance worker (workers.slurm_tasks), never here
+        send_on_commit("workers.slurm_tasks.slurm_submit", args=[run_id], kwargs={"dispatch": dispatch},
+                       queue="maintenance", sent=sent, failed=failed)
+        return
     nnodes = run_nnodes(Run.objects.only("config").get(pk=run_id))
     if nnodes == 1:
         send_on_commit("workers.tasks.train_run", args=[run_id], kwargs={"dispatch": dispatch}, queue=queue, sent=sent,
@@ -90,6 +96,11 @@ def send_run(run_id: int, queue: str) -> None:
     for node_rank in range(nnodes):  # a gang: one node task per node (workers.tasks.train_run), started together
         send_on_commit("workers.tasks.train_run", args=[run_id], kwargs={"dispatch": dispatch, "node_rank": node_rank},
                        queue=queue, sent=sent, failed=failed)
+
+
+def is_slurm_queue(queue: str) -> bool:
+    """Whether ``queue`` is a registered Slurm queue (its runs are batch jobs: no Celery slot holds them)."""
+    return Queue.objects.filter(name=queue, kind=QueueKind.SLURM).exists()
 
 
 WAITING_FOR_BUILD = "waiting for the built-in model's build"
@@ -153,8 +164,9 @@ def runs_whose_message_was_lost(*, exclude: set[int]) -> list[tuple[int, str]]:
     its append-only file, or flushed): sent again. Asked only when such runs exist, and never concluded from a
     broker that cannot be read."""
     cutoff = timezone.now() - timedelta(seconds=settings.SEEDBED_QUEUE_CHECK_S)
-    taken = list(Run.objects.filter(status=RunStatus.QUEUED, dispatched_at__lt=cutoff,
-                                    kill_requested_at__isnull=True).exclude(pk__in=exclude).values_list("pk", "queue"))
+    taken = list(Run.objects.filter(status=RunStatus.QUEUED, dispatched_at__lt=cutoff, kill_requested_at__isnull=True)
+                 .exclude(pk__in=exclude).exclude(queue__in=Queue.objects.filter(kind=QueueKind.SLURM).values("name"))
+                 .values_list("pk", "queue"))  # (a Slurm run's job is Slurm's: workers.slurm_tasks reads it)
     if not taken:
         return []
     from workers.port import task_ids_in_broker

@@ -109,6 +109,7 @@ def restart_run(run: Run, why: str, allowed: int, lost: str = "worker lost") -> 
     now = timezone.now()
     actor = "reconciler" if lost else f"worker:{run.worker}"[:200]
     run.worker, run.pid = "", None
+    run.slurm_job_id, run.slurm_state, run.slurm_reason = "", "", ""  # (a Slurm run: a new job for the new attempt)
     run.enqueued_at, run.dispatched_at, run.retry_at = now, None, now + timedelta(seconds=delay)
     count_restart(run, f"{lost} ({why})" if lost else why, allowed=allowed, step=step, actor=actor,
                   reason=f"{lost}: {why}" if lost else why, when=f" in {delay:g} s", after_s=delay)

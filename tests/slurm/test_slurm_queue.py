@@ -1,0 +1,80 @@
+"""Runs on a Slurm queue, against a real Slurm cluster on this machine (tests/slurm/conftest.py): submitted by the
+maintenance worker with sbatch (never by the web process), trained by the batch job on a node as a worker's slot
+trains a run, their Slurm state shown, a refusal a clear error on the run, a kill of a pending job cancelling it."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.conftest import tiny_config, wait_for
+from webapp.runs import services
+from webapp.runs.models import MetricPoint, Run, RunStatus
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def squeue(env, job_id: str) -> str:
+    return subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], env=env, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def test_a_run_on_the_slurm_queue_is_a_batch_job_that_trains_it(celery_worker, worker_env, slurm_queue, slurm_env,
+                                                                 alice_api):
+    made = alice_api.post("/runs", {"name": "on slurm", "queue": "slurm",
+                                    "config": tiny_config(total_steps=4, seed=3)})
+    assert made.status_code == 201, made.content
+    assert made.json()["queue"] == "slurm"
+    run = wait_for(lambda: Run.objects.filter(pk=made.json()["id"]).exclude(slurm_job_id="").first(), timeout=60,
+                   what="the run's Slurm job")
+    job_id = run.slurm_job_id
+    run = wait_for(lambda: Run.objects.filter(pk=run.pk, status=RunStatus.SUCCEEDED).first(), timeout=240,
+                   what="the run to succeed on Slurm")
+    assert run.worker.startswith(f"slurm:{job_id}@n") and run.last_step == 4
+    assert MetricPoint.objects.filter(run=run, key="reward/mean").count() == 4
+    job_log = (worker_env[1] / "runs" / str(run.uid) / f"slurm-{job_id}.log").read_text()
+    assert f"run {run.pk}: succeeded" in job_log  # the batch job's own output, in the run's folder
+    from workers.slurm_tasks import slurm_pass
+
+    wait_for(lambda: squeue(slurm_env, job_id) in ("", "COMPLETED"), timeout=30, what="the job's end")
+    slurm_pass()
+    assert Run.objects.get(pk=run.pk).slurm_state == "ENDED"
+
+
+def test_a_refused_job_fails_the_run_with_slurms_words(celery_worker, slurm_queue, alice_api):
+    slurm_queue.partition = "nope"
+    slurm_queue.save()
+    made = alice_api.post("/runs", {"queue": "slurm", "config": tiny_config(total_steps=4, seed=4)})
+    assert made.status_code == 201, made.content
+    run = wait_for(lambda: Run.objects.filter(pk=made.json()["id"], status=RunStatus.FAILED).first(), timeout=60,
+                   what="the refusal")
+    assert run.error.startswith("Slurm refused the job: sbatch: ") and "invalid partition" in run.error.lower()
+    assert run.slurm_job_id == "" and run.started_at is None
+
+
+def test_a_pending_job_shows_its_reason_and_a_kill_cancels_it(celery_worker, slurm_queue, slurm_env, alice_api):
+    from workers.slurm_tasks import slurm_pass
+
+    slurm_queue.extra_sbatch = ["--begin=now+1hour"]  # held by Slurm: pending with reason BeginTime
+    slurm_queue.save()
+    made = alice_api.post("/runs", {"queue": "slurm", "config": tiny_config(total_steps=4, seed=5)})
+    run = wait_for(lambda: Run.objects.filter(pk=made.json()["id"]).exclude(slurm_job_id="").first(), timeout=60,
+                   what="the run's Slurm job")
+    slurm_pass()
+    run = Run.objects.get(pk=run.pk)
+    assert (run.status, run.slurm_state, run.slurm_reason) == (RunStatus.QUEUED, "PENDING", "BeginTime")
+    assert run.dispatch_note == "Slurm: pending (BeginTime)"
+    assert alice_api.get(f"/runs/{run.pk}").json()["dispatch_note"] == "Slurm: pending (BeginTime)"
+    services.run_kill(run_id=run.pk, killed_by="user:alice")
+    assert Run.objects.get(pk=run.pk).status == RunStatus.KILLED
+    assert slurm_pass() == {"cancelled": [run.pk]}
+    wait_for(lambda: squeue(slurm_env, run.slurm_job_id) in ("", "CANCELLED"), timeout=30, what="the cancel")
+    slurm_pass()
+    assert Run.objects.get(pk=run.pk).slurm_state == "ENDED" and slurm_pass() == {}
+
+
+def test_a_queue_nobody_registered_is_a_field_error(alice_api):
+    bad = alice_api.post("/runs", {"queue": "nope", "config": tiny_config(total_steps=4)})
+    assert bad.status_code == 400
+    assert bad.json()["errors"]["queue"] == "no queue named 'nope'; the queues: cpu, gpu"
+    assert not Run.objects.exists()
