@@ -18,14 +18,17 @@ from workers.celery_app import app, ensure_django
 
 ensure_django()
 
+from django.conf import settings  # noqa: E402
 from django.db import close_old_connections  # noqa: E402
+from django.utils import timezone  # noqa: E402
 
 from webapp.runs import services  # noqa: E402
-from webapp.runs.models import ENDED_STATUSES, Queue  # noqa: E402
+from webapp.runs.models import ENDED_STATUSES, Queue, RunStatus  # noqa: E402
 from workers.slurm import commands  # noqa: E402
 
 log = logging.getLogger("seedbed.slurm")
 REPO = Path(__file__).resolve().parent.parent
+CANCEL_AFTER_S = 15.0  # after the kill's grace period and Slurm's SIGTERM, the job is cancelled this much later
 
 
 def queue_spec(queue: Queue) -> commands.QueueSpec:
@@ -33,7 +36,7 @@ def queue_spec(queue: Queue) -> commands.QueueSpec:
     return commands.QueueSpec(conf=queue.slurm_conf, partition=queue.partition, account=queue.account, qos=queue.qos,
                               time_limit_min=queue.time_limit_min, gpus_per_node=queue.gpus_per_node,
                               cpus_per_task=queue.cpus_per_task, mem_per_node_mb=queue.mem_per_node_mb,
-                              extra=tuple(queue.extra_sbatch or ()))
+                              extra=tuple(queue.extra_sbatch or ()), signal_before_s=queue.warn_before_s)
 
 
 def batch_script(run_id: int) -> str:
@@ -128,4 +131,26 @@ def _look_at(spec: commands.QueueSpec, run, job, done: dict) -> None:
         if not ended_run:
             services.run_slurm_ended(run_id=run.pk, job_id=job.job_id, state="CANCELLED", exit_code="")
         return
+    if run.status == RunStatus.RUNNING and run.kill_requested_at is not None and _kill_escalated(spec, run, job):
+        done["cancelled"].append(run.pk)
+        return
     services.run_slurm_state(run_id=run.pk, state=job.state, reason=job.nodes if job.state == "RUNNING" else job.reason)
+
+
+def _kill_escalated(spec: commands.QueueSpec, run, job) -> bool:
+    """A kill the job has not honoured: past the grace period its processes get SIGTERM from Slurm (``scancel
+    --signal``: the training child checkpoints and stops, should the job's own supervision be stuck), and
+    ``CANCEL_AFTER_S`` later the job is cancelled (True); the run then ends killed once Slurm says the job ended."""
+    waited = (timezone.now() - run.kill_requested_at).total_seconds()
+    grace = settings.SEEDBED_KILL_GRACE_S
+    try:
+        if waited > grace + CANCEL_AFTER_S:
+            commands.cancel(spec, job.job_id)
+            log.warning("run %s: its kill was not honoured %.0f s after the request; Slurm job %s cancelled",
+                        run.pk, waited, job.job_id)
+            return True
+        if waited > grace:
+            commands.cancel(spec, job.job_id, signal="TERM")
+    except commands.SlurmUnreachable:
+        pass
+    return False

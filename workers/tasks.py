@@ -269,9 +269,11 @@ def train_run(self, run_id: int, dispatch: str = "", node_rank: int | None = Non
     return train_here(run_id, worker)
 
 
-def train_here(run_id: int, worker: str, dispatch: str = "") -> str:
+def train_here(run_id: int, worker: str, dispatch: str = "", job=None) -> str:
     """Claim the run for ``worker`` and train it in a child process here, supervised, until it ends; record how
-    it ended and return that status. A worker slot (``train_run``) and a Slurm batch job (``workers.slurm.job``)."""
+    it ended and return that status. A worker slot (``train_run``) and a Slurm batch job (``workers.slurm.job``,
+    whose ``job`` forwards Slurm's signals, starts a multi-node run's other nodes and names a clean stop after a
+    signal "preempted")."""
     if dispatch:
         log.info("run %s: %s", run_id, dispatch)
     action = claimed(RUN_JOB, pk=run_id, take=lambda: services.run_start(run_id=run_id, worker=worker))
@@ -283,8 +285,10 @@ def train_here(run_id: int, worker: str, dispatch: str = "") -> str:
     from workers.exits import oom_kills
 
     oom_before = oom_kills()  # (a SIGKILL's error says whether the kernel's OOM killer acted meanwhile)
-    proc = ForkedChild.start(run_id, log_path)
+    proc = ForkedChild.start(run_id, log_path, job.node if job is not None else ())
     try:
+        if job is not None:
+            job.started(proc)
         services.run_heartbeat(run_id=run_id, pid=proc.pid, worker=worker)
         forced = _supervise(run_id, proc, worker)
     except BaseException:
@@ -294,9 +298,13 @@ def train_here(run_id: int, worker: str, dispatch: str = "") -> str:
     detail = _failure_detail(run_id, proc, log_path) if outcome in ("failed", "disk_full") else ""
     if outcome == "signaled":
         detail = _signal_detail(run_id, proc, log_path, oom_before)
+    if job is not None:
+        outcome, detail = job.outcome(outcome, detail)
     status = db_full.retrying(lambda: services.run_record_exit(run_id=run_id, outcome=outcome, forced=forced,
                                                                detail=detail, worker=worker), "how it ended", run_id)
     log.info("run %s: ended %s (exit code %s)", run_id, status, proc.returncode)
+    if job is not None:
+        job.ended()
     return status
 
 

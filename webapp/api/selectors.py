@@ -48,7 +48,9 @@ def run_detail(run: Run) -> dict:
             "started_at": _iso(run.started_at), "heartbeat_at": _iso(run.heartbeat_at), "attempts": run.attempts,
             "kill_requested": run.kill_requested_at is not None, "killed_by": run.killed_by,
             "kill_reason": run.kill_reason, "error": run.error, "failure_kind": run.failure_kind,
-            "dispatch_note": run.dispatch_note,
+            "dispatch_note": run.dispatch_note, "preemptions": run.preemptions, "restarts": run.restarts,
+            "slurm": {"job_id": run.slurm_job_id, "state": run.slurm_state, "reason": run.slurm_reason}
+            if run.slurm_job_id else None,
             "recovery": run.recovery_note,
             "parent_run": run.parent_run_id, "parent_step": run.parent_step, "copied_from": run.copied_from_id,
             "checkpoints": [{"id": c.pk, "step": c.step} for c in run.checkpoints.order_by("step")]}

@@ -94,6 +94,9 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0, help_text="How many times a worker started it (resumes).")
     restarts = models.PositiveIntegerField(default=0, help_text="Automatic restarts after its worker was lost.")
+    preemptions = models.PositiveIntegerField(default=0, help_text="Times its scheduler took its node back (Slurm's "
+                                              "time limit or a preemption) after a checkpoint: resumed, not a failure "
+                                              "and not one of its restarts.")
     retry_at = models.DateTimeField(null=True, blank=True,
                                     help_text="A restarted run is sent again from this time on (backoff).")
 
@@ -395,6 +398,10 @@ class Queue(models.Model):
     qos = models.CharField(max_length=100, blank=True)
     time_limit_min = models.PositiveIntegerField(default=0, help_text="A job's time limit in minutes (0: the "
                                                                       "partition's).")
+    warn_before_s = models.PositiveIntegerField(default=60, validators=[MinValueValidator(5), MaxValueValidator(3600)],
+                                                help_text="Slurm warns a job this many seconds before its time limit "
+                                                          "or a preemption (sbatch --signal=B:USR1@N): it "
+                                                          "checkpoints, stops and is requeued.")
     nodes = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(256)],
                                         help_text="The most nodes one run may ask for (nnodes).")
     gpus_per_node = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(64)])

@@ -81,6 +81,8 @@ def write_conf(base: Path) -> Path:
         "AccountingStorageType=accounting_storage/none", "JobAcctGatherType=jobacct_gather/none",
         "SlurmdParameters=config_overrides", "InactiveLimit=0", "KillWait=5", "MinJobAge=300",
         "SlurmctldTimeout=60", "SlurmdTimeout=60", "MessageTimeout=10",
+        # a requeued job may start again 10 s later (Slurm's default: 120); the scheduler looks every 5 s
+        "AuthInfo=cred_expire=10", "SchedulerParameters=sched_interval=5,bf_interval=5",
         *[f"NodeName={node} NodeHostname={host} NodeAddr=127.0.0.1 Port={ports[node]} CPUs={NODE_CPUS} "
           f"RealMemory={memory} State=UNKNOWN" for node in NODES],
         f"PartitionName={PARTITION} Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP",

@@ -113,7 +113,7 @@ def sbatch_args(spec: QueueSpec, *, job_name: str, nodes: int, output: str, work
     if bad:
         raise SlurmRefused(f"the queue's extra sbatch options are not allowed: {', '.join(bad)}")
     args = ["sbatch", "--parsable", f"--job-name={job_name}", f"--nodes={nodes}", "--ntasks-per-node=1",
-            f"--output={output}", f"--chdir={workdir}", "--requeue", "--export=ALL",
+            f"--output={output}", "--open-mode=append", f"--chdir={workdir}", "--requeue", "--export=ALL",
             f"--signal=B:USR1@{spec.signal_before_s}"]
     for flag, value in (("--partition", spec.partition), ("--account", spec.account), ("--qos", spec.qos)):
         if value:
@@ -174,9 +174,10 @@ def _scontrol_state(spec: QueueSpec, job_id: str) -> Optional[JobState]:
                     fields.get("ExitCode", ""))
 
 
-def cancel(spec: QueueSpec, job_id: str, *, signal: str = "", batch: bool = False) -> None:
-    """``scancel`` the job, or with ``signal`` only signal it (``batch``: its batch shell alone)."""
-    argv = ["scancel"] + ([f"--signal={signal}"] if signal else []) + (["--batch"] if batch else []) + [job_id]
+def cancel(spec: QueueSpec, job_id: str, *, signal: str = "") -> None:
+    """``scancel`` the job, or with ``signal`` only signal it: every process of it, its batch shell included
+    (``--full``)."""
+    argv = ["scancel"] + ([f"--signal={signal}", "--full"] if signal else []) + [job_id]
     done = _run(spec, argv)
     if done.returncode != 0 and "Invalid job id" not in done.stderr and "already completing" not in done.stderr:
         _raise_for(done, "scancel")

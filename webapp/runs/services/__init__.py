@@ -28,7 +28,7 @@ from .engine_config import (MAX_ENGINE_CONFIG_CHARS, MAX_ENGINE_VALUE_CHARS, bou
 from .gang import (run_nnodes, run_node_errors, run_node_exit, run_node_gang, run_node_heartbeat, run_node_lost,
                    run_node_master, run_node_release, run_node_take)
 from .lifecycle import (KILLABLE_STATUSES, run_finish, run_heartbeat, run_held_by, run_kill, run_record_exit,
-                        run_requeue, run_resume, run_start)
+                        run_preempted, run_requeue, run_resume, run_start)
 from .logged import run_metrics_log, run_samples_log
 from .metrics import METRIC_ROWS_PER_INSERT, finite_or_none, run_discard_after, run_metrics_append
 from .ranks import MAX_RANKS_STORED, run_ranks_set
@@ -50,7 +50,7 @@ __all__ = [
     "run_engine_config_set", "run_finish", "run_heartbeat", "run_held_by", "run_kill", "run_metrics_append",
     "run_metrics_log", "run_samples_log",
     "run_nnodes", "run_node_errors", "run_node_exit", "run_node_gang", "run_node_heartbeat", "run_node_lost",
-    "run_node_master", "run_node_release", "run_node_take", "run_ranks_set", "run_record_exit", "run_requeue",
+    "run_node_master", "run_node_release", "run_node_take", "run_ranks_set", "run_record_exit", "run_preempted", "run_requeue",
     "run_resume", "run_samples_append", "run_start", "run_warning_add", "runs_mark_lost", "runs_redispatch",
     "runs_restart_after_disk_full", "runs_recover",
     # (private helpers a few tests call directly)

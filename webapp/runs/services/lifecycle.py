@@ -89,7 +89,7 @@ def run_record_exit(*, run_id: int, outcome: str, forced: bool | str = False, de
     """A running run's training process exited: decide how the run ended and record it; returns its status.
 
     ``outcome`` is what the process reported: "succeeded" (it trained every step), "stopped" (it stopped
-    cleanly when asked), "failed" (an error it raised itself; ``detail`` says how), "disk_full" (that error was a full
+    cleanly when asked), "preempted" (it stopped cleanly on its scheduler's signal: ``detail`` says which), "failed" (an error it raised itself; ``detail`` says how), "disk_full" (that error was a full
     disk: the run restarts once there is room, ``runs_restart_after_disk_full``) or "signaled" (a signal it
     did not ask for killed it: the out-of-memory killer's SIGKILL, a SIGSEGV; ``detail``'s first line names
     it); ``forced``: its worker terminated it after a kill (True, or why: the grace period was over, or its
@@ -109,6 +109,8 @@ def run_record_exit(*, run_id: int, outcome: str, forced: bool | str = False, de
         return run_finish(run_id=run_id, status=RunStatus.SUCCEEDED).status
     if outcome == "stopped":
         return run_requeue(run_id=run_id, reason="worker shut down; resumes from its checkpoint").status
+    if outcome == "preempted":
+        return run_preempted(run_id=run_id, reason=detail).status
     if outcome == "signaled":
         cause, _, tail = detail.partition("\n")
         cause = cause[:300]  # (one line, in the restart's note)
@@ -131,6 +133,25 @@ def _forced_error(forced) -> str:
     if not forced:
         return ""
     return forced if isinstance(forced, str) else "terminated after the kill grace period"
+
+
+@transaction.atomic
+def run_preempted(*, run_id: int, reason: str) -> Run:
+    """A running run handed its node back on its scheduler's signal (Slurm's warning before a time limit or a
+    preemption, or its SIGTERM), after a checkpoint: back to the queue, counted in ``preemptions`` (shown; not a
+    failure, not charged to ``max_restarts``). A Slurm run keeps its job, which Slurm starts again (its requeue);
+    the dispatch is recorded as for any queued run."""
+    run = locked_run(run_id)
+    move_status(run, RunStatus.QUEUED)
+    run.preemptions += 1
+    run.error = f"preempted ({reason}); resumes from its checkpoint of step {run.last_step}"[:4000]
+    run.worker, run.pid = "", None
+    if run.slurm_job_id:
+        run.slurm_state, run.slurm_reason = "REQUEUED", ""
+    run.save()
+    run_dispatch(run=run)
+    log.info("run %s: preempted (%s)", run.pk, reason)
+    return run
 
 
 @transaction.atomic

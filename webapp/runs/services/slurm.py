@@ -17,7 +17,7 @@ from webapp.runs.models import ENDED_STATUSES, RUN_JOB, FailureKind, Queue, Queu
 
 from .lifecycle import run_finish
 from .recovery import record_lost, restart_run
-from .transitions import after_end, locked_run
+from .transitions import after_end, locked_run, move_status
 
 log = logging.getLogger("seedbed.runs")
 
@@ -83,9 +83,11 @@ def run_slurm_state(*, run_id: int, state: str, reason: str) -> None:
 
 @transaction.atomic
 def run_slurm_ended(*, run_id: int, job_id: str, state: str, exit_code: str) -> None:
-    """The run's job ended (``state``: COMPLETED, FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, CANCELLED, ...). A run
-    that recorded its own end keeps it; one still queued or running ends now with Slurm's words in its error:
-    killed when a kill was asked for, else failed."""
+    """The run's job ended (``state``: COMPLETED, FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED, CANCELLED,
+    ...) without the run recording its end. A run being killed ends killed; a preempted job's run (PREEMPTED), or
+    one the job handed back before it ended (queued after a checkpoint: TIMEOUT, COMPLETED) is submitted again, a
+    preemption rather than a failure; a job cancelled outside Seedbed (``scancel``) kills its run; any other end
+    fails it, Slurm's words in its error."""
     run = locked_run(run_id)
     if run.slurm_job_id != job_id:
         return
@@ -95,11 +97,32 @@ def run_slurm_ended(*, run_id: int, job_id: str, state: str, exit_code: str) -> 
     words = f"the Slurm job {job_id} ended {state}" + (f" (exit code {exit_code})" if exit_code else "")
     if run.kill_requested_at is not None:
         run_finish(run_id=run_id, status=RunStatus.KILLED, error=words)
+    elif state == "PREEMPTED" or (run.status == RunStatus.QUEUED and state in HANDED_BACK_STATES):
+        _submit_again(run, words)
+    elif state == "CANCELLED":
+        Run.objects.filter(pk=run_id).update(killed_by="slurm")
+        run_finish(run_id=run_id, status=RunStatus.KILLED, error=f"{words}: cancelled outside Seedbed (scancel)")
     else:
         run_finish(run_id=run_id, status=RunStatus.FAILED, error=f"{words} before the run recorded its end",
-                   failure_kind=FailureKind.SIGNAL if state in ("TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
-                                                                "CANCELLED", "PREEMPTED") else "")
+                   failure_kind=FailureKind.SIGNAL if state in ("TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY") else "")
     log.warning("run %s: %s", run_id, words)
+
+
+HANDED_BACK_STATES = frozenset({"TIMEOUT", "COMPLETED"})
+"""How a job ends after its run handed itself back (preempted, queued after a checkpoint) when Slurm did not
+requeue the job: its time limit came, or it exited after a requeue Slurm refused."""
+
+
+def _submit_again(run: Run, why: str) -> None:
+    """A new job for the run (``runs_redispatch`` submits it within seconds): a running one was preempted, which is
+    counted (``preemptions``), not charged to ``max_restarts``; it resumes from its last checkpoint."""
+    if run.status == RunStatus.RUNNING:
+        move_status(run, RunStatus.QUEUED)
+        run.preemptions += 1
+        run.worker, run.pid = "", None
+    run.slurm_job_id, run.slurm_state, run.slurm_reason = "", "", ""
+    run.dispatched_at, run.retry_at, run.dispatch_note = None, None, f"{why}; submitted again"[:500]
+    run.save()
 
 
 def run_slurm_job_gone(*, run_id: int, job_id: str) -> None:

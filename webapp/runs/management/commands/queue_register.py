@@ -1,5 +1,5 @@
 """Register (or update) a queue runs may name: ``manage.py queue_register NAME [--kind slurm] [--slurm-conf PATH]
-[--partition P] [--account A] [--qos Q] [--time-limit-min N] [--nodes N] [--gpus-per-node N] [--cpus-per-task N]
+[--partition P] [--account A] [--qos Q] [--time-limit-min N] [--warn-before-s N] [--nodes N] [--gpus-per-node N] [--cpus-per-task N]
 [--mem-per-node-mb N] [--extra-sbatch OPTION ...] [--description TEXT]``; ``--remove`` takes it off. What the admin
 does, from a shell (``./seedbed slurm start`` registers its cluster as the queue ``slurm``)."""
 from django.core.exceptions import ValidationError
@@ -7,8 +7,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from webapp.runs.models import Queue, QueueKind
 
-FIELDS = ("kind", "description", "slurm_conf", "partition", "account", "qos", "time_limit_min", "nodes",
-          "gpus_per_node", "cpus_per_task", "mem_per_node_mb", "extra_sbatch")
+FIELDS = ("kind", "description", "slurm_conf", "partition", "account", "qos", "time_limit_min", "warn_before_s",
+          "nodes", "gpus_per_node", "cpus_per_task", "mem_per_node_mb", "extra_sbatch")
 
 
 class Command(BaseCommand):
@@ -21,7 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("--slurm-conf", dest="slurm_conf")
         for name in ("partition", "account", "qos"):
             parser.add_argument(f"--{name}")
-        for name in ("time_limit_min", "nodes", "gpus_per_node", "cpus_per_task", "mem_per_node_mb"):
+        for name in ("time_limit_min", "warn_before_s", "nodes", "gpus_per_node", "cpus_per_task", "mem_per_node_mb"):
             parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int)
         parser.add_argument("--extra-sbatch", dest="extra_sbatch", nargs="*")
         parser.add_argument("--remove", action="store_true")

@@ -1,0 +1,92 @@
+"""Kill, requeue and time limits of runs on a Slurm queue, against the real cluster (tests/slurm/conftest.py): the
+work is kept each time. A requeue (``scontrol requeue``) and a time limit hand the run back after a checkpoint,
+counted as a preemption (not a restart); it resumes from that checkpoint with the metrics of an uninterrupted
+run; a kill ends it killed, with a checkpoint, its job gone."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.conftest import tiny_config, wait_for
+from tests.slurm.test_slurm_queue import squeue
+from webapp.runs import services
+from webapp.runs.models import Checkpoint, MetricPoint, Run, RunStatus
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def launch(api, **config) -> Run:
+    made = api.post("/runs", {"queue": "slurm", "config": tiny_config(**config)})
+    assert made.status_code == 201, made.content
+    return Run.objects.get(pk=made.json()["id"])
+
+
+def running_at(run: Run, step: int, timeout: float = 120) -> Run:
+    return wait_for(lambda: Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING, last_step__gte=step).first(),
+                    timeout=timeout, what=f"run {run.pk} running past step {step}")
+
+
+def ended(run: Run, timeout: float = 240) -> Run:
+    from webapp.runs.models import ENDED_STATUSES
+
+    return wait_for(lambda: Run.objects.filter(pk=run.pk, status__in=ENDED_STATUSES).first(), timeout=timeout,
+                    what=f"run {run.pk}'s end")
+
+
+def curve(run: Run, key: str = "reward/mean") -> list[tuple[int, float]]:
+    return list(MetricPoint.objects.filter(run=run, key=key).order_by("step").values_list("step", "value"))
+
+
+def test_a_requeue_mid_run_resumes_from_its_checkpoint_with_the_metrics_of_an_uninterrupted_run(
+        celery_worker, slurm_queue, slurm_env, alice_api):
+    config = dict(total_steps=30, seed=11, checkpoint_every=0)
+    requeued, reference = launch(alice_api, **config), launch(alice_api, **config)  # one node each
+    run = running_at(requeued, 5)
+    job_id = run.slurm_job_id
+    subprocess.run(["scontrol", "requeue", job_id], env=slurm_env, check=True, capture_output=True)
+    back = wait_for(lambda: Run.objects.filter(pk=run.pk, preemptions=1).first(), timeout=60, what="the hand-back")
+    assert back.error.startswith("preempted (Slurm ended the job (a requeue, a preemption or a cancel)); resumes "
+                                 f"from its checkpoint of step {back.last_step}")
+    assert Checkpoint.objects.filter(run=run, step=back.last_step).exists() and back.last_step < 30
+    done, ref = ended(run), ended(reference)
+    assert (done.status, ref.status) == (RunStatus.SUCCEEDED, RunStatus.SUCCEEDED), done.error
+    assert (done.preemptions, done.restarts, done.slurm_job_id) == (1, 0, job_id)  # the same job, started again
+    assert [s for s, _ in curve(done)] == list(range(1, 31))  # one point per step, none twice
+    for key in ("reward/mean", "loss/policy", "kl"):
+        assert curve(done, key) == curve(ref, key), key  # bit-identical to the run nobody interrupted
+    page = alice_api.get(f"/runs/{run.pk}").json()
+    assert (page["preemptions"], page["restarts"], page["slurm"]["job_id"]) == (1, 0, job_id)
+
+
+def test_a_time_limit_checkpoints_before_it_and_the_run_then_finishes(celery_worker, worker_env, slurm_queue,
+                                                                      alice_api):
+    slurm_queue.time_limit_min, slurm_queue.warn_before_s = 1, 10  # warned 10 to 40 s before the minute is up
+    slurm_queue.save()
+    # about 40 s of steps (0.05 s each here): more than one attempt's share of the minute
+    run = launch(alice_api, total_steps=800, seed=12, checkpoint_every=0, samples_per_step=0)
+    back = wait_for(lambda: Run.objects.filter(pk=run.pk, preemptions__gte=1).first(), timeout=120,
+                    what="the hand-back before the time limit")
+    assert back.error.startswith("preempted (Slurm warned the job before its time limit or a preemption)")
+    assert Checkpoint.objects.filter(run=run, step=back.last_step).exists()
+    done = ended(run, timeout=300)
+    assert done.status == RunStatus.SUCCEEDED, done.error
+    assert done.restarts == 0 and done.preemptions >= 1 and done.last_step == 800
+    assert [s for s, _ in curve(done)] == list(range(1, 801))
+    log = (worker_env[1] / "runs" / str(done.uid) / f"slurm-{done.slurm_job_id}.log").read_text()
+    assert log.count(f"run {run.pk}: queued") == done.preemptions  # each attempt handed the run back, then went on
+    assert f"run {run.pk}: succeeded" in log
+
+
+def test_a_kill_mid_run_ends_it_killed_with_a_checkpoint_and_its_job_gone(celery_worker, slurm_queue, slurm_env,
+                                                                          alice_api):
+    run = running_at(launch(alice_api, total_steps=200, seed=13, checkpoint_every=0), 3)
+    assert alice_api.post(f"/runs/{run.pk}/kill", {"reason": "enough"}).status_code == 200
+    done = ended(run, timeout=60)
+    assert done.status == RunStatus.KILLED and done.killed_by == "user:alice"
+    assert Checkpoint.objects.filter(run=run, step=done.last_step).exists() and done.last_step < 200
+    wait_for(lambda: squeue(slurm_env, run.slurm_job_id) in ("", "COMPLETED"), timeout=30, what="the job's end")
+    from workers.slurm_tasks import slurm_pass
+
+    slurm_pass()
+    assert Run.objects.get(pk=run.pk).slurm_state == "ENDED"
