@@ -78,3 +78,27 @@ def test_a_queue_nobody_registered_is_a_field_error(alice_api):
     assert bad.status_code == 400
     assert bad.json()["errors"]["queue"] == "no queue named 'nope'; the queues: cpu, gpu"
     assert not Run.objects.exists()
+
+
+def test_a_two_node_ddp_run_spans_the_allocation_one_rank_per_node(celery_worker, worker_env, slurm_queue, slurm_env,
+                                                                   alice_api):
+    made = alice_api.post("/runs", {"queue": "slurm", "config": tiny_config(total_steps=6, seed=6, nnodes=2,
+                                                                            strategy="ddp")})
+    assert made.status_code == 201, made.content
+    run = wait_for(lambda: Run.objects.filter(pk=made.json()["id"], status=RunStatus.RUNNING).first(), timeout=60,
+                   what="the 2-node run to start")
+    nodes = wait_for(lambda: subprocess.run(["squeue", "-h", "-j", run.slurm_job_id, "-o", "%N"], env=slurm_env,
+                                            capture_output=True, text=True).stdout.strip(), timeout=10,
+                     what="the job's nodes")
+    assert nodes == "n[1-2]"
+    run = wait_for(lambda: Run.objects.filter(pk=run.pk, status__in=[RunStatus.SUCCEEDED, RunStatus.FAILED,
+                                                                      RunStatus.LOST]).first(),
+                   timeout=240, what="the 2-node run's end")
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert [s for s, in MetricPoint.objects.filter(run=run, key="reward/mean").order_by("step").values_list("step")] \
+        == [1, 2, 3, 4, 5, 6]  # one metrics line per step, from rank 0 alone
+    assert sorted(r["rank"] for r in run.ranks) == [0, 1]
+    node_log = (worker_env[1] / "runs" / str(run.uid) / "nodes" / "1" / "worker.log").read_text()
+    assert "as node 1" in node_log  # the second node's training child, started by srun on n2
+    job_log = (worker_env[1] / "runs" / str(run.uid) / f"slurm-{run.slurm_job_id}.log").read_text()
+    assert "node 1 on n2 ended with exit code 0" in job_log

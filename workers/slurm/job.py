@@ -6,8 +6,9 @@ The first node does what a worker's slot does for a run (``workers.tasks.train_h
 (``run_start``: its worker is ``slurm:<job id>@<node>``), forks the training child (``workers.runner``: it writes
 metrics, samples and checkpoints to the database the web app reads), heartbeats and watches the kill flag, and
 records how the run ended. A multi-node run's child is torchrun's node 0 with the rendezvous on this node (a free
-port of it); each other node's task forks the child of its node rank (1 + its ``SLURM_PROCID``) at that address and
-waits for it: torchrun's own rendezvous forms the run, as ``training.ranks.torchrun_command`` says.
+port of it); each other node's task forks the child of its node rank (1 + its ``SLURM_PROCID``), which joins that
+port at the address srun launched it from (``SLURM_LAUNCH_NODE_IPADDR``), and waits for it: torchrun's own
+rendezvous forms the run, as ``training.ranks.torchrun_command`` says.
 
 Slurm's signals (``Job``): the batch shell gets SIGUSR1 before a time limit or a preemption (``sbatch
 --signal=B:USR1@N``), every process of the job SIGTERM when Slurm ends it (a requeue, a preemption, a cancel). Either
@@ -62,7 +63,8 @@ class Job:
     def __init__(self, run_id: int, nnodes: int = 1, host: str = ""):
         self.run_id = run_id
         self.nnodes = nnodes
-        self.node: tuple = (0, host or node_name(), _free_port()) if nnodes > 1 else ()
+        # (the rendezvous: this host as its own name says; the other nodes reach it at the address Slurm knows)
+        self.node: tuple = (0, host or socket.gethostname(), _free_port()) if nnodes > 1 else ()
         self.signalled: int | None = None
         self.child = None
         self.others: subprocess.Popen | None = None
@@ -140,6 +142,7 @@ def other_node(run_id: int, host: str, port: int) -> int:
     from workers.tasks import ForkedChild, run_dir
 
     rank = 1 + int(os.environ.get("SLURM_PROCID", "0"))
+    host = os.environ.get("SLURM_LAUNCH_NODE_IPADDR") or host  # (node 0's address, as srun launched this task)
     folder = Path(run_dir(run_id)) / "nodes" / str(rank)
     folder.mkdir(parents=True, exist_ok=True)
     child = ForkedChild.start(run_id, folder / "worker.log", (rank, host, port))
