@@ -86,9 +86,6 @@ TESTS_THAT_SET_THE_SCENE_ONLY = {
         f"the model's errors (a prompt too long, no weights); {TRIALS_RUN_ON_POSTGRES}",
     "tests/library/test_model_trials.py::test_smollm2_is_tried_through_its_chat_template":
         f"SmolLM2's chat template and reply; {TRIALS_RUN_ON_POSTGRES}",
-    "tests/workers/test_multinode.py::test_a_two_node_run_starts_as_a_gang_trains_and_is_killed_from_the_ui":
-        "a 2-node run's training, run page and kill from a browser; its gang forms through the claims that "
-        "test_two_half_started_runs_never_deadlock and test_the_oldest_waiting_run_forms_first_... run on PostgreSQL",
 }
 
 # The code that is engine-specific is tested in these; they must stay in the selection.
@@ -97,7 +94,7 @@ MUST_BE_SELECTED = (
     "tests/runs/test_dispatch_stamp.py", "tests/sweeps/test_services.py", "tests/sweeps/test_policy_check.py",
     "tests/evals/test_services.py", "tests/api/test_idempotency.py", "tests/projects/test_reserved_names.py",
     "tests/projects/test_migration.py", "tests/sweeps/test_migrations.py", "tests/faults/test_run_folders.py",
-    "tests/workers/test_sink.py", "tests/workers/test_multinode.py",
+    "tests/workers/test_sink.py",
 )
 
 

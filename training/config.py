@@ -67,8 +67,8 @@ class TrainConfig:
     nproc_per_node: int = _f(1, "Processes per node (torchrun --nproc-per-node): one per GPU, or CPU processes. "
                              "The seedbed engine splits each step's groups over nproc_per_node × nnodes ranks "
                              "(strategy ddp or fsdp).", min=1, max=64)
-    nnodes: int = _f(1, "Machines the run spans (seedbed engine): one node task per worker, started together, "
-                     "torchrun on each with the rendezvous at node 0's host.", min=1, max=64)
+    nnodes: int = _f(1, "Machines the run spans (seedbed engine). More than one needs a Slurm queue: Slurm allocates "
+                     "the nodes together, torchrun runs on each with the rendezvous on the first.", min=1, max=64)
     strategy: str = _f("none", "How the seedbed engine trains on several ranks: none (one process), ddp "
                        "(DistributedDataParallel: every rank holds the model, gradients all-reduced) or fsdp "
                        "(FSDP2: parameters, gradients and optimizer state sharded per decoder layer).")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 from datetime import timedelta
 from pathlib import Path
 
@@ -310,11 +309,6 @@ SEEDBED_API_RATE_BURST = _stall.bounded_setting("SEEDBED_API_RATE_BURST", _ratel
                                                 _ratelimit.BURST_BOUNDS)
 # Queue for runs whose config says device "auto": "cpu" in the embedded default, "gpu" in production.
 SEEDBED_AUTO_QUEUE = os.environ.get("SEEDBED_AUTO_QUEUE", "cpu")
-# Multi-node runs (nnodes > 1): the address other workers reach this one's torchrun at (node 0's rendezvous), and
-# how long a node task holds its slot waiting for the rest of its gang before it gives the slot back and
-# queues itself again (two half-started runs never wait on each other for ever)
-SEEDBED_NODE_ADDR = os.environ.get("SEEDBED_NODE_ADDR", "") or socket.gethostname()
-SEEDBED_GANG_TIMEOUT_S = float(os.environ.get("SEEDBED_GANG_TIMEOUT_S", "60"))
 SEEDBED_QUEUES = ("cpu", "gpu")
 # Caps on what one config may ask of a worker (webapp.runs.capacity): at most what the largest worker reporting
 # for the run's queue has (cores or GPUs, memory, how many workers), lowered by these when set (unset: no cap of

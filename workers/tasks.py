@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -67,7 +66,7 @@ class ForkedChild:
 
     @classmethod
     def start(cls, run_id: int, log_path: Path, node: tuple = ()) -> "ForkedChild":
-        """``node``: (node rank, rendezvous host, port) for one node of a multi-node run."""
+        """``node``: (node rank, rendezvous host, port) for one node of a multi-node run (a Slurm job's)."""
         from workers.runner import run_in_forked_child
 
         connections.close_all()  # the child must not share the slot's database connections
@@ -249,20 +248,17 @@ def _signal_detail(run_id: int, proc: "ForkedChild", log_path: Path, oom_before:
 
 
 @app.task(name="workers.tasks.train_run", acks_late=True, ignore_result=True, bind=True)
-def train_run(self, run_id: int, dispatch: str = "", node_rank: int | None = None, attempt: int = 0) -> str:
-    """Train one run in a child process; safe to deliver twice (see services.run_start). ``dispatch``: the id of
-    this message (Run.dispatch_id records the last one sent), for the log. ``node_rank``: one node of a
-    multi-node run (``train_node``); ``attempt``: how many times that node was given back already."""
+def train_run(self, run_id: int, dispatch: str = "") -> str:
+    """Train one single-node run in a child process; safe to deliver twice (see services.run_start). ``dispatch``:
+    the id of this message (Run.dispatch_id records the last one sent), for the log. (A run over several machines
+    is a Slurm queue's batch job: ``workers.slurm.job``.)"""
     close_old_connections()
     worker = f"{socket.gethostname()}:{os.getpid()}"
     # this slot's liveness, stamped every 2 s: the maintenance pass notices its death within seconds
     from workers.recovery import Beat
 
     Beat.ensure()
-    log.info("run %s: message %s received%s", run_id, dispatch or "(no dispatch id)",
-             "" if node_rank is None else f" for node {node_rank}")
-    if node_rank is not None:
-        return train_node(self, run_id, dispatch, node_rank, worker, attempt)
+    log.info("run %s: message %s received", run_id, dispatch or "(no dispatch id)")
     if waits_for_build(run_id, dispatch):
         log.info("run %s: the built-in model is being built elsewhere; its slot is given back", run_id)
         return "waits for the build"
@@ -317,167 +313,6 @@ def _failure_detail(run_id: int, proc: ForkedChild, log_path: Path) -> str:
         log.error("run %s: training process failed (exit code %s): %s", run_id, proc.returncode, cause)
         return f"{cause}\ntraining process exited with code {proc.returncode}\n{tail}"
     return f"training process exited with code {proc.returncode}\n{tail}"
-
-
-GANG_POLL_S = 0.5
-OLDER_GANG_EVERY = 4      # every 4th poll (2 s), a waiting node looks for an older run's gang lacking a node
-GANG_BACKOFF_CAP_S = 30.0
-
-
-def gang_backoff_s(attempt: int) -> float:
-    """How long a node given back (its gang did not form) waits before it is queued again: 0.5 to 1 s the first
-    time, twice as long each next time, at most the gang timeout (and 30 s), each draw jittered down by up to a
-    half so that nodes given back together do not come back together.
-
-    >>> all(0.5 <= gang_backoff_s(1) <= 1.0 for _ in range(100)) and gang_backoff_s(40) <= GANG_BACKOFF_CAP_S
-    True
-    """
-    cap = min(GANG_BACKOFF_CAP_S, max(settings.SEEDBED_GANG_TIMEOUT_S, 1.0))
-    return min(cap, 2.0 ** min(max(attempt - 1, 0), 30)) * random.uniform(0.5, 1.0)
-
-
-def _free_port(host: str) -> int:
-    """A TCP port free on this machine now, for node 0's rendezvous (torchrun binds it a moment later)."""
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
-def train_node(task, run_id: int, dispatch: str, node_rank: int, worker: str, attempt: int = 0) -> str:
-    """One node of a multi-node run (``nnodes`` > 1), started as a gang:
-
-    1. claim a node for this slot: of the OLDEST run of this queue whose gang lacks a node this worker may take,
-       whichever run's message this is (services.run_node_take; node 0 also takes the rendezvous port), so two
-       half-formed gangs never hold each other's slots and the oldest run forms first; nothing to take: done,
-       or, when only this worker's own nodes stand in the way, queued again after a backoff;
-    2. hold the slot until every node of that run is claimed, giving it to an older run's gang should one come to
-       lack a node; if the gang has not formed within SEEDBED_GANG_TIMEOUT_S, give the claim and the slot back
-       and queue this node again after a growing, jittered backoff (``gang_backoff_s``);
-    3. node 0 moves the run to running (services.run_start) and the others wait for that; every node then starts
-       ``torchrun --nnodes N --node-rank r`` at node 0's rendezvous (training.distributed) in a child process;
-    4. node 0 supervises like a single-node run and records how the run ended (with the other nodes' errors
-       when it failed); the others heartbeat their node and record their own exit.
-    """
-    machine = getattr(task.request, "hostname", "") or socket.gethostname()
-    queue = _queue_of(task, run_id)
-    host = settings.SEEDBED_NODE_ADDR
-    message = (run_id, node_rank, dispatch)  # what this message said: queued again as it was
-    while True:
-        taken = services.run_node_take(queue=queue, machine=machine, worker=worker, host=host,
-                                       port=_free_port(host), prefer=message[:2])
-        if isinstance(taken, str):
-            log.info("run %s: node %s: no node to take on queue %s (%s)", *message[:2], queue, taken)
-            if taken == "blocked":  # a run lacks a node this worker cannot take (it holds one): another worker's
-                _send_node_again(task, *message, queue, attempt + 1)
-            return taken
-        run_id, dispatch, node_rank = taken
-        if (run_id, node_rank) != message[:2]:
-            log.info("run %s: node %s taken by the message of run %s node %s (the oldest gang first)", run_id,
-                     node_rank, *message[:2])
-        gang = _wait_for_gang(task, queue, machine, worker, run_id, dispatch, node_rank)
-        if gang[0] == "requeued":
-            _send_node_again(task, *message, queue, attempt + 1)
-            return "requeued"
-        state, run_id, dispatch, node_rank = gang
-        if state == "gone":  # killed, or sent again meanwhile: this slot may serve another gang
-            services.run_node_release(run_id=run_id, node_rank=node_rank, worker=worker)
-            continue
-        break
-    master = services.run_node_master(run_id=run_id, dispatch=dispatch)
-    if node_rank == 0 and services.run_start(run_id=run_id, worker=worker) == "skip":
-        services.run_node_release(run_id=run_id, node_rank=node_rank, worker=worker)
-        return "skip"
-    if node_rank > 0 and not _wait_running(run_id, dispatch, node_rank, worker):
-        services.run_node_release(run_id=run_id, node_rank=node_rank, worker=worker)
-        return "gone"
-    out = run_dir(run_id)
-    node_dir = out if node_rank == 0 else out / "nodes" / str(node_rank)
-    node_dir.mkdir(parents=True, exist_ok=True)
-    log_path = node_dir / "worker.log"
-    from workers.exits import oom_kills
-
-    oom_before = oom_kills()
-    proc = ForkedChild.start(run_id, log_path, (node_rank, *master))
-    beat = (lambda pid: services.run_heartbeat(run_id=run_id, pid=pid, worker=worker)) if node_rank == 0 else \
-        (lambda pid: services.run_node_heartbeat(run_id=run_id, node_rank=node_rank, worker=worker, pid=pid))
-    services.run_node_heartbeat(run_id=run_id, node_rank=node_rank, worker=worker, pid=proc.pid, started=True)
-    try:
-        beat(proc.pid)
-        # (node 0 records the run's system metrics; another node's would land on the same keys)
-        forced = _supervise(run_id, proc, worker, heartbeat=beat, system_metrics=node_rank == 0)
-    except BaseException:
-        _terminate_group(proc)
-        raise
-    outcome = _exit_outcome(proc.returncode)
-    detail = _failure_detail(run_id, proc, log_path) if outcome in ("failed", "disk_full") else ""
-    if outcome == "signaled":
-        detail = _signal_detail(run_id, proc, log_path, oom_before)
-    db_full.retrying(lambda: services.run_node_exit(run_id=run_id, node_rank=node_rank, worker=worker, outcome=outcome,
-                                                    error=detail), "how its node ended", run_id)
-    if node_rank > 0:
-        log.info("run %s: node %s ended %s (exit code %s)", run_id, node_rank, outcome, proc.returncode)
-        return outcome
-    if outcome == "failed":  # (its ranks' broken connections, when another node lost its process or a rank)
-        detail = services.run_node_errors(run_id=run_id, dispatch=dispatch) + detail
-        lost = services.run_node_lost(run_id=run_id, dispatch=dispatch)
-        outcome, detail = ("signaled", lost) if lost else (outcome, detail)
-    status = db_full.retrying(lambda: services.run_record_exit(run_id=run_id, outcome=outcome, forced=forced,
-                                                               detail=detail, worker=worker), "how it ended", run_id)
-    log.info("run %s: ended %s (exit code %s)", run_id, status, proc.returncode)
-    return status
-
-
-def _wait_for_gang(task, queue: str, machine: str, worker: str, run_id: int, dispatch: str, node_rank: int) -> tuple:
-    """Hold the claimed node until its gang is complete: ("complete", run, dispatch, rank) for the node held
-    then (an older run's, should one have come to lack a node meanwhile), ("gone", ...) when its run no longer
-    waits for it, ("requeued",) when the gang timed out and the claim was given back."""
-    deadline = time.monotonic() + settings.SEEDBED_GANG_TIMEOUT_S
-    polls = 0
-    while (gang := services.run_node_gang(run_id=run_id, dispatch=dispatch, node_rank=node_rank,
-                                          worker=worker)) == "waiting":
-        if time.monotonic() > deadline:
-            services.run_node_release(run_id=run_id, node_rank=node_rank, worker=worker)
-            log.info("run %s: node %s: the other nodes did not come within %.0f s; slot given back, node queued "
-                     "again", run_id, node_rank, settings.SEEDBED_GANG_TIMEOUT_S)
-            return ("requeued",)
-        polls += 1
-        if polls % OLDER_GANG_EVERY == 0:
-            older = services.run_node_take(queue=queue, machine=machine, worker=worker,
-                                           host=settings.SEEDBED_NODE_ADDR, port=_free_port(settings.SEEDBED_NODE_ADDR),
-                                           instead_of=(run_id, node_rank))
-            if not isinstance(older, str):
-                log.info("run %s: node %s given up for node %s of the older run %s, whose gang lacks it", run_id,
-                         node_rank, older[2], older[0])
-                run_id, dispatch, node_rank = older
-                deadline = time.monotonic() + settings.SEEDBED_GANG_TIMEOUT_S
-        time.sleep(GANG_POLL_S)
-    return (gang, run_id, dispatch, node_rank)
-
-
-def _queue_of(task, run_id: int) -> str:
-    """The queue this message came from (a node serves whichever run of it needs a node)."""
-    queue = (task.request.delivery_info or {}).get("routing_key")
-    if queue:
-        return queue
-    return Run.objects.filter(pk=run_id).values_list("queue", flat=True).first() or settings.SEEDBED_AUTO_QUEUE
-
-
-def _wait_running(run_id: int, dispatch: str, node_rank: int, worker: str, timeout_s: float = 60.0) -> bool:
-    """A node other than 0 waits for node 0 to have started the run."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if Run.objects.filter(pk=run_id, status=RunStatus.RUNNING, dispatch_id=dispatch).exists():
-            return True
-        if services.run_node_gang(run_id=run_id, dispatch=dispatch, node_rank=node_rank, worker=worker) == "gone":
-            return False
-        time.sleep(GANG_POLL_S)
-    return False
-
-
-def _send_node_again(task, run_id: int, node_rank: int, dispatch: str, queue: str, attempt: int) -> None:
-    """This node's message, queued again after ``gang_backoff_s(attempt)``."""
-    train_run.apply_async(args=[run_id], kwargs={"dispatch": dispatch, "node_rank": node_rank, "attempt": attempt},
-                          queue=queue, countdown=gang_backoff_s(attempt))
 
 
 @app.task(name="workers.tasks.maintenance", ignore_result=True)

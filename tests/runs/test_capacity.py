@@ -16,8 +16,8 @@ from tests.api.conftest import Api, _user_with_token
 from tests.runs.test_views import field_errors, form_post
 from training.fields import FieldErrors
 from webapp.runs import services
-from webapp.runs.capacity import NODES_WITHOUT_REPORTS, capacity_report
-from webapp.runs.models import Run, RunStatus, WorkerCapacity
+from webapp.runs.capacity import capacity_report
+from webapp.runs.models import Queue, QueueKind, Run, RunStatus, WorkerCapacity
 from webapp.sweeps import services as sweep_services
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.usefixtures("no_worker_reports")]
@@ -58,15 +58,14 @@ def test_the_api_refuses_more_ranks_than_the_largest_worker_has_cores_and_accept
     assert Run.objects.get().config["nproc_per_node"] == 3
 
 
-def test_the_api_refuses_more_nodes_than_workers_report_for_the_queue(api, config):
+def test_several_nodes_go_to_a_slurm_queue_whatever_the_celery_workers_report(api, config):
     report("only")
+    report("second")
     two_nodes = {**config, "nnodes": 2, "strategy": "ddp"}
     response = api.post("/runs", {"config": two_nodes})
-    assert response.status_code == 400
-    assert response.json()["errors"] == {"nnodes": "at most 1 on queue cpu (1 worker reports for it, and two nodes "
-                                                   "never share a worker); got 2"}
-    report("second")
-    assert api.post("/runs", {"config": two_nodes}).status_code == 201
+    assert response.status_code == 400 and response.json()["errors"]["nnodes"].startswith(
+        "a run over 2 machines goes to a Slurm queue (queue cpu is a Celery queue")
+    assert not Run.objects.exists()
 
 
 def test_the_code_sandbox_is_capped_by_cores_and_memory(api, config):
@@ -115,12 +114,21 @@ def test_with_no_worker_reporting_this_host_stands_in_and_nothing_is_refused_for
     assert response.json()["errors"] == {
         "nproc_per_node": f"at most {here} on queue cpu (no worker of queue cpu has reported: this host has {here} "
                           f"core{'s' if here != 1 else ''}); got {here + 1}"}
-    # nodes: workers down is no reason to refuse, up to a bound
-    assert api.post("/runs", {"config": {**config, "nnodes": 2, "strategy": "ddp"}}).status_code == 201
-    response = api.post("/runs", {"config": {**config, "nnodes": NODES_WITHOUT_REPORTS + 1, "strategy": "ddp",
-                                             "prompts_per_step": 4 * (NODES_WITHOUT_REPORTS + 1)}})
-    assert response.json()["errors"]["nnodes"].startswith(f"at most {NODES_WITHOUT_REPORTS} on queue cpu (no worker "
-                                                          "of queue cpu has reported")
+    # several nodes are a Slurm queue's, whatever the Celery workers report
+    response = api.post("/runs", {"config": {**config, "nnodes": 2, "strategy": "ddp"}})
+    assert response.json()["errors"] == {
+        "nnodes": "a run over 2 machines goes to a Slurm queue (queue cpu is a Celery queue: its workers train runs "
+                  "on one node); no Slurm queue is registered (staff register one: manage.py queue_register NAME "
+                  "--kind slurm)"}
+    Queue.objects.create(name="big", kind=QueueKind.SLURM, nodes=4)
+    response = api.post("/runs", {"config": {**config, "nnodes": 2, "strategy": "ddp"}})
+    assert response.json()["errors"]["nnodes"].endswith("; the Slurm queues: big")
+    response = api.post("/runs", {"queue": "big", "config": {**config, "nnodes": 5, "strategy": "ddp",
+                                                             "prompts_per_step": 20}})
+    assert response.json()["errors"] == {"nnodes": "at most 4 on queue big (queue big is registered with 4 nodes); "
+                                                   "got 5"}
+    assert api.post("/runs", {"queue": "big", "config": {**config, "nnodes": 4, "strategy": "ddp"}}
+                    ).status_code == 201
 
 
 def test_with_no_worker_reporting_the_operators_settings_alone_decide(api, config, settings):
@@ -130,11 +138,9 @@ def test_with_no_worker_reporting_the_operators_settings_alone_decide(api, confi
     settings.SEEDBED_MAX_RANKS_PER_NODE, settings.SEEDBED_MAX_NODES = here + 1, 12
     response = api.post("/runs", {"config": {**config, **ranks(here + 1, prompts_per_step=4 * (here + 1))}})
     assert response.status_code == 201, response.content
-    errors = api.post("/runs", {"config": {**config, **ranks(here + 2, prompts_per_step=4 * (here + 2)),
-                                           "nnodes": 13, "prompts_per_step": 4 * 13 * (here + 2)}}).json()["errors"]
+    errors = api.post("/runs", {"config": {**config, **ranks(here + 2, prompts_per_step=4 * (here + 2))}}).json()["errors"]
     assert errors == {"nproc_per_node": f"at most {here + 1} on queue cpu (the operator's SEEDBED_MAX_RANKS_PER_NODE); "
-                                        f"got {here + 2}",
-                      "nnodes": "at most 12 on queue cpu (the operator's SEEDBED_MAX_NODES); got 13"}
+                                        f"got {here + 2}"}
     report("small", cores=1)  # once a worker reports, what it has bounds the setting
     errors = api.post("/runs", {"config": {**config, **ranks(2)}}).json()["errors"]
     assert errors == {"nproc_per_node": "at most 1 on queue cpu (its largest worker has 1 core); got 2"}
@@ -145,9 +151,11 @@ def test_the_operators_settings_lower_the_caps(api, config, settings):
     report("big2", cores=64, memory_mb=512 * GB, slots=8)
     settings.SEEDBED_MAX_RANKS_PER_NODE, settings.SEEDBED_MAX_NODES = 2, 1
     settings.SEEDBED_MAX_SANDBOX_PROCS, settings.SEEDBED_MAX_SANDBOX_MB = 4, 8 * GB
-    errors = api.post("/runs", {"config": {**config, **ranks(3), "nnodes": 2}}).json()["errors"]
-    assert errors == {"nproc_per_node": "at most 2 on queue cpu (the operator's SEEDBED_MAX_RANKS_PER_NODE); got 3",
-                      "nnodes": "at most 1 on queue cpu (the operator's SEEDBED_MAX_NODES); got 2"}
+    errors = api.post("/runs", {"config": {**config, **ranks(3)}}).json()["errors"]
+    assert errors == {"nproc_per_node": "at most 2 on queue cpu (the operator's SEEDBED_MAX_RANKS_PER_NODE); got 3"}
+    Queue.objects.create(name="big", kind=QueueKind.SLURM, nodes=16)
+    errors = api.post("/runs", {"queue": "big", "config": {**config, "nnodes": 2, "strategy": "ddp"}}).json()["errors"]
+    assert errors == {"nnodes": "at most 1 on queue big (the operator's SEEDBED_MAX_NODES); got 2"}
     errors = api.post("/runs", {"config": {**config, **code_reward(processes=5)}}).json()["errors"]
     assert errors == {"rewards": "item 0 (code): processes at most 4 on queue cpu (the operator's "
                                  "SEEDBED_MAX_SANDBOX_PROCS); got 5"}

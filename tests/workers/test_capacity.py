@@ -29,12 +29,8 @@ def test_a_worker_reports_its_capacity_and_launches_are_capped_by_it(worker_env)
         cores = len(os.sched_getaffinity(0))
         assert (row.queues, row.slots, row.cores, row.gpus) == (["capq"], 1, cores, 0)  # maintenance: not a slot
         assert row.memory_mb == memory_mb()
-        assert row.worker in worker.log()  # its Celery node name (which the gang's "two nodes per worker" uses)
+        assert row.worker in worker.log()  # its Celery node name
         with override_settings(SEEDBED_AUTO_QUEUE="capq"):
-            with pytest.raises(FieldErrors) as exc:
-                services.run_create(config=tiny_config(device="auto", nnodes=2, strategy="ddp"))
-            assert exc.value.errors == {"nnodes": "at most 1 on queue capq (1 worker reports for it, and two nodes "
-                                                  "never share a worker); got 2"}
             with pytest.raises(FieldErrors) as exc:
                 services.run_create(config=tiny_config(device="auto", nproc_per_node=cores + 1, strategy="ddp",
                                                        prompts_per_step=4 * (cores + 1)))
@@ -53,7 +49,9 @@ def test_the_session_workers_report_and_the_cpu_queue_is_capped_by_them(celery_w
     assert (row.queues, row.slots, row.cores) == (["cpu"], 2, len(os.sched_getaffinity(0)))
     maintenance = celery_worker.maintenance.name.split("@")[0] + "@"
     assert not WorkerCapacity.objects.filter(worker__startswith=maintenance).exists()  # it trains nothing
+    cores = row.cores
     with pytest.raises(FieldErrors) as exc:
-        services.run_create(config=tiny_config(nnodes=2, strategy="ddp"))
-    assert exc.value.errors == {"nnodes": "at most 1 on queue cpu (1 worker reports for it, and two nodes never "
-                                          "share a worker); got 2"}
+        services.run_create(config=tiny_config(nproc_per_node=cores + 1, strategy="ddp",
+                                               prompts_per_step=4 * (cores + 1)))
+    assert exc.value.errors == {"nproc_per_node": f"at most {cores} on queue cpu (its largest worker has {cores} "
+                                                  f"core{'s' if cores != 1 else ''}); got {cores + 1}"}

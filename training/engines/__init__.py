@@ -59,7 +59,7 @@ class Engine:
     metrics: str = METRICS_FROM_EVENTS
     resolved_config: str = ""
     version: tuple[str, str] | tuple[()] = ()  # (key of its version in its resolved config, what it versions)
-    nodes: bool = False  # spans several machines (nnodes > 1), one node task per worker
+    nodes: bool = False  # spans several machines (nnodes > 1), on a Slurm queue's nodes
     resumes_on_other_ranks: bool = False  # its checkpoints load at any number of ranks
     order: int = 100  # the form lists engines by this, then by name
 

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Checkpoint, MetricPoint, MetricRollup, Queue, Run, RunNode, Sample, WorkerCapacity
+from .models import Checkpoint, MetricPoint, MetricRollup, Queue, Run, Sample, WorkerCapacity
 
 
 @admin.register(Run)
@@ -13,19 +13,6 @@ class RunAdmin(admin.ModelAdmin):
     # Status moves only through services (which check transitions); the admin shows it read-only.
     readonly_fields = ("status", "created_at", "enqueued_at", "started_at", "ended_at", "heartbeat_at",
                        "kill_requested_at", "attempts", "last_step", "pid", "worker", "disk_bytes")
-
-
-@admin.register(RunNode)
-class RunNodeAdmin(admin.ModelAdmin):
-    """Read-only: a multi-node run's gang, as its node tasks claim and report (workers.tasks.train_node)."""
-    list_display = ("run", "node_rank", "machine", "host", "port", "pid", "started_at", "heartbeat_at", "outcome")
-    raw_id_fields = ("run",)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(WorkerCapacity)

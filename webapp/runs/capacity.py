@@ -7,11 +7,12 @@ GPU run), the code sandbox (``processes`` at most its cores; ranks × processes 
 memory: each execution is a program and its tests, two sandboxed processes each bounded by ``memory_mb``, the
 program's bound covering its /tmp: a memory cgroup bounds each process tree as a whole, or the sandbox divides
 ``memory_mb`` among its processes), the processes the programs may fork (ranks × processes × ``max_processes``
-at most SANDBOX_TASKS_PER_CORE a core) and ``nnodes`` (how many workers report for the queue: two nodes never share a worker). The operator
-lowers them with SEEDBED_MAX_RANKS_PER_NODE, SEEDBED_MAX_SANDBOX_PROCS, SEEDBED_MAX_SANDBOX_MB and
+at most SANDBOX_TASKS_PER_CORE a core). ``nnodes`` > 1 needs a Slurm queue (a Celery worker trains a run on one
+node), at most the nodes it is registered with. A Slurm queue's registered resources stand for the worker. The
+operator lowers them with SEEDBED_MAX_RANKS_PER_NODE, SEEDBED_MAX_SANDBOX_PROCS, SEEDBED_MAX_SANDBOX_MB and
 SEEDBED_MAX_NODES. With no worker reporting for the queue (workers down, or not started yet), those settings
-alone decide where set, else this host's cores and memory stand in and ``nnodes`` is at most
-``NODES_WITHOUT_REPORTS``: a launch is never refused only because no worker has reported.
+alone decide where set, else this host's cores and memory stand in: a launch is never refused only because no
+worker has reported.
 """
 from __future__ import annotations
 
@@ -30,7 +31,6 @@ from .models import Queue, QueueKind, WorkerCapacity
 
 # a report older than this is a worker gone without saying so (killed): ignored
 FRESH_FOR_S = 4 * REPORT_EVERY_S
-NODES_WITHOUT_REPORTS = 8
 # Each process a sandboxed program forks may spin for the whole timeout_s (RLIMIT_CPU is per process): ranks ×
 # processes × max_processes of them at most this many a core of the worker.
 SANDBOX_TASKS_PER_CORE = 64
@@ -106,6 +106,13 @@ def _code_rewards(cfg: TrainConfig) -> list[tuple[int, dict]]:
             if isinstance(item, dict) and item.get("name") == "code"]
 
 
+def slurm_queues_named() -> str:
+    """The Slurm queues a multi-node run may pick, in words."""
+    names = list(Queue.objects.filter(kind=QueueKind.SLURM).values_list("name", flat=True))
+    return f"the Slurm queues: {', '.join(names)}" if names else \
+        "no Slurm queue is registered (staff register one: manage.py queue_register NAME --kind slurm)"
+
+
 def cap_errors(cfg: TrainConfig, *, queue: str) -> dict[str, str]:
     """What in ``cfg`` asks more of a worker of ``queue`` than the largest one has (or the operator allows):
     field -> message naming the limit; {} when it fits."""
@@ -121,20 +128,16 @@ def cap_errors(cfg: TrainConfig, *, queue: str) -> dict[str, str]:
     if cfg.nproc_per_node > limit:
         why = f"the operator's {setting}" if setting else cap.has(f"{slots} {unit}{'s' if slots != 1 else ''}")
         errors["nproc_per_node"] = f"at most {limit} on queue {queue} ({why}); got {cfg.nproc_per_node}"
-    # nodes: one worker each
-    workers = cap.workers or NODES_WITHOUT_REPORTS
-    limit, setting = _lowest(workers, settings.SEEDBED_MAX_NODES, "SEEDBED_MAX_NODES", reported=bool(cap.workers))
-    if cfg.nnodes > limit:
-        if setting:
-            why = f"the operator's {setting}"
-        elif cap.registered:
-            why = f"queue {queue} is registered with {cap.workers} node{'s' if cap.workers != 1 else ''}"
-        elif cap.workers:
-            why = (f"{cap.workers} worker{' reports' if cap.workers == 1 else 's report'} for it, and two nodes "
-                   "never share a worker")
-        else:
-            why = f"no worker of queue {queue} has reported; at most {NODES_WITHOUT_REPORTS} nodes until one does"
-        errors["nnodes"] = f"at most {limit} on queue {queue} ({why}); got {cfg.nnodes}"
+    # nodes: a Celery worker trains one node; several are a Slurm queue's (its registered nodes, the operator's cap)
+    if cfg.nnodes > 1 and not cap.registered:
+        errors["nnodes"] = (f"a run over {cfg.nnodes} machines goes to a Slurm queue (queue {queue} is a Celery "
+                            f"queue: its workers train runs on one node); {slurm_queues_named()}")
+    elif cfg.nnodes > 1:
+        limit, setting = _lowest(cap.workers, settings.SEEDBED_MAX_NODES, "SEEDBED_MAX_NODES")
+        if cfg.nnodes > limit:
+            why = f"the operator's {setting}" if setting else \
+                f"queue {queue} is registered with {cap.workers} node{'s' if cap.workers != 1 else ''}"
+            errors["nnodes"] = f"at most {limit} on queue {queue} ({why}); got {cfg.nnodes}"
     # the code sandbox: each rank starts its own servers (one per core of its worker unless ``processes`` says)
     defaults = CodeVerifier.__init__.__kwdefaults__
     procs_limit, procs_setting = _lowest(cap.cores, settings.SEEDBED_MAX_SANDBOX_PROCS, "SEEDBED_MAX_SANDBOX_PROCS",

@@ -343,32 +343,6 @@ class Sample(models.Model):
         indexes = [models.Index(fields=["run", "step"], name="sample_run_step")]
 
 
-class RunNode(models.Model):
-    """One node of a multi-node run (``nnodes`` > 1) as its current dispatch's node task holds it: a gang of
-    claims that starts training only once every node of the run holds a worker slot (workers.tasks.train_run).
-    Node 0's row carries the rendezvous (host, port) every node's torchrun joins."""
-
-    run = models.ForeignKey(Run, related_name="nodes", on_delete=models.CASCADE)
-    node_rank = models.PositiveIntegerField()
-    dispatch = models.CharField(max_length=64, help_text="The dispatch (Run.dispatch_id) whose node task holds it.")
-    worker = models.CharField(max_length=200, help_text="Worker host and slot holding the node.")
-    machine = models.CharField(max_length=200, help_text="The worker (its Celery node name) holding the node: "
-                                                         "two nodes of a run never share one.")
-    host = models.CharField(max_length=255, help_text="The address the other nodes reach this one at.")
-    port = models.PositiveIntegerField(null=True, blank=True, help_text="Node 0: the rendezvous port.")
-    pid = models.IntegerField(null=True, blank=True, help_text="The node's training process.")
-    claimed_at = models.DateTimeField(auto_now_add=True)
-    heartbeat_at = models.DateTimeField()
-    started_at = models.DateTimeField(null=True, blank=True, help_text="When its torchrun started.")
-    ended_at = models.DateTimeField(null=True, blank=True)
-    outcome = models.CharField(max_length=20, blank=True)
-    error = models.TextField(blank=True)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["run", "node_rank"], name="one_claim_per_node")]
-        ordering = ["node_rank"]
-
-
 DEVICE_QUEUES = ("cpu", "gpu")
 """The queues ``services.queue_for`` derives from a device: Celery slot kinds, which need no registered row."""
 

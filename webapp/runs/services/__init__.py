@@ -10,7 +10,7 @@ freed slots through ``signals.slots_changed``.
 - ``lifecycle``: claim, heartbeat, how a run ended, requeue, kill, resume;
 - ``recovery``: the lost-run pass and automatic restarts; ``disk_full``: restarts once a full disk has room;
 - ``disk_budget``: a run past its disk budget or its project's fails;
-- ``gang``: the node tasks of a multi-node run;
+- ``slurm``: what the Slurm executor records of a run's batch job;
 - ``annotations``: names, notes, tags, archive;
 - ``metrics``, ``samples``, ``engine_config``, ``run_warnings``, ``ranks``, ``checkpoints``: what training reports.
 """
@@ -25,8 +25,6 @@ from .dispatch import (WAITING_FOR_BUILD, is_slurm_queue, WAITING_FOR_QUEUE, run
                        unless_sent_unrecorded, run_create, run_defer_for_build, run_dispatch, runs_redispatch)
 from .engine_config import (MAX_ENGINE_CONFIG_CHARS, MAX_ENGINE_VALUE_CHARS, bounded_engine_config,
                             run_engine_config_set)
-from .gang import (run_nnodes, run_node_errors, run_node_exit, run_node_gang, run_node_heartbeat, run_node_lost,
-                   run_node_master, run_node_release, run_node_take)
 from .lifecycle import (KILLABLE_STATUSES, run_finish, run_heartbeat, run_held_by, run_kill, run_record_exit,
                         run_preempted, run_requeue, run_resume, run_start)
 from .logged import run_metrics_log, run_samples_log
@@ -35,13 +33,16 @@ from .ranks import MAX_RANKS_STORED, run_ranks_set
 from .recover import runs_recover
 from .recovery import count_restart, record_lost, restart_backoff_s, restart_run, runs_mark_lost
 from .run_warnings import run_warning_add
-from .slurm import (WAITING_FOR_SLURM, run_slurm_ended, run_slurm_job_gone, run_slurm_refused, run_slurm_state, run_slurm_submitted,
-                    run_slurm_to_submit, run_slurm_unreachable, run_slurm_vanished, runs_on_slurm, slurm_queue)
+from .slurm import (WAITING_FOR_SLURM, run_slurm_ended, run_slurm_job_gone, run_slurm_refused, run_slurm_state,
+                    run_slurm_submitted, run_slurm_to_submit, run_slurm_unreachable, run_slurm_vanished, runs_on_slurm,
+                    slurm_queue)
 from .samples import run_samples_append
 from .transitions import TransitionError, after_end, locked_run, move_status
 
 __all__ = [
-    "is_slurm_queue",    "WAITING_FOR_SLURM", "run_slurm_ended", "run_slurm_job_gone", "run_slurm_refused", "run_slurm_state", "run_slurm_submitted", "run_slurm_to_submit", "run_slurm_unreachable", "run_slurm_vanished", "runs_on_slurm", "slurm_queue",
+    "is_slurm_queue", "WAITING_FOR_SLURM", "run_slurm_ended", "run_slurm_job_gone", "run_slurm_refused",
+    "run_slurm_state", "run_slurm_submitted", "run_slurm_to_submit", "run_slurm_unreachable", "run_slurm_vanished",
+    "runs_on_slurm", "slurm_queue",
     "KILLABLE_STATUSES", "MAX_ENGINE_CONFIG_CHARS", "MAX_ENGINE_VALUE_CHARS", "MAX_NAME", "MAX_NOTES",
     "MAX_RANKS_STORED", "MAX_TAG", "MAX_TAGS", "METRIC_ROWS_PER_INSERT", "TAG_CHARS", "TransitionError",
     "WAITING_FOR_BUILD", "WAITING_FOR_QUEUE", "as_config", "bounded_engine_config", "parse_config", "parse_tags", "queue_for", "queue_named", "queue_choices",
@@ -49,8 +50,7 @@ __all__ = [
     "run_checkpoints_prune", "run_create", "run_defer_for_build", "run_discard_after", "run_disk_check", "run_dispatch",
     "run_engine_config_set", "run_finish", "run_heartbeat", "run_held_by", "run_kill", "run_metrics_append",
     "run_metrics_log", "run_samples_log",
-    "run_nnodes", "run_node_errors", "run_node_exit", "run_node_gang", "run_node_heartbeat", "run_node_lost",
-    "run_node_master", "run_node_release", "run_node_take", "run_ranks_set", "run_record_exit", "run_preempted", "run_requeue",
+    "run_ranks_set", "run_record_exit", "run_preempted", "run_requeue",
     "run_resume", "run_samples_append", "run_start", "run_warning_add", "runs_mark_lost", "runs_redispatch",
     "runs_restart_after_disk_full", "runs_recover",
     # (private helpers a few tests call directly)

@@ -18,7 +18,6 @@ from webapp.projects.services import audit, project_for_launch, require_role
 from webapp.runs.models import RUN_JOB, Queue, QueueKind, Run, RunStatus
 
 from .config import as_config, queue_named
-from .gang import run_nnodes
 
 log = logging.getLogger("seedbed.runs")
 
@@ -88,14 +87,8 @@ def send_run(run_id: int, queue: str) -> None:
         send_on_commit("workers.slurm_tasks.slurm_submit", args=[run_id], kwargs={"dispatch": dispatch},
                        queue="maintenance", sent=sent, failed=failed)
         return
-    nnodes = run_nnodes(Run.objects.only("config").get(pk=run_id))
-    if nnodes == 1:
-        send_on_commit("workers.tasks.train_run", args=[run_id], kwargs={"dispatch": dispatch}, queue=queue, sent=sent,
-                       failed=failed)
-        return
-    for node_rank in range(nnodes):  # a gang: one node task per node (workers.tasks.train_run), started together
-        send_on_commit("workers.tasks.train_run", args=[run_id], kwargs={"dispatch": dispatch, "node_rank": node_rank},
-                       queue=queue, sent=sent, failed=failed)
+    send_on_commit("workers.tasks.train_run", args=[run_id], kwargs={"dispatch": dispatch}, queue=queue, sent=sent,
+                   failed=failed)
 
 
 def is_slurm_queue(queue: str) -> bool:
@@ -139,11 +132,10 @@ def runs_redispatch(*, older_than_s: float = 5.0) -> list[int]:
 def unless_sent_unrecorded(pending: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """``pending`` (never-stamped queued runs) less the fresh launches whose message the broker holds: their
     send succeeded but its ``sent()`` never ran (the web process died in between). Those are stamped sent, so
-    no second copy goes out. Only single-node runs never started nor restarted (a restart's old message may
-    linger unacknowledged; a gang needs every node's message), and only when the broker can be read."""
-    fresh = {pk for pk, config in Run.objects.filter(pk__in=[pk for pk, _ in pending], attempts=0, restarts=0,
-                                                     retry_at__isnull=True).values_list("pk", "config")
-             if int((config or {}).get("nnodes", 1) or 1) == 1}
+    no second copy goes out. Only runs never started nor restarted (a restart's old message may linger
+    unacknowledged), and only when the broker can be read."""
+    fresh = set(Run.objects.filter(pk__in=[pk for pk, _ in pending], attempts=0, restarts=0,
+                                   retry_at__isnull=True).values_list("pk", flat=True))
     if not fresh:
         return pending
     from workers.port import task_ids_in_broker
