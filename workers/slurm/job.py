@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 __all__ = ["Job", "job_worker", "main"]
@@ -115,11 +116,29 @@ class Job:
                 pass
 
     def outcome(self, outcome: str, detail: str) -> tuple[str, str]:
+        """How the run's attempt ended, this node's child's outcome given: a rank killed on another node (its
+        ``failure.txt``, waited for while their step ends: node 0's ranks only saw broken connections) or a lost
+        node is a lost attempt ("signaled"), naming it; a clean stop after Slurm's signal is "preempted"."""
+        if self.others is not None and outcome in ("failed", "signaled"):
+            lost = self._node_failure()
+            if lost:
+                return "signaled", f"{lost}\n{detail}".strip()
         if self.others_failed:
             return "signaled", f"{self.others_failed}\n{detail}".strip()
         if outcome == "stopped" and self.signalled is not None:
             return "preempted", SIGNAL_WORDS[self.signalled]
         return outcome, detail
+
+    def _node_failure(self) -> str:
+        from workers.tasks import run_dir
+
+        nodes = Path(run_dir(self.run_id)) / "nodes"
+        deadline = time.monotonic() + OTHERS_STOP_S
+        while True:
+            said = [path.read_text(errors="replace") for path in sorted(nodes.glob("*/failure.txt"))]
+            if said or self.others.poll() is not None or time.monotonic() > deadline:
+                return "\n".join(said)
+            time.sleep(0.2)
 
     def ended(self) -> None:
         if self.others is not None:
@@ -139,16 +158,21 @@ class Job:
 def other_node(run_id: int, host: str, port: int) -> int:
     """One other node of a multi-node run: its training child at node rank 1 + ``SLURM_PROCID``, its log in the
     run's folder (``nodes/<rank>/worker.log``); SIGTERM (srun forwarding Slurm's, or node 0's) is passed on."""
-    from workers.tasks import ForkedChild, run_dir
+    from workers.exits import oom_kills
+    from workers.tasks import ForkedChild, _exit_outcome, _signal_detail, run_dir
 
     rank = 1 + int(os.environ.get("SLURM_PROCID", "0"))
     host = os.environ.get("SLURM_LAUNCH_NODE_IPADDR") or host  # (node 0's address, as srun launched this task)
     folder = Path(run_dir(run_id)) / "nodes" / str(rank)
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / "failure.txt").unlink(missing_ok=True)  # (an earlier attempt's)
+    oom_before = oom_kills()
     child = ForkedChild.start(run_id, folder / "worker.log", (rank, host, port))
     for sig in SIGNAL_WORDS:
         signal.signal(sig, lambda *_: os.kill(child.pid, signal.SIGTERM) if child.returncode is None else None)
     code = child.wait(timeout=10 ** 9)
+    if _exit_outcome(code) == "signaled":  # a rank of this node killed: node 0 records the attempt lost with it
+        (folder / "failure.txt").write_text(_signal_detail(run_id, child, folder / "worker.log", oom_before))
     print(f"run {run_id}: node {rank} on {node_name()} ended with exit code {code}", flush=True)
     return 0 if code == 0 else 1
 
