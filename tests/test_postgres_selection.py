@@ -44,6 +44,9 @@ ENGINE_MODULES = ("webapp.runs.rollups", "webapp.sweeps.policy_check", "webapp.p
 # Modules that call such code only to set up what they test, which is not the database's answer; each names where
 # the code they call is run on PostgreSQL.
 SETS_THE_SCENE_ONLY = {
+    "tests/slurm/test_slurm_multinode.py": "a real Slurm cluster's 2-node job seen and killed in a browser (its "
+                                           "dialog handler, page.once); run_kill's claims run on PostgreSQL in "
+                                           "tests/runs",
     "tests/slurm/test_slurm_queue.py": "a real Slurm cluster's batch jobs (what sbatch, squeue and scancel say); "
                                        "run_kill's claims run on PostgreSQL in tests/runs",
     "tests/sweeps/test_runaway_worker.py": "a real worker's sweep of seeds failing at step 0 (how many runs it "

@@ -76,6 +76,23 @@ def slurm_submit(run_id: int, dispatch: str = "") -> str:
     return job_id
 
 
+@app.task(name="workers.slurm_tasks.slurm_cancel", ignore_result=True)
+def slurm_cancel(queue: str, job_id: str) -> str:
+    """Cancel a job its run no longer counts on (the attempt was declared lost and restarts in a new job: a job
+    that cannot reach the database, or is stuck, would otherwise hold its nodes). A job already gone is fine."""
+    close_old_connections()
+    found = services.slurm_queue(queue)
+    if found is None:
+        return "no such queue"
+    try:
+        commands.cancel(queue_spec(found), job_id)
+    except commands.SlurmUnreachable as exc:
+        log.warning("Slurm job %s of a lost attempt: not cancelled, the controller did not answer (%s)", job_id, exc)
+        return "unreachable"
+    log.info("Slurm job %s of a lost attempt cancelled", job_id)
+    return "cancelled"
+
+
 def slurm_pass() -> dict:
     """One look at every watched run's job (``services.runs_on_slurm``), queue by queue: what Slurm says is
     recorded; a job whose run ended (a kill of a pending run) is cancelled; an ended job's run that did not

@@ -207,7 +207,7 @@ def _kill_overdue(run_id: int, proc: ForkedChild, requested) -> str:
     return ""
 
 
-def _exit_outcome(returncode: int) -> str:
+def exit_outcome(returncode: int) -> str:
     """What the training child's exit code says (workers.runner): succeeded, stopped (cleanly, when asked),
     failed (an error it raised itself), disk_full (that error was a full disk: ``EXIT_DISK_FULL``) or signaled (a
     signal killed it: the out-of-memory killer's SIGKILL, a SIGSEGV; or this worker's own terminate after the kill
@@ -219,7 +219,7 @@ def _exit_outcome(returncode: int) -> str:
     return {EXIT_SUCCEEDED: "succeeded", EXIT_STOPPED: "stopped", EXIT_DISK_FULL: "disk_full"}.get(returncode, "failed")
 
 
-def _signal_detail(run_id: int, proc: "ForkedChild", log_path: Path, oom_before: dict) -> str:
+def signal_detail(run_id: int, proc: "ForkedChild", log_path: Path, oom_before: dict) -> str:
     """The error of a child a signal killed, or of one whose rank a signal killed (``EXIT_RANK_LOST``: "rank R
     killed by SIGNAL", what it sent through its pipe): the signal first (for SIGKILL, whether the kernel recorded
     an out-of-memory kill while it ran, and the run's peak resident memory as its system/rss_mb metric reported
@@ -290,10 +290,10 @@ def train_here(run_id: int, worker: str, dispatch: str = "", job=None) -> str:
     except BaseException:
         _terminate_group(proc)  # the task is going away (worker shutdown): take the child with it
         raise
-    outcome = _exit_outcome(proc.returncode)
+    outcome = exit_outcome(proc.returncode)
     detail = _failure_detail(run_id, proc, log_path) if outcome in ("failed", "disk_full") else ""
     if outcome == "signaled":
-        detail = _signal_detail(run_id, proc, log_path, oom_before)
+        detail = signal_detail(run_id, proc, log_path, oom_before)
     if job is not None:
         outcome, detail = job.outcome(outcome, detail)
     status = db_full.retrying(lambda: services.run_record_exit(run_id=run_id, outcome=outcome, forced=forced,

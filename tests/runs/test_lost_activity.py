@@ -15,7 +15,7 @@ from webapp.runs.models import Run, RunStatus
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
-# what workers.tasks._signal_detail sends: the signal's line, then the log's last meaningful lines
+# what workers.tasks.signal_detail sends: the signal's line, then the log's last meaningful lines
 SIGNAL_DETAIL = ("training process killed by SIGKILL (out of memory? peak RSS 812 MB)\n"
                  "run 1: training in /tmp/x\nTraceback (most recent call last):\nRuntimeError: DataLoader worker died")
 

@@ -8,8 +8,7 @@ import os
 import pytest
 
 from tests.conftest import SCREENSHOTS, log_in, tiny_config, wait_for
-from tests.slurm.test_slurm_preemption import ended
-from tests.slurm.test_slurm_queue import squeue
+from tests.slurm.helpers import ended, squeue
 from webapp.runs import services
 from webapp.runs.models import ENDED_STATUSES, Run, RunStatus
 

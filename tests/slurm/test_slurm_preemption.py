@@ -4,38 +4,16 @@ counted as a preemption (not a restart); it resumes from that checkpoint with th
 run; a kill ends it killed, with a checkpoint, its job gone."""
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
 
-from tests.conftest import tiny_config, wait_for
-from tests.slurm.test_slurm_queue import squeue
-from webapp.runs import services
-from webapp.runs.models import Checkpoint, MetricPoint, Run, RunStatus
+from tests.conftest import wait_for
+from tests.slurm.helpers import beating_until_ended, curve, ended, launch, running_at, squeue
+from webapp.runs.models import Checkpoint, Run, RunStatus
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
-
-
-def launch(api, **config) -> Run:
-    made = api.post("/runs", {"queue": "slurm", "config": tiny_config(**config)})
-    assert made.status_code == 201, made.content
-    return Run.objects.get(pk=made.json()["id"])
-
-
-def running_at(run: Run, step: int, timeout: float = 120) -> Run:
-    return wait_for(lambda: Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING, last_step__gte=step).first(),
-                    timeout=timeout, what=f"run {run.pk} running past step {step}")
-
-
-def ended(run: Run, timeout: float = 240) -> Run:
-    from webapp.runs.models import ENDED_STATUSES
-
-    return wait_for(lambda: Run.objects.filter(pk=run.pk, status__in=ENDED_STATUSES).first(), timeout=timeout,
-                    what=f"run {run.pk}'s end")
-
-
-def curve(run: Run, key: str = "reward/mean") -> list[tuple[int, float]]:
-    return list(MetricPoint.objects.filter(run=run, key=key).order_by("step").values_list("step", "value"))
 
 
 def test_a_requeue_mid_run_resumes_from_its_checkpoint_with_the_metrics_of_an_uninterrupted_run(
@@ -90,3 +68,21 @@ def test_a_kill_mid_run_ends_it_killed_with_a_checkpoint_and_its_job_gone(celery
 
     slurm_pass()
     assert Run.objects.get(pk=run.pk).slurm_state == "ENDED"
+
+
+def test_a_batch_job_killed_under_its_run_is_a_lost_attempt_restarted_in_a_new_job(celery_worker, slurm_queue,
+                                                                                   slurm_env, alice_api):
+    from workers.exits import parent_pid
+    from workers.slurm_tasks import slurm_pass
+
+    run = running_at(launch(alice_api, total_steps=200, seed=14, checkpoint_every=0, max_restarts=1), 3)
+    job_id = run.slurm_job_id
+    os.kill(parent_pid(run.pid), 9)  # the job's batch process (its training child stops, PDEATHSIG)
+    wait_for(lambda: squeue(slurm_env, job_id) in ("", "FAILED"), timeout=30, what="the job's end")
+    assert slurm_pass() == {"ended": [run.pk]}
+    back = Run.objects.get(pk=run.pk)
+    assert back.restarts == 1 and back.slurm_job_id == "" and back.status == RunStatus.QUEUED
+    assert f"the Slurm job {job_id} ended FAILED (exit code 0:9)" in back.dispatch_note
+    done = beating_until_ended(run, timeout=240)
+    assert done.status == RunStatus.SUCCEEDED and done.slurm_job_id != job_id, done.error
+    assert [s for s, _ in curve(done)] == list(range(1, 201))

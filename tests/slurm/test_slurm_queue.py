@@ -8,15 +8,11 @@ import subprocess
 import pytest
 
 from tests.conftest import tiny_config, wait_for
+from tests.slurm.helpers import squeue
 from webapp.runs import services
 from webapp.runs.models import MetricPoint, Run, RunStatus
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
-
-
-def squeue(env, job_id: str) -> str:
-    return subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], env=env, capture_output=True,
-                          text=True).stdout.strip()
 
 
 def test_a_run_on_the_slurm_queue_is_a_batch_job_that_trains_it(celery_worker, worker_env, slurm_queue, slurm_env,

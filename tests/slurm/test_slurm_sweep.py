@@ -9,8 +9,7 @@ import time
 import pytest
 
 from tests.conftest import tiny_config, wait_for
-from tests.slurm.test_slurm_preemption import ended
-from tests.slurm.test_slurm_queue import squeue
+from tests.slurm.helpers import beating_until_ended, ended, squeue
 from webapp.runs import services as run_services
 from webapp.runs.models import Run, RunStatus
 from webapp.sweeps import services
@@ -55,7 +54,7 @@ def test_launches_while_the_controller_is_down_are_submitted_once_it_is_back(cel
         down_at = time.monotonic()
         during = run_services.run_create(config=tiny_config(total_steps=6, seed=42), queue="slurm")
         assert during.status == RunStatus.QUEUED  # accepted
-        waiting = wait_for(lambda: Run.objects.filter(pk=during.pk, dispatch_note__startswith=services_waiting())
+        waiting = wait_for(lambda: Run.objects.filter(pk=during.pk, dispatch_note__startswith=run_services.WAITING_FOR_SLURM)
                            .first(), timeout=40, what="the waiting note")
         assert waiting.slurm_job_id == "" and "sbatch" in waiting.dispatch_note
         time.sleep(max(0.0, 30 - (time.monotonic() - down_at)))
@@ -69,21 +68,3 @@ def test_launches_while_the_controller_is_down_are_submitted_once_it_is_back(cel
     assert jobs == [done.slurm_job_id]  # submitted once
     first = ended(before, timeout=180)
     assert first.status == RunStatus.SUCCEEDED and first.restarts == 0, first.error
-
-
-def services_waiting() -> str:
-    return run_services.WAITING_FOR_SLURM
-
-
-def beating_until_ended(run: Run, timeout: float) -> Run:
-    """The maintenance pass every 2 s, as celery beat runs it in ``./seedbed up`` (the test session's workers
-    have no beat), until the run ended: it sends again what waited for the controller and reads the jobs."""
-    from webapp.runs.models import ENDED_STATUSES
-    from workers.tasks import maintenance
-
-    def beat():
-        maintenance()
-        time.sleep(2)
-        return Run.objects.filter(pk=run.pk, status__in=ENDED_STATUSES).first()
-
-    return wait_for(beat, timeout=timeout, what=f"run {run.pk}'s end")

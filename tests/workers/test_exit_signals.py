@@ -16,9 +16,9 @@ from workers.runner import EXIT_FAILED, EXIT_STOPPED, EXIT_SUCCEEDED
     (-signal.SIGKILL, "signaled"), (-signal.SIGSEGV, "signaled"), (-signal.SIGBUS, "signaled"),
 ])
 def test_the_exit_code_says_how_the_training_process_ended(code, outcome):
-    from workers.tasks import _exit_outcome
+    from workers.tasks import exit_outcome
 
-    assert _exit_outcome(code) == outcome
+    assert exit_outcome(code) == outcome
 
 
 def fake_kernel(root, *, vmstat=None, v1=None, v2=None, cgroup_path="/seedbed/worker"):
@@ -81,7 +81,7 @@ def test_the_error_of_a_signalled_child_names_the_signal_first_with_the_runs_pea
 
     from webapp.projects.services import default_project
     from webapp.runs.models import MetricPoint, Run
-    from workers.tasks import ForkedChild, _signal_detail
+    from workers.tasks import ForkedChild, signal_detail
 
     run = Run.objects.create(project=default_project(), config={}, seed=0)
     MetricPoint.objects.bulk_create([MetricPoint(run=run, step=s, key="system/rss_mb", value=v)
@@ -98,7 +98,7 @@ def test_the_error_of_a_signalled_child_names_the_signal_first_with_the_runs_pea
     assert child.wait(timeout=30) == -signal.SIGKILL
     log = tmp_path / "worker.log"
     log.write_text("run 1: training in /x\nLoading weights: 100%|##########| 12/12 [00:00<00:00, 3.1it/s]\n")
-    detail = _signal_detail(run.pk, child, log, exits.oom_kills())
+    detail = signal_detail(run.pk, child, log, exits.oom_kills())
     first, *rest = detail.splitlines()
     assert first.startswith("training process killed by SIGKILL (") and first.endswith("peak RSS 512 MB)")
     assert rest == ["no space left on device", "run 1: training in /x"]

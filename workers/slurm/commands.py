@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 __all__ = ["QueueSpec", "JobState", "SlurmRefused", "SlurmUnreachable", "EXTRA_OPTION", "UNDER_WAY_STATES",
-           "ENDED_STATES", "sbatch_args", "submit", "job_states", "cancel", "requeue"]
+           "ENDED_STATES", "sbatch_args", "submit", "job_states", "parse_sacct", "cancel", "requeue"]
 
 COMMAND_TIMEOUT_S = 20.0
 UNDER_WAY_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
@@ -142,9 +142,10 @@ def submit(spec: QueueSpec, script: str, *, job_name: str, nodes: int, output: s
 
 
 def job_states(spec: QueueSpec, job_ids: list[str]) -> dict[str, JobState]:
-    """job id -> its state, for the ``job_ids`` the controller still knows (``squeue``, then ``scontrol show job``
-    for the ones squeue no longer lists: ended ones it keeps for ``MinJobAge``). A job it knows nothing of is
-    absent from the answer: it vanished (purged, or the controller lost its state)."""
+    """job id -> its state, for the ``job_ids`` the cluster still knows (``squeue``, then ``scontrol show job``
+    for the ones squeue no longer lists: ended ones it keeps for ``MinJobAge``; then ``sacct`` where the cluster
+    keeps accounting). A job it knows nothing of is absent from the answer: it vanished (purged, or the controller
+    lost its state)."""
     if not job_ids:
         return {}
     done = _run(spec, ["squeue", "-h", "-a", "-j", ",".join(job_ids), "-o", "%i|%T|%r|%N"])
@@ -158,7 +159,28 @@ def job_states(spec: QueueSpec, job_ids: list[str]) -> dict[str, JobState]:
     for job_id in job_ids:
         if job_id not in found and (state := _scontrol_state(spec, job_id)) is not None:
             found[job_id] = state
+    missing = [job_id for job_id in job_ids if job_id not in found]
+    if missing:  # ended longer ago than the controller remembers: the accounting database, where there is one
+        done = _run(spec, ["sacct", "-n", "-P", "-X", "-j", ",".join(missing), "-o",
+                           "JobIDRaw,State,ExitCode,NodeList,Reason"])
+        if done.returncode == 0:
+            found.update({job.job_id: job for job in parse_sacct(done.stdout) if job.job_id in missing})
     return found
+
+
+def parse_sacct(text: str) -> list[JobState]:
+    """The jobs of ``sacct -n -P -X -o JobIDRaw,State,ExitCode,NodeList,Reason`` (its state's first word: "CANCELLED
+    by 0" is CANCELLED).
+
+    >>> parse_sacct("12|CANCELLED by 0|0:15|n1|None\\n13|TIMEOUT|0:0|n[1-2]|TimeLimit\\n")[0]
+    JobState(job_id='12', state='CANCELLED', reason='None', nodes='n1', exit_code='0:15')
+    """
+    jobs = []
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 5 and parts[0].isdigit() and parts[1]:
+            jobs.append(JobState(parts[0], parts[1].split()[0], parts[4], parts[3], parts[2]))
+    return jobs
 
 
 def _scontrol_state(spec: QueueSpec, job_id: str) -> Optional[JobState]:

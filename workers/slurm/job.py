@@ -159,7 +159,7 @@ def other_node(run_id: int, host: str, port: int) -> int:
     """One other node of a multi-node run: its training child at node rank 1 + ``SLURM_PROCID``, its log in the
     run's folder (``nodes/<rank>/worker.log``); SIGTERM (srun forwarding Slurm's, or node 0's) is passed on."""
     from workers.exits import oom_kills
-    from workers.tasks import ForkedChild, _exit_outcome, _signal_detail, run_dir
+    from workers.tasks import ForkedChild, exit_outcome, signal_detail, run_dir
 
     rank = 1 + int(os.environ.get("SLURM_PROCID", "0"))
     host = os.environ.get("SLURM_LAUNCH_NODE_IPADDR") or host  # (node 0's address, as srun launched this task)
@@ -171,8 +171,8 @@ def other_node(run_id: int, host: str, port: int) -> int:
     for sig in SIGNAL_WORDS:
         signal.signal(sig, lambda *_: os.kill(child.pid, signal.SIGTERM) if child.returncode is None else None)
     code = child.wait(timeout=10 ** 9)
-    if _exit_outcome(code) == "signaled":  # a rank of this node killed: node 0 records the attempt lost with it
-        (folder / "failure.txt").write_text(_signal_detail(run_id, child, folder / "worker.log", oom_before))
+    if exit_outcome(code) == "signaled":  # a rank of this node killed: node 0 records the attempt lost with it
+        (folder / "failure.txt").write_text(signal_detail(run_id, child, folder / "worker.log", oom_before))
     print(f"run {run_id}: node {rank} on {node_name()} ended with exit code {code}", flush=True)
     return 0 if code == 0 else 1
 

@@ -109,7 +109,11 @@ def restart_run(run: Run, why: str, allowed: int, lost: str = "worker lost") -> 
     now = timezone.now()
     actor = "reconciler" if lost else f"worker:{run.worker}"[:200]
     run.worker, run.pid = "", None
-    run.slurm_job_id, run.slurm_state, run.slurm_reason = "", "", ""  # (a Slurm run: a new job for the new attempt)
+    if run.slurm_job_id and lost:  # a Slurm run: a new job for the new attempt, the lost one's cancelled
+        from workers.port import send_on_commit
+
+        send_on_commit("workers.slurm_tasks.slurm_cancel", args=[run.queue, run.slurm_job_id], queue="maintenance")
+    run.slurm_job_id, run.slurm_state, run.slurm_reason = "", "", ""
     run.enqueued_at, run.dispatched_at, run.retry_at = now, None, now + timedelta(seconds=delay)
     count_restart(run, f"{lost} ({why})" if lost else why, allowed=allowed, step=step, actor=actor,
                   reason=f"{lost}: {why}" if lost else why, when=f" in {delay:g} s", after_s=delay)

@@ -86,8 +86,11 @@ def run_slurm_ended(*, run_id: int, job_id: str, state: str, exit_code: str) -> 
     """The run's job ended (``state``: COMPLETED, FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED, CANCELLED,
     ...) without the run recording its end. A run being killed ends killed; a preempted job's run (PREEMPTED), or
     one the job handed back before it ended (queued after a checkpoint: TIMEOUT, COMPLETED) is submitted again, a
-    preemption rather than a failure; a job cancelled outside Seedbed (``scancel``) kills its run; any other end
-    fails it, Slurm's words in its error."""
+    preemption rather than a failure; a node that failed under a running run (NODE_FAIL, BOOT_FAIL), or a batch
+    job a signal killed (FAILED, exit code "0:9"), is a lost attempt, restarted from its checkpoint under
+    ``max_restarts``; a job cancelled outside Seedbed (``scancel``)
+    kills its run; any other end (FAILED with its exit code, OUT_OF_MEMORY, TIMEOUT) fails it, Slurm's words in
+    its error."""
     run = locked_run(run_id)
     if run.slurm_job_id != job_id:
         return
@@ -99,6 +102,9 @@ def run_slurm_ended(*, run_id: int, job_id: str, state: str, exit_code: str) -> 
         run_finish(run_id=run_id, status=RunStatus.KILLED, error=words)
     elif state == "PREEMPTED" or (run.status == RunStatus.QUEUED and state in HANDED_BACK_STATES):
         _submit_again(run, words)
+    elif run.status == RunStatus.RUNNING and (state in LOST_STATES or
+                                              (state == "FAILED" and _killed_by_signal(exit_code))):
+        _lost_attempt(run, words)
     elif state == "CANCELLED":
         Run.objects.filter(pk=run_id).update(killed_by="slurm")
         run_finish(run_id=run_id, status=RunStatus.KILLED, error=f"{words}: cancelled outside Seedbed (scancel)")
@@ -108,9 +114,19 @@ def run_slurm_ended(*, run_id: int, job_id: str, state: str, exit_code: str) -> 
     log.warning("run %s: %s", run_id, words)
 
 
+LOST_STATES = frozenset({"NODE_FAIL", "BOOT_FAIL"})
 HANDED_BACK_STATES = frozenset({"TIMEOUT", "COMPLETED"})
 """How a job ends after its run handed itself back (preempted, queued after a checkpoint) when Slurm did not
 requeue the job: its time limit came, or it exited after a requeue Slurm refused."""
+
+
+def _killed_by_signal(exit_code: str) -> bool:
+    """Whether Slurm's ExitCode ("code:signal") says a signal ended the batch job.
+
+    >>> _killed_by_signal("0:9"), _killed_by_signal("1:0"), _killed_by_signal("")
+    (True, False, False)
+    """
+    return exit_code.partition(":")[2] not in ("", "0")
 
 
 def _submit_again(run: Run, why: str) -> None:
@@ -143,11 +159,17 @@ def run_slurm_vanished(*, run_id: int, job_id: str) -> None:
         run.save(update_fields=["slurm_state"])
         return
     why = f"the Slurm job {job_id} vanished (the controller knows nothing of it)"
-    run.slurm_job_id, run.slurm_state, run.slurm_reason = "", "", ""
     if run.status == RunStatus.QUEUED:
+        run.slurm_job_id, run.slurm_state, run.slurm_reason = "", "", ""
         run.dispatched_at, run.retry_at, run.dispatch_note = None, None, f"{why}; submitted again"
         run.save()
         return
+    _lost_attempt(run, why)
+
+
+def _lost_attempt(run: Run, why: str) -> None:
+    """A running run's job was lost: restarted from its checkpoint in a new job while it has restarts left
+    (``max_restarts``), else the run is lost."""
     allowed = int(run.config.get("max_restarts", 0))
     if run.restarts < allowed:
         restart_run(run, why, allowed, lost="job lost")
