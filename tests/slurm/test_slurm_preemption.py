@@ -5,6 +5,7 @@ run; a kill ends it killed, with a checkpoint, its job gone."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 
 import pytest
@@ -86,3 +87,29 @@ def test_a_batch_job_killed_under_its_run_is_a_lost_attempt_restarted_in_a_new_j
     done = beating_until_ended(run, timeout=240)
     assert done.status == RunStatus.SUCCEEDED and done.slurm_job_id != job_id, done.error
     assert [s for s, _ in curve(done)] == list(range(1, 201))
+
+
+def test_a_kill_the_job_cannot_honour_is_signalled_then_cancelled_by_slurm(celery_worker, slurm_queue, slurm_env,
+                                                                           alice_api):
+    from django.conf import settings
+
+    from workers.exits import parent_pid
+    from workers.slurm_tasks import CANCEL_AFTER_S
+
+    run = running_at(launch(alice_api, total_steps=400, seed=15, checkpoint_every=0), 3)
+    job_id, batch = run.slurm_job_id, parent_pid(run.pid)
+    os.kill(batch, signal.SIGSTOP)  # the job's supervision stuck: nothing of it records the kill
+    try:
+        assert alice_api.post(f"/runs/{run.pk}/kill", {"reason": "stuck"}).status_code == 200
+        done = beating_until_ended(run, timeout=settings.SEEDBED_KILL_GRACE_S + CANCEL_AFTER_S + 60)
+    finally:
+        try:
+            os.kill(batch, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    waited = (done.ended_at - done.kill_requested_at).total_seconds()
+    assert done.status == RunStatus.KILLED and waited > settings.SEEDBED_KILL_GRACE_S + CANCEL_AFTER_S, done.error
+    # (whichever saw the end first: the job, continued by Slurm's cancel, or the pass reading CANCELLED)
+    assert done.error in ("", f"the Slurm job {job_id} ended CANCELLED") and done.killed_by == "user:alice"
+    assert Checkpoint.objects.filter(run=run, step__gte=3).exists()  # the child stopped by itself, and saved
+    wait_for(lambda: squeue(slurm_env, job_id) in ("", "CANCELLED", "COMPLETED"), timeout=30, what="the job's end")

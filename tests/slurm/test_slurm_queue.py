@@ -96,5 +96,7 @@ def test_a_two_node_ddp_run_spans_the_allocation_one_rank_per_node(celery_worker
     assert sorted(r["rank"] for r in run.ranks) == [0, 1]
     node_log = (worker_env[1] / "runs" / str(run.uid) / "nodes" / "1" / "worker.log").read_text()
     assert "as node 1" in node_log  # the second node's training child, started by srun on n2
-    job_log = (worker_env[1] / "runs" / str(run.uid) / f"slurm-{run.slurm_job_id}.log").read_text()
-    assert "node 1 on n2 ended with exit code 0" in job_log
+    job_log = worker_env[1] / "runs" / str(run.uid) / f"slurm-{run.slurm_job_id}.log"
+    # (srun's output reaches the job's log as its step ends, after node 0 recorded the run's end)
+    wait_for(lambda: "node 1 on n2 ended with exit code 0" in job_log.read_text(), timeout=30,
+             what="the second node's end in the job's log")
