@@ -197,11 +197,32 @@ def start(home: Path | None = None) -> Path:
 
 
 def stop(home: Path | None = None) -> None:
-    """Stop the nodes and the controller (munged stays: it serves every cluster of this machine)."""
+    """Cancel its jobs, then stop the nodes and the controller (munged stays: it serves every cluster of this
+    machine). A job left running would outlive its node's slurmd."""
     base = folder(home)
+    _cancel_all(base)
     for node in NODES:
         _stop_pidfile(base / f"slurmd-{node}.pid", 15.0)
     stop_controller(home)
+
+
+def _cancel_all(base: Path, timeout_s: float = 20.0) -> None:
+    try:
+        listed = subprocess.run(["squeue", "-h", "-o", "%i"], env=_env(base), capture_output=True, text=True,
+                                timeout=10)
+        jobs = listed.stdout.split() if listed.returncode == 0 else []
+        if not jobs:
+            return
+        subprocess.run(["scancel", *jobs], env=_env(base), capture_output=True, timeout=10)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            left = subprocess.run(["squeue", "-h", "-o", "%i"], env=_env(base), capture_output=True, text=True,
+                                  timeout=10)
+            if left.returncode != 0 or not left.stdout.split():
+                return
+            time.sleep(0.5)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
 
 
 def main(argv: list[str]) -> int:
