@@ -3,7 +3,6 @@ says of a job, and the maintenance beat the test session's workers do not run.""
 from __future__ import annotations
 
 import subprocess
-import time
 
 from tests.conftest import tiny_config, wait_for
 from webapp.runs.models import ENDED_STATUSES, MetricPoint, Run, RunStatus
@@ -41,7 +40,6 @@ def beating_until_ended(run: Run, timeout: float) -> Run:
 
     def beat():
         maintenance()
-        time.sleep(2)
         return Run.objects.filter(pk=run.pk, status__in=ENDED_STATUSES).first()
 
-    return wait_for(beat, timeout=timeout, what=f"run {run.pk}'s end")
+    return wait_for(beat, timeout=timeout, what=f"run {run.pk}'s end", every=2)
