@@ -156,13 +156,14 @@ def run_memory(model_dir: str, steps: int, seed: int, shape: tuple[int, int, int
     import torch
 
     import training.loop as loop
+    import training.step_update as step_update
     from training.distributed import Parallel
     from training.sink import NullSink
 
     cfg = memory_config(model_dir, steps, seed, shape, knobs, tiny)
     seen: list[torch.Tensor] = []
     widest = [0]  # the widest prompt a training forward saw (the memory model's prompt_tokens)
-    policy_loss, forward = loop.policy_loss, Parallel.forward
+    policy_loss, forward = step_update.policy_loss, Parallel.forward
     pending: list = []  # check: the micro-batch's (un-chunked log-probs, their entropy, the loop's entropy)
     diffs = {"loss": 0.0, "entropy": 0.0, "logp_abs": 0.0, "sq_diff": 0.0, "sq_ref": 0.0}
 
@@ -209,14 +210,14 @@ def run_memory(model_dir: str, steps: int, seed: int, shape: tuple[int, int, int
                 diffs.update(loss=0.0, entropy=0.0, logp_abs=0.0, sq_diff=0.0, sq_ref=0.0)
             print("STEP " + json.dumps(per_step[-1]), file=sys.stderr, flush=True)  # a killed run's steps so far
 
-    loop.policy_loss, Parallel.forward = recording_policy_loss, checking_forward
+    step_update.policy_loss, Parallel.forward = recording_policy_loss, checking_forward
     try:
         with tempfile.TemporaryDirectory() as out:
             t0 = time.perf_counter()
             loop.train(cfg, out, RecordingSink())
             wall = time.perf_counter() - t0
     finally:  # (a test calls this in its own process)
-        loop.policy_loss, Parallel.forward = policy_loss, forward
+        step_update.policy_loss, Parallel.forward = policy_loss, forward
     from training.memory import estimate_for_config
 
     estimate = estimate_for_config(cfg, cfg.resolved_model_path(), prompt_tokens=widest[0])

@@ -119,16 +119,17 @@ def seedbed_phases():
     import torch
 
     import training.loop as loop
+    import training.seed_group as seed_group
     from training.distributed import Parallel
     from training.rollout import HFRolloutEngine
 
     return [(loop, "train", "other"),
             (loop, "load_model", "setup"), (loop, "ensure_tiny_model", "setup"), (loop, "prompt_source", "setup"),
-            (loop, "build_reward", "setup"), (loop, "make_rollout_engine", "setup"),
+            (loop, "build_reward", "setup"), (seed_group, "make_rollout_engine", "setup"),
             (loop, "load_trainer_state", "setup"),
-            (loop, "collect_rollouts", "score"), (HFRolloutEngine, "generate", "generate"),
+            (loop, "collect_group_rollouts", "score"), (HFRolloutEngine, "generate", "generate"),
             (loop, "sequence_logprobs", "old log-probs"),
-            (loop, "update_policy", "loss"), (Parallel, "forward", "forward"), (torch.Tensor, "backward", "backward"),
+            (loop, "update_group", "loss"), (Parallel, "forward", "forward"), (torch.Tensor, "backward", "backward"),
             (Parallel, "clip_grad_norm", "optimizer"), (torch.optim.AdamW, "step", "optimizer"),
             (loop, "report_signals", "logging"), (loop, "report_ranks", "logging"),
             (loop, "save_checkpoint", "checkpoint")]

@@ -13,7 +13,7 @@ MAX_LINES = 60
 # (file, dotted name inside it)
 FUNCTIONS = [
     ("training/config.py", "TrainConfig.validate"),
-    ("training/loop.py", "collect_rollouts"),
+    ("training/step_rollouts.py", "collect_group_rollouts"),
     ("training/engines/process.py", "run_process"),
 ]
 

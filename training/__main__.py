@@ -2,6 +2,7 @@
 
     python -m training bootstrap-tiny --out var/models/tiny
     python -m training run CONFIG.yaml --out DIR      # writes config.json, metrics.jsonl, samples.jsonl, checkpoints/
+    python -m training run CONFIG.yaml --seeds 0,1,2,3 --out DIR   # packed in one process: DIR/seed_<n>/ each
     python -m training eval --model DIR --data FILE --n 16 --k 1,2,4,8,16
 """
 from __future__ import annotations
@@ -61,9 +62,7 @@ class _Progress:
 def cmd_run(args) -> int:
     import torch
 
-    from training.checkpoint import prune_checkpoints
     from training.engines import run_engine
-    from training.sink import JsonlSink
 
     # as the worker does (workers.runner): one thread a run unless SEEDBED_TORCH_THREADS says otherwise. torch's
     # default (every core) made the same 20 steps 10-17x slower than on a worker on a shared 2-core machine
@@ -76,27 +75,85 @@ def cmd_run(args) -> int:
             raise FieldErrors({"--set": f"expected KEY=VALUE; got {bad[0]!r}"})
         overrides = dict(kv.split("=", 1) for kv in args.set)
         cfg = TrainConfig.from_dict({**cfg.to_dict(), **overrides}, dry_run=True)
+    if args.seeds is not None:
+        return run_seeds(cfg, args.out, parse_seeds(args.seeds))
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "config.json"), "w", encoding="utf-8") as fh:
         fh.write(cfg.to_json())
-    progress = _Progress(cfg.total_steps)
+    sink = cli_sink(cfg, args.out, _Progress(cfg.total_steps))
+    # a guard that stops the run (reward_hacking_guard's action stop) stops it as a kill does: after the step
+    result = run_engine(cfg, args.out, sink, should_stop=lambda: bool(sink.stopped_by))
+    print(json.dumps(result_line(result, sink)))
+    return 0
+
+
+#: seeds one ``run --seeds`` may pack (as the sweep form's ``pack``: webapp.sweeps)
+MAX_CLI_SEEDS = 64
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``--seeds 0,1,2,3`` as distinct seeds in the config's range; FieldErrors naming the option otherwise.
+
+    >>> parse_seeds("0, 1,2")
+    [0, 1, 2]
+    """
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise FieldErrors({"--seeds": f"expected seeds as integers separated by commas, e.g. 0,1,2,3; got {text!r}"})
+    if not seeds or len(seeds) > MAX_CLI_SEEDS:
+        raise FieldErrors({"--seeds": f"between 1 and {MAX_CLI_SEEDS} seeds; got {len(seeds)}"})
+    if len(set(seeds)) != len(seeds) or min(seeds) < 0 or max(seeds) > 2**32 - 1:
+        raise FieldErrors({"--seeds": f"distinct seeds in [0, 2^32 - 1]; got {text!r}"})
+    return seeds
+
+
+def run_seeds(cfg, out: str, seeds: list[int]) -> int:
+    """The config's run once per seed, all packed in this process (``training.loop.train_group``), each seed's
+    outputs under ``out/seed_<n>/`` as a solo run's; one result line per seed."""
+    from training.loop import Seed, train_group
+    from training.packing import solo_only
+
+    reason = solo_only(cfg)
+    if reason:
+        raise FieldErrors({"--seeds": f"these seeds cannot share a process: {reason}"})
+    group = []
+    for n in seeds:
+        seed_cfg = TrainConfig.from_dict({**cfg.to_dict(), "seed": n}, check_paths=False)
+        folder = os.path.join(out, f"seed_{n}")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as fh:
+            fh.write(seed_cfg.to_json())
+        sink = cli_sink(seed_cfg, folder, _Progress(cfg.total_steps) if n == seeds[0] else None)
+        group.append(Seed(seed_cfg, folder, sink, should_stop=lambda sink=sink: bool(sink.stopped_by)))
+    for seed, result in zip(group, train_group(group)):
+        print(json.dumps({"seed": seed.cfg.seed, **result_line(result, seed.sink)}))
+    return 0
+
+
+def result_line(result, sink) -> dict:
+    return {"status": result.status, "step": result.step, "out": result.out_dir,
+            **({"stopped_by": sink.stopped_by} if sink.stopped_by else {})}
+
+
+def cli_sink(cfg, out: str, progress):
+    """The JSONL sink of a command-line run (metrics.jsonl, samples.jsonl), its progress line (None: silent) and
+    its checkpoints pruned to ``keep_checkpoints``."""
+    from training.checkpoint import prune_checkpoints
+    from training.sink import JsonlSink
 
     class CliSink(JsonlSink):
         def on_metrics(self, step, metrics):
             super().on_metrics(step, metrics)
-            progress(step, metrics)
+            if progress is not None:
+                progress(step, metrics)
 
         def on_checkpoint(self, step, path):  # (rank 0's: it writes the model folder)
             super().on_checkpoint(step, path)
-            prune_checkpoints(args.out, cfg.keep_checkpoints)
+            prune_checkpoints(out, cfg.keep_checkpoints)
 
-    sink = CliSink(args.out, echo=lambda s: print(s, file=sys.stderr), reward_hacking_guard=cfg.reward_hacking_guard,
+    return CliSink(out, echo=lambda s: print(s, file=sys.stderr), reward_hacking_guard=cfg.reward_hacking_guard,
                    eval_problems=cfg.eval_problems)
-    # a guard that stops the run (reward_hacking_guard's action stop) stops it as a kill does: after the step
-    result = run_engine(cfg, args.out, sink, should_stop=lambda: bool(sink.stopped_by))
-    print(json.dumps({"status": result.status, "step": result.step, "out": args.out,
-                      **({"stopped_by": sink.stopped_by} if sink.stopped_by else {})}))
-    return 0
 
 
 def generated_or_benchmark(data: str) -> bool:
@@ -217,6 +274,8 @@ def main(argv=None) -> int:
     r.add_argument("config")
     r.add_argument("--out", required=True)
     r.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="override config keys")
+    r.add_argument("--seeds", metavar="N,N,...", help="train the config once per seed, packed in one process "
+                   "(each seed's outputs under OUT/seed_<n>/)")
     r.set_defaults(fn=cmd_run)
     e = sub.add_parser("eval", help="pass@k of a model folder on a dataset")
     e.add_argument("--model", required=True)

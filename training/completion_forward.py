@@ -91,16 +91,34 @@ PACK_MAX_TOKENS = 1024
 
 def packed_states(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
                   fed: list[int], *, hidden: bool):
-    """``completion_states`` in one forward: per distinct prompt u, the sequence [prompt u (left-padded to P),
-    then each of its rows' first ``fed`` completion tokens], packs right-padded to the longest; None when a
-    pack would be longer than ``PACK_MAX_TOKENS``.
+    """``completion_states`` in one forward of the packs of ``pack_layout``; None when a pack would be longer
+    than ``PACK_MAX_TOKENS``."""
+    layout = pack_layout(prompt_ids, prompt_mask, completion_ids, fed)
+    if layout is None:
+        return None
+    ids, pos, sees, where = layout
+    dev = completion_ids.device
+    out = model(input_ids=ids.to(dev), attention_mask=sees[:, None].to(dev), position_ids=pos.to(dev),
+                use_cache=False)
+    states = out.last_hidden_state if hidden else out.logits
+    U, S = ids.shape
+    flat = torch.cat([states.reshape(U * S, -1), states.new_zeros((1, states.shape[-1]))])
+    return flat[where.to(dev)]
+
+
+def pack_layout(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
+                fed: list[int], max_tokens: int | None = None):
+    """The packs of one forward: per distinct prompt u, the sequence [prompt u (left-padded to P), then each of
+    its rows' first ``fed`` completion tokens], packs right-padded to the longest S; None when S > ``max_tokens``
+    (``PACK_MAX_TOKENS`` unless given).
+    Returns CPU tensors (ids [U, S], position ids [U, S], sees [U, S, S] bool, where [B, T]: the flat index
+    u·S + s of the output predicting each completion token, U·S for one that predicts padding).
 
     Query i of pack u sees key j when j ≤ i and either both lie in one row's completion, or j is a real prompt
     token and i is in the prompt or any completion of u; every position sees itself (a padding query then has a
     key, so no softmax over nothing). Position ids: the prompt's own, then for a row's k-th token prompt length + k.
     """
     B, P, T = completion_ids.shape[0], prompt_ids.shape[1], completion_ids.shape[1]
-    dev = completion_ids.device
     u_ids, u_mask, inverse = distinct_prompts(prompt_ids, prompt_mask)
     U, owner = u_ids.shape[0], inverse.tolist()
     ends = [P] * U
@@ -109,7 +127,7 @@ def packed_states(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, co
         starts.append(ends[owner[r]])
         ends[owner[r]] += fed[r]
     S = max(ends)
-    if S > PACK_MAX_TOKENS:
+    if S > (PACK_MAX_TOKENS if max_tokens is None else max_tokens):
         return None
     # built as Python lists, one tensor each at the end: a slice assignment per row costs more than the forward
     prompt_len = u_mask.sum(-1).tolist()
@@ -128,11 +146,7 @@ def packed_states(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, co
     q_seg, k_seg = segment[:, :, None], segment[:, None, :]
     sees = causal & real_key[:, None, :] & ((k_seg == -1) & (q_seg != -2) | (q_seg == k_seg) & (q_seg >= 0))
     sees |= torch.eye(S, dtype=torch.bool)
-    out = model(input_ids=ids.to(dev), attention_mask=sees[:, None].to(dev), position_ids=pos.to(dev),
-                use_cache=False)
-    states = out.last_hidden_state if hidden else out.logits
-    flat = torch.cat([states.reshape(U * S, -1), states.new_zeros((1, states.shape[-1]))])
-    return flat[torch.tensor(where, device=dev)]
+    return ids, pos, sees, torch.tensor(where)
 
 
 def whole_states(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,

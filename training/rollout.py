@@ -164,11 +164,17 @@ class HFRolloutEngine:
     def sync_weights(self, model) -> None:  # same module object: nothing to push
         self.model = model
 
+    def stepper(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max_new_tokens: int, slots=None):
+        """The prompts prefilled and the stepper that decodes on from them (``training.decode_steps``): (last
+        logits [B, V], stepper). ``slots``: which seed of a packed group each row is (its engine's)."""
+        return decode_steps(self.model, prompt_ids, prompt_mask, max_new_tokens, self.kv_buffers)
+
     @torch.no_grad()
     def generate(self, prompts, *, max_new_tokens, temperature, top_p, top_k, generator,
-                 keep_sampling_mask=False, record_routing=False, stop=(), row_seeds=None) -> RolloutBatch:
+                 keep_sampling_mask=False, record_routing=False, stop=(), row_seeds=None, slots=None) -> RolloutBatch:
         """Sample one completion per prompt. With ``row_seeds`` (one per prompt), row i's tokens come from its
-        own uniforms (``row_uniforms``): batch-independent; else from ``generator`` over the whole batch."""
+        own uniforms (``row_uniforms``): batch-independent; else from ``generator`` over the whole batch.
+        ``temperature``: a number, or a [B, 1] tensor (each row its own: the seeds of a packed group)."""
         model, dev = self.model, next(self.model.parameters()).device
         noise = row_uniforms(row_seeds, max_new_tokens) if row_seeds is not None else None
         stopper = StopStrings(self.tokenizer, stop) if stop else None
@@ -187,7 +193,7 @@ class HFRolloutEngine:
                         position_ids=positions_from_mask(prompt_mask), use_cache=True)
             steps, logits = HFSteps(model, out.past_key_values, prompt_mask), out.logits[:, -1].float()
         else:
-            logits, steps = decode_steps(model, prompt_ids, prompt_mask, max_new_tokens, self.kv_buffers)
+            logits, steps = self.stepper(prompt_ids, prompt_mask, max_new_tokens, slots)
             logits = logits.float()
         tokens, logps, kept = [], [], []
         # which rows have ended, and at which step: on the CPU, where the tokens are sampled and stops checked

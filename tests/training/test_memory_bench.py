@@ -13,12 +13,12 @@ import real_model  # noqa: E402
 
 
 def test_the_memory_run_checks_the_chunked_path_against_the_unchunked_one(tiny_model_dir):
-    import training.loop as loop
+    import training.step_update as step_update
     from training.distributed import Parallel
 
-    policy_loss, forward = loop.policy_loss, Parallel.forward
+    policy_loss, forward = step_update.policy_loss, Parallel.forward
     res = real_model.run_memory("", 2, 0, (4, 4, 8), {"micro_batch_size": 8}, check=True, tiny=True)
-    assert loop.policy_loss is policy_loss and Parallel.forward is forward  # the bench's wrappers are gone
+    assert step_update.policy_loss is policy_loss and Parallel.forward is forward  # the bench's wrappers are gone
     assert [s["step"] for s in res["steps"]] == [1, 2]
     for s in res["steps"]:
         diffs = s["unchunked"]
