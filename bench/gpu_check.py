@@ -27,6 +27,12 @@ peak memory; the exit code is 1 when a path that ran failed):
   ranks on one GPU); the same config in one process alongside, and the first steps' rewards compared (the same
   completions are expected: each row has its own sampling seed).
 
+- ``packed``: 8 seeds of SmolLM2-135M-Instruct (its weights as for ``smollm2``, else its architecture) packed in
+  one process (``training.loop.train_group``, docs/architecture.md#packed-seeds) against one seed alone, the same
+  config (4 prompts x 8 completions x 64 tokens, GRPO): completion tokens/s of all the seeds together against the
+  one seed's, and peak memory (goal: at least 4x the throughput). Passes when every seed ran every step with
+  finite metrics.
+
 ``--device cpu --smoke`` runs every path it can without CUDA, small (a few steps, a shrunken SmolLM2
 architecture with random weights), as the test suite does (tests/training/test_gpu_check.py). Completion
 tokens/s are over the training steps' own time (the loop's ``step_time_s``, TRL's ``step_time``). Peak memory:
@@ -56,8 +62,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-PATHS = ("vllm", "bf16", "smollm2", "ranks")
-NEEDS = {"vllm": ("vllm",), "bf16": (), "smollm2": ("trl", "datasets", "reasoning_gym"), "ranks": ()}
+PATHS = ("vllm", "bf16", "smollm2", "ranks", "packed")
+NEEDS = {"vllm": ("vllm",), "bf16": (), "smollm2": ("trl", "datasets", "reasoning_gym"), "ranks": (), "packed": ()}
 SMOLLM2_FOLDER = os.path.join(ROOT, "var", "models", "smollm2-135m-instruct")
 
 
@@ -539,7 +545,53 @@ def check_ranks(args, device, out) -> Result:
     return Result("ranks", "fail" if problems else "pass", "; ".join(problems) or note, tok_s, peak)
 
 
-CHECKS = {"vllm": check_vllm, "bf16": check_bf16, "smollm2": check_smollm2, "ranks": check_ranks}
+def check_packed(args, device, out) -> Result:
+    from training.config import TrainConfig
+    from training.loop import Seed, train, train_group
+
+    seeds, steps = (2, 2) if args.smoke else (8, args.real_steps or 6)
+    shape = (2, 2, 8) if args.smoke else (4, 8, 64)
+    precision = "bf16" if device.type == "cuda" else "fp32"
+    with tempfile.TemporaryDirectory(prefix="gpu-check-packed-") as tmp:
+        try:
+            model_dir, what = smollm2_model(args, tmp, out)
+        except FileNotFoundError as exc:
+            return Result("packed", "skipped", f"SmolLM2's files missing ({exc})")
+        knobs = {"preset": "grpo", "model_path": model_dir, "task": "arithmetic", "prompts_per_step": shape[0],
+                 "group_size": shape[1], "max_new_tokens": shape[2], "total_steps": steps, "kl_coef": 0.0,
+                 "chat_template": "on", "samples_per_step": 0, "device": device.type, "precision": precision}
+        configs = [TrainConfig.from_dict({**knobs, "seed": n}) for n in range(seeds)]
+        out(f"[packed] {what}: {seeds} seeds x {steps} steps x {shape[0]} prompts x {shape[1]} x <= {shape[2]} "
+            f"tokens, {precision}, packed against one seed alone")
+        free_memory(device)
+        reset_peak(device)
+        alone = MetricsSink()
+        train(configs[0], os.path.join(tmp, "alone"), alone)
+        alone_peak = peak_mb(device)
+        free_memory(device)
+        reset_peak(device)
+        sinks = [MetricsSink() for _ in configs]
+        train_group([Seed(c, os.path.join(tmp, f"seed{n}"), sink) for n, (c, sink) in enumerate(zip(configs, sinks))])
+        packed_peak = peak_mb(device)
+
+    def rate(ms):  # steps after the first (its first-touch costs), completion tokens over the steps' time
+        later = ms[1:] or ms
+        return completion_tokens(later, shape[0], shape[1]) / sum(m["step_time_s"] for m in later)
+
+    one = rate(alone.metrics)
+    together = sum(rate(s.metrics) for s in sinks)  # each seed's own tokens over the group's step times
+    ratio = together / one if one else float("nan")
+    out(f"[packed] one seed: {one:.0f} tokens/s, peak {alone_peak:.0f} MB; {seeds} packed: {together:.0f} tokens/s "
+        f"together ({ratio:.2f}x), peak {packed_peak:.0f} MB ({packed_peak / seeds:.0f} MB a seed)")
+    problems = [f"seed {n} ran {len(s.metrics)} of {steps} steps" for n, s in enumerate(sinks) if len(s.metrics) != steps]
+    problems += ["a metric is not finite"] if not all(all_finite(s.metrics) for s in sinks) else []
+    note = f"{seeds} seeds packed: {ratio:.2f}x one seed's tokens/s (goal >= 4x on a GPU)"
+    return Result("packed", "fail" if problems else "pass", "; ".join(problems) or note, together, packed_peak,
+                  {"ratio": ratio, "alone_peak_mb": alone_peak})
+
+
+CHECKS = {"vllm": check_vllm, "bf16": check_bf16, "smollm2": check_smollm2, "ranks": check_ranks,
+          "packed": check_packed}
 
 
 # --- the report ------------------------------------------------------------------------------------------------

@@ -55,10 +55,12 @@ def train(cfg: TrainConfig, out_dir: str, sink: Sink, should_stop: Callable[[], 
 
 
 def train_group(seeds: list[Seed], world: World = SINGLE, slots: int = 0,
-                joining: Callable[[int], list[Seed]] | None = None) -> list[TrainResult]:
+                joining: Callable[[int], list[Seed]] | None = None,
+                on_end: Callable[[Seed, TrainResult], None] | None = None) -> list[TrainResult]:
     """Run (or resume) ``seeds`` together, each a run of its own; returns each one's result (in the order they
     joined). ``slots``: how many may train at once (at least the seeds given); ``joining(free)``: called between
-    steps with the number of free slots, the seeds that take them (each starts at its own step 0, or resumes)."""
+    steps with the number of free slots, the seeds that take them (each starts at its own step 0, or resumes);
+    ``on_end(seed, result)``: called as each one leaves the group (its sink flushed), while the others go on."""
     cfg = seeds[0].cfg
     device = world.device if world.size > 1 else torch.device(
         "cuda" if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()) else "cpu")
@@ -83,6 +85,8 @@ def train_group(seeds: list[Seed], world: World = SINGLE, slots: int = 0,
                                               m.seed.out_dir)
             members.remove(m)
             group.release(m)
+            if on_end is not None:
+                on_end(m.seed, results[id(m.seed)])
         for seed in (joining(len(group.free)) if joining and group.free else []):
             seeds.append(seed)
             members.append(join(group, seed, device, world))

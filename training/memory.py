@@ -193,23 +193,29 @@ def auto_micro_batch(cfg, shape: ModelShape, *, prompt_tokens: int, completion_t
     return fits[-1] if fits else 1
 
 
-def estimate_peak(cfg, shape: ModelShape, *, prompt_tokens: int, ranks: int = 1) -> MemoryEstimate:
+def estimate_peak(cfg, shape: ModelShape, *, prompt_tokens: int, ranks: int = 1, seeds: int = 1) -> MemoryEstimate:
     """The estimated peak memory of one rank of a run of ``cfg`` on a model of ``shape`` whose prompts are at most
     ``prompt_tokens`` long (completions: ``max_new_tokens``): the larger of the backward's peak (runtime, state,
-    a micro-batch's activations and output-layer share) and the optimizer step's (runtime, state, 4·N)."""
+    a micro-batch's activations and output-layer share) and the optimizer step's (runtime, state, 4·N).
+
+    ``seeds``: a packed group of that many seeds in the process (docs/architecture.md#packed-seeds): each its own
+    weights, gradients and moments, their micro-batches' activations and sampling caches side by side; one
+    runtime, one reference model (their common starting model), the optimizer steps one seed after another."""
     T = cfg.max_new_tokens
     rows = minibatch_rows(cfg, ranks)
     micro = micro_batch_size(cfg, rows) or auto_micro_batch(cfg, shape, prompt_tokens=prompt_tokens,
                                                             completion_tokens=T, ranks=ranks)
     state = state_bytes(shape, reference=cfg.kl_coef > 0)
+    state = {k: v if k == "reference" else seeds * v for k, v in state.items()}
     parts = {"runtime": RUNTIME_BYTES, **state}
-    act = activation_bytes(shape, rows=micro, prompts=distinct_prompts(micro, cfg.prompts_per_step, cfg.group_size),
-                           prompt_tokens=prompt_tokens,
-                           completion_tokens=T, checkpointing=cfg.gradient_checkpointing)
-    head = head_bytes(shape, rows=micro, completion_tokens=T, checkpointing=cfg.gradient_checkpointing)
+    act = seeds * activation_bytes(shape, rows=micro, prompts=distinct_prompts(micro, cfg.prompts_per_step,
+                                                                                  cfg.group_size),
+                                   prompt_tokens=prompt_tokens, completion_tokens=T,
+                                   checkpointing=cfg.gradient_checkpointing)
+    head = seeds * head_bytes(shape, rows=micro, completion_tokens=T, checkpointing=cfg.gradient_checkpointing)
     batch = cfg.prompts_per_step * cfg.group_size
-    sampling = sampling_bytes(shape, rows=math.ceil(batch / max(ranks, 1)), prompt_tokens=prompt_tokens,
-                              completion_tokens=T)
+    sampling = seeds * sampling_bytes(shape, rows=math.ceil(batch / max(ranks, 1)), prompt_tokens=prompt_tokens,
+                                      completion_tokens=T)
     transient = max(act + head, 4 * shape.params, sampling)
     if transient == act + head:
         parts.update(activations=act, logits=head)
@@ -224,3 +230,18 @@ def estimate_for_config(cfg, model_dir: str, *, prompt_tokens: int = 64, ranks: 
     """``estimate_peak`` for a config whose model lies in ``model_dir``; None when its shape cannot be read."""
     shape = read_model_shape(model_dir)
     return None if shape is None else estimate_peak(cfg, shape, prompt_tokens=prompt_tokens, ranks=ranks)
+
+
+#: the most seeds one packed group holds (the sweep form's ``pack`` and ``python -m training run --seeds``)
+MAX_PACK = 16
+
+
+def seeds_that_fit(cfg, shape: ModelShape, memory_bytes: int, *, prompt_tokens: int = 64) -> int:
+    """The most seeds of ``cfg`` one process can pack within ``memory_bytes`` (at most ``MAX_PACK``; 0 when not
+    even one fits), by ``estimate_peak``'s count of a packed group."""
+    fits = 0
+    for k in range(1, MAX_PACK + 1):
+        if estimate_peak(cfg, shape, prompt_tokens=prompt_tokens, seeds=k).total > memory_bytes:
+            break
+        fits = k
+    return fits

@@ -28,7 +28,8 @@ from training.prefill import distinct_prompts, positions_from_mask
 
 class StackDecoder:
     """The decoder of ``stack``'s ``slots`` (in that order), their weights from ``SeedStack.weights``; with
-    ``fuse`` the q, k, v projections are one product and the gate and up another (copies, for sampling)."""
+    ``fuse`` the q, k, v projections are one product and the gate and up another (their weights concatenated: a
+    copy, through which gradients still reach each)."""
 
     def __init__(self, stack, slots: list[int], *, fuse: bool = False, checkpoint: bool = False):
         self.stack, self.slots, self.checkpoint = stack, list(slots), checkpoint
@@ -59,10 +60,13 @@ class StackDecoder:
         return out
 
     def norm(self, x: torch.Tensor, name: str) -> torch.Tensor:
-        """Llama's RMSNorm with each seed's weight: w · x / sqrt(mean(x²) + ε), computed in float32."""
+        """Llama's RMSNorm with each seed's weight: w · x / sqrt(mean(x²) + ε), computed in float32 (one fused
+        kernel for float32 input)."""
+        w = self.get(name)[:, None, None, :]
+        if x.dtype == torch.float32:
+            return w * F.rms_norm(x, (x.shape[-1],), None, self.eps)
         x32 = x.float()
-        normed = (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
-        return self.get(name)[:, None, None, :] * normed
+        return w * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
 
     def forward(self, ids: torch.Tensor, pos: torch.Tensor, visible: torch.Tensor, cache=None) -> torch.Tensor:
         """Tokens ``ids`` [K, n, s] at positions ``pos`` [K·n, s]; ``visible`` [K·n, 1, s, keys] bool. With
@@ -119,6 +123,19 @@ class StackDecoder:
     def head(self) -> torch.Tensor:
         """The output layer's weights [K, V, H] (the embedding's when tied)."""
         return self.get("lm_head.weight")
+
+
+#: the training forward fuses the q/k/v and gate/up projections (one product each, their weights concatenated every
+#: forward: fewer, larger calls) while the copies take at most this many bytes
+FUSE_MAX_BYTES = 64 << 20
+
+
+def fused_fits(stack, seeds: int) -> bool:
+    """Whether ``seeds`` seeds' fused projection weights (and their gradients) stay within ``FUSE_MAX_BYTES``."""
+    names = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
+    per_seed = sum(w[0].numel() * w.element_size() for name, w in stack.stacked.items()
+                   if any(f".{n}." in name for n in names))
+    return 2 * seeds * per_seed <= FUSE_MAX_BYTES
 
 
 def bmm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
@@ -193,7 +210,8 @@ def stack_logprobs(stack, parts: list, *, checkpoint: bool = False, max_tokens: 
     for j, (i, p, v, _) in enumerate(layouts):
         u, s = i.shape
         ids[j, :u, :s], pos[j, :u, :s], sees[j, :u, :s, :s] = i, p, v
-    decoder = StackDecoder(stack, [slot for slot, _, _, _ in parts], checkpoint=checkpoint)
+    decoder = StackDecoder(stack, [slot for slot, _, _, _ in parts], checkpoint=checkpoint,
+                           fuse=fused_fits(stack, len(parts)))
     hidden = decoder.forward(ids.to(dev), pos.view(K * U, S).to(dev), sees.view(K * U, 1, S, S).to(dev))
     heads = decoder.head()
     out = []

@@ -240,6 +240,27 @@ def limit_judges_to(run) -> None:
     set_endpoint_provider(lambda: judge_endpoints(project_id=run.project_id))
 
 
+def prepare_folder(run, node_rank=None) -> str:
+    """The run's folder made ready to train in: created, claimed (``claim_folder``: "" when it is this run's, else
+    why not), its checkpoints the run never recorded removed (node 0 alone tidies a multi-node run's folder)."""
+    from training.checkpoint import discard_checkpoints_except
+    from webapp.runs.models import Checkpoint
+
+    out_dir = str(run.folder)
+    os.makedirs(out_dir, exist_ok=True)
+    problem = claim_folder(out_dir, run)
+    if problem:
+        return problem
+    # resume only from checkpoints this run recorded: a folder's others are someone else's (a run that had
+    # this id before the database was reset, or a save whose record never landed)
+    if not node_rank:
+        recorded = list(Checkpoint.objects.filter(run_id=run.pk).values_list("step", "path"))
+        stale = discard_checkpoints_except(out_dir, [s for s, _ in recorded], [p for _, p in recorded])
+        if stale:
+            print(f"run {run.pk}: removed checkpoints it never recorded (steps {stale})", flush=True)
+    return ""
+
+
 def main(argv: list[str]) -> int:
     """``workers.runner RUN_ID [NODE_RANK MASTER_HOST MASTER_PORT]``."""
     run_id = int(argv[1])
@@ -252,36 +273,32 @@ def main(argv: list[str]) -> int:
     django.setup()
     import torch
 
-    from training.checkpoint import discard_checkpoints_except
     from training.config import TrainConfig
     from training.engines import run_engine
     from training.engines.process import RankLost
-    from webapp.runs.models import Checkpoint, Run
+    from webapp.runs.models import Run
     from workers.sink import DatabaseSink
 
-    # Each worker slot trains one run; one thread per run keeps slots from fighting over cores.
+    # Each worker slot trains one run (or one packed group); one thread a slot keeps slots from fighting over cores.
     torch.set_num_threads(int(os.environ.get("SEEDBED_TORCH_THREADS", "1")))
-    run = Run.objects.get(pk=run_id)
+    run = Run.objects.select_related("sweep").get(pk=run_id)
+    limit_judges_to(run)
+    if run.pack_leader_id == run.pk and not node_rank:  # packed seeds: this run's group (workers.packed)
+        from workers.packed import train_packed
+
+        trained = train_packed(run, run.worker, lambda member: prepare_folder(member, node_rank), StopFlag)
+        return EXIT_SUCCEEDED if trained else EXIT_FAILED
     # this process trains the run as claimed by its task (services.run_start); if that claim changes (the run
     # declared lost and taken over elsewhere, or gone), it stops and writes nothing more into the run
     claim = (run.worker, run.attempts) if not node_rank else None  # another node holds no claim on the run itself
     stop = StopFlag(run_id, claim=claim)
     signal.signal(signal.SIGTERM, stop.on_signal)
-    limit_judges_to(run)
     cfg = TrainConfig.from_dict(run.config)
     out_dir = str(run.folder)
-    os.makedirs(out_dir, exist_ok=True)
-    problem = claim_folder(out_dir, run)
+    problem = prepare_folder(run, node_rank)
     if problem:  # never train into (or resume from) another run's folder
         print(f"run {run_id}: {problem}", flush=True)
         return 1
-    # resume only from checkpoints this run recorded: a folder's others are someone else's (a run that had
-    # this id before the database was reset, or a save whose record never landed)
-    if not node_rank:  # (node 0 alone tidies the shared folder)
-        recorded = list(Checkpoint.objects.filter(run_id=run_id).values_list("step", "path"))
-        stale = discard_checkpoints_except(out_dir, [s for s, _ in recorded], [p for _, p in recorded])
-        if stale:
-            print(f"run {run_id}: removed checkpoints it never recorded (steps {stale})", flush=True)
     print(f"run {run_id}: training in {out_dir}" + ("" if node_rank is None else f" as node {node_rank}"), flush=True)
     try:
         # one node of a run over several machines: node 0 keeps the run's sink, another only its log

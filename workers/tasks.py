@@ -173,13 +173,23 @@ def _supervise(run_id: int, proc: ForkedChild, worker: str, heartbeat=None, syst
             if not heartbeat(proc.pid):
                 # lost, ended or taken over: the child sees it too (runner.StopFlag) and stops within a step
                 log.info("run %s: no longer held by %s; its training process is stopping", run_id, worker)
-        requested = Run.objects.filter(pk=run_id).values_list("kill_requested_at", flat=True).first()
+        requested = _kill_requested(run_id)
         if requested is not None and (forced := _kill_overdue(run_id, proc, requested)):
             log.warning("run %s: %s; terminating its process group", run_id, forced)
             _terminate_group(proc, UNREAD_TERM_TO_KILL_S if "grace period" not in forced else TERM_TO_KILL_S)
             return forced
         time.sleep(POLL_S)
     return ""
+
+
+def _kill_requested(run_id: int):
+    """When a kill of the run still running was first asked, or of a member of its packed group (None: none)."""
+    from django.db.models import Min, Q
+
+    from webapp.runs.models import RunStatus
+
+    running = Run.objects.filter(Q(pk=run_id) | Q(pack_leader_id=run_id), status=RunStatus.RUNNING)
+    return running.aggregate(first=Min("kill_requested_at"))["first"]
 
 
 def _kill_overdue(run_id: int, proc: ForkedChild, requested) -> str:
@@ -275,6 +285,8 @@ def train_here(run_id: int, worker: str, dispatch: str = "", job=None) -> str:
     action = claimed(RUN_JOB, pk=run_id, take=lambda: services.run_start(run_id=run_id, worker=worker))
     if action in ("missing", "skip"):
         return action
+    # packed seeds: up to its sweep's pack of its started seeds trained in this one process (workers.packed)
+    packed = services.run_pack_claim(leader_id=run_id, worker=worker) if job is None else 0
     out = run_dir(run_id)
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / "worker.log"
@@ -286,7 +298,7 @@ def train_here(run_id: int, worker: str, dispatch: str = "", job=None) -> str:
         if job is not None:
             job.started(proc)
         services.run_heartbeat(run_id=run_id, pid=proc.pid, worker=worker)
-        forced = _supervise(run_id, proc, worker)
+        forced = _supervise(run_id, proc, worker, heartbeat=_group_beat(run_id, worker) if packed else None)
     except BaseException:
         _terminate_group(proc)  # the task is going away (worker shutdown): take the child with it
         raise
@@ -296,12 +308,41 @@ def train_here(run_id: int, worker: str, dispatch: str = "", job=None) -> str:
         detail = signal_detail(run_id, proc, log_path, oom_before)
     if job is not None:
         outcome, detail = job.outcome(outcome, detail)
-    status = db_full.retrying(lambda: services.run_record_exit(run_id=run_id, outcome=outcome, forced=forced,
-                                                               detail=detail, worker=worker), "how it ended", run_id)
+    if packed:  # the members still running when the group's process exited (each recorded its own clean end)
+        status = _record_group_exit(run_id, worker, outcome, forced, detail)
+    else:
+        status = db_full.retrying(lambda: services.run_record_exit(run_id=run_id, outcome=outcome, forced=forced,
+                                                                   detail=detail, worker=worker), "how it ended",
+                                  run_id)
     log.info("run %s: ended %s (exit code %s)", run_id, status, proc.returncode)
     if job is not None:
         job.ended()
     return status
+
+
+def _group_beat(leader_id: int, worker: str):
+    """The heartbeat of a packed group's process: every member still running (False once none is)."""
+    def beat(pid: int) -> bool:
+        members = services.run_pack_members(leader_id=leader_id, worker=worker)
+        return any([services.run_heartbeat(run_id=m, pid=pid, worker=worker) for m in members])
+    return beat
+
+
+def _record_group_exit(leader_id: int, worker: str, outcome: str, forced: str, detail: str) -> str:
+    """How a packed group's process ended, for each member it had not recorded: the process's outcome; where the
+    worker had to terminate it after a kill, the killed members end killed and the others lose an attempt
+    (restarted from their checkpoints, as when a signal kills a run). Returns the leader's status."""
+    from webapp.runs.models import Run
+
+    for member in services.run_pack_members(leader_id=leader_id, worker=worker):
+        asked = Run.objects.filter(pk=member, kill_requested_at__isnull=False).exists()
+        own_outcome, own_detail, own_forced = outcome, detail, forced
+        if forced and not asked:
+            own_outcome, own_forced = "signaled", ""
+            own_detail = f"its packed group's process was terminated ({forced})"
+        db_full.retrying(lambda: services.run_record_exit(run_id=member, outcome=own_outcome, forced=own_forced,
+                                                          detail=own_detail, worker=worker), "how it ended", member)
+    return Run.objects.filter(pk=leader_id).values_list("status", flat=True).first() or "missing"
 
 
 def _failure_detail(run_id: int, proc: ForkedChild, log_path: Path) -> str:

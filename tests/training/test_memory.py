@@ -13,7 +13,7 @@ from training.config import TrainConfig
 from training.distributed import Parallel, head_grad_in_place, sparse_tied_embedding
 from training.fields import FieldErrors
 from training.memory import (AUTO_SHARE, ModelShape, activation_bytes, auto_micro_batch, distinct_prompts, estimate_peak,
-                             head_bytes, model_shape, read_model_shape)
+                             head_bytes, model_shape, read_model_shape, seeds_that_fit)
 from training.rollout import RolloutBatch, _full_logits, head_logits, sequence_logprobs, token_logprobs
 
 
@@ -285,16 +285,34 @@ def test_checkpointing_and_micro_batches_lower_the_estimate():
     assert with_kl.parts["reference"] == 4 * shape.params
 
 
+def test_a_packed_group_counts_each_seeds_state_and_batch_and_one_runtime_and_reference():
+    shape = model_shape(SMOLLM2)
+    cfg = TrainConfig.from_dict({"prompts_per_step": 4, "group_size": 8, "max_new_tokens": 64, "kl_coef": 0.04},
+                                check_paths=False)
+    one, four = (estimate_peak(cfg, shape, prompt_tokens=40, seeds=k) for k in (1, 4))
+    for part in ("weights", "gradients", "optimizer", "activations", "logits"):
+        assert four.parts[part] == 4 * one.parts[part], part
+    assert four.parts["runtime"] == one.parts["runtime"] and four.parts["reference"] == one.parts["reference"]
+    budget = 3 * one.total
+    fits = seeds_that_fit(cfg, shape, budget, prompt_tokens=40)
+    assert fits >= 3  # one runtime and one reference for all of them
+    assert estimate_peak(cfg, shape, prompt_tokens=40, seeds=fits).total <= budget
+    assert estimate_peak(cfg, shape, prompt_tokens=40, seeds=fits + 1).total > budget
+    assert seeds_that_fit(cfg, shape, one.total - 1, prompt_tokens=40) == 0
+
+
 MEASURE = """
 import json, sys, tempfile
 import torch
 torch.set_num_threads(1)
 from training.config import TrainConfig
-from training.loop import train
+from training.loop import Seed, train_group
 from training.sink import NullSink
 cfg = TrainConfig.from_dict(json.loads(sys.argv[1]))
+seeds = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 with tempfile.TemporaryDirectory() as out:
-    train(cfg, out, NullSink())
+    configs = [TrainConfig.from_dict({**cfg.to_dict(), "seed": n}) for n in range(seeds)]
+    train_group([Seed(c, f"{out}/{n}", NullSink()) for n, c in enumerate(configs)])
 # VmHWM, the peak RSS of this process's own memory: ru_maxrss is kept across execve on Linux, so a child of a large
 # test process would report its parent's size (4 GB late in the suite)
 peak_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
@@ -302,15 +320,16 @@ print(json.dumps({"peak": peak_kb * 1024}))
 """
 
 
-@pytest.mark.parametrize("shape", [(8, 8, 32)])
-def test_the_estimate_is_within_a_fifth_of_the_tiny_models_measured_peak(tiny_model_dir, shape):
+@pytest.mark.parametrize("shape, seeds", [((8, 8, 32), 1), ((8, 8, 32), 4)])
+def test_the_estimate_is_within_a_fifth_of_the_tiny_models_measured_peak(tiny_model_dir, shape, seeds):
+    """One run, and a packed group of 4 seeds in one process (docs/architecture.md#packed-seeds)."""
     prompts, group, max_new = shape
     knobs = {"total_steps": 2, "prompts_per_step": prompts, "group_size": group, "max_new_tokens": max_new,
              "samples_per_step": 0, "model_path": str(tiny_model_dir), "device": "cpu"}
-    proc = subprocess.run([sys.executable, "-c", MEASURE, json.dumps(knobs)], cwd=REPO, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-c", MEASURE, json.dumps(knobs), str(seeds)], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     measured = json.loads(proc.stdout.strip().splitlines()[-1])["peak"]
     estimate = estimate_peak(TrainConfig.from_dict(knobs), read_model_shape(str(tiny_model_dir)),
-                             prompt_tokens=24)
+                             prompt_tokens=24, seeds=seeds)
     assert abs(estimate.total - measured) <= 0.2 * measured, (estimate.text(), measured / 1e9)

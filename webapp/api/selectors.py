@@ -46,6 +46,7 @@ def run_detail(run: Run) -> dict:
             "kill_requested": run.kill_requested_at is not None, "killed_by": run.killed_by,
             "kill_reason": run.kill_reason, "error": run.error, "failure_kind": run.failure_kind,
             "dispatch_note": run.dispatch_note, "preemptions": run.preemptions, "restarts": run.restarts,
+            "packed_with": run.packed_with,
             "slurm": {"job_id": run.slurm_job_id, "state": run.slurm_state, "reason": run.slurm_reason}
             if run.slurm_job_id else None,
             "recovery": run.recovery_note,
@@ -55,7 +56,7 @@ def run_detail(run: Run) -> dict:
 
 def sweep_summary(sweep: Sweep) -> dict:
     return {"id": sweep.pk, "name": sweep.name, "project": sweep.project.name, "seeds": sweep.seeds,
-            "concurrency": sweep.concurrency, "policy": sweep.policy or {"name": "manual"},
+            "concurrency": sweep.concurrency, "pack": sweep.pack, "policy": sweep.policy or {"name": "manual"},
             "created_at": _iso(sweep.created_at)}
 
 

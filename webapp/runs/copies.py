@@ -78,7 +78,7 @@ def sweep_form_initial(sweep, plan) -> dict:
         # its own (kept, a 300-step horizon on a 30-step copy judged "every step from 60" and never acted)
         del params["max_steps"]
     initial = {"name": sweep.name, "seeds": seeds_text(sweep.seeds), "concurrency": sweep.concurrency,
-               "policy_name": policy.get("name") or "manual", "policy_metric": policy.get("metric") or "reward/mean",
+               "pack": sweep.pack, "policy_name": policy.get("name") or "manual", "policy_metric": policy.get("metric") or "reward/mean",
                "policy_mode": policy.get("mode") or "max", "policy_params": json.dumps(params) if params else ""}
     if plan is not None:
         initial.update({"grid": grid_text(plan.grid or {}), "free_slot_use": plan.free_slot_use,

@@ -94,6 +94,11 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0, help_text="How many times a worker started it (resumes).")
     restarts = models.PositiveIntegerField(default=0, help_text="Automatic restarts after its worker was lost.")
+    pack_leader = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="pack_members",
+                                    help_text="The run whose training process trains this one, packed with other "
+                                              "seeds of its sweep (docs/architecture.md#packed-seeds); itself for "
+                                              "the run that started the process; empty: a process of its own.")
     preemptions = models.PositiveIntegerField(default=0, help_text="Times its scheduler took its node back (Slurm's "
                                               "time limit or a preemption) after a checkpoint: resumed, not a failure "
                                               "and not one of its restarts.")
@@ -153,6 +158,14 @@ class Run(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["sweep", "status"])]
+
+    @property
+    def packed_with(self) -> list[int]:
+        """The other runs its latest attempt shares (or shared) a training process with, packed seeds; [] alone."""
+        if self.pack_leader_id is None:
+            return []
+        return list(Run.objects.filter(pack_leader_id=self.pack_leader_id).exclude(pk=self.pk)
+                    .order_by("pk").values_list("pk", flat=True))
 
     def __str__(self) -> str:
         return f"run {self.pk} ({self.status})"

@@ -14,6 +14,7 @@ from django.utils.functional import lazy
 from django.utils.text import format_lazy
 
 from training.fields import FieldErrors
+from training.memory import MAX_PACK
 from webapp.runs.forms import RunForm
 
 from . import services
@@ -85,6 +86,11 @@ def parse_grid(text: str) -> dict[str, list]:
 class SweepForm(RunForm):
     concurrency = forms.IntegerField(min_value=1, max_value=256, initial=2,
                                      help_text="How many of its runs may hold a slot at once.")
+    pack = forms.IntegerField(min_value=0, max_value=MAX_PACK, initial=0, required=False, label="seeds a process",
+                              help_text="How many of its seeds may train together in one process, each as if alone "
+                                        "(packed: a small model leaves most of a device idle). 0: chosen from the "
+                                        "queue's workers (slots and memory); 1: each its own. Seedbed's engine, one "
+                                        "rank a run, a Llama-family model; TRL, verl and command runs are not packed.")
     seeds = forms.CharField(initial="4", help_text="A number of seeds (4 = seed, seed+1, ...) or an explicit "
                                                    "list (1, 5, 9).")
     grid = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3, "placeholder": "lr = 1e-4, 2e-4"}),
@@ -137,7 +143,7 @@ class SweepForm(RunForm):
     GUARD_FIELDS = {"guard_entropy_below": ("entropy_collapse", "below"), "guard_clipped_above": ("length_at_cap", "above"),
                     "guard_zero_std_above": ("zero_std", "above"), "guard_reward_drop": ("reward_drop", "drop")}
 
-    SWEEP_FIELDS = ("seeds", "concurrency", "grid", "policy_name", "policy_metric", "policy_mode", "policy_params",
+    SWEEP_FIELDS = ("seeds", "concurrency", "pack", "grid", "policy_name", "policy_metric", "policy_mode", "policy_params",
                     "free_slot_use", "extend_steps", "budget", "alert_bounds", *GUARD_FIELDS, "guard_for_steps")
 
     def clean(self):
@@ -164,7 +170,8 @@ class SweepForm(RunForm):
             extra = policy.get("guards")
             policy["guards"] = guards + (extra if isinstance(extra, list) else [] if extra is None else [extra])
         self.sweep_args = {
-            "config": self.config, "seeds": seeds, "concurrency": cleaned["concurrency"], "grid": parsed["grid"],
+            "config": self.config, "seeds": seeds, "concurrency": cleaned["concurrency"],
+            "pack": cleaned.get("pack") or 0, "grid": parsed["grid"],
             "policy": policy, "free_slot_use": cleaned["free_slot_use"],
             "extend_steps": cleaned.get("extend_steps") or 0, "budget": cleaned.get("budget"),
             "alert_bounds": parsed["alert_bounds"], "name": cleaned.get("name") or "",

@@ -17,6 +17,8 @@ class Sweep(models.Model):
     config = models.JSONField(help_text="The validated TrainConfig.to_dict() shared by every seed.")
     seeds = models.JSONField(default=list, help_text="The seeds launched, in order.")
     concurrency = models.PositiveIntegerField(default=2, help_text="How many of its runs may hold a slot at once.")
+    pack = models.PositiveSmallIntegerField(default=1, help_text="How many of its seeds may train in one process, "
+                                            "packed (docs/architecture.md#packed-seeds); 1: each its own.")
     policy = models.JSONField(default=dict, blank=True,
                               help_text='Early-stopping policy config, e.g. {"name": "median", "metric": ...}; '
                                         "empty = manual (kill buttons only).")

@@ -34,6 +34,7 @@ from webapp.runs.models import MetricPoint, Run, RunStatus, WorkerCapacity
 from . import alerts as alert_rules
 from . import halting
 from .policies.budget import budget_error, may_extend
+from .packing import resolve_pack
 from .policies.feasibility import NOTE_MARK, policy_cannot_act_cached
 from .models import Alert, AlertKind, FreeSlotUse, PolicyDecision, Sweep, SweepPlan
 from .policies import EXTEND, STOP, Decision, make_policy, one_run_error, stored_config
@@ -128,7 +129,7 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
                  grid: Optional[dict] = None, free_slot_use: str = FreeSlotUse.NOTHING, extend_steps: int = 0,
                  budget: Optional[int] = None, alert_bounds: Optional[dict] = None, name: str = "", user=None,
                  project=None, parent_run: Optional[Run] = None, parent_step: Optional[int] = None,
-                 copied_from: Optional[Sweep] = None, queue: str = "") -> Sweep:
+                 copied_from: Optional[Sweep] = None, queue: str = "", pack: int = 1) -> Sweep:
     """Create a sweep of (grid point x seed) runs, all queued, and start as many as ``concurrency`` allows.
 
     Runs are ordered seed by seed (every grid point of the first seed, then the second ...), so a slow
@@ -138,6 +139,7 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
     the bad field. ``user`` must be a member of ``project`` (default: their personal project) and able to read
     ``parent_run`` and ``copied_from`` (the sweep whose settings the form was filled with: its lineage).
     ``queue``: where its runs go (``runs.services.queue_named``; by default the one their device needs).
+    ``pack``: how many of its seeds may train in one process (0: chosen for the queue, ``sweeps.packing``).
     """
     project = project_for_launch(user=user, project=project)
     if parent_run is not None and user is not None:
@@ -175,6 +177,7 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
                               extends=free_slot_use == FreeSlotUse.EXTEND)
     if why_budget:
         raise FieldErrors({"budget": why_budget})
+    pack = resolve_pack(pack, cfg=base, queue=run_services.queue_named(queue, base), concurrency=concurrency)
     policy_config = policy_config_for(policy, total_steps=base.total_steps, free_slot_use=free_slot_use,
                                       extend_steps=extend_steps)
     n_runs = len(points) * len(seeds)
@@ -183,7 +186,7 @@ def sweep_create(*, config: TrainConfig | dict, seeds: Iterable[int], concurrenc
         raise FieldErrors({"seeds": why_one})
     sweep = Sweep.objects.create(name=name or f"{base.preset} x {n_runs} runs", project=project,
                                  config=base.to_dict(), seeds=seeds, concurrency=concurrency, policy=policy_config,
-                                 created_by=user, copied_from=copied_from)
+                                 created_by=user, copied_from=copied_from, pack=pack)
     audit(project=project, user=user, action="sweep.launch", target_type="sweep", target_id=sweep.pk,
           runs=n_runs, policy=policy_config.get("name", "manual") if policy_config else "manual",
           **({"copied_from": copied_from.pk} if copied_from is not None else {}))

@@ -9,6 +9,7 @@ from ninja.errors import HttpError
 from pydantic import Field
 
 from training.fields import FieldErrors
+from training.memory import MAX_PACK
 from webapp.api import selectors
 from webapp.api.endpoints.launches import IDEMPOTENT, launch_inputs, launched_once
 from webapp.api.v1 import api, conflict
@@ -31,6 +32,9 @@ class SweepIn(Schema):
     config: dict[str, Any]
     seeds: Union[int, list[int], str] = Field(4, description="A count (from config.seed on) or a list of seeds.")
     concurrency: int = Field(2, ge=1, le=256)
+    pack: int = Field(0, ge=0, le=MAX_PACK, description="Seeds that may train together in one process (packed, each "
+                                                        "as if alone); 0: chosen from the queue's workers' slots and "
+                                                        "memory; 1: each its own")
     grid: dict[str, list[Any]] = Field(default_factory=dict, description='e.g. {"lr": [1e-4, 2e-4]}')
     policy: dict[str, Any] = Field(default_factory=lambda: {"name": "median"},
                                    description='e.g. {"name": "asha", "metric": "reward/mean", "eta": 3}')
@@ -63,7 +67,8 @@ def sweeps_create(request, payload: SweepIn):
         # the sweep form's defaults: the policy watches reward/mean, larger is better
         policy = {"metric": "reward/mean", "mode": "max", **payload.policy}
         sweep = sweep_services.sweep_create(
-            config=cfg, seeds=seeds, concurrency=payload.concurrency, grid=payload.grid, policy=policy,
+            config=cfg, seeds=seeds, concurrency=payload.concurrency, pack=payload.pack, grid=payload.grid,
+            policy=policy,
             free_slot_use=payload.free_slot_use, extend_steps=payload.extend_steps, budget=payload.budget,
             alert_bounds=payload.alert_bounds, name=payload.name, user=request.user, project=project,
             parent_run=parent.run if parent else None, parent_step=parent.step if parent else None,

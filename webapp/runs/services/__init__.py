@@ -7,7 +7,8 @@ freed slots through ``signals.slots_changed``.
 
 - ``config``: a request's config validated, and the queue it needs;
 - ``dispatch``: creating a run, sending its task, and the reconciler's pass that sends it again;
-- ``lifecycle``: claim, heartbeat, how a run ended, requeue, kill, resume;
+- ``lifecycle``: claim, heartbeat, how a run ended, requeue, kill, resume; ``packing``: the runs one slot's process
+  trains together (packed seeds);
 - ``recovery``: the lost-run pass and automatic restarts; ``disk_full``: restarts once a full disk has room;
 - ``disk_budget``: a run past its disk budget or its project's fails;
 - ``slurm``: what the Slurm executor records of a run's batch job;
@@ -29,6 +30,7 @@ from .lifecycle import (KILLABLE_STATUSES, run_finish, run_heartbeat, run_held_b
                         run_preempted, run_requeue, run_resume, run_start)
 from .logged import run_metrics_log, run_samples_log
 from .metrics import METRIC_ROWS_PER_INSERT, finite_or_none, run_discard_after, run_metrics_append
+from .packing import run_claim_packed, run_pack_claim, run_pack_members
 from .ranks import MAX_RANKS_STORED, run_ranks_set
 from .recover import runs_recover
 from .recovery import count_restart, record_lost, restart_backoff_s, restart_run, runs_mark_lost
@@ -50,6 +52,7 @@ __all__ = [
     "run_checkpoints_prune", "run_create", "run_defer_for_build", "run_discard_after", "run_disk_check", "run_dispatch",
     "run_engine_config_set", "run_finish", "run_heartbeat", "run_held_by", "run_kill", "run_metrics_append",
     "run_metrics_log", "run_samples_log",
+    "run_claim_packed", "run_pack_claim", "run_pack_members",
     "run_ranks_set", "run_record_exit", "run_preempted", "run_requeue",
     "run_resume", "run_samples_append", "run_start", "run_warning_add", "runs_mark_lost", "runs_redispatch",
     "runs_restart_after_disk_full", "runs_recover",

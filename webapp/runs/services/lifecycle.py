@@ -40,6 +40,7 @@ def _fresh_attempt(run: Run, now) -> None:
     run.dispatched_at = run.dispatched_at or now  # its message came: sent, even if the sender never recorded it
     run.ranks = []  # this attempt's ranks report themselves (it may run on another number of them)
     run.step_advanced_at = now  # the stall rule's clock starts again with each attempt (webapp.runs.stall)
+    run.pack_leader = None  # trained alone unless its slot packs it with others (services.packing)
 
 
 def run_held_by(*, run_id: int, claim: tuple) -> bool:
