@@ -12,7 +12,7 @@ Commands:
     runs kill ID [--reason R]
     runs resume ID
     runs watch ID [--interval SECONDS]            progress bar until it ends; exit 0 if it succeeded
-    sweeps launch CONFIG.yaml --seeds 4 [--concurrency 2] [--policy median] [--project P] [--name N]
+    sweeps launch CONFIG.yaml --seeds 4 [--concurrency 2] [--pack 0] [--policy median] [--project P] [--name N]
     sweeps list [--project P]
     sweeps get ID
     sweeps policies                               the early-stopping rules and their parameters

@@ -89,6 +89,8 @@ def _sweeps_commands(group) -> None:
     _add_launch_options(p)
     p.add_argument("--seeds", type=int, default=4, help="how many seeds, from the config's seed on (default 4)")
     p.add_argument("--concurrency", type=int, default=2, help="runs at a time (default 2)")
+    p.add_argument("--pack", type=int, default=0, help="seeds that may train together in one process (packed, each "
+                   "as if alone; default 0: chosen from the queue's workers; 1: each its own)")
     p.add_argument("--policy", default="median", help="early stopping policy (the list: sweeps policies)")
     p.add_argument("--budget", type=int, default=None,
                    help="compute budget in full runs (at least --seeds): slots freed by stops start new seeds, each "

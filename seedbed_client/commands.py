@@ -168,7 +168,7 @@ def runs_watch(client: SeedbedClient, args) -> int:
 # --- sweeps and evaluations ---------------------------------------------------------------------------------------
 
 def sweeps_launch(client: SeedbedClient, args) -> int:
-    body = {**_launch_fields(args), "seeds": args.seeds, "concurrency": args.concurrency,
+    body = {**_launch_fields(args), "seeds": args.seeds, "concurrency": args.concurrency, "pack": args.pack,
             "policy": {"name": args.policy}}
     if args.budget is not None:  # the server checks it (a field error naming budget)
         body.update(free_slot_use="new_seed", budget=args.budget)
@@ -180,9 +180,10 @@ def sweeps_launch(client: SeedbedClient, args) -> int:
 
 def sweeps_list(client: SeedbedClient, args) -> int:
     sweeps = client.get("/sweeps", project=args.project, limit=args.limit)["sweeps"]
-    rows = [[s["id"], s["name"], s["project"], len(s["seeds"]), s["concurrency"], s["policy"].get("name", "")]
+    rows = [[s["id"], s["name"], s["project"], len(s["seeds"]), s["concurrency"], s.get("pack", 1),
+             s["policy"].get("name", "")]
             for s in sweeps]
-    print(format_table(["ID", "NAME", "PROJECT", "SEEDS", "CONCURRENCY", "POLICY"], rows))
+    print(format_table(["ID", "NAME", "PROJECT", "SEEDS", "CONCURRENCY", "PACK", "POLICY"], rows))
     return 0
 
 

@@ -7,6 +7,7 @@ in one call. Across ranks (one member) every rank draws the same prompts and row
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import torch
@@ -55,22 +56,40 @@ def collect_group_rollouts(members, group, world: World = SINGLE) -> list[Rollou
     gen_batch = 0
     while drawing:
         gen_batch += 1
-        asks = [draw_groups(m.cfg, m.tokenizer, m.policy.full_model, m.source, m.gens, world) for m in drawing]
+        asks = []
+        for m in drawing:
+            with blamed(m):
+                asks.append(draw_groups(m.cfg, m.tokenizer, m.policy.full_model, m.source, m.gens, world))
         batches = group.generate([(m, rows, seeds) for m, (rows, _, seeds) in zip(drawing, asks)])
         more = []
         for m, (_, examples, _), batch in zip(drawing, asks, batches):
-            texts = decode_completions(m.tokenizer, batch)
-            score_groups(m.cfg, got[id(m)], batch, examples, texts, m.reward_fn(texts, examples))
+            with blamed(m):
+                texts = decode_completions(m.tokenizer, batch)
+                score_groups(m.cfg, got[id(m)], batch, examples, texts, m.reward_fn(texts, examples))
             rounds[id(m)], last[id(m)] = gen_batch, batch
             if draws_again(m.cfg, got[id(m)], gen_batch, world):
                 more.append(m)
         drawing = more
     out = []
     for m in members:
-        everyone = gather_step_numbers(world, got[id(m)])
-        metrics = step_metrics(m.cfg, everyone, rounds[id(m)])
-        out.append(select_kept_groups(m.cfg, got[id(m)], everyone, metrics, last[id(m)], group.device, world))
+        with blamed(m):
+            everyone = gather_step_numbers(world, got[id(m)])
+            metrics = step_metrics(m.cfg, everyone, rounds[id(m)])
+            out.append(select_kept_groups(m.cfg, got[id(m)], everyone, metrics, last[id(m)], group.device, world))
     return out
+
+
+@contextlib.contextmanager
+def blamed(member):
+    """An error raised in one member's own part of a step (its data, its verifiers, its metrics) names the member
+    (``exc.member_seed``: its ``training.loop.Seed``), so a packed group fails that run alone and its neighbours
+    resume (``workers.packed``)."""
+    try:
+        yield
+    except Exception as exc:
+        if getattr(exc, "member_seed", None) is None:
+            exc.member_seed = member.seed
+        raise
 
 
 def draws_again(cfg, got: "Generated", gen_batch: int, world: World) -> bool:

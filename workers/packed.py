@@ -60,6 +60,31 @@ def train_packed(leader, worker: str, prepare, stop_flag) -> bool:
     seeds = runs(list(members.values_list("pk", flat=True)))
     if not seeds:
         return False
-    train_group(seeds, slots=leader.sweep.pack, joining=joining, on_end=ended)
+    try:
+        train_group(seeds, slots=leader.sweep.pack, joining=joining, on_end=ended)
+    except Exception as exc:
+        blame_one(exc, run_of, leader.pk, worker)
+        raise
     print(f"run {leader.pk}: its packed group ended (pid {os.getpid()})", flush=True)
     return True
+
+
+def blame_one(exc: Exception, run_of: dict, leader_id: int, worker: str) -> None:
+    """An error that names one member (``training.step_rollouts.blamed``: its data, verifiers or metrics) fails that
+    run alone; the others still running lose an attempt and resume from their checkpoints (a restart, as when a
+    signal ends a run). An error of the group's own (its model calls) is left to the process's end: every member
+    fails with it, as a run alone would."""
+    from webapp.runs import services
+
+    guilty = run_of.get(id(getattr(exc, "member_seed", None)))
+    if guilty is None:
+        return
+    cause = (str(exc).splitlines() or [type(exc).__name__])[0][:500]
+    for run_id in services.run_pack_members(leader_id=leader_id, worker=worker):
+        if run_id == guilty:
+            services.run_record_exit(run_id=run_id, outcome="failed", detail=f"{type(exc).__name__}: {cause}",
+                                     worker=worker)
+        else:
+            services.run_record_exit(run_id=run_id, outcome="signaled", worker=worker,
+                                     detail=f"run {guilty} of its packed group failed ({cause}); this run resumes "
+                                            "from its checkpoint")

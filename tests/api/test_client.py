@@ -232,8 +232,8 @@ def test_sweeps_launch_and_get_and_evals_get(cli, config_file, alice):
     assert (evaluated["id"], evaluated["status"], evaluated["total"]) == (job.pk, "queued", 8)
     assert_failed(cli("evals", "get", str(job.pk + 1000)), 4, "not found")
     sweeps = cli("sweeps", "list").stdout.strip().splitlines()
-    assert sweeps[0].split() == ["ID", "NAME", "PROJECT", "SEEDS", "CONCURRENCY", "POLICY"]
-    assert [row.split() for row in sweeps[1:]] == [[str(sweep.pk), "two", "alice", "2", "1", "median"]]
+    assert sweeps[0].split() == ["ID", "NAME", "PROJECT", "SEEDS", "CONCURRENCY", "PACK", "POLICY"]
+    assert [row.split() for row in sweeps[1:]] == [[str(sweep.pk), "two", "alice", "2", "1", "1", "median"]]
     evals = cli("evals", "list").stdout.strip().splitlines()
     assert [row.split() for row in evals[1:]] == [[str(job.pk), *job.display_name.split(), "alice", "arithmetic",
                                                    "queued", "0/8"]]

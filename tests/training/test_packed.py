@@ -201,3 +201,25 @@ def test_the_command_line_trains_seeds_packed_into_their_own_folders(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "training", "run", str(cfg), "--seeds", "0,0", "--out",
                           str(tmp_path / "bad")], capture_output=True, text=True, env=env, timeout=300)
     assert bad.returncode != 0 and "--seeds: distinct seeds" in bad.stderr
+
+
+def test_an_error_in_one_seeds_own_part_of_a_step_names_that_seed(tmp_path, monkeypatch):
+    """A packed seed's verifier that breaks fails the step with an error naming that seed (``member_seed``), so
+    the worker fails that run alone (``workers.packed.blame_one``)."""
+    import training.loop as loop
+
+    real, built = loop.build_reward, []
+
+    def build(spec):
+        built.append(real(spec))
+        if len(built) == 2:  # the second seed's verifiers
+            def broken(texts, examples):
+                raise ValueError("its verifier broke")
+            return broken
+        return built[-1]
+
+    monkeypatch.setattr(loop, "build_reward", build)
+    seeds = [Seed(config(seed=n), str(tmp_path / str(n)), NullSink()) for n in (0, 1)]
+    with pytest.raises(ValueError, match="its verifier broke") as caught:
+        train_group(seeds)
+    assert caught.value.member_seed is seeds[1]

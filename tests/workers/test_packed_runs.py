@@ -75,3 +75,26 @@ def groups_of(runs) -> dict[int, list[int]]:
     for r in runs:
         groups.setdefault(r.pack_leader_id or r.pk, []).append(r.pk)
     return groups
+
+
+def test_an_error_of_one_member_fails_that_run_and_the_others_resume(no_worker_reports):
+    """``blame_one``: the member the error names fails with it; its neighbour loses an attempt (back to the queue,
+    to resume from its checkpoint), as when a signal ends a run."""
+    from training.loop import Seed
+    from training.sink import NullSink
+    from workers.packed import blame_one
+
+    # (queue gpu: no worker of the session's takes these runs while the test claims them itself)
+    sweep = sweep_services.sweep_create(config=tiny_config(), seeds=[0, 1], concurrency=1, pack=2, policy={},
+                                        queue="gpu")
+    first, second = sweep.runs.order_by("seed")
+    for run in (first, second):
+        assert services.run_start(run_id=run.pk, worker="w:1") == "start"
+    Run.objects.filter(pk__in=[first.pk, second.pk]).update(pack_leader_id=first.pk)
+    seeds = [Seed(None, "", NullSink()), Seed(None, "", NullSink())]
+    exc = ValueError("verifier errors: 16 of 16 completions could not be judged")
+    exc.member_seed = seeds[1]
+    blame_one(exc, {id(seeds[0]): first.pk, id(seeds[1]): second.pk}, first.pk, "w:1")
+    first, second = Run.objects.get(pk=first.pk), Run.objects.get(pk=second.pk)
+    assert second.status == RunStatus.FAILED and "16 of 16 completions" in second.error
+    assert first.status == RunStatus.QUEUED and first.restarts == 1
