@@ -35,8 +35,8 @@ class _Progress:
     """A one-line progress display with the time left (a bar on a terminal, a line per step when piped). The
     time left is the steps to go at the mean pace of the steps seen so far in this process."""
 
-    def __init__(self, total: int, clock=time.monotonic):
-        self.total, self.tty, self.clock = total, sys.stderr.isatty(), clock
+    def __init__(self, total: int, clock=time.monotonic, label: str = ""):
+        self.total, self.tty, self.clock, self.label = total, sys.stderr.isatty(), clock, label
         self.first: tuple[int, float] | None = None  # (step, time) of the first step this process saw
 
     def eta(self, step: int) -> str:
@@ -47,7 +47,7 @@ class _Progress:
         return eta_text((now - started) / done * (self.total - step)) if done > 0 else "?"
 
     def __call__(self, step: int, metrics: dict) -> None:
-        line = (f"step {step}/{self.total}  reward {metrics.get('reward/mean', 0):.3f}  "
+        line = (f"{self.label}step {step}/{self.total}  reward {metrics.get('reward/mean', 0):.3f}  "
                 f"acc {metrics.get('accuracy', 0):.3f}  {metrics.get('step_time_s', 0):.2f}s/step  "
                 f"ETA {self.eta(step)}")
         if self.tty:
@@ -76,6 +76,9 @@ def cmd_run(args) -> int:
         overrides = dict(kv.split("=", 1) for kv in args.set)
         cfg = TrainConfig.from_dict({**cfg.to_dict(), **overrides}, dry_run=True)
     if args.seeds is not None:
+        if any(kv.split("=", 1)[0].strip() == "seed" for kv in args.set or []):
+            raise FieldErrors({"--seeds": "give the seeds in --seeds alone: each seed's run replaces the config's "
+                                          "seed (drop --set seed=...)"})
         return run_seeds(cfg, args.out, parse_seeds(args.seeds))
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "config.json"), "w", encoding="utf-8") as fh:
@@ -87,24 +90,28 @@ def cmd_run(args) -> int:
     return 0
 
 
-#: seeds one ``run --seeds`` may pack (as the sweep form's ``pack``: webapp.sweeps)
-MAX_CLI_SEEDS = 64
-
-
 def parse_seeds(text: str) -> list[int]:
-    """``--seeds 0,1,2,3`` as distinct seeds in the config's range; FieldErrors naming the option otherwise.
+    """``--seeds 0,1,2,3`` as distinct seeds in the config's range, at most ``training.memory.MAX_PACK`` (the
+    sweep form's ``pack`` too); FieldErrors naming the option otherwise.
 
     >>> parse_seeds("0, 1,2")
     [0, 1, 2]
     """
+    from training.memory import MAX_PACK
+
     try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
+        seeds = [int(s) for s in text.split(",")]
     except ValueError:
         raise FieldErrors({"--seeds": f"expected seeds as integers separated by commas, e.g. 0,1,2,3; got {text!r}"})
-    if not seeds or len(seeds) > MAX_CLI_SEEDS:
-        raise FieldErrors({"--seeds": f"between 1 and {MAX_CLI_SEEDS} seeds; got {len(seeds)}"})
-    if len(set(seeds)) != len(seeds) or min(seeds) < 0 or max(seeds) > 2**32 - 1:
-        raise FieldErrors({"--seeds": f"distinct seeds in [0, 2^32 - 1]; got {text!r}"})
+    if not 1 <= len(seeds) <= MAX_PACK:
+        raise FieldErrors({"--seeds": f"between 1 and {MAX_PACK} seeds (one process packs at most {MAX_PACK}); "
+                                      f"got {len(seeds)}"})
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:
+        raise FieldErrors({"--seeds": f"each seed once; {', '.join(map(str, twice))} appear more than once"})
+    outside = [s for s in seeds if not 0 <= s <= 2**32 - 1]
+    if outside:
+        raise FieldErrors({"--seeds": f"seeds lie in [0, 2^32 - 1]; got {outside[0]}"})
     return seeds
 
 
@@ -114,9 +121,12 @@ def run_seeds(cfg, out: str, seeds: list[int]) -> int:
     from training.loop import Seed, train_group
     from training.packing import solo_only
 
-    reason = solo_only(cfg)
+    reason = solo_only(cfg) if len(seeds) > 1 else None  # (one seed: a run of any engine, in its seed's folder)
     if reason:
         raise FieldErrors({"--seeds": f"these seeds cannot share a process: {reason}"})
+    if len(seeds) > 1:
+        print(f"{len(seeds)} seeds packed in one process; the progress line is seed {seeds[0]}'s, every seed's "
+              f"metrics are in {os.path.join(out, 'seed_<n>', 'metrics.jsonl')}", file=sys.stderr)
     group = []
     for n in seeds:
         seed_cfg = TrainConfig.from_dict({**cfg.to_dict(), "seed": n}, check_paths=False)
@@ -124,9 +134,16 @@ def run_seeds(cfg, out: str, seeds: list[int]) -> int:
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as fh:
             fh.write(seed_cfg.to_json())
-        sink = cli_sink(seed_cfg, folder, _Progress(cfg.total_steps) if n == seeds[0] else None)
+        sink = cli_sink(seed_cfg, folder, _Progress(cfg.total_steps, label=f"seed {n}: ") if n == seeds[0] else None)
         group.append(Seed(seed_cfg, folder, sink, should_stop=lambda sink=sink: bool(sink.stopped_by)))
-    for seed, result in zip(group, train_group(group)):
+    if len(group) == 1:
+        from training.engines import run_engine
+
+        seed = group[0]
+        results = [run_engine(seed.cfg, seed.out_dir, seed.sink, should_stop=seed.should_stop)]
+    else:
+        results = train_group(group)
+    for seed, result in zip(group, results):
         print(json.dumps({"seed": seed.cfg.seed, **result_line(result, seed.sink)}))
     return 0
 

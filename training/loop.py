@@ -153,7 +153,7 @@ def join(group, seed: Seed, device, world: World) -> Member:
     seed.sink.truncate_after(m.start)  # a resumed run's records hold exactly the steps of its checkpoint
     seed.sink.on_log(f"{'resuming at step ' + str(m.start) if resume else 'starting'}: {cfg.total_steps} steps on "
                      f"{device}" + (f", rank {world.rank} of {world.size} ({m.policy.strategy})" if world.size > 1
-                                    else "") + (f", seed slot {m.slot} of a packed group" if group.slots > 1 else ""))
+                                    else "") + (f", seed {cfg.seed} in slot {m.slot} of a packed group" if group.slots > 1 else ""))
     return m
 
 

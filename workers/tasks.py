@@ -314,7 +314,8 @@ def train_here(run_id: int, worker: str, dispatch: str = "", job=None) -> str:
         status = db_full.retrying(lambda: services.run_record_exit(run_id=run_id, outcome=outcome, forced=forced,
                                                                    detail=detail, worker=worker), "how it ended",
                                   run_id)
-    log.info("run %s: ended %s (exit code %s)", run_id, status, proc.returncode)
+    log.info("run %s: %s %s (exit code %s)", run_id, "its packed group's process ended; the run is" if packed
+             else "ended", status, proc.returncode)
     if job is not None:
         job.ended()
     return status

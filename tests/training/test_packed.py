@@ -198,9 +198,16 @@ def test_the_command_line_trains_seeds_packed_into_their_own_folders(tmp_path):
         assert json.loads((folder / "config.json").read_text())["seed"] == n
         assert len((folder / "metrics.jsonl").read_text().splitlines()) == 2
         assert (folder / "checkpoints" / "step_000002" / "model.safetensors").is_file()
-    bad = subprocess.run([sys.executable, "-m", "training", "run", str(cfg), "--seeds", "0,0", "--out",
-                          str(tmp_path / "bad")], capture_output=True, text=True, env=env, timeout=300)
-    assert bad.returncode != 0 and "--seeds: distinct seeds" in bad.stderr
+    for seeds, said in (("0,0", "--seeds: each seed once; 0 appear more than once"),
+                        ("0,,1", "--seeds: expected seeds as integers separated by commas"),
+                        (",".join(map(str, range(17))), "--seeds: between 1 and 16 seeds")):
+        bad = subprocess.run([sys.executable, "-m", "training", "run", str(cfg), "--seeds", seeds, "--out",
+                              str(tmp_path / "bad")], capture_output=True, text=True, env=env, timeout=300)
+        assert bad.returncode != 0 and said in bad.stderr, (seeds, bad.stderr[-500:])
+    bad = subprocess.run([sys.executable, "-m", "training", "run", str(cfg), "--seeds", "1,2", "--set", "seed=5",
+                          "--out", str(tmp_path / "bad")], capture_output=True, text=True, env=env, timeout=300)
+    assert bad.returncode != 0 and "--seeds: give the seeds in --seeds alone" in bad.stderr
+    assert not (tmp_path / "bad").exists()  # refused before anything was written
 
 
 def test_an_error_in_one_seeds_own_part_of_a_step_names_that_seed(tmp_path, monkeypatch):

@@ -49,10 +49,13 @@ def test_a_killed_seed_leaves_its_group_and_the_next_seed_takes_its_place(celery
     config = tiny_config(total_steps=25)
     sweep = sweep_services.sweep_create(config=config, seeds=[0, 1, 2, 3], concurrency=3, pack=3, policy={})
     runs = list(sweep.runs.order_by("seed"))
-    started = runs[:3]
-    wait_for(lambda: all(len(curve(r.pk)) >= 2 for r in started), timeout=TIMEOUT, what="three seeds to train")
-    groups = groups_of(Run.objects.filter(pk__in=[r.pk for r in started]))
-    members = next(g for g in groups.values() if len(g) >= 2)  # two slots, three seeds: one process has two
+    started = [r.pk for r in runs[:3]]
+
+    def training_pair():  # two slots, three seeds: one process has two; both training (not yet at their end)
+        groups = groups_of(Run.objects.filter(pk__in=started, status=RunStatus.RUNNING))
+        return next((g for g in groups.values() if len(g) >= 2 and all(len(curve(m)) >= 2 for m in g)), None)
+
+    members = wait_for(training_pair, timeout=TIMEOUT, what="two packed seeds to train")
     victim, neighbour = members[-1], members[0]
     page = client_in.get(f"/runs/{victim}/").content.decode()
     assert 'id="packed-with"' in page and f'href="/runs/{neighbour}/"' in page
@@ -72,7 +75,7 @@ def test_a_killed_seed_leaves_its_group_and_the_next_seed_takes_its_place(celery
 def groups_of(runs) -> dict[int, list[int]]:
     """Each training process (its leader's id) -> the runs it trained (a run alone is its own)."""
     groups: dict[int, list[int]] = {}
-    for r in runs:
+    for r in sorted(runs, key=lambda r: r.pk):
         groups.setdefault(r.pack_leader_id or r.pk, []).append(r.pk)
     return groups
 
@@ -98,3 +101,31 @@ def test_an_error_of_one_member_fails_that_run_and_the_others_resume(no_worker_r
     first, second = Run.objects.get(pk=first.pk), Run.objects.get(pk=second.pk)
     assert second.status == RunStatus.FAILED and "16 of 16 completions" in second.error
     assert first.status == RunStatus.QUEUED and first.restarts == 1
+
+
+def test_a_killed_leader_resumed_rejoins_the_process_it_started(celery_worker):
+    """One slot free (a long run holds the other): the sweep's two seeds share its process. Its leader is killed
+    and resumed: it goes back into the free place of that same process, from its checkpoint, beside its neighbour."""
+    filler = services.run_create(config=tiny_config(total_steps=5000, seed=9))
+    wait_for(lambda: len(curve(filler.pk)) >= 1, timeout=TIMEOUT, what="the filler to hold a slot")
+    sweep = sweep_services.sweep_create(config=tiny_config(total_steps=60), seeds=[0, 1], concurrency=2, pack=2,
+                                        policy={})
+    leader, neighbour = sweep.runs.order_by("seed")
+    wait_for(lambda: len(curve(leader.pk)) >= 2 and len(curve(neighbour.pk)) >= 2, timeout=TIMEOUT,
+             what="the two seeds to train")
+    assert groups_of(Run.objects.filter(pk__in=[leader.pk, neighbour.pk])) == {leader.pk: [leader.pk, neighbour.pk]}
+    services.run_kill(run_id=leader.pk, killed_by="user", reason="test")
+    wait_for(lambda: ended([leader.pk]), timeout=60, what="the leader's kill")
+    stopped_at = Run.objects.get(pk=leader.pk).last_step
+    services.run_resume(run_id=leader.pk)
+    wait_for(lambda: Run.objects.get(pk=leader.pk).status == RunStatus.RUNNING, timeout=60,
+             what="the resumed leader to run")
+    back = Run.objects.get(pk=leader.pk)
+    assert back.attempts == 2 and back.pack_leader_id == leader.pk and back.packed_with == [neighbour.pk]
+    assert not ended([neighbour.pk])  # rejoined its process while the neighbour trains (not after it ended)
+    services.run_kill(run_id=filler.pk, killed_by="user", reason="test done")
+    wait_for(lambda: ended([leader.pk, neighbour.pk, filler.pk]), timeout=TIMEOUT, what="the runs to end")
+    back, neighbour = Run.objects.get(pk=leader.pk), Run.objects.get(pk=neighbour.pk)
+    assert back.status == neighbour.status == RunStatus.SUCCEEDED, (back.error, neighbour.error)
+    steps = [s for s, _ in curve(back.pk)]
+    assert steps == list(range(1, 61)) and stopped_at < 60  # resumed from its checkpoint: every step once

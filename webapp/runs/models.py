@@ -99,6 +99,9 @@ class Run(models.Model):
                                     help_text="The run whose training process trains this one, packed with other "
                                               "seeds of its sweep (docs/architecture.md#packed-seeds); itself for "
                                               "the run that started the process; empty: a process of its own.")
+    pack_attempt = models.PositiveIntegerField(default=0, help_text="The leader's attempt whose process it shares "
+                                               "(with pack_leader, which process: a leader trains a new group at "
+                                               "each attempt).")
     preemptions = models.PositiveIntegerField(default=0, help_text="Times its scheduler took its node back (Slurm's "
                                               "time limit or a preemption) after a checkpoint: resumed, not a failure "
                                               "and not one of its restarts.")
@@ -164,8 +167,8 @@ class Run(models.Model):
         """The other runs its latest attempt shares (or shared) a training process with, packed seeds; [] alone."""
         if self.pack_leader_id is None:
             return []
-        return list(Run.objects.filter(pack_leader_id=self.pack_leader_id).exclude(pk=self.pk)
-                    .order_by("pk").values_list("pk", flat=True))
+        return list(Run.objects.filter(pack_leader_id=self.pack_leader_id, pack_attempt=self.pack_attempt)
+                    .exclude(pk=self.pk).order_by("pk").values_list("pk", flat=True))
 
     def __str__(self) -> str:
         return f"run {self.pk} ({self.status})"

@@ -117,6 +117,10 @@ def queue_reasons(*, runs: Iterable[Run], viewer) -> dict[int, str]:
                 Q(status=RunStatus.RUNNING) | Q(status=RunStatus.QUEUED, enqueued_at__isnull=False)) \
                 .order_by("enqueued_at", "pk"):
             (queue_holders if run.status == RunStatus.RUNNING else queue_runs)[run.queue].append(run)
+        for queue in queues:  # the packed seeds of one process hold one slot (docs/architecture.md#packed-seeds)
+            seen: set[int] = set()
+            queue_holders[queue] = [r for r in queue_holders[queue]
+                                    if (r.pack_leader_id or r.pk) not in seen and not seen.add(r.pack_leader_id or r.pk)]
     everyone = [r.pk for group in (*sweep_holders.values(), *queue_holders.values()) for r in group]
     readable = set(visible(Run.objects.filter(pk__in=everyone), viewer).values_list("pk", flat=True))
 

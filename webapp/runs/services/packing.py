@@ -23,7 +23,7 @@ def run_pack_claim(*, leader_id: int, worker: str) -> int:
     pack = run.sweep.pack if run.sweep_id is not None else 1
     if pack <= 1 or solo_only(TrainConfig.from_dict(run.config, check_paths=False)) is not None:
         return 0
-    Run.objects.filter(pk=leader_id).update(pack_leader_id=leader_id)
+    Run.objects.filter(pk=leader_id).update(pack_leader_id=leader_id, pack_attempt=run.attempts)
     run_claim_packed(leader_id=leader_id, worker=worker, limit=pack - 1)
     return pack
 
@@ -31,13 +31,14 @@ def run_pack_claim(*, leader_id: int, worker: str) -> int:
 def run_claim_packed(*, leader_id: int, worker: str, limit: int) -> list[int]:
     """Up to ``limit`` more of the leader's sweep's started seeds that pack with it, claimed for ``worker`` (the
     leader's slot) in seed order; returns their ids."""
-    leader = Run.objects.filter(pk=leader_id).only("config", "sweep_id").first()
+    leader = Run.objects.filter(pk=leader_id).only("config", "sweep_id", "pack_attempt").first()
     if leader is None or leader.sweep_id is None or limit <= 0:
         return []
     mine = TrainConfig.from_dict(leader.config, check_paths=False)
     taken = []
+    # (the leader itself too: killed and resumed, it rejoins the process it started)
     waiting = Run.objects.filter(sweep_id=leader.sweep_id, status=RunStatus.QUEUED, enqueued_at__isnull=False,
-                                 kill_requested_at__isnull=True).exclude(pk=leader_id).order_by("pk")
+                                 kill_requested_at__isnull=True).order_by("pk")
     for run in waiting.only("pk", "config"):
         if len(taken) >= limit:
             break
@@ -45,7 +46,7 @@ def run_claim_packed(*, leader_id: int, worker: str, limit: int) -> list[int]:
             continue
         if run_start(run_id=run.pk, worker=worker) not in ("start", "resume"):
             continue
-        Run.objects.filter(pk=run.pk).update(pack_leader_id=leader_id)
+        Run.objects.filter(pk=run.pk).update(pack_leader_id=leader_id, pack_attempt=leader.pack_attempt)
         taken.append(run.pk)
     return taken
 
