@@ -150,20 +150,28 @@ def smollm2(args) -> None:
 
 
 def held_out_pass1(model_dir: str, problems: int, n: int) -> float:
-    from training.data import default_rewards, make_prompt_source
-    from training.evaluate import evaluate_examples
-    from training.loop import load_model
+    """Held-out pass@1 of a model folder on the built-in task (bench/learning.py's evaluation)."""
+    from learning import pass1
 
-    model, tok = load_model(model_dir, "cpu")
-    model.eval()
-    res = evaluate_examples(model, tok, make_prompt_source("arithmetic").eval_set(problems), n=n, ks=[1],
-                            rewards=default_rewards("arithmetic"), seed=12345)
-    return res["pass@k"]["1"]
+    return pass1(model_dir, problems, n)
 
 
 #: Student's t 0.975 quantile by degrees of freedom (1 to 30; past 30 the 30's, a slightly wider interval)
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def first_difference(a: str, b: str) -> int | None:
+    """The first step whose logged completions differ between run folders ``a`` and ``b`` (None: none does)."""
+    def by_step(folder):
+        steps: dict[int, list] = {}
+        for line in open(os.path.join(folder, "samples.jsonl")):
+            row = json.loads(line)
+            steps.setdefault(row["step"], []).append(row["completion"])
+        return steps
+
+    x, y = by_step(a), by_step(b)
+    return next((step for step in sorted(x) if x[step] != y.get(step)), None)
 
 
 def t_interval(diffs: list[float]) -> tuple[float, float]:
@@ -196,18 +204,20 @@ def learning(args) -> None:
         final = f"checkpoints/step_{args.steps:06d}"
         rows = []
         for n in seeds:
-            solo = held_out_pass1(os.path.join(tmp, f"solo_{n}", final), args.problems, args.n) - base
-            group = n // math.ceil(len(seeds) / 2)
-            pack = held_out_pass1(os.path.join(tmp, f"packed_{group}", f"seed_{n}", final), args.problems,
-                                  args.n) - base
-            rows.append((n, 100 * solo, 100 * pack))
-            print(f"  seed {n}: gain solo {100 * solo:+.1f}, packed {100 * pack:+.1f} points", flush=True)
-    mean, half = t_interval([p - s for _, s, p in rows])
+            solo_dir = os.path.join(tmp, f"solo_{n}")
+            pack_dir = os.path.join(tmp, f"packed_{n // math.ceil(len(seeds) / 2)}", f"seed_{n}")
+            solo = held_out_pass1(os.path.join(solo_dir, final), args.problems, args.n) - base
+            pack = held_out_pass1(os.path.join(pack_dir, final), args.problems, args.n) - base
+            apart = first_difference(solo_dir, pack_dir)
+            rows.append((n, 100 * solo, 100 * pack, apart))
+            print(f"  seed {n}: gain solo {100 * solo:+.1f}, packed {100 * pack:+.1f} points; logged completions "
+                  f"{'the same at every step' if apart is None else f'first differ at step {apart}'}", flush=True)
+    mean, half = t_interval([p - s for _, s, p, _ in rows])
     print(f"\n{args.seeds} seeds x {args.steps} steps, dapo, held-out pass@1 on {args.problems} problems x {args.n} "
           f"samples (base {100 * base:.1f} %); solo two at a time {t1 - t0:.0f} s, packed {t2 - t1:.0f} s")
-    print(f"{'seed':>4} {'solo gain':>10} {'packed gain':>12} {'packed - solo':>14}")
-    for n, s, p in rows:
-        print(f"{n:>4} {s:>10.1f} {p:>12.1f} {p - s:>14.1f}")
+    print(f"{'seed':>4} {'solo gain':>10} {'packed gain':>12} {'packed - solo':>14} {'same completions to':>20}")
+    for n, s, p, apart in rows:
+        print(f"{n:>4} {s:>10.1f} {p:>12.1f} {p - s:>14.1f} {'the end' if apart is None else apart - 1:>20}")
     print(f"paired difference packed - solo: {mean:+.2f} points, 95 % interval [{mean - half:+.2f}, {mean + half:+.2f}] "
           f"(contains 0: {mean - half <= 0 <= mean + half}; half-width {half:.2f} <= 3: {half <= 3})")
 

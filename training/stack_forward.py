@@ -40,6 +40,9 @@ class StackDecoder:
         self.eps, self.n_layers = cfg.rms_norm_eps, cfg.num_hidden_layers
         self.rotary = stack.template.get_decoder().rotary_emb
         self.padding_idx = stack.template.get_input_embeddings().padding_idx
+        # a tied table's head gradient goes in place (SeedHead), its embedding's through autograd: both in place on
+        # one table summed wrongly over micro-batches (a packed seed's gradient off its solo run's at step 3)
+        self.tied = stack.names.get("lm_head.weight") == "model.embed_tokens.weight"
         self.fused = [self._fuse(i) for i in range(self.n_layers)] if fuse else None
 
     def get(self, name: str):
@@ -75,12 +78,11 @@ class StackDecoder:
         and values go into columns t .. t + s and the queries attend to columns 0 .. t + s; else to themselves.
         Returns the final-normed hidden states [K, n, s, H]."""
         K, n, s = ids.shape
-        table = self.get("model.embed_tokens.weight")  # [K, V, H]
+        table = self.stack.weight(self.stack.stacked, "model.embed_tokens.weight")  # the stacked [slots, V, H]
         V = table.shape[1]
-        offsets = torch.arange(K, device=ids.device)[:, None, None] * V
-        x = F.embedding(ids + offsets, table.reshape(K * V, -1))
-        if self.padding_idx is not None and torch.is_grad_enabled():  # as nn.Embedding's: that row never trains
-            x = torch.where((ids == self.padding_idx)[..., None], x.detach(), x)
+        offsets = torch.tensor(self.slots, device=ids.device)[:, None, None] * V
+        x = embed_rows(ids + offsets, table, None if self.padding_idx is None else ids == self.padding_idx,
+                       in_place=not self.tied)
         cos, sin = self.rotary(x.view(K * n, s, -1), pos)
         cos, sin = cos[:, None], sin[:, None]
         for i in range(self.n_layers):
@@ -124,6 +126,10 @@ class StackDecoder:
         """The output layer's weights [K, V, H] (the embedding's when tied)."""
         return self.get("lm_head.weight")
 
+    def seed_head(self, j: int) -> "SeedHead":
+        """Seed j's output layer for ``token_logprobs``, its weight gradient accumulated in place."""
+        return SeedHead(self.stack.weight(self.stack.stacked, "lm_head.weight"), self.slots[j])
+
 
 #: the training forward fuses the q/k/v and gate/up projections (one product each, their weights concatenated every
 #: forward: fewer, larger calls) while the copies take at most this many bytes
@@ -146,16 +152,78 @@ def bmm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torc
     return y.view(K, *shape, w.shape[1])
 
 
+def embed_rows(rows: torch.Tensor, table: torch.Tensor, padding: torch.Tensor | None, *,
+               in_place: bool = True) -> torch.Tensor:
+    """Rows ``rows`` (slot · V + token) of the stacked embedding ``table`` [slots, V, H]; with gradients and
+    ``in_place``, through ``EmbedGradInPlace`` (its gradient added into ``table.grad`` in place: no dense
+    [slots, V, H] tensor per backward), else autograd's; ``padding`` [same shape as rows]: positions whose token is
+    the padding token, whose row gets no gradient (as ``nn.Embedding(padding_idx)``'s)."""
+    if torch.is_grad_enabled() and table.requires_grad and in_place:
+        return EmbedGradInPlace.apply(rows, table, padding)
+    x = F.embedding(rows, table.reshape(-1, table.shape[-1]))
+    if padding is not None and torch.is_grad_enabled():
+        x = torch.where(padding[..., None], x.detach(), x)
+    return x
+
+
+class EmbedGradInPlace(torch.autograd.Function):
+    """The stacked embedding's lookup whose backward index-adds the rows' gradients into ``table.grad`` (made once
+    per optimizer step) and hands autograd none for the table: the sparse gradient a solo run's tied embedding
+    takes (``training.distributed.sparse_tied_embedding``), here for every seed's slice."""
+
+    @staticmethod
+    def forward(ctx, rows, table, padding):
+        ctx.save_for_backward(rows if padding is None else rows[~padding])
+        ctx.table, ctx.padding = table, padding
+        return F.embedding(rows, table.reshape(-1, table.shape[-1]))
+
+    @staticmethod
+    def backward(ctx, grad):
+        (rows,) = ctx.saved_tensors
+        table = ctx.table
+        if table.grad is None:
+            table.grad = torch.zeros_like(table)
+        g = grad if ctx.padding is None else grad[~ctx.padding]
+        table.grad.view(-1, table.shape[-1]).index_add_(0, rows.reshape(-1), g.reshape(-1, g.shape[-1]).to(table.dtype))
+        return None, None, None
+
+
 class SeedHead:
-    """One seed's output layer for ``token_logprobs``: a bias-free linear map by its [V, H] weights."""
+    """One seed's output layer for ``token_logprobs``: a bias-free linear map by slot ``slot`` of the stacked
+    [slots, V, H] weights, whose weight gradient goes into the stacked ``.grad`` in place (``HeadGradInPlace``
+    for one slot) where the weights train in the input's dtype (no autocast), else through autograd."""
 
     grad_in_place = False
 
-    def __init__(self, weight: torch.Tensor):
-        self.weight, self.out_features = weight, weight.shape[0]
+    def __init__(self, table: torch.Tensor, slot: int):
+        self.table, self.slot, self.out_features = table, slot, table.shape[1]
+        self.weight = table[slot]
 
     def __call__(self, h: torch.Tensor) -> torch.Tensor:
+        if (torch.is_grad_enabled() and self.table.requires_grad and h.dtype == self.table.dtype
+                and not torch.is_autocast_enabled(h.device.type)):
+            return SlotHeadGradInPlace.apply(h, self.table, self.slot)
         return F.linear(h, self.weight)
+
+
+class SlotHeadGradInPlace(torch.autograd.Function):
+    """z = h · W[slot]ᵀ whose backward adds (dL/dz)ᵀ h into ``W.grad[slot]`` in place (``addmm_``) and hands
+    autograd no gradient for W (``training.rollout.HeadGradInPlace``, for a slot of the stack)."""
+
+    @staticmethod
+    def forward(ctx, h, table, slot):
+        ctx.save_for_backward(h)
+        ctx.table, ctx.slot = table, slot
+        return F.linear(h, table[slot])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (h,) = ctx.saved_tensors
+        table = ctx.table
+        if table.grad is None:
+            table.grad = torch.zeros_like(table)
+        table.grad[ctx.slot].addmm_(grad.t(), h)
+        return (grad.mm(table[ctx.slot]) if ctx.needs_input_grad[0] else None), None, None
 
 
 def sequences_of(batch, max_tokens: int | None = None):
@@ -213,13 +281,12 @@ def stack_logprobs(stack, parts: list, *, checkpoint: bool = False, max_tokens: 
     decoder = StackDecoder(stack, [slot for slot, _, _, _ in parts], checkpoint=checkpoint,
                            fuse=fused_fits(stack, len(parts)))
     hidden = decoder.forward(ids.to(dev), pos.view(K * U, S).to(dev), sees.view(K * U, 1, S, S).to(dev))
-    heads = decoder.head()
     out = []
     for j, ((_, batch, temperature, kept), (i, _, _, where)) in enumerate(zip(parts, layouts)):
         u, s = i.shape
         own = hidden[j, :u, :s].reshape(u * s, -1)
         flat = torch.cat([own, own.new_zeros((1, own.shape[-1]))])
         states = flat[where.to(dev)]
-        out.append(token_logprobs(states, SeedHead(heads[j]), batch.completion_ids, temperature=temperature,
+        out.append(token_logprobs(states, decoder.seed_head(j), batch.completion_ids, temperature=temperature,
                                   kept=kept, with_entropy=True, checkpoint=checkpoint and torch.is_grad_enabled()))
     return out
