@@ -11,6 +11,10 @@ reference model), and when they stop, checkpoint, evaluate and log. Only Seedbed
 """
 from __future__ import annotations
 
+#: the model types a packed group trains (``training.stack_forward`` is their decoder): ``training.prefill``'s
+#: LLAMA_FAMILY, named here without torch so the web app can check a sweep's model (tests hold them equal)
+PACKABLE_MODEL_TYPES = frozenset({"llama", "mistral", "qwen2"})
+
 #: the config fields the seeds of one packed group may differ in: none changes a step's shapes or shared calls
 PER_SEED = frozenset({
     "seed", "lr", "weight_decay", "warmup_steps", "max_grad_norm", "eps_low", "eps_high", "dual_clip",

@@ -162,6 +162,13 @@ def test_packed_seeds_resume_each_from_its_own_checkpoint(tmp_path):
         assert_same_run(solo[k], again[k], [3, 4], config().resolved_model_path())
 
 
+def test_the_packable_model_types_are_the_stacked_decoders_family():
+    from training.packing import PACKABLE_MODEL_TYPES
+    from training.prefill import LLAMA_FAMILY
+
+    assert PACKABLE_MODEL_TYPES == LLAMA_FAMILY
+
+
 def test_the_packing_rule_names_the_field():
     assert pack_conflict([config(seed=0), config(seed=1, lr=1e-3, temperature=0.5)]) is None
     reason = pack_conflict([config(seed=0), config(seed=1, prompts_per_step=8)])

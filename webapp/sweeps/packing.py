@@ -16,8 +16,7 @@ from django.utils import timezone
 from training.config import TrainConfig
 from training.fields import FieldErrors
 from training.memory import MAX_PACK, read_model_config, read_model_shape, seeds_that_fit
-from training.packing import solo_only
-from training.prefill import LLAMA_FAMILY
+from training.packing import PACKABLE_MODEL_TYPES, solo_only
 
 
 def unpackable(cfg: TrainConfig) -> str | None:
@@ -27,7 +26,7 @@ def unpackable(cfg: TrainConfig) -> str | None:
     if reason:
         return reason
     model_type = (read_model_config(cfg.resolved_model_path()) or {}).get("model_type")
-    if model_type not in LLAMA_FAMILY:
+    if model_type not in PACKABLE_MODEL_TYPES:
         return f"a {model_type or 'unreadable'} model is trained one seed per process (packing takes llama, " \
                "mistral or qwen2 models)"
     return None

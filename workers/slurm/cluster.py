@@ -118,6 +118,9 @@ def ensure_munge() -> None:
     os.chown(MUNGE_KEY, munge.pw_uid, munge.pw_gid)
     MUNGE_KEY.chmod(0o400)
     MUNGE_SOCKET_DIR.mkdir(mode=0o755, exist_ok=True)
+    # munged refuses a socket directory others cannot enter ("execute permissions for all required"): one left
+    # 0700 (by a package's script or a tmpfiles rule) is opened up, whoever made it
+    MUNGE_SOCKET_DIR.chmod(0o755)
     os.chown(MUNGE_SOCKET_DIR, munge.pw_uid, munge.pw_gid)
     subprocess.run(["runuser", "-u", "munge", "--", "munged"], check=True)
     for _ in range(50):
