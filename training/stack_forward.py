@@ -180,12 +180,17 @@ class EmbedGradInPlace(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         (rows,) = ctx.saved_tensors
-        table = ctx.table
-        if table.grad is None:
-            table.grad = torch.zeros_like(table)
         g = grad if ctx.padding is None else grad[~ctx.padding]
-        table.grad.view(-1, table.shape[-1]).index_add_(0, rows.reshape(-1), g.reshape(-1, g.shape[-1]).to(table.dtype))
+        stacked_grad(ctx.table).view(-1, ctx.table.shape[-1]).index_add_(
+            0, rows.reshape(-1), g.reshape(-1, g.shape[-1]).to(ctx.table.dtype))
         return None, None, None
+
+
+def stacked_grad(table: torch.Tensor) -> torch.Tensor:
+    """``table.grad``, made (zeros) by the first in-place gradient of an optimizer step."""
+    if table.grad is None:
+        table.grad = torch.zeros_like(table)
+    return table.grad
 
 
 class SeedHead:
@@ -219,11 +224,8 @@ class SlotHeadGradInPlace(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         (h,) = ctx.saved_tensors
-        table = ctx.table
-        if table.grad is None:
-            table.grad = torch.zeros_like(table)
-        table.grad[ctx.slot].addmm_(grad.t(), h)
-        return (grad.mm(table[ctx.slot]) if ctx.needs_input_grad[0] else None), None, None
+        stacked_grad(ctx.table)[ctx.slot].addmm_(grad.t(), h)
+        return (grad.mm(ctx.table[ctx.slot]) if ctx.needs_input_grad[0] else None), None, None
 
 
 def sequences_of(batch, max_tokens: int | None = None):
