@@ -265,10 +265,7 @@ def sequence_logprobs(model, batch: RolloutBatch, *, temperature: float, use_kep
     mask = torch.cat([batch.prompt_mask, batch.completion_mask.long()], dim=1)
     P, T = batch.prompt_ids.shape[1], batch.completion_ids.shape[1]
     head = head_of(model)
-    kept = None
-    if use_kept_mask and batch.kept_mask is not None:
-        # positions after <eos> keep the whole vocabulary so no -inf reaches the (masked) loss terms
-        kept = batch.kept_mask | (batch.completion_mask[..., None] == 0)
+    kept = kept_tokens(batch) if use_kept_mask else None
     with checkpointed(model, checkpoint and torch.is_grad_enabled()):
         if head is None:  # a head with extras (soft-capping, scaling, FSDP-sharded root): the model's own logits
             hidden, head_fn = _full_logits(model, batch, mask, P, T), None
@@ -276,6 +273,14 @@ def sequence_logprobs(model, batch: RolloutBatch, *, temperature: float, use_kep
             hidden, head_fn = _decoder_hidden(model, batch, mask, P, T, full=checkpoint), head
     return token_logprobs(hidden, head_fn, batch.completion_ids, temperature=temperature, kept=kept,
                           with_entropy=with_entropy, checkpoint=checkpoint and torch.is_grad_enabled())
+
+
+def kept_tokens(batch: RolloutBatch) -> Optional[torch.Tensor]:
+    """The keep-sampling-mask as the training forward reads it (None when sampling truncated nothing): positions
+    after a completion's end keep the whole vocabulary, so no -inf reaches the (masked) loss terms."""
+    if batch.kept_mask is None:
+        return None
+    return batch.kept_mask | (batch.completion_mask[..., None] == 0)
 
 
 # model types whose causal-LM forward is exactly ``lm_head(decoder(...).last_hidden_state)``

@@ -18,7 +18,7 @@ import contextlib
 import torch
 
 from training.distributed import SINGLE, Parallel, World
-from training.rollout import RolloutBatch
+from training.rollout import RolloutBatch, kept_tokens
 from training.rollout_engines import make_rollout_engine
 from training.routing import RoutingReplay
 
@@ -151,14 +151,6 @@ class StackGroup:
 
     def after_update(self, member, updated: bool) -> None:  # the stacked tensors are what samples
         pass
-
-
-def kept_tokens(batch: RolloutBatch):
-    """The keep-sampling-mask of a micro-batch as the training forward reads it (``sequence_logprobs``): positions
-    after a completion's end keep the whole vocabulary, so no -inf reaches the masked loss terms."""
-    if batch.kept_mask is None:
-        return None
-    return batch.kept_mask | (batch.completion_mask[..., None] == 0)
 
 
 def own_rows(batch: RolloutBatch, rows: torch.Tensor) -> RolloutBatch:
